@@ -1,0 +1,19 @@
+# selfheal: how much data does a trained transformer need to heal one re-initialised layer?
+# Stages: corpus -> tokenizer -> pretrain -> baseline -> reset (per cell) -> retrain (per cell) -> aggregate -> plots.
+# Every config key is documented in config/README.md; the config is validated before any job runs.
+
+configfile: "config/config.yaml"
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/data.smk"
+include: "workflow/rules/pretrain.smk"
+include: "workflow/rules/heal.smk"
+include: "workflow/rules/report.smk"
+
+
+rule all:
+    input:
+        "results/summary.parquet",
+        "results/curves.parquet",
+        expand("results/plots/{plot}.{ext}", plot=PLOTS, ext=["html", "png"]),

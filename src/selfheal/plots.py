@@ -1,0 +1,151 @@
+"""Altair figures, drawn only from the Parquet tables the workflow wrote (saved as HTML and PNG).
+
+- recovery cost: fraction of S x E needed to get back within eps of the baseline, against the reset layer L, one
+  line per model, mean and t 95 % CI over seeds; censored seeds drawn as hollow triangles at their budget (a lower
+  bound), and the reset-all control as a dashed rule.
+- recovery curves: validation loss against examples seen (as a fraction of S x E), every recovery curve over the
+  model's own pretraining curve, with the baseline as a rule.
+- damage: validation loss right after the reset minus the baseline, against L.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import altair as alt
+import pandas as pd
+
+from selfheal import metrics
+
+alt.data_transformers.disable_max_rows()
+
+
+def _setting(table: pd.DataFrame) -> pd.Series:
+    return table["policy"] + " / " + table["init"] + " / " + table["regime"]
+
+
+def _mean_ci(table: pd.DataFrame, keys: list[str], value: str) -> pd.DataFrame:
+    rows = []
+    for key, group in table.groupby(keys, dropna=False, sort=True):
+        mean, lo, hi = metrics.mean_ci(group[value].tolist())
+        rows.append({**dict(zip(keys, key)), "mean": mean, "ci_lo": lo, "ci_hi": hi, "n_seeds": len(group),
+                     "n_censored": int((~group["recovered"]).sum()) if "recovered" in group else 0})
+    return pd.DataFrame(rows)
+
+
+def recovery_cost(summary: pd.DataFrame) -> alt.Chart:
+    table = summary.copy()
+    table["setting"] = _setting(table)
+    positive = table.loc[table["fraction_of_pretrain"] > 0, "fraction_of_pretrain"]
+    # Log scale: a cell that was already within eps at 0 examples is drawn at half the smallest positive cost.
+    floor = float(positive.min()) / 2 if len(positive) else 1e-4
+    table["cost"] = table["fraction_of_pretrain"].clip(lower=floor)
+    table["status"] = table["recovered"].map({True: "recovered", False: "censored (≥ budget)"})
+    layers = table[table["layer"].notna()].copy()
+    layers["layer"] = layers["layer"].astype(int)
+    keys = ["model", "setting", "threshold", "layer"]
+    means = _mean_ci(layers, keys, "cost")
+    controls = table[table["target"] == "all"]
+    control_means = _mean_ci(controls, ["model", "setting", "threshold"], "cost") if len(controls) else None
+
+    frames = [layers.assign(row="seed"), means.assign(row="mean")]
+    if control_means is not None:
+        frames.append(control_means.assign(row="control_all"))
+    data = pd.concat(frames, ignore_index=True)
+    data["threshold"] = data["threshold"].map(lambda e: f"ε = {e:g}")
+
+    y_scale = alt.Scale(type="log")
+    color = alt.Color("model:N", title="model")
+    base = alt.Chart()
+    seeds = base.transform_filter(alt.datum.row == "seed").mark_point(size=45, filled=True).encode(
+        x=alt.X("layer:O", title="reset layer L"),
+        y=alt.Y("cost:Q", scale=y_scale, title="examples to recover / (S × E)"),
+        color=color,
+        shape=alt.Shape("status:N", scale=alt.Scale(domain=["recovered", "censored (≥ budget)"],
+                                                    range=["circle", "triangle-up"]), title="seed"),
+        opacity=alt.condition(alt.datum.status == "recovered", alt.value(0.9), alt.value(0.35)),
+        tooltip=["model", "layer", "seed", "examples", "fraction_of_pretrain", "recovered"],
+    )
+    line = base.transform_filter(alt.datum.row == "mean").mark_line().encode(
+        x="layer:O", y=alt.Y("mean:Q", scale=y_scale), color=color,
+        strokeDash=alt.condition(alt.datum.n_censored > 0, alt.value([4, 3]), alt.value([1, 0])),
+    )
+    bars = base.transform_filter(alt.datum.row == "mean").mark_errorbar(ticks=True).encode(
+        x="layer:O", y=alt.Y("ci_lo:Q", scale=y_scale, title=""), y2="ci_hi:Q", color=color,
+        tooltip=["model", "layer", "mean", "ci_lo", "ci_hi", "n_seeds", "n_censored"],
+    )
+    charts = [bars, line, seeds]
+    if control_means is not None:
+        charts.append(base.transform_filter(alt.datum.row == "control_all").mark_rule(strokeDash=[6, 4]).encode(
+            y=alt.Y("mean:Q", scale=y_scale), color=color,
+            tooltip=[alt.Tooltip("model:N"), alt.Tooltip("mean:Q", title="reset-all control")],
+        ))
+    return alt.layer(*charts, data=data).properties(width=220, height=200).facet(
+        column=alt.Column("threshold:N", title="recovered within ε of baseline"),
+        row=alt.Row("setting:N", title="policy / init / regime"),
+    ).properties(title="Recovery cost against reset layer (mean, 95 % CI over seeds; triangles: censored)")
+
+
+def recovery_curves(curves: pd.DataFrame, summary: pd.DataFrame) -> alt.Chart:
+    rec = curves[curves["kind"] == "recovery"].copy()
+    rec["setting"] = _setting(rec)
+    rec["run"] = rec["target"] + " s" + rec["seed"].astype(str)
+    pre = curves[curves["kind"] == "pretrain"]
+    baselines = summary.drop_duplicates("model")[["model", "baseline_loss"]]
+    x = alt.X("fraction_of_pretrain:Q", title="examples seen / (S × E)")
+    y = alt.Y("val_loss:Q", title="validation loss", scale=alt.Scale(zero=False))
+    cells = alt.Chart(rec).mark_line(opacity=0.7).encode(
+        x=x, y=y, color=alt.Color("target:N", title="reset target"), detail="run:N",
+        strokeDash=alt.StrokeDash("setting:N", title="policy / init / regime"),
+        tooltip=["model", "target", "seed", "examples", "val_loss"],
+    )
+    pretrain = alt.Chart(pre).mark_line(color="black", strokeWidth=2.5).encode(
+        x=x, y=y, tooltip=["model", "examples", "val_loss"])
+    base_rule = alt.Chart(baselines).mark_rule(color="gray", strokeDash=[2, 2]).encode(y="baseline_loss:Q")
+    charts = []
+    for model in sorted(curves["model"].unique()):
+        pick = alt.datum.model == model
+        charts.append(alt.layer(
+            pretrain.transform_filter(pick), cells.transform_filter(pick), base_rule.transform_filter(pick)
+        ).properties(width=360, height=240, title=f"{model}: recovery (colour) vs pretraining (black)"))
+    return alt.vconcat(*charts).resolve_scale(color="independent")
+
+
+def damage(summary: pd.DataFrame) -> alt.Chart:
+    cells = summary.drop_duplicates(["model", "target", "policy", "init", "regime", "seed"]).copy()
+    cells = cells[cells["regime"] == cells["regime"].iloc[0]] if len(cells) else cells
+    cells["damage"] = cells["damaged_loss"] - cells["baseline_loss"]
+    cells["setting"] = cells["policy"] + " / " + cells["init"]
+    layers = cells[cells["layer"].notna()].copy()
+    layers["layer"] = layers["layer"].astype(int)
+    layers["recovered"] = True  # not used for damage; keeps _mean_ci's censor count at 0
+    means = _mean_ci(layers, ["model", "setting", "layer"], "damage")
+    color = alt.Color("model:N")
+    line = alt.Chart(means).mark_line(point=True).encode(
+        x=alt.X("layer:O", title="reset layer L"),
+        y=alt.Y("mean:Q", title="val loss after reset − baseline"), color=color,
+        strokeDash=alt.StrokeDash("setting:N", title="policy / init"),
+        tooltip=["model", "layer", "mean", "ci_lo", "ci_hi", "n_seeds"],
+    )
+    bars = alt.Chart(means).mark_errorbar(ticks=True).encode(x="layer:O", y="ci_lo:Q", y2="ci_hi:Q", color=color)
+    charts = [bars, line]
+    controls = cells[cells["target"] == "all"]
+    if len(controls):
+        control_means = controls.groupby("model", as_index=False)["damage"].mean()
+        charts.append(alt.Chart(control_means).mark_rule(strokeDash=[6, 4]).encode(
+            y="damage:Q", color=color, tooltip=["model", alt.Tooltip("damage:Q", title="reset-all damage")]))
+    return alt.layer(*charts).properties(
+        width=420, height=260, title="Damage: validation loss right after the reset (dashed: every layer reset)")
+
+
+def save(chart: alt.Chart, html_path: str | Path, png_path: str | Path) -> None:
+    chart.save(str(html_path))
+    chart.save(str(png_path), scale_factor=1.5)
+
+
+def write_all(summary_path: str, curves_path: str, out: dict[str, tuple[str, str]]) -> None:
+    summary = pd.read_parquet(summary_path)
+    curves = pd.read_parquet(curves_path)
+    save(recovery_cost(summary), *out["recovery_cost"])
+    save(recovery_curves(curves, summary), *out["recovery_curves"])
+    save(damage(summary), *out["damage"])

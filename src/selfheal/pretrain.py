@@ -1,0 +1,99 @@
+"""Pretraining from scratch (E epochs over S sequences, AdamW, warmup + cosine) and the baseline evaluation.
+
+The pretraining curve (validation loss against examples seen) is the from-scratch reference that every recovery
+curve is compared to.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import asdict
+from pathlib import Path
+
+import pandas as pd
+from selfheal import adapters, data, models, results_io, train
+
+log = logging.getLogger("selfheal")
+
+
+def pretrain(
+    model_cfg: dict,
+    eval_cfg: dict,
+    tokens_path: str,
+    theta0_dir: str,
+    trained_dir: str,
+    curve_path: str,
+    summary_path: str,
+    threads: int = 1,
+) -> dict:
+    p = model_cfg["pretrain"]
+    train.seed_everything(p["seed"], threads)
+    vocab_size, eos_token_id = data.vocabulary(tokens_path)
+    model = models.build(model_cfg, vocab_size, eos_token_id, seed=p["seed"])
+    adapter = adapters.for_model(model)
+    models.save(model, theta0_dir)
+
+    context = model_cfg["context"]
+    train_seqs = data.train_sequences(tokens_path, context, p["train_sequences"], p["seed"])
+    val_seqs = data.val_sequences(tokens_path, context, eval_cfg["val_sequences"])
+    S, E = train_seqs.shape[0], p["epochs"]
+    max_examples = S * E
+    settings = train.Settings(
+        lr=p["lr"],
+        batch_size=p["batch_size"],
+        weight_decay=p["weight_decay"],
+        grad_clip=p["grad_clip"],
+        eval_every_examples=p["eval_every_examples"],
+        max_examples=max_examples,
+        warmup_steps=max(1, round(p["warmup_fraction"] * math.ceil(max_examples / p["batch_size"]))),
+        cosine=True,
+        min_lr_fraction=p["min_lr_fraction"],
+        eval_batch_size=eval_cfg["batch_size"],
+        data_seed=p["seed"],
+    )
+    log.info(
+        "pretraining %s: %d params, S=%d sequences of %d tokens, E=%d epochs (%d examples)",
+        model_cfg["name"], models.parameter_count(model), S, context, E, max_examples,
+    )
+    result = train.run(model, adapter, train_seqs, val_seqs, {n for n, _ in model.named_parameters()}, settings,
+                       label="pretrain")
+    models.save(model, trained_dir)
+    curve = pd.DataFrame([asdict(pt) for pt in result.curve])
+    results_io.write_parquet(curve_path, curve)
+    final = result.curve[-1]
+    summary = {
+        "model": model_cfg["name"],
+        "arch": model_cfg["arch"],
+        "n_layer": model_cfg["n_layer"],
+        "d_model": model_cfg["d_model"],
+        "n_head": model_cfg["n_head"],
+        "context": context,
+        "params": models.parameter_count(model),
+        "train_sequences": S,
+        "epochs": E,
+        "examples": final.examples,
+        "tokens": final.tokens,
+        "steps": final.steps,
+        "wall_s": final.wall_s,
+        "initial_val_loss": result.curve[0].val_loss,
+        "final_val_loss": final.val_loss,
+    }
+    results_io.write_json(summary_path, summary)
+    log.info("pretraining done: val loss %.4f -> %.4f in %.0fs", summary["initial_val_loss"], final.val_loss,
+             final.wall_s)
+    return summary
+
+
+def baseline(model_cfg: dict, eval_cfg: dict, tokens_path: str, trained_dir: str, out_path: str,
+             threads: int = 1) -> dict:
+    """Validation loss and perplexity of the trained model on the fixed validation set."""
+    train.seed_everything(0, threads)
+    model = models.load(trained_dir)
+    val_seqs = data.val_sequences(tokens_path, model_cfg["context"], eval_cfg["val_sequences"])
+    loss = train.evaluate(model, adapters.for_model(model), val_seqs, eval_cfg["batch_size"])
+    out = {"model": model_cfg["name"], "val_loss": loss, "perplexity": math.exp(loss),
+           "val_sequences": int(val_seqs.shape[0]), "context": model_cfg["context"]}
+    results_io.write_json(out_path, out)
+    log.info("baseline %s: val loss %.4f, perplexity %.2f", model_cfg["name"], loss, math.exp(loss))
+    return out

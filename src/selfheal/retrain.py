@@ -1,0 +1,121 @@
+"""Retrain-to-threshold: train a reset model until it is back within eps of its baseline validation loss.
+
+Regimes: ``frozen`` (only the reset tensors train; embeddings and the tied LM head stay frozen), ``layer`` (every
+tensor of the reset layer(s) trains) and ``full`` (everything trains, as in Tamkin et al. 2020).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import asdict
+
+import pandas as pd
+from safetensors.torch import load_file
+
+from selfheal import adapters, data, metrics, models, results_io, train
+from selfheal.config import TARGET_ALL, TARGET_NONE
+
+log = logging.getLogger("selfheal")
+REGIMES = ("frozen", "layer", "full")
+
+
+def trainable_names(model, adapter, regime: str, target: str, reset_names: list[str]) -> set[str]:
+    if regime == "frozen":
+        return set(reset_names)
+    if regime == "layer":
+        if target == TARGET_NONE:
+            return set()
+        layers = range(adapter.n_layers(model)) if target == TARGET_ALL else [int(target[1:])]
+        return {n for layer in layers for n in adapter.param_names(model, layer, "full")}
+    if regime == "full":
+        return {n for n, _ in model.named_parameters()}
+    raise ValueError(f"unknown regime {regime!r}; expected one of {REGIMES}")
+
+
+def load_reset_model(trained_dir: str, reset_weights: str):
+    """The trained model with the cell's reset tensors written over it."""
+    model = models.load(trained_dir)
+    reset_values = load_file(reset_weights)
+    params = dict(model.named_parameters())
+    missing = sorted(set(reset_values) - set(params))
+    if missing:
+        raise ValueError(f"{reset_weights}: tensors not in the model: {missing[:5]}")
+    for name, value in reset_values.items():
+        params[name].data.copy_(value)
+    return model, sorted(reset_values)
+
+
+def retrain_cell(
+    model_cfg: dict,
+    eval_cfg: dict,
+    cell: dict,
+    tokens_path: str,
+    trained_dir: str,
+    reset_weights: str,
+    baseline_path: str,
+    damage_path: str,
+    pretrain_summary_path: str,
+    recovery_path: str,
+    curve_path: str,
+    threads: int = 1,
+) -> dict:
+    r = model_cfg["retrain"]
+    train.seed_everything(cell["seed"], threads)
+    model, reset_names = load_reset_model(trained_dir, reset_weights)
+    adapter = adapters.for_model(model)
+    trainable = trainable_names(model, adapter, cell["regime"], cell["target"], reset_names)
+    baseline = results_io.read_json(baseline_path)["val_loss"]
+    damaged = results_io.read_json(damage_path)["damaged_loss"]
+    pre = results_io.read_json(pretrain_summary_path)
+    pretrain_examples = pre["train_sequences"] * pre["epochs"]
+
+    p = model_cfg["pretrain"]
+    context = model_cfg["context"]
+    train_seqs = data.train_sequences(tokens_path, context, p["train_sequences"], p["seed"])
+    val_seqs = data.val_sequences(tokens_path, context, eval_cfg["val_sequences"])
+    settings = train.Settings(
+        lr=r["lr"],
+        batch_size=r["batch_size"],
+        weight_decay=r["weight_decay"],
+        grad_clip=r["grad_clip"],
+        eval_every_examples=r["eval_every_examples"],
+        max_examples=round(r["budget_fraction"] * pretrain_examples),
+        warmup_steps=r["warmup_steps"],
+        eval_batch_size=eval_cfg["batch_size"],
+        data_seed=cell["seed"],
+    )
+    log.info(
+        "retrain %s: %d trainable tensors (%d params), baseline %.4f, damaged %.4f, budget %d examples",
+        cell, len(trainable), sum(p.numel() for n, p in model.named_parameters() if n in trainable),
+        baseline, damaged, settings.max_examples,
+    )
+    thresholds = r["thresholds"]
+    result = train.run(
+        model, adapter, train_seqs, val_seqs, trainable, settings,
+        should_stop=lambda point: metrics.all_reached(point.val_loss, baseline, thresholds),
+        label="retrain",
+    )
+    recoveries = metrics.recoveries(result.curve, baseline, thresholds)
+    for rec in recoveries:
+        log.info("threshold %.3f: %s at %d examples", rec.threshold,
+                 "recovered" if rec.recovered else "censored", rec.examples)
+
+    curve = pd.DataFrame([asdict(pt) for pt in result.curve])
+    results_io.write_parquet(curve_path, curve)
+    out = {
+        **cell,
+        "arch": model_cfg["arch"],
+        "n_layer": model_cfg["n_layer"],
+        "d_model": model_cfg["d_model"],
+        "pretrain_examples": pretrain_examples,
+        "budget_examples": settings.max_examples,
+        "baseline_loss": baseline,
+        "damaged_loss": damaged,
+        "final_loss": result.curve[-1].val_loss,
+        "trainable_tensors": len(trainable),
+        "trainable_params": int(sum(p.numel() for n, p in model.named_parameters() if n in trainable)),
+        "reset_tensors": len(reset_names),
+        "recoveries": [asdict(rec) for rec in recoveries],
+    }
+    results_io.write_json(recovery_path, out)
+    return out

@@ -1,0 +1,191 @@
+"""The training loop shared by pretraining and retraining, and evaluation on the fixed validation set.
+
+Only the parameters named trainable get gradients. Layers below the first trainable one run under ``no_grad``
+(they are a fixed function of the input); layers above it need activation gradients only, which autograd gives
+for free since their weights have ``requires_grad=False``.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+
+from selfheal import data
+
+log = logging.getLogger("selfheal")
+
+
+def seed_everything(seed: int, threads: int | None = None) -> None:
+    if threads:
+        torch.set_num_threads(threads)
+    torch.manual_seed(seed)
+    torch.use_deterministic_algorithms(True, warn_only=True)
+
+
+@torch.no_grad()
+def evaluate(model: nn.Module, adapter, sequences: torch.Tensor, batch_size: int) -> float:
+    """Mean next-token loss over the validation sequences (all the same length, so a token-weighted mean)."""
+    was_training = model.training
+    model.eval()
+    total, count = 0.0, 0
+    for i in range(0, sequences.shape[0], batch_size):
+        batch = sequences[i : i + batch_size]
+        hidden, pieces = adapter.embed(model, batch)
+        hidden = adapter.run_layers(model, hidden, pieces, 0, adapter.n_layers(model))
+        total += adapter.loss(model, hidden, batch).item() * batch.shape[0]
+        count += batch.shape[0]
+    model.train(was_training)
+    return total / count
+
+
+@dataclass
+class Settings:
+    lr: float
+    batch_size: int
+    weight_decay: float
+    grad_clip: float
+    eval_every_examples: int
+    max_examples: int
+    warmup_steps: int
+    cosine: bool = False  # cosine decay to min_lr_fraction*lr over max_examples, else constant after warmup
+    min_lr_fraction: float = 0.0
+    eval_batch_size: int = 64
+    data_seed: int = 0
+
+
+@dataclass
+class CurvePoint:
+    examples: int
+    tokens: int
+    steps: int
+    wall_s: float
+    val_loss: float
+    train_loss: float | None
+
+
+@dataclass
+class Result:
+    curve: list[CurvePoint] = field(default_factory=list)
+    stopped_early: bool = False
+
+
+def first_trainable_layer(adapter, model: nn.Module, trainable: set[str]) -> int:
+    """Index of the first layer that has to run with autograd on (the embeddings count as before layer 0)."""
+    if any(n in trainable for n in adapter.embedding_names):
+        return 0
+    layers = [adapter.layer_of(n) for n in trainable]
+    layers = [i for i in layers if i is not None]
+    return min(layers) if layers else adapter.n_layers(model)
+
+
+def _lr_factor(step: int, total_steps: int, s: Settings) -> float:
+    if step < s.warmup_steps:
+        return (step + 1) / s.warmup_steps
+    if not s.cosine:
+        return 1.0
+    progress = min(1.0, (step - s.warmup_steps) / max(1, total_steps - s.warmup_steps))
+    return s.min_lr_fraction + (1 - s.min_lr_fraction) * 0.5 * (1 + math.cos(math.pi * progress))
+
+
+def _optimizer(model: nn.Module, trainable: set[str], s: Settings) -> torch.optim.Optimizer:
+    decay, no_decay = [], []
+    for name, p in model.named_parameters():
+        if name in trainable:
+            (decay if p.ndim >= 2 else no_decay).append(p)
+    groups = [{"params": decay, "weight_decay": s.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=s.lr, betas=(0.9, 0.95))
+
+
+def run(
+    model: nn.Module,
+    adapter,
+    train_seqs: torch.Tensor,
+    val_seqs: torch.Tensor,
+    trainable: set[str],
+    s: Settings,
+    should_stop=lambda point: False,
+    label: str = "train",
+) -> Result:
+    """Train ``trainable`` on ``train_seqs`` (epochs reshuffled by seed) for up to ``s.max_examples`` examples.
+
+    Evaluates at 0 examples, every ``s.eval_every_examples`` and at the end; ``should_stop(point)`` after any
+    evaluation ends training early (e.g. when the tightest recovery threshold is met).
+    """
+    for name, p in model.named_parameters():
+        p.requires_grad_(name in trainable)
+    start_layer = first_trainable_layer(adapter, model, trainable)
+    n_layers = adapter.n_layers(model)
+    context = train_seqs.shape[1]
+    total_steps = math.ceil(s.max_examples / s.batch_size)
+    result = Result()
+    t0 = time.perf_counter()
+    examples = steps = 0
+    running, running_n = 0.0, 0
+
+    def record() -> bool:
+        nonlocal running, running_n
+        point = CurvePoint(
+            examples=examples,
+            tokens=examples * context,
+            steps=steps,
+            wall_s=time.perf_counter() - t0,
+            val_loss=evaluate(model, adapter, val_seqs, s.eval_batch_size),
+            train_loss=running / running_n if running_n else None,
+        )
+        running, running_n = 0.0, 0
+        result.curve.append(point)
+        rate = examples / point.wall_s if point.wall_s > 0 else 0.0
+        eta = (s.max_examples - examples) / rate if rate > 0 else float("nan")
+        train_txt = f"{point.train_loss:.4f}" if point.train_loss is not None else "-"
+        log.info(
+            "%s step %d | examples %d/%d | train %s | val %.4f | %.0fs elapsed, <= %.0fs left",
+            label, steps, examples, s.max_examples, train_txt, point.val_loss, point.wall_s, eta,
+        )
+        return should_stop(point)
+
+    if record() or not trainable or s.max_examples <= 0:
+        result.stopped_early = bool(result.curve) and should_stop(result.curve[-1])
+        return result
+
+    optimizer = _optimizer(model, trainable, s)
+    params = [p for n, p in model.named_parameters() if n in trainable]
+    next_eval = s.eval_every_examples
+    epoch = 0
+    model.train()
+    while examples < s.max_examples:
+        order = data.epoch_order(train_seqs.shape[0], s.data_seed, epoch)
+        for i in range(0, len(order), s.batch_size):
+            if examples >= s.max_examples:
+                break
+            batch = train_seqs[order[i : i + min(s.batch_size, s.max_examples - examples)]]
+            for group in optimizer.param_groups:
+                group["lr"] = s.lr * _lr_factor(steps, total_steps, s)
+            with torch.no_grad():
+                hidden, pieces = adapter.embed(model, batch)
+                hidden = adapter.run_layers(model, hidden, pieces, 0, start_layer)
+            hidden = adapter.run_layers(model, hidden, pieces, start_layer, n_layers)
+            loss = adapter.loss(model, hidden, batch)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            if s.grad_clip > 0:
+                torch.nn.utils.clip_grad_norm_(params, s.grad_clip)
+            optimizer.step()
+            steps += 1
+            examples += batch.shape[0]
+            running += loss.item() * batch.shape[0]
+            running_n += batch.shape[0]
+            if examples >= next_eval or examples >= s.max_examples:
+                while next_eval <= examples:
+                    next_eval += s.eval_every_examples
+                if record():
+                    result.stopped_early = True
+                    model.eval()
+                    return result
+        epoch += 1
+    model.eval()
+    return result

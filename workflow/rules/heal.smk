@@ -1,0 +1,47 @@
+CELL = "results/cells/{model}/{target}-{policy}-{init}-s{seed}"
+
+
+rule reset:
+    input:
+        tokens="results/corpus/tokens.safetensors",
+        trained="results/models/{model}/trained",
+        theta0="results/models/{model}/theta0",
+    output:
+        weights=CELL + "/reset.safetensors",
+        damage=CELL + "/damage.json",
+    params:
+        model=pretrain_params,
+        eval=CONFIG["eval"],
+    threads: THREADS
+    log:
+        "results/logs/" + CELL.removeprefix("results/") + "/reset.log",
+    conda:
+        "../../envs/training.yaml"
+    script:
+        "../scripts/reset.py"
+
+
+rule retrain:
+    input:
+        tokens="results/corpus/tokens.safetensors",
+        trained="results/models/{model}/trained",
+        reset=CELL + "/reset.safetensors",
+        damage=CELL + "/damage.json",
+        baseline="results/models/{model}/baseline.json",
+        pretrain="results/models/{model}/pretrain.json",
+    output:
+        recovery=CELL + "/{regime}/recovery.json",
+        curve=CELL + "/{regime}/curve.parquet",
+    params:
+        model=retrain_params,
+        eval=CONFIG["eval"],
+        cell=cell_dict,
+    threads: THREADS
+    resources:
+        gpu=1,
+    log:
+        "results/logs/" + CELL.removeprefix("results/") + "/{regime}/retrain.log",
+    conda:
+        "../../envs/training.yaml"
+    script:
+        "../scripts/retrain.py"

@@ -1,0 +1,17 @@
+"""Shim: gather every cell into results/summary.parquet and results/curves.parquet."""
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(snakemake.scriptdir).parents[1] / "src"))  # the selfheal package, installed or not
+
+from selfheal import aggregate, logs
+
+logs.to_file(snakemake.log[0])
+aggregate.write(
+    snakemake.input.recoveries,
+    snakemake.input.curves,
+    snakemake.input.pretrain,
+    snakemake.input.pretrain_curves,
+    summary_out=snakemake.output.summary,
+    curves_out=snakemake.output.curves,
+)

@@ -1,0 +1,24 @@
+"""Shim: reset one cell's target and measure the damage."""
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(snakemake.scriptdir).parents[1] / "src"))  # the selfheal package, installed or not
+
+from selfheal import logs, reset
+
+logs.to_file(snakemake.log[0])
+w = snakemake.wildcards
+reset.reset_cell(
+    snakemake.params.model,
+    snakemake.params.eval,
+    snakemake.input.tokens,
+    snakemake.input.trained,
+    snakemake.input.theta0,
+    target=w.target,
+    policy=w.policy,
+    init=w.init,
+    seed=int(w.seed),
+    weights_path=snakemake.output.weights,
+    damage_path=snakemake.output.damage,
+    threads=snakemake.threads,
+)
