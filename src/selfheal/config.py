@@ -108,6 +108,10 @@ def check_schema(config: dict) -> None:
         if unknown:
             path = path + [unknown[0]]
             message = f"unknown key (allowed: {', '.join(sorted(error.schema.get('properties', {})))})"
+    if error.validator == "required":
+        missing = [k for k in error.validator_value if k not in error.instance]
+        if missing:
+            path, message = path + [missing[0]], "required key is missing"
     raise ConfigError(_key_path(path), message)
 
 

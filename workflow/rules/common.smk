@@ -12,7 +12,7 @@ THREADS = CONFIG["threads"]
 
 
 wildcard_constraints:
-    model="[A-Za-z0-9_.]+",
+    model="[A-Za-z0-9_.-]+",
     target="L[0-9]+|none|all",
     policy="full|attn|mlp|ln|none",
     init="fresh|original|none",

@@ -1,0 +1,52 @@
+import os
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from selfheal import adapters, models  # noqa: E402
+
+TINY_MODEL = {"name": "t", "arch": "gpt2", "n_layer": 3, "d_model": 16, "n_head": 2, "context": 16, "dropout": 0.0}
+
+
+def trained_like(model: torch.nn.Module, seed: int = 1) -> torch.nn.Module:
+    """Perturb every tensor (LN included) so it differs from any init, as a trained model would."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.05 * torch.randn(p.shape, generator=g))
+    return model
+
+
+@pytest.fixture
+def tiny_model():
+    torch.manual_seed(0)
+    return models.build(TINY_MODEL, vocab_size=64, eos_token_id=63, seed=0)
+
+
+@pytest.fixture
+def tiny_model_theta0(tiny_model):
+    """The step-0 weights of tiny_model (taken before any fixture perturbs it)."""
+    return {n: p.detach().clone() for n, p in tiny_model.named_parameters()}
+
+
+@pytest.fixture
+def trained_model(tiny_model, tiny_model_theta0):
+    return trained_like(tiny_model)
+
+
+@pytest.fixture
+def adapter():
+    return adapters.GPT2Adapter()
+
+
+@pytest.fixture
+def sequences():
+    g = torch.Generator().manual_seed(0)
+    return torch.randint(0, 64, (96, 16), generator=g), torch.randint(0, 64, (16, 16), generator=g)

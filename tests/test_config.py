@@ -1,0 +1,105 @@
+"""Config validation: the defaults pass, and every kind of bad input is refused naming its key."""
+
+import copy
+from pathlib import Path
+
+import pytest
+import yaml
+
+from selfheal import config
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _default():
+    return yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+
+
+@pytest.mark.parametrize("name", ["config.yaml", "full.yaml"])
+def test_shipped_configs_are_valid(name):
+    resolved = config.load(ROOT / "config" / name)
+    assert len(config.cells(resolved)) > 0
+
+
+def test_default_grid_has_every_layer_two_seeds_and_controls():
+    resolved = config.resolve(_default())
+    cells = config.cells(resolved)
+    n_layers = {m["name"]: m["n_layer"] for m in resolved["models"]}
+    assert len(n_layers) >= 2 and len({(m["n_layer"], m["d_model"]) for m in resolved["models"]}) >= 2
+    for model, n in n_layers.items():
+        for seed in (0, 1):
+            targets = {c.target for c in cells if c.model == model and c.seed == seed}
+            assert targets == {f"L{i}" for i in range(n)} | {"none", "all"}
+
+
+def _mutate(path, value):
+    raw = _default()
+    node = raw
+    for key in path[:-1]:
+        node = node[key]
+    if value is _DELETE:
+        del node[path[-1]]
+    else:
+        node[path[-1]] = value
+    return raw
+
+
+_DELETE = object()
+
+BAD = [
+    (("pretrain", "epochs_typo"), 3, "pretrain.epochs_typo"),
+    (("grid", "layers"), [0, 7], "grid.layers[1]"),
+    (("grid", "policies"), ["full", "everything"], "grid.policies[1]"),
+    (("grid", "regimes"), ["thawed"], "grid.regimes[0]"),
+    (("grid", "inits"), ["zeros"], "grid.inits[0]"),
+    (("models", 0, "d_model"), 0, "models[0].d_model"),
+    (("models", 0, "n_layer"), -2, "models[0].n_layer"),
+    (("models", 0, "n_head"), 5, "models[0].n_head"),
+    (("pretrain", "epochs"), "three", "pretrain.epochs"),
+    (("retrain", "budget_fraction"), -0.5, "retrain.budget_fraction"),
+    (("retrain", "thresholds"), [0.01, 1.5], "retrain.thresholds[1]"),
+    (("grid", "seeds"), [], "grid.seeds"),
+    (("corpus", "source"), "files", "corpus.files"),
+    (("models",), [], "models"),
+    (("models",), _DELETE, "models"),
+    (("models", 0, "n_head"), _DELETE, "models[0].n_head"),
+]
+
+
+@pytest.mark.parametrize("path,value,key", BAD, ids=[b[2] for b in BAD])
+def test_bad_config_names_the_key(path, value, key):
+    with pytest.raises(config.ConfigError) as err:
+        config.resolve(_mutate(path, value))
+    assert err.value.key == key
+    assert f"'{key}'" in str(err.value)
+
+
+def test_missing_corpus_files(tmp_path):
+    raw = _default()
+    raw["corpus"] = {"source": "files", "files": str(tmp_path / "nothing" / "*.txt")}
+    with pytest.raises(config.ConfigError, match="corpus.files"):
+        config.resolve(raw)
+
+
+def test_own_files_corpus_accepted(tmp_path):
+    for name in ("a", "b", "c"):
+        (tmp_path / f"{name}.txt").write_text(f"text of {name}\n" * 10)
+    raw = _default()
+    raw["corpus"] = {"source": "files", "files": str(tmp_path / "*.txt")}
+    assert config.resolve(raw)["corpus"]["files"].endswith("*.txt")
+
+
+def test_per_model_overrides_merge_over_top_level():
+    raw = _default()
+    raw["models"][1]["retrain"] = {"lr": 0.5}
+    resolved = config.resolve(raw)
+    assert resolved["models"][1]["retrain"]["lr"] == 0.5
+    assert resolved["models"][1]["retrain"]["thresholds"] == raw["retrain"]["thresholds"]
+    assert resolved["models"][0]["retrain"]["lr"] == raw["retrain"]["lr"]
+
+
+def test_resolve_does_not_mutate_input():
+    raw = _default()
+    frozen = copy.deepcopy(raw)
+    config.resolve(raw)
+    assert raw == frozen
