@@ -2,7 +2,11 @@
 # Stages: corpus -> tokenizer -> pretrain -> baseline -> reset (per cell) -> retrain (per cell) -> aggregate -> plots.
 # Every config key is documented in config/README.md; the config is validated before any job runs.
 
-configfile: "config/config.yaml"
+import os
+
+# The default config is found next to this Snakefile, whatever the working directory (--directory);
+# a --configfile given on the command line is merged over it.
+configfile: os.path.join(workflow.basedir, "config", "config.yaml")
 
 
 include: "workflow/rules/common.smk"

@@ -45,6 +45,8 @@ def recovery_cost(summary: pd.DataFrame) -> alt.Chart:
     layers["layer"] = layers["layer"].astype(int)
     keys = ["model", "setting", "threshold", "layer"]
     means = _mean_ci(layers, keys, "cost")
+    # With few seeds the t interval's lower end can fall below zero, which a log axis cannot show: clip it there.
+    means["ci_lo"] = means["ci_lo"].clip(lower=floor)
     controls = table[table["target"] == "all"]
     control_means = _mean_ci(controls, ["model", "setting", "threshold"], "cost") if len(controls) else None
 
@@ -58,7 +60,7 @@ def recovery_cost(summary: pd.DataFrame) -> alt.Chart:
     color = alt.Color("model:N", title="model")
     base = alt.Chart()
     seeds = base.transform_filter(alt.datum.row == "seed").mark_point(size=45, filled=True).encode(
-        x=alt.X("layer:O", title="reset layer L"),
+        x=alt.X("layer:O", title="reset layer L", axis=alt.Axis(labelAngle=0)),
         y=alt.Y("cost:Q", scale=y_scale, title="examples to recover / (S × E)"),
         color=color,
         shape=alt.Shape("status:N", scale=alt.Scale(domain=["recovered", "censored (≥ budget)"],
@@ -122,12 +124,13 @@ def damage(summary: pd.DataFrame) -> alt.Chart:
     means = _mean_ci(layers, ["model", "setting", "layer"], "damage")
     color = alt.Color("model:N")
     line = alt.Chart(means).mark_line(point=True).encode(
-        x=alt.X("layer:O", title="reset layer L"),
+        x=alt.X("layer:O", title="reset layer L", axis=alt.Axis(labelAngle=0)),
         y=alt.Y("mean:Q", title="val loss after reset − baseline"), color=color,
         strokeDash=alt.StrokeDash("setting:N", title="policy / init"),
         tooltip=["model", "layer", "mean", "ci_lo", "ci_hi", "n_seeds"],
     )
-    bars = alt.Chart(means).mark_errorbar(ticks=True).encode(x="layer:O", y="ci_lo:Q", y2="ci_hi:Q", color=color)
+    bars = alt.Chart(means).mark_errorbar(ticks=True).encode(
+        x="layer:O", y=alt.Y("ci_lo:Q", title=""), y2="ci_hi:Q", color=color)
     charts = [bars, line]
     controls = cells[cells["target"] == "all"]
     if len(controls):

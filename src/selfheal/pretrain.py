@@ -78,11 +78,18 @@ def pretrain(
         "wall_s": final.wall_s,
         "initial_val_loss": result.curve[0].val_loss,
         "final_val_loss": final.val_loss,
+        # How much val loss still fell over the last quarter of pretraining: near zero means converged.
+        "last_quarter_val_drop": _val_at(result.curve, 0.75 * max_examples) - final.val_loss,
     }
     results_io.write_json(summary_path, summary)
     log.info("pretraining done: val loss %.4f -> %.4f in %.0fs", summary["initial_val_loss"], final.val_loss,
              final.wall_s)
     return summary
+
+
+def _val_at(curve, examples: float) -> float:
+    """Validation loss at the evaluation closest to ``examples``."""
+    return min(curve, key=lambda p: abs(p.examples - examples)).val_loss
 
 
 def baseline(model_cfg: dict, eval_cfg: dict, tokens_path: str, trained_dir: str, out_path: str,

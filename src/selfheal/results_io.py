@@ -17,6 +17,7 @@ def _atomic(path: str | Path, write) -> None:
     os.close(fd)
     try:
         write(tmp)
+        os.chmod(tmp, 0o644)  # mkstemp makes 0600; results are shared with collaborators
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):

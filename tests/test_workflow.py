@@ -1,0 +1,125 @@
+"""End to end: the real Snakemake workflow on a tiny config, in a temporary directory."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from selfheal.aggregate import CURVE_COLUMNS, SUMMARY_COLUMNS
+
+ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.e2e
+
+
+def snakemake(workdir: Path, configfile: Path, *args: str) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory", str(workdir),
+           "--configfile", str(configfile), "--cores", "2", *args]
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900)
+
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("run")
+    configfile = workdir / "config.yaml"
+    configfile.write_text((ROOT / "tests" / "tiny.yaml").read_text())
+    proc = snakemake(workdir, configfile)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return workdir, configfile
+
+
+def test_tables_have_the_documented_schema(finished):
+    workdir, _ = finished
+    summary = pd.read_parquet(workdir / "results" / "summary.parquet")
+    curves = pd.read_parquet(workdir / "results" / "curves.parquet")
+    assert list(summary.columns) == SUMMARY_COLUMNS
+    assert list(curves.columns) == CURVE_COLUMNS
+    # tinyA: L0, L1, none, all; tinyB: L0, none, all; one seed; four thresholds each
+    assert len(summary) == (4 + 3) * 4
+    assert set(summary["threshold"]) == {0.01, 0.02, 0.05, 0.10}
+    assert set(curves["kind"]) == {"pretrain", "recovery"}
+    assert summary["recovered"].dtype == bool
+
+
+def test_controls(finished):
+    workdir, _ = finished
+    summary = pd.read_parquet(workdir / "results" / "summary.parquet")
+    none = summary[summary["target"] == "none"]
+    assert none["recovered"].all() and (none["examples"] == 0).all()
+    assert (none["damaged_loss"] == none["baseline_loss"]).all()
+    every = summary[summary["target"] == "all"]
+    assert (every["damaged_loss"] > every["baseline_loss"]).all()
+    censored = summary[~summary["recovered"]]
+    assert (censored["examples"] == censored["budget_examples"]).all()
+
+
+def test_pretraining_learned(finished):
+    workdir, _ = finished
+    for model in ("tinyA", "tinyB"):
+        pre = json.loads((workdir / "results" / "models" / model / "pretrain.json").read_text())
+        assert pre["final_val_loss"] < pre["initial_val_loss"] - 0.5
+        assert (workdir / "results" / "models" / model / "trained" / "model.safetensors").is_file()
+        assert not list((workdir / "results" / "models" / model / "trained").glob("*.bin"))
+
+
+def test_plots_and_logs_written(finished):
+    workdir, _ = finished
+    for plot in ("recovery_cost", "recovery_curves", "damage"):
+        html = workdir / "results" / "plots" / f"{plot}.html"
+        png = workdir / "results" / "plots" / f"{plot}.png"
+        assert "vega" in html.read_text().lower()
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    log = (workdir / "results" / "logs" / "tinyA" / "pretrain.log").read_text()
+    assert "examples 512/512" in log and "val" in log
+
+
+def test_report(finished):
+    workdir, configfile = finished
+    proc = snakemake(workdir, configfile, "--report", "results/report.html")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert (workdir / "results" / "report.html").stat().st_size > 10_000
+
+
+def test_editing_one_models_retrain_reruns_only_its_cells(finished):
+    workdir, configfile = finished
+    mtimes = {p: p.stat().st_mtime_ns for p in (workdir / "results").rglob("*") if p.is_file()}
+    config = yaml.safe_load(configfile.read_text())
+    config["models"][1]["retrain"] = {"lr": 5.0e-3}
+    configfile.write_text(yaml.safe_dump(config))
+
+    proc = snakemake(workdir, configfile)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    changed = sorted(
+        str(p.relative_to(workdir / "results")) for p, t in mtimes.items() if p.exists() and p.stat().st_mtime_ns != t
+    )
+    changed = [c for c in changed if not c.startswith("logs/")]
+    retrained = {c for c in changed if c.endswith("recovery.json")}
+    assert retrained == {
+        "cells/tinyB/L0-full-fresh-s0/frozen/recovery.json",
+        "cells/tinyB/none-none-none-s0/frozen/recovery.json",
+        "cells/tinyB/all-full-fresh-s0/frozen/recovery.json",
+    }
+    assert not any(c.startswith(("models/", "corpus/", "cells/tinyA")) for c in changed)
+    assert not any(c.endswith(("reset.safetensors", "damage.json")) for c in changed)
+    assert "summary.parquet" in changed
+
+    # and with nothing changed, nothing runs
+    proc = snakemake(workdir, configfile, "-n")
+    assert "Nothing to be done" in proc.stdout + proc.stderr
+
+
+def test_bad_config_fails_before_any_job(tmp_path):
+    config = yaml.safe_load((ROOT / "tests" / "tiny.yaml").read_text())
+    config["grid"]["layers"] = [0, 5]
+    configfile = tmp_path / "bad.yaml"
+    configfile.write_text(yaml.safe_dump(config))
+    proc = snakemake(tmp_path, configfile)
+    assert proc.returncode != 0
+    assert "config key 'grid.layers[1]'" in proc.stderr + proc.stdout
+    assert not (tmp_path / "results").exists()
