@@ -213,6 +213,16 @@ class Cell:
         return int(self.target[1:]) if self.target.startswith("L") else None
 
 
+def canonical(value):
+    """The same settings with every mapping's keys sorted, recursively. Snakemake compares rule params as written,
+    so without this merely reordering keys in a YAML file would re-run the whole grid."""
+    if isinstance(value, dict):
+        return {k: canonical(value[k]) for k in sorted(value)}
+    if isinstance(value, list):
+        return [canonical(v) for v in value]
+    return value
+
+
 def model_by_name(config: dict, name: str) -> dict:
     for model in config["models"]:
         if model["name"] == name:

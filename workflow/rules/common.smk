@@ -9,6 +9,7 @@ validate(config, str(selfheal.config.SCHEMA_PATH))
 CELLS = selfheal.config.cells(CONFIG)
 PLOTS = ["recovery_cost", "recovery_curves", "damage"]
 THREADS = CONFIG["threads"]
+EVAL = selfheal.config.canonical(CONFIG["eval"])
 
 
 wildcard_constraints:
@@ -27,12 +28,12 @@ def model_cfg(wildcards):
 def pretrain_params(wildcards):
     """Everything that defines a model's pretraining (and nothing about retraining, so retrain edits keep it)."""
     m = model_cfg(wildcards)
-    return {k: v for k, v in m.items() if k != "retrain"}
+    return selfheal.config.canonical({k: v for k, v in m.items() if k != "retrain"})
 
 
 def retrain_params(wildcards):
     """The cell's own retrain settings: editing one model's retrain section re-runs only that model's cells."""
-    return model_cfg(wildcards)
+    return selfheal.config.canonical(model_cfg(wildcards))
 
 
 def cell_dict(wildcards):
@@ -47,4 +48,4 @@ def cell_dict(wildcards):
 
 
 def corpus_params():
-    return CONFIG["corpus"]
+    return selfheal.config.canonical(CONFIG["corpus"])

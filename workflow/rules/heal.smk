@@ -11,7 +11,7 @@ rule reset:
         damage=CELL + "/damage.json",
     params:
         model=pretrain_params,
-        eval=CONFIG["eval"],
+        eval=EVAL,
     threads: THREADS
     log:
         "results/logs/" + CELL.removeprefix("results/") + "/reset.log",
@@ -34,7 +34,7 @@ rule retrain:
         curve=CELL + "/{regime}/curve.parquet",
     params:
         model=retrain_params,
-        eval=CONFIG["eval"],
+        eval=EVAL,
         cell=cell_dict,
     threads: THREADS
     resources:

@@ -8,7 +8,7 @@ rule pretrain:
         summary="results/models/{model}/pretrain.json",
     params:
         model=pretrain_params,
-        eval=CONFIG["eval"],
+        eval=EVAL,
     threads: THREADS
     resources:
         gpu=1,
@@ -28,7 +28,7 @@ rule baseline:
         "results/models/{model}/baseline.json",
     params:
         model=pretrain_params,
-        eval=CONFIG["eval"],
+        eval=EVAL,
     threads: THREADS
     log:
         "results/logs/{model}/baseline.log",

