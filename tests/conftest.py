@@ -10,9 +10,10 @@ sys.path.insert(0, str(ROOT / "src"))
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from selfheal import adapters, models  # noqa: E402
+from selfheal import families, models, objectives  # noqa: E402
 
 TINY_MODEL = {"name": "t", "arch": "gpt2", "n_layer": 3, "d_model": 16, "n_head": 2, "context": 16, "dropout": 0.0}
+SPECIAL = {"vocab_size": 64, "eos": 0, "pad": 1, "mask": 2}
 
 
 def trained_like(model: torch.nn.Module, seed: int = 1) -> torch.nn.Module:
@@ -27,7 +28,7 @@ def trained_like(model: torch.nn.Module, seed: int = 1) -> torch.nn.Module:
 @pytest.fixture
 def tiny_model():
     torch.manual_seed(0)
-    return models.build(TINY_MODEL, vocab_size=64, eos_token_id=63, seed=0)
+    return models.build(TINY_MODEL, SPECIAL, seed=0)
 
 
 @pytest.fixture
@@ -43,10 +44,13 @@ def trained_model(tiny_model, tiny_model_theta0):
 
 @pytest.fixture
 def adapter():
-    return adapters.GPT2Adapter()
+    return families.GPT2()
 
 
 @pytest.fixture
 def sequences():
+    """(train sequences, validation batches) for the causal-LM tiny model."""
     g = torch.Generator().manual_seed(0)
-    return torch.randint(0, 64, (96, 16), generator=g), torch.randint(0, 64, (16, 16), generator=g)
+    train = torch.randint(0, 64, (96, 16), generator=g)
+    val = torch.randint(0, 64, (16, 16), generator=g)
+    return train, objectives.CausalLM(SPECIAL).val_batches(val, 16)

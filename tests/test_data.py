@@ -57,7 +57,7 @@ def test_tokenizer_trained_on_train_split_only(tmp_path):
     path = tmp_path / "tokenizer.json"
     tokenizer.train(works, vocab_size=300, out_path=path)
     tok = tokenizer.load(path)
-    assert len(tok) <= 300 and tok.eos_token == "<|endoftext|>"
+    assert len(tok) <= 300 and tok.eos_token == "<|endoftext|>" and tok.mask_token == "<mask>"
     assert tok.decode(tok("alpha beta")["input_ids"]) == "alpha beta"  # byte-level: lossless
     # frequent train words became single tokens; the val-only word did not
     assert len(tok(" gamma")["input_ids"]) == 1
@@ -69,7 +69,7 @@ def test_sequences_are_deterministic_blocks(tmp_path):
     from safetensors.torch import save_file
 
     path = tmp_path / "tokens.safetensors"
-    save_file({"train": stream, "val": stream[:500].clone()}, str(path), metadata={"vocab_size": "1000", "eos_token_id": "0"})
+    save_file({"train": stream, "val": stream[:500].clone()}, str(path), metadata={"vocab_size": "1000", "eos": "0", "pad": "0", "mask": "-1"})
     train = data.train_sequences(path, context=10, count=20, seed=3)
     assert train.shape == (20, 10)
     assert torch.equal(train, data.train_sequences(path, context=10, count=20, seed=3))
@@ -79,7 +79,7 @@ def test_sequences_are_deterministic_blocks(tmp_path):
     assert val[0, 0] == 0 and val[-1, 0] == 490  # spread over the whole validation stream
     with pytest.raises(ValueError, match="train_sequences"):
         data.train_sequences(path, context=10, count=101, seed=0)
-    assert data.vocabulary(path) == (1000, 0)
+    assert data.vocabulary(path) == {"vocab_size": 1000, "eos": 0, "pad": 0, "mask": -1}
 
 
 def test_models_round_trip_and_refuse_pickles(tmp_path, tiny_model):

@@ -13,7 +13,8 @@ CONDA_NAMES = {"pytorch": "torch"}
 
 
 def _pyproject_pins() -> dict[str, str]:
-    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    deps = project["dependencies"] + [d for extra in project["optional-dependencies"].values() for d in extra]
     pins = {}
     for dep in deps:
         m = re.fullmatch(r"([A-Za-z0-9_.-]+)==([^;\s]+)", dep)

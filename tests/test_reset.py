@@ -5,7 +5,7 @@ import torch
 from conftest import trained_like
 
 from selfheal import reset
-from selfheal.adapters import POLICIES
+POLICIES = ("full", "attn", "self_attn", "mlp", "ln")
 
 
 def _changed(before: dict, model) -> set[str]:
@@ -21,6 +21,7 @@ EXPECTED_SUFFIXES = {
              "attn.c_proj.bias", "ln_2.weight", "ln_2.bias", "mlp.c_fc.weight", "mlp.c_fc.bias",
              "mlp.c_proj.weight", "mlp.c_proj.bias"},
     "attn": {"attn.c_attn.weight", "attn.c_attn.bias", "attn.c_proj.weight", "attn.c_proj.bias"},
+    "self_attn": {"attn.c_attn.weight", "attn.c_attn.bias", "attn.c_proj.weight", "attn.c_proj.bias"},
     "mlp": {"mlp.c_fc.weight", "mlp.c_fc.bias", "mlp.c_proj.weight", "mlp.c_proj.bias"},
     "ln": {"ln_1.weight", "ln_1.bias", "ln_2.weight", "ln_2.bias"},
 }
@@ -46,11 +47,11 @@ def test_original_init_restores_theta0(trained_model, tiny_model_theta0, adapter
 
 
 def test_fresh_init_follows_gpt2_distribution(adapter):
-    from conftest import TINY_MODEL
+    from conftest import SPECIAL, TINY_MODEL
 
     from selfheal import models
 
-    big = trained_like(models.build({**TINY_MODEL, "d_model": 256, "n_head": 4, "n_layer": 8}, 64, 63, seed=0))
+    big = trained_like(models.build({**TINY_MODEL, "d_model": 256, "n_head": 4, "n_layer": 8}, SPECIAL, seed=0))
     names = reset.target_names(big, adapter, "L3", "full")
     reset.apply(big, adapter, names, "fresh", reset.generator_for(5, "L3", "full"))
     p = dict(big.named_parameters())

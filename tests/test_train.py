@@ -3,25 +3,24 @@
 import pytest
 import torch
 
-from selfheal import reset, retrain, train
+from selfheal import objectives, reset, retrain, train
+
+CAUSAL = objectives.CausalLM({"vocab_size": 64, "eos": 0, "pad": 1, "mask": 2})
 
 
 def _settings(**kw):
     base = dict(lr=1e-2, batch_size=16, weight_decay=0.1, grad_clip=1.0, eval_every_examples=32,
-                max_examples=96, warmup_steps=2, eval_batch_size=16, data_seed=0)
+                max_examples=96, warmup_steps=2, data_seed=0)
     return train.Settings(**{**base, **kw})
 
 
 def test_split_forward_matches_model_forward(trained_model, adapter, sequences):
-    _, val = sequences
+    _, val_batches = sequences
+    val = val_batches[0]["input_ids"]
     expected = trained_model(input_ids=val, labels=val).loss.item()
-    assert train.evaluate(trained_model, adapter, val, batch_size=16) == pytest.approx(expected, rel=1e-5)
-    # and with a prefix run under no_grad: same number
-    with torch.no_grad():
-        hidden, pieces = adapter.embed(trained_model, val)
-        hidden = adapter.run_layers(trained_model, hidden, pieces, 0, 2)
-    hidden = adapter.run_layers(trained_model, hidden, pieces, 2, 3)
-    assert adapter.loss(trained_model, hidden, val).item() == pytest.approx(expected, rel=1e-5)
+    assert train.evaluate(trained_model, adapter, val_batches) == pytest.approx(expected, rel=1e-5)
+    # and with the first two layers run under no_grad: same number
+    assert adapter.loss(trained_model, {"input_ids": val}, 2).item() == pytest.approx(expected, rel=1e-5)
 
 
 @pytest.mark.parametrize("regime", ["frozen", "layer", "full"])
@@ -32,7 +31,7 @@ def test_only_trainable_tensors_move(trained_model, adapter, sequences, regime, 
     reset.apply(trained_model, adapter, names, "fresh", reset.generator_for(0, "L1", policy))
     trainable = retrain.trainable_names(trained_model, adapter, regime, "L1", names)
     before = {n: t.clone() for n, t in trained_model.state_dict().items()}
-    train.run(trained_model, adapter, train_seqs, val, trainable, _settings())
+    train.run(trained_model, adapter, CAUSAL, train_seqs, val, trainable, _settings())
     after = trained_model.state_dict()
     changed = {n for n in before if not torch.equal(before[n], after[n])}
     frozen = set(before) - trainable - {"lm_head.weight"}  # lm_head is tied to wte
@@ -46,27 +45,28 @@ def test_only_trainable_tensors_move(trained_model, adapter, sequences, regime, 
 def test_frozen_prefix_runs_without_autograd(trained_model, adapter, sequences):
     train_seqs, val = sequences
     names = reset.target_names(trained_model, adapter, "L2", "full")
-    assert train.first_trainable_layer(adapter, trained_model, set(names)) == 2
-    assert train.first_trainable_layer(adapter, trained_model, {"transformer.wte.weight"}) == 0
+    assert train.first_trainable_depth(adapter, trained_model, set(names)) == 2
+    assert train.first_trainable_depth(adapter, trained_model, {"transformer.wte.weight"}) == 0
+    assert train.first_trainable_depth(adapter, trained_model, {"transformer.ln_f.weight"}) == 3
     seen = []
     hook = trained_model.transformer.h[0].register_forward_hook(lambda m, i, o: seen.append(torch.is_grad_enabled()))
-    train.run(trained_model, adapter, train_seqs, val, set(names), _settings(max_examples=32))
+    train.run(trained_model, adapter, CAUSAL, train_seqs, val, set(names), _settings(max_examples=32))
     hook.remove()
     assert seen and not any(seen)  # layer 0 never ran with grad enabled
 
 
 def test_same_seed_same_numbers(adapter, sequences):
-    from conftest import TINY_MODEL, trained_like
+    from conftest import SPECIAL, TINY_MODEL, trained_like
 
     from selfheal import models
 
     def once(seed):
         torch.manual_seed(0)
-        model = trained_like(models.build(TINY_MODEL, 64, 63, seed=0))
+        model = trained_like(models.build(TINY_MODEL, SPECIAL, seed=0))
         names = reset.target_names(model, adapter, "L0", "full")
         reset.apply(model, adapter, names, "fresh", reset.generator_for(seed, "L0", "full"))
         train.seed_everything(seed)
-        result = train.run(model, adapter, *sequences, set(names), _settings(data_seed=seed))
+        result = train.run(model, adapter, CAUSAL, *sequences, set(names), _settings(data_seed=seed))
         return [p.val_loss for p in result.curve], model.state_dict()
 
     a_curve, a_state = once(0)
@@ -79,12 +79,12 @@ def test_same_seed_same_numbers(adapter, sequences):
 
 def test_should_stop_ends_training_at_that_evaluation(trained_model, adapter, sequences):
     names = reset.target_names(trained_model, adapter, "L0", "full")
-    result = train.run(trained_model, adapter, *sequences, set(names), _settings(max_examples=960),
+    result = train.run(trained_model, adapter, CAUSAL, *sequences, set(names), _settings(max_examples=960),
                        should_stop=lambda p: p.examples >= 64)
     assert result.stopped_early
     assert [p.examples for p in result.curve] == [0, 32, 64]
 
 
 def test_nothing_trainable_evaluates_once(trained_model, adapter, sequences):
-    result = train.run(trained_model, adapter, *sequences, set(), _settings())
+    result = train.run(trained_model, adapter, CAUSAL, *sequences, set(), _settings())
     assert [p.examples for p in result.curve] == [0]

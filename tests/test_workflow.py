@@ -70,7 +70,7 @@ def test_pretraining_learned(finished):
 
 def test_plots_and_logs_written(finished):
     workdir, _ = finished
-    for plot in ("recovery_cost", "recovery_curves", "damage"):
+    for plot in ("recovery_cost", "recovery_examples", "recovery_curves", "damage"):
         html = workdir / "results" / "plots" / f"{plot}.html"
         png = workdir / "results" / "plots" / f"{plot}.png"
         assert "vega" in html.read_text().lower()
@@ -105,7 +105,7 @@ def test_editing_one_models_retrain_reruns_only_its_cells(finished):
         "cells/tinyB/none-none-none-s0/frozen/recovery.json",
         "cells/tinyB/all-full-fresh-s0/frozen/recovery.json",
     }
-    assert not any(c.startswith(("models/", "corpus/", "cells/tinyA")) for c in changed)
+    assert not any(c.startswith(("models/", "baselines/", "corpus/", "cells/tinyA")) for c in changed)
     assert not any(c.endswith(("reset.safetensors", "damage.json")) for c in changed)
     assert "summary.parquet" in changed
 

@@ -12,19 +12,21 @@ import pandas as pd
 from selfheal import results_io
 
 SUMMARY_COLUMNS = [
-    "model", "arch", "n_layer", "d_model", "target", "layer", "policy", "init", "regime", "seed", "threshold",
+    "model", "arch", "n_layer", "d_model", "target", "stack", "layer", "depth", "policy", "init", "regime", "seed",
+    "threshold",
     "recovered", "examples", "tokens", "steps", "fraction_of_pretrain", "baseline_loss", "damaged_loss",
     "final_loss", "threshold_loss", "wall_s", "budget_examples", "pretrain_examples", "trainable_params",
 ]
 CURVE_COLUMNS = [
-    "kind", "model", "target", "layer", "policy", "init", "regime", "seed", "examples", "tokens", "steps",
+    "kind", "model", "target", "stack", "layer", "depth", "policy", "init", "regime", "seed", "examples", "tokens", "steps",
     "fraction_of_pretrain", "wall_s", "val_loss", "train_loss",
 ]
 CELL_KEYS = ["model", "target", "policy", "init", "regime", "seed"]
 
 
-def _layer(target: str):
-    return int(target[1:]) if target.startswith("L") else pd.NA
+def _fraction(examples, pretrain_examples):
+    """examples / (S x E), or missing when S x E is unknown (a downloaded model)."""
+    return examples / pretrain_examples if pretrain_examples else None
 
 
 def summary_table(recovery_paths: list[str]) -> pd.DataFrame:
@@ -35,10 +37,10 @@ def summary_table(recovery_paths: list[str]) -> pd.DataFrame:
             rows.append({
                 **{k: cell[k] for k in CELL_KEYS},
                 "arch": cell["arch"], "n_layer": cell["n_layer"], "d_model": cell["d_model"],
-                "layer": _layer(cell["target"]),
+                "stack": cell["stack"], "layer": cell["layer"], "depth": cell["depth"],
                 "threshold": rec["threshold"], "recovered": rec["recovered"],
                 "examples": rec["examples"], "tokens": rec["tokens"], "steps": rec["steps"],
-                "fraction_of_pretrain": rec["examples"] / cell["pretrain_examples"],
+                "fraction_of_pretrain": _fraction(rec["examples"], cell["pretrain_examples"]),
                 "baseline_loss": cell["baseline_loss"], "damaged_loss": cell["damaged_loss"],
                 "final_loss": cell["final_loss"],
                 "threshold_loss": cell["baseline_loss"] * (1 + rec["threshold"]),
@@ -46,7 +48,9 @@ def summary_table(recovery_paths: list[str]) -> pd.DataFrame:
                 "pretrain_examples": cell["pretrain_examples"], "trainable_params": cell["trainable_params"],
             })
     table = pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
-    table["layer"] = table["layer"].astype("Int64")
+    for column in ("layer", "depth", "pretrain_examples"):
+        table[column] = table[column].astype("Int64")
+    table["fraction_of_pretrain"] = table["fraction_of_pretrain"].astype("float64")
     return table.sort_values(["model", "regime", "policy", "init", "target", "seed", "threshold"], ignore_index=True)
 
 
@@ -66,12 +70,14 @@ def curves_table(recovery_paths: list[str], recovery_curve_paths: list[str],
         curve["kind"] = "recovery"
         for k in CELL_KEYS:
             curve[k] = cell[k]
-        curve["layer"] = _layer(cell["target"])
-        curve["fraction_of_pretrain"] = curve["examples"] / cell["pretrain_examples"]
+        for k in ("stack", "layer", "depth"):
+            curve[k] = cell[k]
+        curve["fraction_of_pretrain"] = _fraction(curve["examples"], cell["pretrain_examples"])
         parts.append(curve)
     table = pd.concat(parts, ignore_index=True).reindex(columns=CURVE_COLUMNS)
-    table["layer"] = table["layer"].astype("Int64")
-    table["seed"] = table["seed"].astype("Int64")
+    for column in ("layer", "depth", "seed"):
+        table[column] = table[column].astype("Int64")
+    table["fraction_of_pretrain"] = table["fraction_of_pretrain"].astype("float64")
     return table
 
 

@@ -55,10 +55,11 @@ DEFAULTS: dict = {
         "regimes": ["frozen"],
         "seeds": [0, 1],
         "controls": True,
+        "targets": [],
     },
     "threads": 1,
 }
-MODEL_DEFAULTS = {"arch": "gpt2", "context": 64, "dropout": 0.0}
+MODEL_DEFAULTS = {"source": "scratch", "arch": "gpt2", "context": 64, "dropout": 0.0}
 
 # Control cells: no reset at all, and every layer reset (the from-scratch comparison).
 TARGET_NONE = "none"
@@ -164,17 +165,27 @@ def resolve(raw: dict) -> dict:
         if names.count(model["name"]) > 1:
             raise ConfigError(f"{key}.name", f"duplicate model name {model['name']!r}")
         model = _merge(MODEL_DEFAULTS, model)
-        if model["d_model"] % model["n_head"]:
+        if model["source"] == "scratch" and model["d_model"] % model["n_head"]:
             raise ConfigError(f"{key}.n_head", f"d_model={model['d_model']} is not divisible by n_head={model['n_head']}")
+        if model["source"] == "pretrained":
+            if "original" in config["grid"]["inits"]:
+                raise ConfigError("grid.inits", f"init 'original' needs the step-0 weights, which a downloaded model "
+                                                f"({model['name']!r}) does not have")
+            if model["name_or_path"].startswith("package:"):
+                resolve_package_path(model["name_or_path"], f"{key}.name_or_path")
+        elif model["arch"] == "llama" and model.get("n_kv_head") and model["n_head"] % model["n_kv_head"]:
+            raise ConfigError(f"{key}.n_kv_head", "n_head must be a multiple of n_kv_head")
         model["pretrain"] = _merge(config["pretrain"], model.get("pretrain", {}))
         model["retrain"] = _merge(config["retrain"], model.get("retrain", {}))
         layers = config["grid"]["layers"]
         if layers != "all":
+            valid = layer_ids(model)
             for j, layer in enumerate(layers):
-                if layer >= model["n_layer"]:
+                if _layer_id(model, layer) not in valid:
                     raise ConfigError(
                         f"grid.layers[{j}]",
-                        f"layer {layer} is out of range for model {model['name']!r} with n_layer={model['n_layer']}",
+                        f"layer {layer!r} is out of range for model {model['name']!r} (its layers: "
+                        f"{valid[0]} .. {valid[-1]}{'' if len(valid) < 2 or '.' not in valid[-1] else ' and enc.*/dec.*'})",
                     )
         for section in ("pretrain", "retrain"):
             settings = model[section]
@@ -187,6 +198,43 @@ def resolve(raw: dict) -> dict:
         models.append(model)
     config["models"] = models
     return config
+
+
+def resolve_package_path(spec: str, key: str = "name_or_path") -> str:
+    """'package:<module>' -> the folder of an installed package (without importing it: some packages that ship
+    model files fail to import without their own heavy dependencies)."""
+    module = spec.removeprefix("package:")
+    found = importlib.util.find_spec(module)
+    if found is None or not found.submodule_search_locations:
+        raise ConfigError(key, f"package {module!r} is not installed")
+    return list(found.submodule_search_locations)[0]
+
+
+def layer_ids(model: dict) -> list[str]:
+    """Every layer id of a configured model, in depth order (encoder first)."""
+    if model["arch"] == "bart":
+        n_dec = model.get("n_dec_layer") or model["n_layer"]
+        return [f"enc.{i}" for i in range(model["n_layer"])] + [f"dec.{i}" for i in range(n_dec)]
+    return [f"L{i}" for i in range(model["n_layer"])]
+
+
+def _layer_id(model: dict, layer) -> str:
+    """A grid.layers entry as a layer id: integers index single-stack models (and the encoder of an
+    encoder-decoder would be ambiguous, so they must be written enc.i / dec.i there)."""
+    if isinstance(layer, int):
+        return f"L{layer}"
+    return layer
+
+
+def _policy_applies(arch: str, layer_id: str, policy: str) -> bool:
+    from selfheal import families
+
+    family = families.FAMILIES[arch]
+    stack = layer_id.split(".")[0] if "." in layer_id else ""
+    table = family.components[stack]
+    if policy in ("full", "attn"):
+        return True
+    return bool(table.get(policy))
 
 
 @dataclass(frozen=True)
@@ -208,9 +256,6 @@ class Cell:
     def retrain_dir(self) -> str:
         return f"{self.reset_dir}/{self.regime}"
 
-    @property
-    def layer(self) -> int | None:
-        return int(self.target[1:]) if self.target.startswith("L") else None
 
 
 def canonical(value):
@@ -231,23 +276,36 @@ def model_by_name(config: dict, name: str) -> dict:
 
 
 def cells(config: dict) -> list[Cell]:
-    """Expand the grid (and its controls) into cells, in a stable order."""
+    """Expand the grid (and its controls) into cells, in a stable order. A policy that a layer lacks (cross_attn
+    on a decoder-only model or an encoder layer) makes no cell; model-level policies (embeddings) make one cell
+    with target 'all'."""
     grid = config["grid"]
     out: list[Cell] = []
     for model in config["models"]:
-        layers = range(model["n_layer"]) if grid["layers"] == "all" else grid["layers"]
+        all_ids = layer_ids(model)
+        chosen = all_ids if grid["layers"] == "all" else [_layer_id(model, l) for l in grid["layers"]]
+        stacks = sorted({i.split(".")[0] for i in all_ids if "." in i})
+        set_targets = [t for t in grid.get("targets", []) if t == TARGET_ALL or t in stacks]
         for seed in grid["seeds"]:
             for regime in grid["regimes"]:
-                for layer in layers:
-                    for policy in grid["policies"]:
-                        for init in grid["inits"]:
-                            out.append(Cell(model["name"], f"L{layer}", policy, init, regime, seed))
+                for policy in grid["policies"]:
+                    for init in grid["inits"]:
+                        if policy == "embeddings":
+                            out.append(Cell(model["name"], TARGET_ALL, policy, init, regime, seed))
+                            continue
+                        for layer in chosen:
+                            if _policy_applies(model["arch"], layer, policy):
+                                out.append(Cell(model["name"], layer, policy, init, regime, seed))
+                        for target in set_targets:
+                            members = all_ids if target == TARGET_ALL else [i for i in all_ids if i.startswith(target)]
+                            if any(_policy_applies(model["arch"], m, policy) for m in members):
+                                out.append(Cell(model["name"], target, policy, init, regime, seed))
                 if grid["controls"]:
                     # "none" has nothing to reset: policy and init are 'none' so it runs once per regime and seed.
                     out.append(Cell(model["name"], TARGET_NONE, "none", "none", regime, seed))
                     for init in grid["inits"]:
                         out.append(Cell(model["name"], TARGET_ALL, "full", init, regime, seed))
-    return out
+    return list(dict.fromkeys(out))  # a set target may repeat a control; keep the first
 
 
 def load(path: str | Path) -> dict:

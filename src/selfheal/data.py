@@ -16,7 +16,16 @@ from safetensors.torch import load_file, save_file
 from selfheal import tokenizer as tok
 
 
+def special_ids(tokenizer) -> dict[str, int]:
+    """Vocabulary size and the special token ids the objectives need (-1 where the tokenizer has none)."""
+    eos = tokenizer.eos_token_id if tokenizer.eos_token_id is not None else tokenizer.sep_token_id
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos
+    mask = tokenizer.mask_token_id if tokenizer.mask_token_id is not None else -1
+    return {"vocab_size": len(tokenizer), "eos": int(eos), "pad": int(pad), "mask": int(mask)}
+
+
 def tokenize(works: pd.DataFrame, tokenizer_path: str | Path, out_path: str | Path) -> dict[str, int]:
+    """Tokenize both splits with our BPE (a tokenizer.json) or a pretrained model's tokenizer (a folder)."""
     tokenizer = tok.load(tokenizer_path)
     streams = {}
     for split in ("train", "val"):
@@ -24,19 +33,18 @@ def tokenize(works: pd.DataFrame, tokenizer_path: str | Path, out_path: str | Pa
         ids: list[int] = []
         for encoded in tokenizer(texts, add_special_tokens=False)["input_ids"]:
             ids.extend(encoded)
-            ids.append(tokenizer.eos_token_id)
+            ids.append(special_ids(tokenizer)["eos"])
         streams[split] = torch.tensor(ids, dtype=torch.int32)
-    save_file(streams, str(out_path), metadata={"vocab_size": str(len(tokenizer)), "eos_token_id": str(tokenizer.eos_token_id)})
+    save_file(streams, str(out_path), metadata={k: str(v) for k, v in special_ids(tokenizer).items()})
     return {split: int(t.numel()) for split, t in streams.items()}
 
 
-def vocabulary(tokens_path: str | Path) -> tuple[int, int]:
-    """(vocab_size, eos_token_id) of the tokenizer that made a token file."""
+def vocabulary(tokens_path: str | Path) -> dict[str, int]:
+    """Vocabulary size and special token ids of the tokenizer that made a token file."""
     from safetensors import safe_open
 
     with safe_open(str(tokens_path), "pt") as f:
-        meta = f.metadata()
-    return int(meta["vocab_size"]), int(meta["eos_token_id"])
+        return {k: int(v) for k, v in f.metadata().items()}
 
 
 def blocks(stream: torch.Tensor, context: int) -> torch.Tensor:

@@ -1,4 +1,4 @@
-"""Building models from config, and saving/loading them (safetensors only)."""
+"""Building models from config, and saving/loading them (safetensors only, never ``trust_remote_code``)."""
 
 from __future__ import annotations
 
@@ -7,48 +7,52 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from selfheal import adapters
+from selfheal import families
+
+# The transformers Auto class that reloads a saved model of each objective.
+AUTO_CLASSES = {
+    "causal_lm": "AutoModelForCausalLM",
+    "masked_lm": "AutoModelForMaskedLM",
+    "denoising": "AutoModelForSeq2SeqLM",
+}
 
 
-def build(model_cfg: dict, vocab_size: int, eos_token_id: int, seed: int) -> nn.Module:
-    """A fresh model of the configured family, initialised by the adapter's own explicit init (this is theta0)."""
-    from transformers import GPT2Config, GPT2LMHeadModel
-
-    if model_cfg["arch"] != "gpt2":
-        raise ValueError(f"unknown arch {model_cfg['arch']!r}")
-    config = GPT2Config(
-        vocab_size=vocab_size,
-        n_positions=model_cfg["context"],
-        n_embd=model_cfg["d_model"],
-        n_layer=model_cfg["n_layer"],
-        n_head=model_cfg["n_head"],
-        resid_pdrop=model_cfg["dropout"],
-        embd_pdrop=model_cfg["dropout"],
-        attn_pdrop=model_cfg["dropout"],
-        bos_token_id=eos_token_id,
-        eos_token_id=eos_token_id,
-        tie_word_embeddings=True,
-    )
-    model = GPT2LMHeadModel(config)
-    adapter = adapters.for_model(model)
+def build(model_cfg: dict, special: dict[str, int], seed: int) -> nn.Module:
+    """A fresh model of the configured family, initialised by the family's own explicit init (this is theta0)."""
+    family = families.for_arch(model_cfg["arch"])
+    model = family.build(model_cfg, special)
     generator = torch.Generator().manual_seed(seed)
-    adapter.fresh_init_(model, [n for n, _ in model.named_parameters()], generator)
+    family.fresh_init_(model, [n for n, _ in model.named_parameters()], generator)
     return model
 
 
 def save(model: nn.Module, out_dir: str | Path) -> None:
-    model.save_pretrained(str(out_dir), safe_serialization=True)
+    model.save_pretrained(str(out_dir))
 
 
-def load(model_dir: str | Path) -> nn.Module:
-    """Load a saved model; only safetensors weights are accepted (never a pickle)."""
-    from transformers import AutoModelForCausalLM
+def has_safetensors(model_dir: str | Path) -> bool:
+    model_dir = Path(model_dir)
+    return (model_dir / "model.safetensors").is_file() or any(model_dir.glob("model-*.safetensors"))
+
+
+def load(model_dir: str | Path, objective: str | None = None) -> nn.Module:
+    """Load a saved model; only safetensors weights are accepted (a pickled checkpoint is refused)."""
+    import transformers
 
     model_dir = Path(model_dir)
-    if not (model_dir / "model.safetensors").is_file() and not list(model_dir.glob("model-*.safetensors")):
+    if not has_safetensors(model_dir):
         raise FileNotFoundError(f"{model_dir}: no safetensors weights (pickled checkpoints are refused)")
-    model = AutoModelForCausalLM.from_pretrained(str(model_dir), use_safetensors=True, attn_implementation="sdpa")
+    if objective is None:
+        objective = families.for_model_type(_model_type(model_dir)).objective
+    auto = getattr(transformers, AUTO_CLASSES[objective])
+    model = auto.from_pretrained(str(model_dir), use_safetensors=True, trust_remote_code=False)
     return model.eval()
+
+
+def _model_type(model_dir: Path) -> str:
+    import json
+
+    return json.loads((model_dir / "config.json").read_text())["model_type"]
 
 
 def parameter_count(model: nn.Module) -> int:

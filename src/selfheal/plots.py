@@ -33,16 +33,24 @@ def _mean_ci(table: pd.DataFrame, keys: list[str], value: str) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def recovery_cost(summary: pd.DataFrame) -> alt.Chart:
-    table = summary.copy()
+COST_UNITS = {
+    "fraction_of_pretrain": "examples to recover / (S × E)",
+    "examples": "examples (sequences) to recover",
+}
+
+
+def recovery_cost(summary: pd.DataFrame, unit: str = "fraction_of_pretrain") -> alt.Chart:
+    """Cost against the reset layer's depth. ``unit`` fraction_of_pretrain (models pretrained here) or examples
+    (every model, including downloaded ones whose S x E is unknown)."""
+    table = summary[summary[unit].notna()].copy()
     table["setting"] = _setting(table)
-    positive = table.loc[table["fraction_of_pretrain"] > 0, "fraction_of_pretrain"]
+    positive = table.loc[table[unit] > 0, unit]
     # Log scale: a cell that was already within eps at 0 examples is drawn at half the smallest positive cost.
     floor = float(positive.min()) / 2 if len(positive) else 1e-4
-    table["cost"] = table["fraction_of_pretrain"].clip(lower=floor)
+    table["cost"] = table[unit].astype(float).clip(lower=floor)
     table["status"] = table["recovered"].map({True: "recovered", False: "censored (≥ budget)"})
-    layers = table[table["layer"].notna()].copy()
-    layers["layer"] = layers["layer"].astype(int)
+    layers = table[table["depth"].notna()].copy()
+    layers["layer"] = layers["depth"].astype(int)
     keys = ["model", "setting", "threshold", "layer"]
     means = _mean_ci(layers, keys, "cost")
     # With few seeds the t interval's lower end can fall below zero, which a log axis cannot show: clip it there.
@@ -60,13 +68,13 @@ def recovery_cost(summary: pd.DataFrame) -> alt.Chart:
     color = alt.Color("model:N", title="model")
     base = alt.Chart()
     seeds = base.transform_filter(alt.datum.row == "seed").mark_point(size=45, filled=True).encode(
-        x=alt.X("layer:O", title="reset layer L", axis=alt.Axis(labelAngle=0)),
-        y=alt.Y("cost:Q", scale=y_scale, title="examples to recover / (S × E)"),
+        x=alt.X("layer:O", title="reset layer L (depth; encoder first)", axis=alt.Axis(labelAngle=0)),
+        y=alt.Y("cost:Q", scale=y_scale, title=COST_UNITS[unit]),
         color=color,
         shape=alt.Shape("status:N", scale=alt.Scale(domain=["recovered", "censored (≥ budget)"],
                                                     range=["circle", "triangle-up"]), title="seed"),
         opacity=alt.condition(alt.datum.status == "recovered", alt.value(0.9), alt.value(0.35)),
-        tooltip=["model", "layer", "seed", "examples", "fraction_of_pretrain", "recovered"],
+        tooltip=["model", "target", "seed", "examples", "tokens", "fraction_of_pretrain", "recovered"],
     )
     line = base.transform_filter(alt.datum.row == "mean").mark_line().encode(
         x="layer:O", y=alt.Y("mean:Q", scale=y_scale), color=color,
@@ -89,6 +97,7 @@ def recovery_cost(summary: pd.DataFrame) -> alt.Chart:
 
 
 def recovery_curves(curves: pd.DataFrame, summary: pd.DataFrame) -> alt.Chart:
+    curves = curves[curves["fraction_of_pretrain"].notna()]  # models pretrained here: S x E known
     rec = curves[curves["kind"] == "recovery"].copy()
     rec["setting"] = _setting(rec)
     rec["run"] = rec["target"] + " s" + rec["seed"].astype(str)
@@ -104,6 +113,9 @@ def recovery_curves(curves: pd.DataFrame, summary: pd.DataFrame) -> alt.Chart:
     pretrain = alt.Chart(pre).mark_line(color="black", strokeWidth=2.5).encode(
         x=x, y=y, tooltip=["model", "examples", "val_loss"])
     base_rule = alt.Chart(baselines).mark_rule(color="gray", strokeDash=[2, 2]).encode(y="baseline_loss:Q")
+    if curves.empty:
+        return alt.Chart(pd.DataFrame({"note": ["no model pretrained here: no curves against S × E"]})).mark_text(
+            size=14).encode(text="note:N")
     charts = []
     for model in sorted(curves["model"].unique()):
         pick = alt.datum.model == model
@@ -118,8 +130,8 @@ def damage(summary: pd.DataFrame) -> alt.Chart:
     cells = cells[cells["regime"] == cells["regime"].iloc[0]] if len(cells) else cells
     cells["damage"] = cells["damaged_loss"] - cells["baseline_loss"]
     cells["setting"] = cells["policy"] + " / " + cells["init"]
-    layers = cells[cells["layer"].notna()].copy()
-    layers["layer"] = layers["layer"].astype(int)
+    layers = cells[cells["depth"].notna()].copy()
+    layers["layer"] = layers["depth"].astype(int)
     layers["recovered"] = True  # not used for damage; keeps _mean_ci's censor count at 0
     means = _mean_ci(layers, ["model", "setting", "layer"], "damage")
     color = alt.Color("model:N")
@@ -150,5 +162,6 @@ def write_all(summary_path: str, curves_path: str, out: dict[str, tuple[str, str
     summary = pd.read_parquet(summary_path)
     curves = pd.read_parquet(curves_path)
     save(recovery_cost(summary), *out["recovery_cost"])
+    save(recovery_cost(summary, unit="examples"), *out["recovery_examples"])
     save(recovery_curves(curves, summary), *out["recovery_curves"])
     save(damage(summary), *out["damage"])

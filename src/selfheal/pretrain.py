@@ -12,7 +12,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 import pandas as pd
-from selfheal import adapters, data, models, results_io, train
+from selfheal import data, families, models, objectives, results_io, train
 
 log = logging.getLogger("selfheal")
 
@@ -29,14 +29,16 @@ def pretrain(
 ) -> dict:
     p = model_cfg["pretrain"]
     train.seed_everything(p["seed"], threads)
-    vocab_size, eos_token_id = data.vocabulary(tokens_path)
-    model = models.build(model_cfg, vocab_size, eos_token_id, seed=p["seed"])
-    adapter = adapters.for_model(model)
+    special = data.vocabulary(tokens_path)
+    model = models.build(model_cfg, special, seed=p["seed"])
+    family = families.for_model(model)
+    objective = objectives.for_family(family, special)
     models.save(model, theta0_dir)
 
     context = model_cfg["context"]
     train_seqs = data.train_sequences(tokens_path, context, p["train_sequences"], p["seed"])
     val_seqs = data.val_sequences(tokens_path, context, eval_cfg["val_sequences"])
+    val_batches = objective.val_batches(val_seqs, eval_cfg["batch_size"])
     S, E = train_seqs.shape[0], p["epochs"]
     max_examples = S * E
     settings = train.Settings(
@@ -49,15 +51,14 @@ def pretrain(
         warmup_steps=max(1, round(p["warmup_fraction"] * math.ceil(max_examples / p["batch_size"]))),
         cosine=True,
         min_lr_fraction=p["min_lr_fraction"],
-        eval_batch_size=eval_cfg["batch_size"],
         data_seed=p["seed"],
     )
     log.info(
         "pretraining %s: %d params, S=%d sequences of %d tokens, E=%d epochs (%d examples)",
         model_cfg["name"], models.parameter_count(model), S, context, E, max_examples,
     )
-    result = train.run(model, adapter, train_seqs, val_seqs, {n for n, _ in model.named_parameters()}, settings,
-                       label="pretrain")
+    result = train.run(model, family, objective, train_seqs, val_batches, {n for n, _ in model.named_parameters()},
+                       settings, label="pretrain")
     models.save(model, trained_dir)
     curve = pd.DataFrame([asdict(pt) for pt in result.curve])
     results_io.write_parquet(curve_path, curve)
@@ -65,7 +66,7 @@ def pretrain(
     summary = {
         "model": model_cfg["name"],
         "arch": model_cfg["arch"],
-        "n_layer": model_cfg["n_layer"],
+        "n_layer": family.n_layers(model),
         "d_model": model_cfg["d_model"],
         "n_head": model_cfg["n_head"],
         "context": context,
@@ -97,8 +98,11 @@ def baseline(model_cfg: dict, eval_cfg: dict, tokens_path: str, trained_dir: str
     """Validation loss and perplexity of the trained model on the fixed validation set."""
     train.seed_everything(0, threads)
     model = models.load(trained_dir)
+    family = families.for_model(model)
     val_seqs = data.val_sequences(tokens_path, model_cfg["context"], eval_cfg["val_sequences"])
-    loss = train.evaluate(model, adapters.for_model(model), val_seqs, eval_cfg["batch_size"])
+    val_batches = objectives.for_family(family, data.vocabulary(tokens_path)).val_batches(
+        val_seqs, eval_cfg["batch_size"])
+    loss = train.evaluate(model, family, val_batches)
     out = {"model": model_cfg["name"], "val_loss": loss, "perplexity": math.exp(loss),
            "val_sequences": int(val_seqs.shape[0]), "context": model_cfg["context"]}
     results_io.write_json(out_path, out)

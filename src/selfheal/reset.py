@@ -12,6 +12,7 @@ import torch
 from torch import nn
 
 from selfheal.config import TARGET_ALL, TARGET_NONE
+from selfheal.families import MODEL_POLICIES
 
 INITS = ("fresh", "original")
 
@@ -20,19 +21,32 @@ class ResetError(RuntimeError):
     pass
 
 
-def target_names(model: nn.Module, adapter, target: str, policy: str) -> list[str]:
-    """Parameter names a (target, policy) pair resets. target: 'L<i>', 'all' or 'none'."""
+def target_layers(model: nn.Module, family, target: str) -> list[str]:
+    """Layer ids a target names: one layer ('L3', 'enc.2'), a stack ('enc', 'dec'), every layer ('all')."""
+    layers = family.layers(model)
     if target == TARGET_NONE:
         return []
     if target == TARGET_ALL:
-        layers = range(adapter.n_layers(model))
-    elif target.startswith("L") and target[1:].isdigit():
-        layers = [int(target[1:])]
-        if layers[0] >= adapter.n_layers(model):
-            raise ValueError(f"layer {layers[0]} out of range for a {adapter.n_layers(model)}-layer model")
+        return [l.id for l in layers]
+    if target in {l.stack for l in layers} - {""}:
+        return [l.id for l in layers if l.stack == target]
+    return [family.layer(model, target).id]
+
+
+def target_names(model: nn.Module, family, target: str, policy: str) -> list[str]:
+    """Parameter names a (target, policy) pair resets. Raises if the pair names nothing (e.g. cross_attn on a
+    decoder-only model), so a grid cell can never silently reset nothing."""
+    if target == TARGET_NONE:
+        return []
+    if policy in MODEL_POLICIES:
+        if target != TARGET_ALL:
+            raise ValueError(f"policy {policy!r} is model-level: use it with target 'all', not {target!r}")
+        names = family.embedding_names(model)
     else:
-        raise ValueError(f"unknown reset target {target!r}")
-    return [n for layer in layers for n in adapter.param_names(model, layer, policy)]
+        names = [n for layer in target_layers(model, family, target) for n in family.param_names(model, layer, policy)]
+    if not names:
+        raise ValueError(f"target {target!r} with policy {policy!r} names no tensor in this {family.arch} model")
+    return names
 
 
 def generator_for(seed: int, target: str, policy: str) -> torch.Generator:
@@ -42,7 +56,7 @@ def generator_for(seed: int, target: str, policy: str) -> torch.Generator:
 
 def apply(
     model: nn.Module,
-    adapter,
+    family,
     names: list[str],
     init: str,
     generator: torch.Generator,
@@ -55,7 +69,7 @@ def apply(
     params = dict(model.named_parameters())
     before = {n: params[n].detach().clone() for n in names}
     if init == "fresh":
-        adapter.fresh_init_(model, names, generator)
+        family.fresh_init_(model, names, generator)
     elif init == "original":
         if theta0 is None:
             raise ValueError("init='original' needs the step-0 weights (theta0)")
@@ -75,7 +89,7 @@ def reset_cell(
     eval_cfg: dict,
     tokens_path: str,
     trained_dir: str,
-    theta0_dir: str,
+    theta0_dir: str | None,
     target: str,
     policy: str,
     init: str,
@@ -89,18 +103,20 @@ def reset_cell(
 
     from safetensors.torch import load_file, save_file
 
-    from selfheal import adapters, data, models, results_io, train
+    from selfheal import data, families, models, objectives, results_io, train
 
     train.seed_everything(seed, threads)
     model = models.load(trained_dir)
-    adapter = adapters.for_model(model)
-    names = target_names(model, adapter, target, policy)
+    family = families.for_model(model)
+    names = target_names(model, family, target, policy)
     theta0 = load_file(f"{theta0_dir}/model.safetensors") if init == "original" else None
-    new_values = apply(model, adapter, names, init, generator_for(seed, target, policy), theta0)
+    new_values = apply(model, family, names, init, generator_for(seed, target, policy), theta0)
     save_file(new_values, weights_path, metadata={"target": target, "policy": policy, "init": init,
                                                    "seed": str(seed)})
+    special = data.vocabulary(tokens_path)
     val_seqs = data.val_sequences(tokens_path, model_cfg["context"], eval_cfg["val_sequences"])
-    damaged = train.evaluate(model, adapter, val_seqs, eval_cfg["batch_size"])
+    val_batches = objectives.for_family(family, special).val_batches(val_seqs, eval_cfg["batch_size"])
+    damaged = train.evaluate(model, family, val_batches)
     out = {
         "model": model_cfg["name"], "target": target, "policy": policy, "init": init, "seed": seed,
         "reset_tensors": len(names), "reset_params": int(sum(v.numel() for v in new_values.values())),

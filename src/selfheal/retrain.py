@@ -12,21 +12,21 @@ from dataclasses import asdict
 import pandas as pd
 from safetensors.torch import load_file
 
-from selfheal import adapters, data, metrics, models, results_io, train
-from selfheal.config import TARGET_ALL, TARGET_NONE
+from selfheal import data, families, metrics, models, objectives, results_io, train
+from selfheal.reset import target_layers
 
 log = logging.getLogger("selfheal")
 REGIMES = ("frozen", "layer", "full")
 
 
-def trainable_names(model, adapter, regime: str, target: str, reset_names: list[str]) -> set[str]:
+def trainable_names(model, family, regime: str, target: str, reset_names: list[str]) -> set[str]:
+    """frozen: the reset tensors; layer: every tensor of the targeted layer(s) (plus the reset tensors, e.g.
+    embeddings); full: everything."""
     if regime == "frozen":
         return set(reset_names)
     if regime == "layer":
-        if target == TARGET_NONE:
-            return set()
-        layers = range(adapter.n_layers(model)) if target == TARGET_ALL else [int(target[1:])]
-        return {n for layer in layers for n in adapter.param_names(model, layer, "full")}
+        layers = target_layers(model, family, target)
+        return set(reset_names) | {n for layer in layers for n in family.param_names(model, layer, "full")}
     if regime == "full":
         return {n for n, _ in model.named_parameters()}
     raise ValueError(f"unknown regime {regime!r}; expected one of {REGIMES}")
@@ -62,26 +62,29 @@ def retrain_cell(
     r = model_cfg["retrain"]
     train.seed_everything(cell["seed"], threads)
     model, reset_names = load_reset_model(trained_dir, reset_weights)
-    adapter = adapters.for_model(model)
-    trainable = trainable_names(model, adapter, cell["regime"], cell["target"], reset_names)
+    family = families.for_model(model)
+    trainable = trainable_names(model, family, cell["regime"], cell["target"], reset_names)
     baseline = results_io.read_json(baseline_path)["val_loss"]
     damaged = results_io.read_json(damage_path)["damaged_loss"]
     pre = results_io.read_json(pretrain_summary_path)
-    pretrain_examples = pre["train_sequences"] * pre["epochs"]
+    # S x E: unknown for a downloaded model, whose budget is then counted in the train sequences available here.
+    pretrain_examples = pre["train_sequences"] * pre["epochs"] if pre.get("epochs") else None
 
     p = model_cfg["pretrain"]
     context = model_cfg["context"]
     train_seqs = data.train_sequences(tokens_path, context, p["train_sequences"], p["seed"])
     val_seqs = data.val_sequences(tokens_path, context, eval_cfg["val_sequences"])
+    objective = objectives.for_family(family, data.vocabulary(tokens_path))
+    val_batches = objective.val_batches(val_seqs, eval_cfg["batch_size"])
+    budget_unit = pretrain_examples or train_seqs.shape[0]
     settings = train.Settings(
         lr=r["lr"],
         batch_size=r["batch_size"],
         weight_decay=r["weight_decay"],
         grad_clip=r["grad_clip"],
         eval_every_examples=r["eval_every_examples"],
-        max_examples=round(r["budget_fraction"] * pretrain_examples),
+        max_examples=round(r["budget_fraction"] * budget_unit),
         warmup_steps=r["warmup_steps"],
-        eval_batch_size=eval_cfg["batch_size"],
         data_seed=cell["seed"],
     )
     log.info(
@@ -91,7 +94,7 @@ def retrain_cell(
     )
     thresholds = r["thresholds"]
     result = train.run(
-        model, adapter, train_seqs, val_seqs, trainable, settings,
+        model, family, objective, train_seqs, val_batches, trainable, settings,
         should_stop=lambda point: metrics.all_reached(point.val_loss, baseline, thresholds),
         label="retrain",
     )
@@ -102,11 +105,16 @@ def retrain_cell(
 
     curve = pd.DataFrame([asdict(pt) for pt in result.curve])
     results_io.write_parquet(curve_path, curve)
+    layer_ids = {l.id: l for l in family.layers(model)}
+    layer = layer_ids.get(cell["target"])
     out = {
         **cell,
-        "arch": model_cfg["arch"],
-        "n_layer": model_cfg["n_layer"],
-        "d_model": model_cfg["d_model"],
+        "stack": layer.stack if layer else None,
+        "layer": layer.index if layer else None,
+        "depth": layer.depth if layer else None,
+        "arch": pre["arch"],
+        "n_layer": pre["n_layer"],
+        "d_model": pre["d_model"],
         "pretrain_examples": pretrain_examples,
         "budget_examples": settings.max_examples,
         "baseline_loss": baseline,

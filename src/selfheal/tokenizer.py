@@ -7,6 +7,8 @@ from pathlib import Path
 import pandas as pd
 
 EOS = "<|endoftext|>"
+PAD = "<pad>"
+MASK = "<mask>"
 
 
 def train(works: pd.DataFrame, vocab_size: int, out_path: str | Path) -> None:
@@ -17,7 +19,7 @@ def train(works: pd.DataFrame, vocab_size: int, out_path: str | Path) -> None:
     tokenizer.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
-        special_tokens=[EOS],
+        special_tokens=[EOS, PAD, MASK],
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
@@ -27,6 +29,10 @@ def train(works: pd.DataFrame, vocab_size: int, out_path: str | Path) -> None:
 
 
 def load(path: str | Path):
-    from transformers import PreTrainedTokenizerFast
+    """Our BPE (a ``tokenizer.json`` file) or a pretrained model's own tokenizer (its folder)."""
+    from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
-    return PreTrainedTokenizerFast(tokenizer_file=str(path), eos_token=EOS)
+    path = Path(path)
+    if path.is_dir():
+        return AutoTokenizer.from_pretrained(str(path))
+    return PreTrainedTokenizerFast(tokenizer_file=str(path), eos_token=EOS, pad_token=PAD, mask_token=MASK)

@@ -28,17 +28,16 @@ def seed_everything(seed: int, threads: int | None = None) -> None:
 
 
 @torch.no_grad()
-def evaluate(model: nn.Module, adapter, sequences: torch.Tensor, batch_size: int) -> float:
-    """Mean next-token loss over the validation sequences (all the same length, so a token-weighted mean)."""
+def evaluate(model: nn.Module, family, val_batches: list[dict]) -> float:
+    """Mean loss over the fixed validation batches, weighted by batch size."""
     was_training = model.training
     model.eval()
     total, count = 0.0, 0
-    for i in range(0, sequences.shape[0], batch_size):
-        batch = sequences[i : i + batch_size]
-        hidden, pieces = adapter.embed(model, batch)
-        hidden = adapter.run_layers(model, hidden, pieces, 0, adapter.n_layers(model))
-        total += adapter.loss(model, hidden, batch).item() * batch.shape[0]
-        count += batch.shape[0]
+    no_grad_anywhere = family.n_layers(model) + 1
+    for batch in val_batches:
+        n = batch["input_ids"].shape[0]
+        total += family.loss(model, batch, no_grad_anywhere).item() * n
+        count += n
     model.train(was_training)
     return total / count
 
@@ -54,7 +53,6 @@ class Settings:
     warmup_steps: int
     cosine: bool = False  # cosine decay to min_lr_fraction*lr over max_examples, else constant after warmup
     min_lr_fraction: float = 0.0
-    eval_batch_size: int = 64
     data_seed: int = 0
 
 
@@ -74,13 +72,9 @@ class Result:
     stopped_early: bool = False
 
 
-def first_trainable_layer(adapter, model: nn.Module, trainable: set[str]) -> int:
-    """Index of the first layer that has to run with autograd on (the embeddings count as before layer 0)."""
-    if any(n in trainable for n in adapter.embedding_names):
-        return 0
-    layers = [adapter.layer_of(n) for n in trainable]
-    layers = [i for i in layers if i is not None]
-    return min(layers) if layers else adapter.n_layers(model)
+def first_trainable_depth(family, model: nn.Module, trainable: set[str]) -> int:
+    """Depth of the first layer that has to run with autograd on (embeddings are depth 0)."""
+    return min((family.depth_of(model, n) for n in trainable), default=family.n_layers(model))
 
 
 def _lr_factor(step: int, total_steps: int, s: Settings) -> float:
@@ -103,9 +97,10 @@ def _optimizer(model: nn.Module, trainable: set[str], s: Settings) -> torch.opti
 
 def run(
     model: nn.Module,
-    adapter,
+    family,
+    objective,
     train_seqs: torch.Tensor,
-    val_seqs: torch.Tensor,
+    val_batches: list[dict],
     trainable: set[str],
     s: Settings,
     should_stop=lambda point: False,
@@ -118,8 +113,8 @@ def run(
     """
     for name, p in model.named_parameters():
         p.requires_grad_(name in trainable)
-    start_layer = first_trainable_layer(adapter, model, trainable)
-    n_layers = adapter.n_layers(model)
+    grad_from = first_trainable_depth(family, model, trainable)
+    batch_generator = torch.Generator().manual_seed(s.data_seed)  # masks / noise of the training batches
     context = train_seqs.shape[1]
     total_steps = math.ceil(s.max_examples / s.batch_size)
     result = Result()
@@ -134,7 +129,7 @@ def run(
             tokens=examples * context,
             steps=steps,
             wall_s=time.perf_counter() - t0,
-            val_loss=evaluate(model, adapter, val_seqs, s.eval_batch_size),
+            val_loss=evaluate(model, family, val_batches),
             train_loss=running / running_n if running_n else None,
         )
         running, running_n = 0.0, 0
@@ -162,23 +157,20 @@ def run(
         for i in range(0, len(order), s.batch_size):
             if examples >= s.max_examples:
                 break
-            batch = train_seqs[order[i : i + min(s.batch_size, s.max_examples - examples)]]
+            seqs = train_seqs[order[i : i + min(s.batch_size, s.max_examples - examples)]]
+            batch = objective.batch(seqs, batch_generator)
             for group in optimizer.param_groups:
                 group["lr"] = s.lr * _lr_factor(steps, total_steps, s)
-            with torch.no_grad():
-                hidden, pieces = adapter.embed(model, batch)
-                hidden = adapter.run_layers(model, hidden, pieces, 0, start_layer)
-            hidden = adapter.run_layers(model, hidden, pieces, start_layer, n_layers)
-            loss = adapter.loss(model, hidden, batch)
+            loss = family.loss(model, batch, grad_from)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             if s.grad_clip > 0:
                 torch.nn.utils.clip_grad_norm_(params, s.grad_clip)
             optimizer.step()
             steps += 1
-            examples += batch.shape[0]
-            running += loss.item() * batch.shape[0]
-            running_n += batch.shape[0]
+            examples += seqs.shape[0]
+            running += loss.item() * seqs.shape[0]
+            running_n += seqs.shape[0]
             if examples >= next_eval or examples >= s.max_examples:
                 while next_eval <= examples:
                     next_eval += s.eval_every_examples

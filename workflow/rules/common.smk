@@ -7,15 +7,15 @@ CONFIG = selfheal.config.resolve(config)
 validate(config, str(selfheal.config.SCHEMA_PATH))
 
 CELLS = selfheal.config.cells(CONFIG)
-PLOTS = ["recovery_cost", "recovery_curves", "damage"]
+PLOTS = ["recovery_cost", "recovery_examples", "recovery_curves", "damage"]
 THREADS = CONFIG["threads"]
 EVAL = selfheal.config.canonical(CONFIG["eval"])
 
 
 wildcard_constraints:
     model="[A-Za-z0-9_.-]+",
-    target="L[0-9]+|none|all",
-    policy="full|attn|mlp|ln|none",
+    target="L[0-9]+|(enc|dec)[.][0-9]+|none|all|enc|dec",
+    policy="full|attn|self_attn|cross_attn|mlp|ln|embeddings|none",
     init="fresh|original|none",
     regime="frozen|layer|full",
     seed="[0-9]+",
@@ -23,6 +23,37 @@ wildcard_constraints:
 
 def model_cfg(wildcards):
     return selfheal.config.model_by_name(CONFIG, wildcards.model)
+
+
+def is_pretrained(name):
+    return selfheal.config.model_by_name(CONFIG, name)["source"] == "pretrained"
+
+
+def model_dir(name):
+    """Where a model's trained weights and summary live: pretrained here, or imported from elsewhere."""
+    return f"results/pretrained/{name}" if is_pretrained(name) else f"results/models/{name}"
+
+
+def trained_dir(wildcards):
+    return model_dir(wildcards.model) + "/trained"
+
+
+def model_summary(wildcards):
+    return model_dir(wildcards.model) + "/pretrain.json"
+
+
+def tokens(wildcards):
+    """Token streams in the model's own vocabulary: our BPE for models pretrained here, else the model's."""
+    key = wildcards.model if is_pretrained(wildcards.model) else "bpe"
+    return f"results/corpus/{key}/tokens.safetensors"
+
+
+def theta0(wildcards):
+    """The step-0 weights (only models pretrained here have them; init 'original' is refused otherwise)."""
+    return [] if is_pretrained(wildcards.model) else f"results/models/{wildcards.model}/theta0"
+
+
+SCRATCH_MODELS = [m["name"] for m in CONFIG["models"] if m["source"] == "scratch"]
 
 
 def pretrain_params(wildcards):

@@ -26,14 +26,20 @@ rule tokenizer:
         "../scripts/tokenizer.py"
 
 
+def tokenizer_source(wildcards):
+    if wildcards.tokenizer == "bpe":
+        return "results/corpus/tokenizer.json"
+    return f"results/pretrained/{wildcards.tokenizer}/trained"
+
+
 rule tokenize:
     input:
         works="results/corpus/works.parquet",
-        tokenizer="results/corpus/tokenizer.json",
+        tokenizer=tokenizer_source,
     output:
-        "results/corpus/tokens.safetensors",
+        "results/corpus/{tokenizer}/tokens.safetensors",
     log:
-        "results/logs/tokenize.log",
+        "results/logs/tokenize-{tokenizer}.log",
     conda:
         "../../envs/training.yaml"
     script:

@@ -3,9 +3,9 @@ CELL = "results/cells/{model}/{target}-{policy}-{init}-s{seed}"
 
 rule reset:
     input:
-        tokens="results/corpus/tokens.safetensors",
-        trained="results/models/{model}/trained",
-        theta0="results/models/{model}/theta0",
+        tokens=tokens,
+        trained=trained_dir,
+        theta0=theta0,
     output:
         weights=CELL + "/reset.safetensors",
         damage=CELL + "/damage.json",
@@ -23,12 +23,12 @@ rule reset:
 
 rule retrain:
     input:
-        tokens="results/corpus/tokens.safetensors",
-        trained="results/models/{model}/trained",
+        tokens=tokens,
+        trained=trained_dir,
         reset=CELL + "/reset.safetensors",
         damage=CELL + "/damage.json",
-        baseline="results/models/{model}/baseline.json",
-        pretrain="results/models/{model}/pretrain.json",
+        baseline="results/baselines/{model}.json",
+        pretrain=model_summary,
     output:
         recovery=CELL + "/{regime}/recovery.json",
         curve=CELL + "/{regime}/curve.parquet",

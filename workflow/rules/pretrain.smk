@@ -1,6 +1,6 @@
 rule pretrain:
     input:
-        tokens="results/corpus/tokens.safetensors",
+        tokens="results/corpus/bpe/tokens.safetensors",
     output:
         theta0=directory("results/models/{model}/theta0"),
         trained=directory("results/models/{model}/trained"),
@@ -20,12 +20,27 @@ rule pretrain:
         "../scripts/pretrain.py"
 
 
+rule import_pretrained:
+    output:
+        trained=directory("results/pretrained/{model}/trained"),
+        summary="results/pretrained/{model}/pretrain.json",
+    params:
+        model=pretrain_params,
+    threads: THREADS
+    log:
+        "results/logs/{model}/import.log",
+    conda:
+        "../../envs/training.yaml"
+    script:
+        "../scripts/import_pretrained.py"
+
+
 rule baseline:
     input:
-        tokens="results/corpus/tokens.safetensors",
-        trained="results/models/{model}/trained",
+        tokens=tokens,
+        trained=trained_dir,
     output:
-        "results/models/{model}/baseline.json",
+        "results/baselines/{model}.json",
     params:
         model=pretrain_params,
         eval=EVAL,

@@ -2,10 +2,8 @@ rule aggregate:
     input:
         recoveries=[c.retrain_dir + "/recovery.json" for c in CELLS],
         curves=[c.retrain_dir + "/curve.parquet" for c in CELLS],
-        pretrain=expand("results/models/{model}/pretrain.json", model=[m["name"] for m in CONFIG["models"]]),
-        pretrain_curves=expand(
-            "results/models/{model}/pretrain_curve.parquet", model=[m["name"] for m in CONFIG["models"]]
-        ),
+        pretrain=expand("results/models/{model}/pretrain.json", model=SCRATCH_MODELS),
+        pretrain_curves=expand("results/models/{model}/pretrain_curve.parquet", model=SCRATCH_MODELS),
     output:
         summary="results/summary.parquet",
         curves="results/curves.parquet",
@@ -28,6 +26,12 @@ rule plots:
             category="Recovery",
         ),
         recovery_cost_png="results/plots/recovery_cost.png",
+        recovery_examples_html=report(
+            "results/plots/recovery_examples.html",
+            caption="../report/recovery_examples.rst",
+            category="Recovery",
+        ),
+        recovery_examples_png="results/plots/recovery_examples.png",
         recovery_curves_html=report(
             "results/plots/recovery_curves.html",
             caption="../report/recovery_curves.rst",

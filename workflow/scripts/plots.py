@@ -13,6 +13,7 @@ plots.write_all(
     snakemake.input.curves,
     {
         "recovery_cost": (o.recovery_cost_html, o.recovery_cost_png),
+        "recovery_examples": (o.recovery_examples_html, o.recovery_examples_png),
         "recovery_curves": (o.recovery_curves_html, o.recovery_curves_png),
         "damage": (o.damage_html, o.damage_png),
     },

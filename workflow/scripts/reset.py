@@ -13,7 +13,7 @@ reset.reset_cell(
     snakemake.params.eval,
     snakemake.input.tokens,
     snakemake.input.trained,
-    snakemake.input.theta0,
+    str(snakemake.input.theta0) if snakemake.input.theta0 else None,  # no theta0 for downloaded models
     target=w.target,
     policy=w.policy,
     init=w.init,

@@ -1,0 +1,79 @@
+"""GPT-2 (``GPT2LMHeadModel``): pre-LN blocks ``transformer.h.<i>`` = ln_1, attn, ln_2, mlp; tied LM head."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+
+from selfheal.families.base import Family
+
+
+class GPT2(Family):
+    arch = "gpt2"
+    model_type = "gpt2"
+    objective = "causal_lm"
+    stacks = ("",)
+    components = {"": {"self_attn": ("attn.",), "mlp": ("mlp.",), "ln": ("ln_1.", "ln_2.")}}
+
+    def stack_prefix(self, model, stack):
+        return "transformer.h."
+
+    def stack_modules(self, model, stack):
+        return model.transformer.h
+
+    def embedding_names(self, model):
+        return ["transformer.wte.weight", "transformer.wpe.weight"]
+
+    def std_for(self, model, name):
+        # GPT-2 scales the residual projections by 1/sqrt(2N) (two residual branches per block).
+        std = self.init_std(model)
+        if name.endswith("c_proj.weight"):
+            return std / math.sqrt(2 * model.config.n_layer)
+        return std
+
+    def build(self, model_cfg, special):
+        from transformers import GPT2Config, GPT2LMHeadModel
+
+        config = GPT2Config(
+            vocab_size=special["vocab_size"],
+            n_positions=model_cfg["context"],
+            n_embd=model_cfg["d_model"],
+            n_layer=model_cfg["n_layer"],
+            n_head=model_cfg["n_head"],
+            resid_pdrop=model_cfg["dropout"],
+            embd_pdrop=model_cfg["dropout"],
+            attn_pdrop=model_cfg["dropout"],
+            bos_token_id=special["eos"],
+            eos_token_id=special["eos"],
+            pad_token_id=special["pad"],
+            tie_word_embeddings=True,
+        )
+        return GPT2LMHeadModel(config)
+
+    def loss(self, model, batch, grad_from):
+        from transformers.masking_utils import create_causal_mask
+
+        ids = batch["input_ids"]
+        t = model.transformer
+        with self.grad_if(0, grad_from):
+            position_ids = torch.arange(ids.shape[1], device=ids.device).unsqueeze(0)
+            inputs_embeds = t.wte(ids)
+            hidden = t.drop(inputs_embeds + t.wpe(position_ids))
+        mask = create_causal_mask(config=model.config, inputs_embeds=inputs_embeds, attention_mask=None,
+                                  past_key_values=None, position_ids=position_ids)
+        for depth, block in enumerate(t.h):
+            with self.grad_if(depth, grad_from):
+                hidden = block(hidden, None, mask, None, use_cache=False, position_ids=position_ids)
+        logits = model.lm_head(t.ln_f(hidden))
+        return causal_lm_loss(logits, ids)
+
+
+def causal_lm_loss(logits: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+    """Mean next-token cross-entropy over every position."""
+    return F.cross_entropy(logits[:, :-1].flatten(0, 1).float(), ids[:, 1:].flatten())
+
+
+

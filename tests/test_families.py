@@ -1,0 +1,276 @@
+"""Family adapters (BERT, BART, Llama): split forward == library forward, component tables partition each layer,
+layers below ``grad_from`` run without autograd, the explicit init, and resets that change exactly their names."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from selfheal import families, models, reset
+from selfheal.families import LAYER_POLICIES
+from selfheal.objectives import OBJECTIVES
+
+SPECIAL = {"vocab_size": 64, "eos": 0, "pad": 1, "mask": 2}
+ARCHS = ("bert", "bart", "llama")
+CONTEXT = 16
+
+
+def model_cfg(arch: str, **overrides) -> dict:
+    cfg = {"name": "t", "arch": arch, "n_layer": 2, "d_model": 16, "n_head": 2, "context": CONTEXT, "dropout": 0.0}
+    cfg.update(overrides)
+    return cfg
+
+
+def build(arch: str, seed: int = 0, **overrides):
+    return models.build(model_cfg(arch, **overrides), SPECIAL, seed).eval(), families.for_arch(arch)
+
+
+def make_batch(family, n: int = 4, seed: int = 1) -> dict:
+    seqs = torch.randint(3, SPECIAL["vocab_size"], (n, CONTEXT), generator=torch.Generator().manual_seed(seed))
+    return OBJECTIVES[family.objective](SPECIAL).batch(seqs, torch.Generator().manual_seed(0))
+
+
+def library_loss(model, arch: str, batch: dict) -> torch.Tensor:
+    if arch == "bart":
+        return model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], labels=batch["labels"]).loss
+    if arch == "bert":
+        return model(input_ids=batch["input_ids"], labels=batch["labels"]).loss
+    return model(input_ids=batch["input_ids"], labels=batch["input_ids"]).loss
+
+
+def perturb_(model, seed: int = 7) -> None:
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn(p.shape, generator=generator))
+
+
+def is_norm_name(model, name: str) -> bool:
+    module = dict(model.named_modules())[name.rsplit(".", 1)[0]]
+    return isinstance(module, torch.nn.LayerNorm) or "Norm" in type(module).__name__
+
+
+# -- registry -------------------------------------------------------------------------------------------------------
+
+def test_registry():
+    for arch, cls, model_type, objective in [("bert", families.BERT, "bert", "masked_lm"),
+                                             ("bart", families.BART, "bart", "denoising"),
+                                             ("llama", families.Llama, "llama", "causal_lm")]:
+        assert families.FAMILIES[arch] is cls
+        assert isinstance(families.for_model_type(model_type), cls)
+        assert cls.objective == objective
+        model, _ = build(arch)
+        assert isinstance(families.for_model(model), cls)
+
+
+# -- forward --------------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_split_forward_matches_library_forward(arch):
+    model, family = build(arch)
+    batch = make_batch(family)
+    if arch == "bart":  # the padded encoder path must be exercised
+        assert (batch["attention_mask"] == 0).any()
+    with torch.no_grad():
+        reference = library_loss(model, arch, batch).item()
+    n = family.n_layers(model)
+    for grad_from in sorted({0, n // 2, n}):
+        ours = family.loss(model, batch, grad_from).item()
+        assert ours == pytest.approx(reference, rel=1e-5), (grad_from, ours, reference)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_gradients_reach_exactly_the_depths_at_or_above_grad_from(arch):
+    """Every parameter gets a gradient iff ``depth_of`` is >= grad_from (the input embedding excepted: it is tied to
+    the output head, which always runs with autograd)."""
+    model, family = build(arch)
+    batch = make_batch(family)
+    tied = model.get_input_embeddings().weight
+    for grad_from in range(family.n_layers(model) + 1):
+        model.zero_grad(set_to_none=True)
+        family.loss(model, batch, grad_from).backward()
+        for name, p in model.named_parameters():
+            if p is tied:
+                continue
+            has_grad = p.grad is not None
+            assert has_grad == (family.depth_of(model, name) >= grad_from), (grad_from, name)
+    if arch == "bart":  # the shared embedding learns through the encoder/decoder lookups too when grad_from == 0
+        model.zero_grad(set_to_none=True)
+        family.loss(model, batch, 0).backward()
+        with_lookup = tied.grad.clone()
+        model.zero_grad(set_to_none=True)
+        family.loss(model, batch, 1).backward()
+        assert not torch.allclose(with_lookup, tied.grad)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_layers_below_grad_from_run_without_autograd(arch):
+    model, family = build(arch)
+    batch = make_batch(family)
+    layers = family.layers(model)
+    seen: dict[int, bool] = {}
+    hooks = []
+    for layer in layers:
+        module = family.stack_modules(model, layer.stack)[layer.index]
+        hooks.append(module.register_forward_hook(
+            lambda mod, args, out, depth=layer.depth: seen.__setitem__(depth, torch.is_grad_enabled())))
+    extra: dict[str, bool] = {}
+    if arch == "bart":  # the decoder's own embedding part belongs to the decoder's first depth
+        for stack, module in (("enc", model.model.encoder), ("dec", model.model.decoder)):
+            hooks.append(module.layernorm_embedding.register_forward_hook(
+                lambda mod, args, out, stack=stack: extra.__setitem__(stack, torch.is_grad_enabled())))
+    try:
+        for grad_from in range(len(layers) + 1):
+            seen.clear()
+            family.loss(model, batch, grad_from)
+            assert seen == {l.depth: l.depth >= grad_from for l in layers}, grad_from
+            if arch == "bart":
+                n_enc = len(model.model.encoder.layers)
+                assert extra == {"enc": grad_from == 0, "dec": grad_from <= n_enc}, grad_from
+    finally:
+        for h in hooks:
+            h.remove()
+
+
+# -- anatomy --------------------------------------------------------------------------------------------------------
+
+def check_partition(model, family) -> None:
+    all_names = [n for n, _ in model.named_parameters()]
+    embeddings = family.embedding_names(model)
+    assert set(embeddings) <= set(all_names)
+    for layer in family.layers(model):
+        full = set(family.param_names(model, layer.id, "full"))
+        assert full and full == {n for n in all_names if n.startswith(layer.prefix)}
+        parts = {p: set(family.param_names(model, layer.id, p)) for p in LAYER_POLICIES if p not in ("full", "attn")}
+        assert set(parts) == {"self_attn", "cross_attn", "mlp", "ln"}
+        for p, names in parts.items():
+            assert names <= full, (layer.id, p)
+            if p != "cross_attn":
+                assert names, (layer.id, p)
+        union = set().union(*parts.values())
+        assert union == full, (layer.id, full - union)
+        assert sum(len(s) for s in parts.values()) == len(full), f"{layer.id}: components overlap"
+        assert set(family.param_names(model, layer.id, "attn")) == parts["self_attn"] | parts["cross_attn"]
+        assert bool(parts["cross_attn"]) == (layer.stack == "dec"), layer.id
+        assert not full & set(embeddings)
+        assert {family.depth_of(model, n) for n in full} == {layer.depth}
+    with pytest.raises(ValueError):
+        family.param_names(model, family.layers(model)[0].id, "embeddings")
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_components_partition_every_layer(arch):
+    model, family = build(arch)
+    check_partition(model, family)
+    layers = family.layers(model)
+    if arch == "bart":
+        assert [l.id for l in layers] == ["enc.0", "enc.1", "dec.0", "dec.1"]
+        assert [l.depth for l in layers] == [0, 1, 2, 3]
+        assert layers[2].prefix == "model.decoder.layers.0."
+    else:
+        assert [l.id for l in layers] == ["L0", "L1"]
+
+
+def test_bart_depths_and_separate_decoder_depth():
+    model, family = build("bart", n_dec_layer=3)
+    assert [l.id for l in family.layers(model)] == ["enc.0", "enc.1", "dec.0", "dec.1", "dec.2"]
+    check_partition(model, family)
+    depth = {n: family.depth_of(model, n) for n in family.embedding_names(model)}
+    assert depth["model.shared.weight"] == 0
+    assert depth["model.encoder.embed_positions.weight"] == 0
+    assert depth["model.encoder.layernorm_embedding.weight"] == 0
+    assert depth["model.decoder.embed_positions.weight"] == 2
+    assert depth["model.decoder.layernorm_embedding.bias"] == 2
+    assert family.depth_of(model, "model.decoder.layers.0.fc1.weight") == 2
+    assert len(family.embedding_names(model)) == 7
+
+
+def test_bert_bare_model_has_no_prefix():
+    from transformers import BertModel
+
+    masked, family = build("bert")
+    bare = BertModel(masked.config)
+    assert family.layers(bare)[0].prefix == "encoder.layer.0."
+    assert family.embedding_names(bare)[0] == "embeddings.word_embeddings.weight"
+    check_partition(bare, family)
+    assert family.layers(masked)[0].prefix == "bert.encoder.layer.0."
+    assert family.depth_of(masked, "cls.predictions.transform.dense.weight") == family.n_layers(masked)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_embedding_names(arch):
+    model, family = build(arch)
+    names = family.embedding_names(model)
+    expected = {
+        "bert": ["bert.embeddings.word_embeddings.weight", "bert.embeddings.position_embeddings.weight",
+                 "bert.embeddings.token_type_embeddings.weight", "bert.embeddings.LayerNorm.weight",
+                 "bert.embeddings.LayerNorm.bias"],
+        "llama": ["model.embed_tokens.weight"],
+    }
+    if arch in expected:
+        assert names == expected[arch]
+    assert all(family.depth_of(model, n) == 0 for n in names if "decoder" not in n)
+
+
+# -- init and reset -------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_fresh_init_distributions(arch):
+    model, family = build(arch, d_model=32)
+    std_attr = "init_std" if arch == "bart" else "initializer_range"
+    setattr(model.config, std_attr, 0.05)  # the family must read its own config's std
+    assert family.init_std(model) == 0.05
+    perturb_(model)
+    names = [n for n, _ in model.named_parameters()]
+    family.fresh_init_(model, names, torch.Generator().manual_seed(0))
+    params = dict(model.named_parameters())
+    biggest = max((n for n in names if params[n].ndim == 2), key=lambda n: params[n].numel())
+    assert params[biggest].numel() >= 2048
+    assert params[biggest].std().item() == pytest.approx(0.05, rel=0.1)
+    assert abs(params[biggest].mean().item()) < 0.005
+    for name, p in params.items():
+        if is_norm_name(model, name):
+            assert torch.all(p == (1.0 if name.endswith("weight") else 0.0)), name
+        elif name.endswith("bias") or p.ndim < 2:
+            assert torch.all(p == 0), name
+        else:
+            assert 0.03 < p.std().item() < 0.07, name
+    embedding = model.get_input_embeddings()
+    assert torch.all(embedding.weight[SPECIAL["pad"]] == 0)
+    if arch == "bert":
+        assert torch.all(model.cls.predictions.bias == 0)
+        assert model.cls.predictions.decoder.bias is model.cls.predictions.bias
+    if arch == "llama":
+        assert model.lm_head.weight is model.model.embed_tokens.weight
+
+
+def _canonical_changes(model, before: dict[str, torch.Tensor]) -> set[str]:
+    """State-dict keys whose values changed, each mapped to the parameter name it aliases (tied copies such as
+    ``lm_head.weight`` or ``cls.predictions.decoder.bias`` count as their one parameter)."""
+    by_ptr = {p.data_ptr(): n for n, p in model.named_parameters()}
+    changed = set()
+    for key, value in model.state_dict().items():
+        if not torch.equal(value, before[key]):
+            changed.add(by_ptr.get(value.data_ptr(), key))
+    return changed
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_fresh_reset_changes_exactly_its_names(arch):
+    model, family = build(arch)
+    perturb_(model)
+    snapshot = {k: v.clone() for k, v in model.state_dict().items()}
+    cases = [(f"{layer.id}/{policy}", family.param_names(model, layer.id, policy))
+             for layer in family.layers(model) for policy in LAYER_POLICIES]
+    cases.append(("all/embeddings", family.embedding_names(model)))
+    tested = 0
+    for label, names in cases:
+        if not names:
+            continue
+        model.load_state_dict(snapshot)
+        assert not _canonical_changes(model, snapshot)
+        new = reset.apply(model, family, names, "fresh", torch.Generator().manual_seed(3))
+        assert set(new) == set(names)
+        assert _canonical_changes(model, snapshot) == set(names), label
+        tested += 1
+    assert tested == len(cases) - (2 if arch == "bart" else family.n_layers(model))  # empty cross_attn cases

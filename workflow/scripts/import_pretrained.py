@@ -1,0 +1,10 @@
+"""Shim: load a model the user brings and save it as plain safetensors with its tokenizer."""
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(snakemake.scriptdir).parents[1] / "src"))  # the selfheal package, installed or not
+
+from selfheal import logs, pretrained
+
+logs.to_file(snakemake.log[0])
+pretrained.import_model(snakemake.params.model, snakemake.output.trained, snakemake.output.summary)
