@@ -274,3 +274,31 @@ def test_fresh_reset_changes_exactly_its_names(arch):
         assert _canonical_changes(model, snapshot) == set(names), label
         tested += 1
     assert tested == len(cases) - (2 if arch == "bart" else family.n_layers(model))  # empty cross_attn cases
+
+
+def test_bart_encoder_swap_replaces_encoder_and_wipes_cross_attention():
+    from selfheal import reset
+    from selfheal.families.bart import SWAP_PROJECTION
+
+    special = {"vocab_size": 64, "eos": 0, "pad": 1, "mask": 2}
+    cfg = {"name": "t", "arch": "bart", "n_layer": 2, "d_model": 16, "n_head": 2, "context": 16, "dropout": 0.0}
+    model = models.build(cfg, special, seed=0)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.05 * torch.randn(p.shape, generator=torch.Generator().manual_seed(3)))
+    family = families.for_model(model)
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    names = family.swap_encoder(model, 8, reset.generator_for(0, "swap8", "full"))
+    params = dict(model.named_parameters())
+    assert model.model.encoder.layers[0].self_attn.q_proj.weight.shape == (8, 8)
+    assert params[f"{SWAP_PROJECTION}.weight"].shape == (16, 8)
+    cross = {n for n in params if ".encoder_attn" in n}
+    assert cross and cross <= set(names)
+    assert all(not torch.equal(before[n], params[n]) for n in cross)
+    kept = {n for n in params if n.startswith("model.decoder.") and n not in cross} | {"model.shared.weight"}
+    assert all(torch.equal(before[n], params[n]) for n in kept)  # the rest of the decoder is untouched
+    assert set(names) == {n for n in params if n.startswith(("model.encoder.", SWAP_PROJECTION))} | cross
+    batch = OBJECTIVES["denoising"](special).batch(torch.randint(3, 64, (4, 16)), torch.Generator().manual_seed(0))
+    loss = family.loss(model, batch, grad_from=0)
+    loss.backward()
+    assert params[f"{SWAP_PROJECTION}.weight"].grad is not None

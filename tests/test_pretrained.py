@@ -5,6 +5,7 @@ import importlib.util
 import pandas as pd
 import pytest
 import torch
+from conftest import trained_like
 
 from selfheal import config, data, families, models, pretrained, tokenizer
 
@@ -18,7 +19,8 @@ def save_local_model(folder, arch_cfg=LLAMA):
                           "text": ["Now is the winter of our discontent made glorious summer. " * 50]})
     tokenizer.train(works, 300, folder.parent / "tok.json")
     tok = tokenizer.load(folder.parent / "tok.json")
-    model = models.build(arch_cfg, data.special_ids(tok), seed=0)
+    # perturbed off its init, as a trained checkpoint would be (a reset to init values must change something)
+    model = trained_like(models.build(arch_cfg, data.special_ids(tok), seed=0))
     models.save(model, folder)
     tok.save_pretrained(folder)
     return model

@@ -56,6 +56,7 @@ DEFAULTS: dict = {
         "seeds": [0, 1],
         "controls": True,
         "targets": [],
+        "encoder_swap": [],
     },
     "threads": 1,
 }
@@ -64,6 +65,8 @@ MODEL_DEFAULTS = {"source": "scratch", "arch": "gpt2", "context": 64, "dropout":
 # Control cells: no reset at all, and every layer reset (the from-scratch comparison).
 TARGET_NONE = "none"
 TARGET_ALL = "all"
+# Encoder swap (encoder-decoders): target "swap<width>", a fresh encoder of that width and wiped cross-attention.
+TARGET_SWAP = "swap"
 
 
 class ConfigError(ValueError):
@@ -300,6 +303,9 @@ def cells(config: dict) -> list[Cell]:
                             members = all_ids if target == TARGET_ALL else [i for i in all_ids if i.startswith(target)]
                             if any(_policy_applies(model["arch"], m, policy) for m in members):
                                 out.append(Cell(model["name"], target, policy, init, regime, seed))
+                if len(stacks) == 2:  # encoder-decoders: swap in a fresh encoder of each width
+                    for width in grid["encoder_swap"]:
+                        out.append(Cell(model["name"], f"{TARGET_SWAP}{width}", "full", "fresh", regime, seed))
                 if grid["controls"]:
                     # "none" has nothing to reset: policy and init are 'none' so it runs once per regime and seed.
                     out.append(Cell(model["name"], TARGET_NONE, "none", "none", regime, seed))

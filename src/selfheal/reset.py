@@ -11,7 +11,7 @@ import zlib
 import torch
 from torch import nn
 
-from selfheal.config import TARGET_ALL, TARGET_NONE
+from selfheal.config import TARGET_ALL, TARGET_NONE, TARGET_SWAP
 from selfheal.families import MODEL_POLICIES
 
 INITS = ("fresh", "original")
@@ -108,11 +108,18 @@ def reset_cell(
     train.seed_everything(seed, threads)
     model = models.load(trained_dir)
     family = families.for_model(model)
-    names = target_names(model, family, target, policy)
-    theta0 = load_file(f"{theta0_dir}/model.safetensors") if init == "original" else None
-    new_values = apply(model, family, names, init, generator_for(seed, target, policy), theta0)
-    save_file(new_values, weights_path, metadata={"target": target, "policy": policy, "init": init,
-                                                   "seed": str(seed)})
+    metadata = {"target": target, "policy": policy, "init": init, "seed": str(seed)}
+    if target.startswith(TARGET_SWAP):
+        width = int(target.removeprefix(TARGET_SWAP))
+        names = family.swap_encoder(model, width, generator_for(seed, target, policy))
+        params = dict(model.named_parameters())
+        new_values = {n: params[n].detach().clone().contiguous() for n in names}
+        metadata["swap_d_model"] = str(width)
+    else:
+        names = target_names(model, family, target, policy)
+        theta0 = load_file(f"{theta0_dir}/model.safetensors") if init == "original" else None
+        new_values = apply(model, family, names, init, generator_for(seed, target, policy), theta0)
+    save_file(new_values, weights_path, metadata=metadata)
     special = data.vocabulary(tokens_path)
     val_seqs = data.val_sequences(tokens_path, model_cfg["context"], eval_cfg["val_sequences"])
     val_batches = objectives.for_family(family, special).val_batches(val_seqs, eval_cfg["batch_size"])
@@ -126,3 +133,28 @@ def reset_cell(
     logging.getLogger("selfheal").info("reset %s %s/%s/%s seed %d: %d tensors, damaged val loss %.4f",
                                        model_cfg["name"], target, policy, init, seed, len(names), damaged)
     return out
+
+
+def load_reset_model(trained_dir: str, weights_path: str):
+    """The trained model with a cell's reset written over it (rebuilding a swapped encoder first).
+    Returns (model, family, names of the reset tensors)."""
+    from safetensors import safe_open
+    from safetensors.torch import load_file
+
+    from selfheal import families, models
+
+    model = models.load(trained_dir)
+    family = families.for_model(model)
+    with safe_open(weights_path, "pt") as f:
+        metadata = f.metadata() or {}
+    if "swap_d_model" in metadata:
+        family.swap_encoder(model, int(metadata["swap_d_model"]), torch.Generator().manual_seed(0))
+    values = load_file(weights_path)
+    params = dict(model.named_parameters())
+    missing = sorted(set(values) - set(params))
+    if missing:
+        raise ValueError(f"{weights_path}: tensors not in the model: {missing[:5]}")
+    with torch.no_grad():
+        for name, value in values.items():
+            params[name].copy_(value)
+    return model, family, sorted(values)

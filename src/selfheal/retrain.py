@@ -10,10 +10,10 @@ import logging
 from dataclasses import asdict
 
 import pandas as pd
-from safetensors.torch import load_file
 
-from selfheal import data, families, metrics, models, objectives, results_io, train
-from selfheal.reset import target_layers
+from selfheal import data, metrics, objectives, results_io, train
+from selfheal.config import TARGET_SWAP
+from selfheal.reset import load_reset_model, target_layers
 
 log = logging.getLogger("selfheal")
 REGIMES = ("frozen", "layer", "full")
@@ -22,7 +22,7 @@ REGIMES = ("frozen", "layer", "full")
 def trainable_names(model, family, regime: str, target: str, reset_names: list[str]) -> set[str]:
     """frozen: the reset tensors; layer: every tensor of the targeted layer(s) (plus the reset tensors, e.g.
     embeddings); full: everything."""
-    if regime == "frozen":
+    if regime == "frozen" or (regime == "layer" and target.startswith(TARGET_SWAP)):
         return set(reset_names)
     if regime == "layer":
         layers = target_layers(model, family, target)
@@ -30,19 +30,6 @@ def trainable_names(model, family, regime: str, target: str, reset_names: list[s
     if regime == "full":
         return {n for n, _ in model.named_parameters()}
     raise ValueError(f"unknown regime {regime!r}; expected one of {REGIMES}")
-
-
-def load_reset_model(trained_dir: str, reset_weights: str):
-    """The trained model with the cell's reset tensors written over it."""
-    model = models.load(trained_dir)
-    reset_values = load_file(reset_weights)
-    params = dict(model.named_parameters())
-    missing = sorted(set(reset_values) - set(params))
-    if missing:
-        raise ValueError(f"{reset_weights}: tensors not in the model: {missing[:5]}")
-    for name, value in reset_values.items():
-        params[name].data.copy_(value)
-    return model, sorted(reset_values)
 
 
 def retrain_cell(
@@ -61,8 +48,7 @@ def retrain_cell(
 ) -> dict:
     r = model_cfg["retrain"]
     train.seed_everything(cell["seed"], threads)
-    model, reset_names = load_reset_model(trained_dir, reset_weights)
-    family = families.for_model(model)
+    model, family, reset_names = load_reset_model(trained_dir, reset_weights)
     trainable = trainable_names(model, family, cell["regime"], cell["target"], reset_names)
     baseline = results_io.read_json(baseline_path)["val_loss"]
     damaged = results_io.read_json(damage_path)["damaged_loss"]

@@ -14,7 +14,7 @@ EVAL = selfheal.config.canonical(CONFIG["eval"])
 
 wildcard_constraints:
     model="[A-Za-z0-9_.-]+",
-    target="L[0-9]+|(enc|dec)[.][0-9]+|none|all|enc|dec",
+    target="L[0-9]+|(enc|dec)[.][0-9]+|none|all|enc|dec|swap[0-9]+",
     policy="full|attn|self_attn|cross_attn|mlp|ln|embeddings|none",
     init="fresh|original|none",
     regime="frozen|layer|full",

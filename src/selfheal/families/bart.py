@@ -17,6 +17,8 @@ from selfheal.families.base import Family
 
 _ENC = "model.encoder."
 _DEC = "model.decoder."
+# After an encoder swap: the Linear that maps the new encoder's width to the decoder's (cross-attention input).
+SWAP_PROJECTION = "selfheal_encoder_projection"
 
 
 class BART(Family):
@@ -51,9 +53,31 @@ class BART(Family):
                 f"{_DEC}embed_positions.weight", f"{_DEC}layernorm_embedding.weight", f"{_DEC}layernorm_embedding.bias"]
 
     def depth_of(self, model, name):
-        if name.startswith((f"{_DEC}embed_positions.", f"{_DEC}layernorm_embedding.")):
+        if name.startswith((f"{_DEC}embed_positions.", f"{_DEC}layernorm_embedding.", SWAP_PROJECTION)):
             return len(model.model.encoder.layers)
+        if name.startswith(f"{_ENC}embed_tokens."):  # a swapped-in encoder's own token embedding
+            return 0
         return super().depth_of(model, name)
+
+    def swap_encoder(self, model, d_model: int, generator) -> list[str]:
+        """Replace the trained encoder by a freshly initialised one of width ``d_model`` (same depth and head
+        width, its own token embedding), add a Linear projection to the decoder's width for the cross-attention,
+        and re-initialise every decoder cross-attention. Returns the names of all new or re-initialised tensors."""
+        from transformers.models.bart.modeling_bart import BartEncoder
+
+        old = model.config
+        head_dim = old.d_model // old.encoder_attention_heads
+        heads = d_model // head_dim if d_model % head_dim == 0 and d_model >= head_dim else 1
+        config = type(old).from_dict({**old.to_dict(), "d_model": d_model, "encoder_attention_heads": heads,
+                                      "encoder_ffn_dim": 4 * d_model})
+        config._attn_implementation = old._attn_implementation
+        model.model.encoder = BartEncoder(config)
+        setattr(model, SWAP_PROJECTION, nn.Linear(d_model, old.d_model))
+        new = [n for n, _ in model.named_parameters() if n.startswith((_ENC, SWAP_PROJECTION))]
+        cross = [n for layer in self.layers(model) if layer.stack == "dec"
+                 for n in self.param_names(model, layer.id, "cross_attn")]
+        self.fresh_init_(model, new + cross, generator)
+        return new + cross
 
     def init_std(self, model):
         return float(model.config.init_std)  # BART's config calls it init_std, not initializer_range
@@ -110,6 +134,9 @@ class BART(Family):
         for i, layer in enumerate(enc.layers):
             with self.grad_if(i, grad_from):
                 hidden = layer(hidden, enc_mask)
+        if hasattr(model, SWAP_PROJECTION):
+            with self.grad_if(n_enc, grad_from):
+                hidden = getattr(model, SWAP_PROJECTION)(hidden)
 
         # decoder: the token lookup uses the shared embedding (depth 0); the decoder's own positions and
         # embedding norm belong to depth n_enc, as do its layers n_enc + j.

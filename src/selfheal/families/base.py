@@ -96,6 +96,10 @@ class Family:
                 return layer.depth
         return self.n_layers(model)
 
+    def swap_encoder(self, model: nn.Module, d_model: int, generator: torch.Generator) -> list[str]:
+        """Encoder-decoders: replace the encoder by a fresh one of another width (see BART)."""
+        raise ValueError(f"the {self.arch} family has no separate encoder to swap")
+
     # -- init -------------------------------------------------------------------------------------------------------
     def init_std(self, model: nn.Module) -> float:
         return float(getattr(model.config, "initializer_range", 0.02))

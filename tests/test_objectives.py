@@ -1,0 +1,53 @@
+"""Objectives: validation masks are fixed and shared by every cell; training masks are drawn per step."""
+
+import torch
+
+from selfheal import objectives
+
+SPECIAL = {"vocab_size": 300, "eos": 0, "pad": 1, "mask": 2}
+
+
+def _seqs(n=64, length=32):
+    return torch.randint(3, 300, (n, length), generator=torch.Generator().manual_seed(0))
+
+
+def test_masked_lm_validation_masks_are_fixed():
+    mlm = objectives.MaskedLM(SPECIAL)
+    a, b = mlm.val_batches(_seqs(), 16), objectives.MaskedLM(SPECIAL).val_batches(_seqs(), 16)
+    for x, y in zip(a, b):
+        assert torch.equal(x["input_ids"], y["input_ids"]) and torch.equal(x["labels"], y["labels"])
+
+
+def test_masked_lm_training_masks_change_per_step_and_follow_80_10_10():
+    mlm = objectives.MaskedLM(SPECIAL)
+    g = torch.Generator().manual_seed(0)
+    seqs = _seqs(512)
+    first, second = mlm.batch(seqs, g), mlm.batch(seqs, g)
+    assert not torch.equal(first["labels"], second["labels"])
+    chosen = first["labels"] != -100
+    assert 0.13 < chosen.float().mean() < 0.17
+    assert torch.equal(first["labels"][chosen], seqs[chosen])  # labels are the original tokens
+    masked = (first["input_ids"] == SPECIAL["mask"]) & chosen
+    assert 0.75 < masked.sum() / chosen.sum() < 0.85
+    assert torch.equal(first["input_ids"][~chosen], seqs[~chosen])  # unchosen tokens untouched
+
+
+def test_denoising_replaces_spans_by_single_masks():
+    den = objectives.Denoising(SPECIAL)
+    seqs = _seqs(32)
+    batch = den.batch(seqs, torch.Generator().manual_seed(1))
+    assert torch.equal(batch["labels"], seqs)
+    lengths = batch["attention_mask"].sum(1)
+    assert (lengths < seqs.shape[1]).all()  # spans collapsed
+    for ids, n in zip(batch["input_ids"], lengths):
+        row = ids[:n]
+        assert (row == SPECIAL["mask"]).any()
+        assert not ((row[1:] == SPECIAL["mask"]) & (row[:-1] == SPECIAL["mask"])).any()  # one mask per span
+        assert (ids[n:] == SPECIAL["pad"]).all()
+    kept = (batch["input_ids"] != SPECIAL["mask"]) & (batch["attention_mask"] == 1)
+    assert 0.6 < kept.sum() / seqs.numel() < 0.75  # ~30 % of tokens removed
+
+
+def test_causal_lm_batches_are_the_sequences():
+    seqs = _seqs(8)
+    assert torch.equal(objectives.CausalLM(SPECIAL).batch(seqs, torch.Generator())["input_ids"], seqs)

@@ -1,0 +1,81 @@
+"""End to end for the other families: encoder-only (BERT, masked LM), encoder-decoder (BART, denoising) with the
+cross-attention wipe and the encoder swap, and a model the user brings from a local folder; one Snakemake run."""
+
+import json
+
+import pandas as pd
+import pytest
+import yaml
+from test_pretrained import LLAMA, save_local_model
+from test_workflow import ROOT, snakemake
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("families")
+    save_local_model(workdir / "my-llama", LLAMA)
+    config = yaml.safe_load((ROOT / "tests" / "tiny.yaml").read_text())
+    config["models"] = [
+        {"name": "tinyBert", "arch": "bert", "n_layer": 2, "d_model": 32, "n_head": 2, "context": 32},
+        {"name": "tinyBart", "arch": "bart", "n_layer": 1, "n_dec_layer": 1, "d_model": 32, "n_head": 2,
+         "context": 32},
+        {"name": "myLlama", "source": "pretrained", "name_or_path": str(workdir / "my-llama"), "arch": "llama",
+         "n_layer": 2, "context": 16},
+    ]
+    config["grid"].update({"policies": ["full", "cross_attn"], "targets": ["all"], "encoder_swap": [16]})
+    configfile = workdir / "config.yaml"
+    configfile.write_text(yaml.safe_dump(config))
+    proc = snakemake(workdir, configfile)
+    assert proc.returncode == 0, proc.stderr[-5000:]
+    return workdir
+
+
+def test_every_family_has_its_cells(finished):
+    summary = pd.read_parquet(finished / "results" / "summary.parquet")
+    cells = summary.drop_duplicates(["model", "target", "policy"])
+    got = {(r.model, r.target, r.policy) for r in cells.itertuples()}
+    assert {("tinyBert", "L0", "full"), ("tinyBert", "L1", "full"), ("tinyBert", "all", "full"),
+            ("tinyBert", "none", "none")} == {g for g in got if g[0] == "tinyBert"}
+    assert {("tinyBart", "enc.0", "full"), ("tinyBart", "dec.0", "full"), ("tinyBart", "dec.0", "cross_attn"),
+            ("tinyBart", "all", "cross_attn"), ("tinyBart", "all", "full"), ("tinyBart", "swap16", "full"),
+            ("tinyBart", "none", "none")} == {g for g in got if g[0] == "tinyBart"}
+    assert {("myLlama", "L0", "full"), ("myLlama", "L1", "full"), ("myLlama", "all", "full"),
+            ("myLlama", "none", "none")} == {g for g in got if g[0] == "myLlama"}
+    assert set(summary.loc[summary.model == "tinyBart", "stack"].dropna()) == {"enc", "dec"}
+    assert list(summary.loc[(summary.model == "tinyBart") & (summary.target == "dec.0"), "depth"].unique()) == [1]
+
+
+def test_controls_and_damage_per_family(finished):
+    summary = pd.read_parquet(finished / "results" / "summary.parquet")
+    none = summary[summary.target == "none"]
+    assert none.recovered.all() and (none.examples == 0).all()
+    resets = summary[~summary.target.isin(["none"])]
+    assert (resets.damaged_loss != resets.baseline_loss).all()
+
+
+def test_pretrained_model_has_no_fraction_of_pretrain(finished):
+    summary = pd.read_parquet(finished / "results" / "summary.parquet")
+    mine = summary[summary.model == "myLlama"]
+    assert mine.fraction_of_pretrain.isna().all() and mine.pretrain_examples.isna().all()
+    assert (mine.tokens == mine.examples * 16).all()
+    ours = summary[summary.model != "myLlama"]
+    assert ours.fraction_of_pretrain.notna().all()
+    imported = json.loads((finished / "results" / "pretrained" / "myLlama" / "pretrain.json").read_text())
+    assert imported["epochs"] is None and imported["arch"] == "llama"
+    assert (finished / "results" / "corpus" / "myLlama" / "tokens.safetensors").is_file()  # its own tokenizer
+
+
+def test_masked_lm_validation_is_shared_by_all_cells(finished):
+    summary = pd.read_parquet(finished / "results" / "summary.parquet")
+    bert = summary[summary.model == "tinyBert"]
+    assert bert.baseline_loss.nunique() == 1
+    # the no-reset control scores exactly the baseline: same fixed masks in the baseline job and the cell
+    assert (bert[bert.target == "none"].damaged_loss == bert.baseline_loss.iloc[0]).all()
+
+
+def test_plots_include_every_family(finished):
+    html = (finished / "results" / "plots" / "recovery_examples.html").read_text()
+    for model in ("tinyBert", "tinyBart", "myLlama"):
+        assert model in html
