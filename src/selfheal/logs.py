@@ -10,6 +10,7 @@ import sys
 def to_file(path: str) -> None:
     """Send this job's logging, warnings and stray stderr to ``path``; quiet the libraries' progress bars."""
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("TQDM_DISABLE", "1")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
     stream = open(path, "a", buffering=1)

@@ -13,6 +13,7 @@ import pandas as pd
 
 from selfheal import data, metrics, objectives, results_io, train
 from selfheal.config import TARGET_SWAP
+from selfheal.prefix_cache import PrefixCache
 from selfheal.reset import load_reset_model, target_layers
 
 log = logging.getLogger("selfheal")
@@ -45,7 +46,10 @@ def retrain_cell(
     recovery_path: str,
     curve_path: str,
     threads: int = 1,
+    cache_paths: tuple[str, str] | None = None,
 ) -> dict:
+    """One retrain cell. ``cache_paths``: (train, val) of the frozen-prefix cache at the reset layer's depth,
+    when the workflow made one for this cell (see prefix_cache.cache_depth)."""
     r = model_cfg["retrain"]
     train.seed_everything(cell["seed"], threads)
     model, family, reset_names = load_reset_model(trained_dir, reset_weights)
@@ -78,11 +82,17 @@ def retrain_cell(
         cell, len(trainable), sum(p.numel() for n, p in model.named_parameters() if n in trainable),
         baseline, damaged, settings.max_examples,
     )
+    cache = None
+    if cache_paths:
+        depth = family.layer(model, cell["target"]).depth
+        cache = PrefixCache.open(depth, *cache_paths)
+        log.info("using the frozen-prefix cache at depth %d", depth)
     thresholds = r["thresholds"]
     result = train.run(
         model, family, objective, train_seqs, val_batches, trainable, settings,
         should_stop=lambda point: metrics.all_reached(point.val_loss, baseline, thresholds),
         label="retrain",
+        cache=cache,
     )
     recoveries = metrics.recoveries(result.curve, baseline, thresholds)
     for rec in recoveries:

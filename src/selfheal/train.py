@@ -28,15 +28,21 @@ def seed_everything(seed: int, threads: int | None = None) -> None:
 
 
 @torch.no_grad()
-def evaluate(model: nn.Module, family, val_batches: list[dict]) -> float:
-    """Mean loss over the fixed validation batches, weighted by batch size."""
+def evaluate(model: nn.Module, family, val_batches: list[dict], cache=None) -> float:
+    """Mean loss over the fixed validation batches, weighted by batch size. With a prefix cache, the frozen
+    layers below ``cache.depth`` are read instead of recomputed."""
     was_training = model.training
     model.eval()
     total, count = 0.0, 0
     no_grad_anywhere = family.n_layers(model) + 1
     for batch in val_batches:
         n = batch["input_ids"].shape[0]
-        total += family.loss(model, batch, no_grad_anywhere).item() * n
+        if cache is None:
+            loss = family.loss(model, batch, no_grad_anywhere)
+        else:
+            hidden = cache.val_rows(count, count + n)
+            loss = family.loss(model, batch, no_grad_anywhere, hidden=hidden, from_depth=cache.depth)
+        total += loss.item() * n
         count += n
     model.train(was_training)
     return total / count
@@ -105,15 +111,19 @@ def run(
     s: Settings,
     should_stop=lambda point: False,
     label: str = "train",
+    cache=None,
 ) -> Result:
     """Train ``trainable`` on ``train_seqs`` (epochs reshuffled by seed) for up to ``s.max_examples`` examples.
 
     Evaluates at 0 examples, every ``s.eval_every_examples`` and at the end; ``should_stop(point)`` after any
-    evaluation ends training early (e.g. when the tightest recovery threshold is met).
+    evaluation ends training early (e.g. when the tightest recovery threshold is met). ``cache``: a PrefixCache
+    of the frozen layers below the first trainable one (train and validation hidden states), or None.
     """
     for name, p in model.named_parameters():
         p.requires_grad_(name in trainable)
     grad_from = first_trainable_depth(family, model, trainable)
+    if cache is not None and cache.depth > grad_from:
+        raise ValueError(f"prefix cache at depth {cache.depth} but a tensor at depth {grad_from} trains")
     batch_generator = torch.Generator().manual_seed(s.data_seed)  # masks / noise of the training batches
     context = train_seqs.shape[1]
     total_steps = math.ceil(s.max_examples / s.batch_size)
@@ -129,7 +139,7 @@ def run(
             tokens=examples * context,
             steps=steps,
             wall_s=time.perf_counter() - t0,
-            val_loss=evaluate(model, family, val_batches),
+            val_loss=evaluate(model, family, val_batches, cache),
             train_loss=running / running_n if running_n else None,
         )
         running, running_n = 0.0, 0
@@ -157,11 +167,15 @@ def run(
         for i in range(0, len(order), s.batch_size):
             if examples >= s.max_examples:
                 break
-            seqs = train_seqs[order[i : i + min(s.batch_size, s.max_examples - examples)]]
+            index = order[i : i + min(s.batch_size, s.max_examples - examples)]
+            seqs = train_seqs[index]
             batch = objective.batch(seqs, batch_generator)
             for group in optimizer.param_groups:
                 group["lr"] = s.lr * _lr_factor(steps, total_steps, s)
-            loss = family.loss(model, batch, grad_from)
+            if cache is None:
+                loss = family.loss(model, batch, grad_from)
+            else:
+                loss = family.loss(model, batch, grad_from, hidden=cache.train_rows(index), from_depth=cache.depth)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             if s.grad_clip > 0:

@@ -1,6 +1,7 @@
 # Config validation and the grid. No job starts unless the config passes both the JSON schema and the
 # semantic checks (layer in range, corpus present, ...); errors name the offending key.
 import selfheal.config
+import selfheal.prefix_cache
 from snakemake.utils import validate
 
 CONFIG = selfheal.config.resolve(config)
@@ -19,6 +20,7 @@ wildcard_constraints:
     init="fresh|original|none",
     regime="frozen|layer|full",
     seed="[0-9]+",
+    depth="[0-9]+",
 
 
 def model_cfg(wildcards):
@@ -53,6 +55,31 @@ def theta0(wildcards):
     return [] if is_pretrained(wildcards.model) else f"results/models/{wildcards.model}/theta0"
 
 
+def _cache_sharing():
+    """How many cells could start from each (model, depth) prefix cache."""
+    counts = {}
+    for c in CELLS:
+        depth = selfheal.prefix_cache.cache_depth(selfheal.config.model_by_name(CONFIG, c.model), c.target,
+                                                  c.policy, c.regime)
+        if depth is not None:
+            counts[(c.model, depth)] = counts.get((c.model, depth), 0) + 1
+    return counts
+
+
+CACHE_SHARING = _cache_sharing()
+
+
+def prefix_cache(wildcards):
+    """The frozen-prefix cache this cell starts from, or nothing (then it runs the plain forward): only where it
+    is valid (prefix_cache.cache_depth) and pays for itself (prefix_cache.worth_building)."""
+    m = model_cfg(wildcards)
+    depth = selfheal.prefix_cache.cache_depth(m, wildcards.target, wildcards.policy, wildcards.regime)
+    if depth is None or not selfheal.prefix_cache.worth_building(m, CACHE_SHARING[(wildcards.model, depth)]):
+        return []
+    prefix = f"results/cache/{wildcards.model}/depth{depth}"
+    return [prefix + "/train.npy", prefix + "/val.npy"]
+
+
 SCRATCH_MODELS = [m["name"] for m in CONFIG["models"] if m["source"] == "scratch"]
 
 
@@ -60,6 +87,13 @@ def pretrain_params(wildcards):
     """Everything that defines a model's pretraining (and nothing about retraining, so retrain edits keep it)."""
     m = model_cfg(wildcards)
     return selfheal.config.canonical({k: v for k, v in m.items() if k != "retrain"})
+
+
+def import_params(wildcards):
+    """What identifies a downloaded model (editing its retrain or eval settings does not re-import it)."""
+    m = model_cfg(wildcards)
+    keys = ("name", "source", "name_or_path", "gguf_file", "arch", "n_layer", "n_dec_layer")
+    return selfheal.config.canonical({k: m[k] for k in keys if k in m})
 
 
 def retrain_params(wildcards):

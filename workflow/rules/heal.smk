@@ -21,6 +21,25 @@ rule reset:
         "../scripts/reset.py"
 
 
+rule prefix_cache:
+    input:
+        tokens=tokens,
+        trained=trained_dir,
+    output:
+        train="results/cache/{model}/depth{depth}/train.npy",
+        val="results/cache/{model}/depth{depth}/val.npy",
+    params:
+        model=pretrain_params,
+        eval=EVAL,
+    threads: THREADS
+    log:
+        "results/logs/cache/{model}/depth{depth}.log",
+    conda:
+        "../../envs/training.yaml"
+    script:
+        "../scripts/prefix_cache.py"
+
+
 rule retrain:
     input:
         tokens=tokens,
@@ -29,6 +48,7 @@ rule retrain:
         damage=CELL + "/damage.json",
         baseline="results/baselines/{model}.json",
         pretrain=model_summary,
+        cache=prefix_cache,
     output:
         recovery=CELL + "/{regime}/recovery.json",
         curve=CELL + "/{regime}/curve.parquet",

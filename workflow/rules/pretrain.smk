@@ -25,7 +25,7 @@ rule import_pretrained:
         trained=directory("results/pretrained/{model}/trained"),
         summary="results/pretrained/{model}/pretrain.json",
     params:
-        model=pretrain_params,
+        model=import_params,
     threads: THREADS
     log:
         "results/logs/{model}/import.log",

@@ -20,4 +20,5 @@ retrain.retrain_cell(
     recovery_path=snakemake.output.recovery,
     curve_path=snakemake.output.curve,
     threads=snakemake.threads,
+    cache_paths=tuple(snakemake.input.cache) or None,
 )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from selfheal.families.base import LAYER_POLICIES, MODEL_POLICIES, POLICIES, Family, Layer
+from selfheal.families.base import LAYER_POLICIES, MODEL_POLICIES, POLICIES, Family, Layer, SingleStack
 from selfheal.families.bart import BART
 from selfheal.families.bert import BERT
 from selfheal.families.gpt2 import GPT2
@@ -34,5 +34,5 @@ def for_model_type(model_type: str) -> Family:
                      f"{sorted(f.model_type for f in FAMILIES.values())}")
 
 
-__all__ = ["BART", "BERT", "FAMILIES", "Family", "GPT2", "Llama", "LAYER_POLICIES", "Layer", "MODEL_POLICIES", "POLICIES", "for_arch",
+__all__ = ["BART", "BERT", "FAMILIES", "Family", "GPT2", "Llama", "LAYER_POLICIES", "Layer", "MODEL_POLICIES", "POLICIES", "SingleStack", "for_arch",
            "for_model", "for_model_type", "register"]

@@ -142,6 +142,49 @@ class Family:
         raise NotImplementedError
 
 
+class SingleStack(Family):
+    """A family with one stack of layers (GPT-2, BERT, Llama). Its forward comes in pieces, so training can start
+    from hidden states cached at some depth (the frozen prefix computed once, see ``prefix_cache``)."""
+
+    stacks = ("",)
+    may_have_dropout = True  # a downloaded checkpoint's config may enable dropout (Llama has none)
+
+    def embed(self, model: nn.Module, batch: dict) -> torch.Tensor:
+        raise NotImplementedError
+
+    def pieces(self, model: nn.Module, batch: dict, hidden: torch.Tensor) -> dict:
+        """What every layer call needs besides the hidden states (masks, positions), rebuilt from the batch."""
+        raise NotImplementedError
+
+    def call_layer(self, layer: nn.Module, hidden: torch.Tensor, pieces: dict) -> torch.Tensor:
+        raise NotImplementedError
+
+    def head_loss(self, model: nn.Module, hidden: torch.Tensor, batch: dict) -> torch.Tensor:
+        raise NotImplementedError
+
+    def loss(self, model, batch, grad_from, hidden=None, from_depth=0):
+        """``hidden``: the hidden states entering layer ``from_depth`` (a cached frozen prefix), else None."""
+        if hidden is None:
+            with self.grad_if(0, grad_from):
+                hidden = self.embed(model, batch)
+            from_depth = 0
+        pieces = self.pieces(model, batch, hidden)
+        layers = self.stack_modules(model, "")
+        for depth in range(from_depth, len(layers)):
+            with self.grad_if(depth, grad_from):
+                hidden = self.call_layer(layers[depth], hidden, pieces)
+        return self.head_loss(model, hidden, batch)
+
+    @torch.no_grad()
+    def prefix(self, model: nn.Module, batch: dict, depth: int) -> torch.Tensor:
+        """Hidden states entering layer ``depth`` (the output of the frozen layers below it)."""
+        hidden = self.embed(model, batch)
+        pieces = self.pieces(model, batch, hidden)
+        for layer in self.stack_modules(model, "")[:depth]:
+            hidden = self.call_layer(layer, hidden, pieces)
+        return hidden
+
+
 def _is_norm(module: nn.Module) -> bool:
     name = type(module).__name__
     return isinstance(module, nn.LayerNorm) or "LayerNorm" in name or "RMSNorm" in name

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import torch.nn.functional as F
 
-from selfheal.families.base import Family
+from selfheal.families.base import SingleStack
 
 
-class BERT(Family):
+class BERT(SingleStack):
     arch = "bert"
     model_type = "bert"
     objective = "masked_lm"
@@ -61,19 +61,21 @@ class BERT(Family):
         )
         return BertForMaskedLM(config)
 
-    def loss(self, model, batch, grad_from):
-        from transformers.masking_utils import create_bidirectional_mask
-
+    def embed(self, model, batch):
         if not hasattr(model, "cls"):
             raise TypeError("BERT loss needs a BertForMaskedLM (a bare BertModel has no MLM head)")
-        ids, labels = batch["input_ids"], batch["labels"]
-        base = model.bert
-        with self.grad_if(0, grad_from):
-            hidden = base.embeddings(input_ids=ids)
-        mask = create_bidirectional_mask(config=model.config, inputs_embeds=hidden,
-                                         attention_mask=batch.get("attention_mask"))
-        for depth, layer in enumerate(base.encoder.layer):
-            with self.grad_if(depth, grad_from):
-                hidden = layer(hidden, mask)
+        return model.bert.embeddings(input_ids=batch["input_ids"])
+
+    def pieces(self, model, batch, hidden):
+        from transformers.masking_utils import create_bidirectional_mask
+
+        return {"mask": create_bidirectional_mask(config=model.config, inputs_embeds=hidden,
+                                                  attention_mask=batch.get("attention_mask"))}
+
+    def call_layer(self, layer, hidden, pieces):
+        return layer(hidden, pieces["mask"])
+
+    def head_loss(self, model, hidden, batch):
         logits = model.cls(hidden)
-        return F.cross_entropy(logits.view(-1, logits.shape[-1]).float(), labels.view(-1), ignore_index=-100)
+        return F.cross_entropy(logits.view(-1, logits.shape[-1]).float(), batch["labels"].view(-1),
+                               ignore_index=-100)

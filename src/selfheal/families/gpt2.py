@@ -8,10 +8,10 @@ import torch
 import torch.nn.functional as F
 
 
-from selfheal.families.base import Family
+from selfheal.families.base import SingleStack
 
 
-class GPT2(Family):
+class GPT2(SingleStack):
     arch = "gpt2"
     model_type = "gpt2"
     objective = "causal_lm"
@@ -53,22 +53,26 @@ class GPT2(Family):
         )
         return GPT2LMHeadModel(config)
 
-    def loss(self, model, batch, grad_from):
-        from transformers.masking_utils import create_causal_mask
-
+    def embed(self, model, batch):
         ids = batch["input_ids"]
         t = model.transformer
-        with self.grad_if(0, grad_from):
-            position_ids = torch.arange(ids.shape[1], device=ids.device).unsqueeze(0)
-            inputs_embeds = t.wte(ids)
-            hidden = t.drop(inputs_embeds + t.wpe(position_ids))
-        mask = create_causal_mask(config=model.config, inputs_embeds=inputs_embeds, attention_mask=None,
+        position_ids = torch.arange(ids.shape[1], device=ids.device).unsqueeze(0)
+        return t.drop(t.wte(ids) + t.wpe(position_ids))
+
+    def pieces(self, model, batch, hidden):
+        from transformers.masking_utils import create_causal_mask
+
+        position_ids = torch.arange(hidden.shape[1], device=hidden.device).unsqueeze(0)
+        mask = create_causal_mask(config=model.config, inputs_embeds=hidden, attention_mask=None,
                                   past_key_values=None, position_ids=position_ids)
-        for depth, block in enumerate(t.h):
-            with self.grad_if(depth, grad_from):
-                hidden = block(hidden, None, mask, None, use_cache=False, position_ids=position_ids)
-        logits = model.lm_head(t.ln_f(hidden))
-        return causal_lm_loss(logits, ids)
+        return {"mask": mask, "position_ids": position_ids}
+
+    def call_layer(self, layer, hidden, pieces):
+        return layer(hidden, None, pieces["mask"], None, use_cache=False, position_ids=pieces["position_ids"])
+
+    def head_loss(self, model, hidden, batch):
+        logits = model.lm_head(model.transformer.ln_f(hidden))
+        return causal_lm_loss(logits, batch["input_ids"])
 
 
 def causal_lm_loss(logits: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:

@@ -5,15 +5,16 @@ from __future__ import annotations
 
 import torch
 
-from selfheal.families.base import Family
+from selfheal.families.base import SingleStack
 from selfheal.families.gpt2 import causal_lm_loss
 
 
-class Llama(Family):
+class Llama(SingleStack):
     arch = "llama"
     model_type = "llama"
     objective = "causal_lm"
     stacks = ("",)
+    may_have_dropout = False  # as built here and as loaded: attention_dropout 0, no residual dropout
     components = {"": {"self_attn": ("self_attn.",), "mlp": ("mlp.",),
                        "ln": ("input_layernorm.", "post_attention_layernorm.")}}
 
@@ -46,20 +47,20 @@ class Llama(Family):
         )
         return LlamaForCausalLM(config)
 
-    def loss(self, model, batch, grad_from):
+    def embed(self, model, batch):
+        return model.model.embed_tokens(batch["input_ids"])
+
+    def pieces(self, model, batch, hidden):
         from transformers.masking_utils import create_causal_mask
 
-        ids = batch["input_ids"]
-        mm = model.model
-        position_ids = torch.arange(ids.shape[1], device=ids.device).unsqueeze(0)
-        with self.grad_if(0, grad_from):
-            hidden = mm.embed_tokens(ids)
+        position_ids = torch.arange(hidden.shape[1], device=hidden.device).unsqueeze(0)
         mask = create_causal_mask(config=model.config, inputs_embeds=hidden, attention_mask=None,
                                   past_key_values=None, position_ids=position_ids)
-        position_embeddings = mm.rotary_emb(hidden, position_ids=position_ids)
-        for depth, layer in enumerate(mm.layers):
-            with self.grad_if(depth, grad_from):
-                hidden = layer(hidden, attention_mask=mask, position_embeddings=position_embeddings,
-                               position_ids=position_ids)
-        logits = model.lm_head(mm.norm(hidden))
-        return causal_lm_loss(logits, ids)
+        return {"attention_mask": mask, "position_embeddings": model.model.rotary_emb(hidden, position_ids=position_ids),
+                "position_ids": position_ids}
+
+    def call_layer(self, layer, hidden, pieces):
+        return layer(hidden, **pieces)
+
+    def head_loss(self, model, hidden, batch):
+        return causal_lm_loss(model.lm_head(model.model.norm(hidden)), batch["input_ids"])

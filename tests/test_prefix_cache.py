@@ -1,0 +1,93 @@
+"""The cached-prefix fast path gives the same losses as the plain forward, and is used only where it is valid."""
+
+import numpy as np
+import pytest
+import torch
+from conftest import SPECIAL, TINY_MODEL, trained_like
+from safetensors.torch import save_file
+
+from selfheal import data, families, models, objectives, prefix_cache, reset, train
+
+
+@pytest.fixture
+def setup(tmp_path):
+    model = trained_like(models.build(TINY_MODEL, SPECIAL, seed=0))
+    models.save(model, tmp_path / "trained")
+    g = torch.Generator().manual_seed(0)
+    stream = torch.randint(3, 64, (16 * 200,), generator=g, dtype=torch.int32)
+    save_file({"train": stream, "val": stream[: 16 * 40].clone()}, str(tmp_path / "tokens.safetensors"),
+              metadata={k: str(v) for k, v in SPECIAL.items()})
+    model_cfg = {**TINY_MODEL, "source": "scratch", "pretrain": {"train_sequences": 128, "seed": 0}}
+    eval_cfg = {"val_sequences": 32, "batch_size": 16}
+    return tmp_path, model_cfg, eval_cfg
+
+
+def _run(tmp_path, model_cfg, eval_cfg, cache):
+    model = models.load(tmp_path / "trained")
+    family = families.for_model(model)
+    names = reset.target_names(model, family, "L2", "full")
+    reset.apply(model, family, names, "fresh", reset.generator_for(0, "L2", "full"))
+    tokens = tmp_path / "tokens.safetensors"
+    train_seqs = data.train_sequences(tokens, 16, 128, 0)
+    val_batches = objectives.CausalLM(SPECIAL).val_batches(data.val_sequences(tokens, 16, 32), 16)
+    settings = train.Settings(lr=1e-2, batch_size=16, weight_decay=0.0, grad_clip=1.0, eval_every_examples=32,
+                              max_examples=160, warmup_steps=2, data_seed=0)
+    train.seed_everything(0)
+    result = train.run(model, family, objectives.CausalLM(SPECIAL), train_seqs, val_batches, set(names), settings,
+                       cache=cache)
+    return [p.val_loss for p in result.curve], [p.train_loss for p in result.curve], model
+
+
+def test_cached_prefix_matches_plain_forward(setup):
+    tmp_path, model_cfg, eval_cfg = setup
+    prefix_cache.build(model_cfg, eval_cfg, str(tmp_path / "tokens.safetensors"), str(tmp_path / "trained"), 2,
+                       str(tmp_path / "train.npy"), str(tmp_path / "val.npy"))
+    cache = prefix_cache.PrefixCache.open(2, str(tmp_path / "train.npy"), str(tmp_path / "val.npy"))
+    assert cache.train.shape == (128, 16, 16) and cache.val.shape == (32, 16, 16)
+    assert isinstance(cache.train, np.memmap)  # read through a memory map, not loaded whole
+    plain_val, plain_train, plain_model = _run(tmp_path, model_cfg, eval_cfg, None)
+    fast_val, fast_train, fast_model = _run(tmp_path, model_cfg, eval_cfg, cache)
+    assert len(plain_val) == len(fast_val) == 6
+    np.testing.assert_allclose(fast_val, plain_val, rtol=1e-5)
+    np.testing.assert_allclose(fast_train[1:], plain_train[1:], rtol=1e-5)
+    for (name, a), b in zip(plain_model.state_dict().items(), fast_model.state_dict().values()):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6, msg=name)
+
+
+def test_cache_deeper_than_a_trainable_tensor_is_refused(setup):
+    tmp_path, model_cfg, eval_cfg = setup
+    prefix_cache.build(model_cfg, eval_cfg, str(tmp_path / "tokens.safetensors"), str(tmp_path / "trained"), 2,
+                       str(tmp_path / "train.npy"), str(tmp_path / "val.npy"))
+    cache = prefix_cache.PrefixCache.open(2, str(tmp_path / "train.npy"), str(tmp_path / "val.npy"))
+    model = models.load(tmp_path / "trained")
+    family = families.for_model(model)
+    names = reset.target_names(model, family, "L1", "full")
+    settings = train.Settings(lr=1e-2, batch_size=16, weight_decay=0.0, grad_clip=1.0, eval_every_examples=32,
+                              max_examples=32, warmup_steps=2)
+    with pytest.raises(ValueError, match="depth 2"):
+        train.run(model, family, objectives.CausalLM(SPECIAL), torch.zeros(128, 16, dtype=torch.long), [],
+                  set(names), settings, cache=cache)
+
+
+@pytest.mark.parametrize("arch,target,policy,regime,dropout,expected", [
+    ("gpt2", "L2", "full", "frozen", 0.0, 2),
+    ("gpt2", "L2", "attn", "layer", 0.0, 2),
+    ("gpt2", "L0", "full", "frozen", 0.0, None),      # nothing below layer 0
+    ("gpt2", "L2", "full", "full", 0.0, None),        # everything trains
+    ("gpt2", "L2", "full", "frozen", 0.1, None),      # dropout: the prefix is not a fixed function
+    ("gpt2", "all", "full", "frozen", 0.0, None),
+    ("bert", "L2", "full", "frozen", 0.0, None),      # masked LM: training inputs change every step
+    ("bart", "dec.0", "full", "frozen", 0.0, None),
+    ("llama", "L1", "mlp", "frozen", 0.0, 1),
+])
+def test_cache_depth_only_where_valid(arch, target, policy, regime, dropout, expected):
+    model_cfg = {"arch": arch, "source": "scratch", "dropout": dropout}
+    assert prefix_cache.cache_depth(model_cfg, target, policy, regime) == expected
+
+
+def test_cache_built_only_when_it_pays_for_itself():
+    scratch = {"source": "scratch", "pretrain": {"epochs": 5}, "retrain": {"budget_fraction": 0.5}}
+    assert prefix_cache.worth_building(scratch, cells_sharing=1)  # 2.5 epochs of prefix forwards saved
+    downloaded = {"source": "pretrained", "pretrain": {"epochs": 5}, "retrain": {"budget_fraction": 0.25}}
+    assert not prefix_cache.worth_building(downloaded, cells_sharing=1)
+    assert prefix_cache.worth_building(downloaded, cells_sharing=4)
