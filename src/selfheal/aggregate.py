@@ -14,7 +14,7 @@ from selfheal import results_io
 SUMMARY_COLUMNS = [
     "model", "arch", "n_layer", "d_model", "target", "stack", "layer", "depth", "policy", "init", "regime", "seed",
     "threshold",
-    "recovered", "examples", "tokens", "steps", "fraction_of_pretrain", "baseline_loss", "damaged_loss",
+    "recovered", "diverged", "diverged_step", "examples", "tokens", "steps", "fraction_of_pretrain", "baseline_loss", "damaged_loss",
     "final_loss", "threshold_loss", "wall_s", "budget_examples", "pretrain_examples", "trainable_params",
 ]
 CURVE_COLUMNS = [
@@ -39,6 +39,7 @@ def summary_table(recovery_paths: list[str]) -> pd.DataFrame:
                 "arch": cell["arch"], "n_layer": cell["n_layer"], "d_model": cell["d_model"],
                 "stack": cell["stack"], "layer": cell["layer"], "depth": cell["depth"],
                 "threshold": rec["threshold"], "recovered": rec["recovered"],
+                "diverged": cell.get("diverged_step") is not None, "diverged_step": cell.get("diverged_step"),
                 "examples": rec["examples"], "tokens": rec["tokens"], "steps": rec["steps"],
                 "fraction_of_pretrain": _fraction(rec["examples"], cell["pretrain_examples"]),
                 "baseline_loss": cell["baseline_loss"], "damaged_loss": cell["damaged_loss"],
@@ -48,7 +49,7 @@ def summary_table(recovery_paths: list[str]) -> pd.DataFrame:
                 "pretrain_examples": cell["pretrain_examples"], "trainable_params": cell["trainable_params"],
             })
     table = pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
-    for column in ("layer", "depth", "pretrain_examples"):
+    for column in ("layer", "depth", "pretrain_examples", "diverged_step"):
         table[column] = table[column].astype("Int64")
     table["fraction_of_pretrain"] = table["fraction_of_pretrain"].astype("float64")
     return table.sort_values(["model", "regime", "policy", "init", "target", "seed", "threshold"], ignore_index=True)

@@ -35,6 +35,7 @@ DEFAULTS: dict = {
         "weight_decay": 0.1,
         "grad_clip": 1.0,
         "eval_every_examples": 2048,
+        "checkpoint_every_steps": 100,
         "seed": 0,
     },
     "retrain": {
@@ -44,6 +45,7 @@ DEFAULTS: dict = {
         "weight_decay": 0.0,
         "grad_clip": 1.0,
         "eval_every_examples": 512,
+        "checkpoint_every_steps": 50,
         "budget_fraction": 1.0,
         "thresholds": [0.01, 0.02, 0.05, 0.10],
     },
@@ -59,6 +61,7 @@ DEFAULTS: dict = {
         "encoder_swap": [],
     },
     "threads": 1,
+    "hardware": {"device": "auto", "precision": "fp32", "tf32": True, "fused_adamw": True, "compile": None},
 }
 MODEL_DEFAULTS = {"source": "scratch", "arch": "gpt2", "context": 64, "dropout": 0.0}
 
@@ -178,6 +181,7 @@ def resolve(raw: dict) -> dict:
                 resolve_package_path(model["name_or_path"], f"{key}.name_or_path")
         elif model["arch"] == "llama" and model.get("n_kv_head") and model["n_head"] % model["n_kv_head"]:
             raise ConfigError(f"{key}.n_kv_head", "n_head must be a multiple of n_kv_head")
+        model["hardware"] = config["hardware"]
         model["pretrain"] = _merge(config["pretrain"], model.get("pretrain", {}))
         model["retrain"] = _merge(config["retrain"], model.get("retrain", {}))
         layers = config["grid"]["layers"]

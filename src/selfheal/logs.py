@@ -7,6 +7,16 @@ import os
 import sys
 
 
+def process_age() -> float | None:
+    """Seconds since this process started (Linux /proc), or None where that is unknown."""
+    try:
+        start_ticks = int(open("/proc/self/stat").read().rsplit(")", 1)[1].split()[19])
+        uptime = float(open("/proc/uptime").read().split()[0])
+        return uptime - start_ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def to_file(path: str) -> None:
     """Send this job's logging, warnings and stray stderr to ``path``; quiet the libraries' progress bars."""
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
@@ -19,6 +29,10 @@ def to_file(path: str) -> None:
         level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=stream, force=True
     )
     logging.captureWarnings(True)
+    age = process_age()
+    if age is not None:
+        # The job's fixed cost before any work: interpreter, Snakemake's script preamble, imports.
+        logging.getLogger("selfheal").info("job start-up: %.2f s", age)
     try:
         import datasets
         import transformers

@@ -48,7 +48,10 @@ def recovery_cost(summary: pd.DataFrame, unit: str = "fraction_of_pretrain") -> 
     # Log scale: a cell that was already within eps at 0 examples is drawn at half the smallest positive cost.
     floor = float(positive.min()) / 2 if len(positive) else 1e-4
     table["cost"] = table[unit].astype(float).clip(lower=floor)
-    table["status"] = table["recovered"].map({True: "recovered", False: "censored (≥ budget)"})
+    table["status"] = [
+        "diverged" if d else ("recovered" if r else "censored (≥ budget)")
+        for r, d in zip(table["recovered"], table["diverged"] if "diverged" in table else [False] * len(table))
+    ]
     layers = table[table["depth"].notna()].copy()
     layers["layer"] = layers["depth"].astype(int)
     keys = ["model", "setting", "threshold", "layer"]
@@ -71,8 +74,8 @@ def recovery_cost(summary: pd.DataFrame, unit: str = "fraction_of_pretrain") -> 
         x=alt.X("layer:O", title="reset layer L (depth; encoder first)", axis=alt.Axis(labelAngle=0)),
         y=alt.Y("cost:Q", scale=y_scale, title=COST_UNITS[unit]),
         color=color,
-        shape=alt.Shape("status:N", scale=alt.Scale(domain=["recovered", "censored (≥ budget)"],
-                                                    range=["circle", "triangle-up"]), title="seed"),
+        shape=alt.Shape("status:N", scale=alt.Scale(domain=["recovered", "censored (≥ budget)", "diverged"],
+                                                    range=["circle", "triangle-up", "cross"]), title="seed"),
         opacity=alt.condition(alt.datum.status == "recovered", alt.value(0.9), alt.value(0.35)),
         tooltip=["model", "target", "seed", "examples", "tokens", "fraction_of_pretrain", "recovered"],
     )

@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from selfheal import data, families, models, train
+from selfheal.hardware import Hardware
 
 log = logging.getLogger("selfheal")
 CHUNK = 256  # sequences per forward when building
@@ -65,16 +66,17 @@ def build(model_cfg: dict, eval_cfg: dict, tokens_path: str, trained_dir: str, d
     train.seed_everything(0, threads)
     model = models.load(trained_dir)
     family = families.for_model(model)
+    device = Hardware.from_config(model_cfg.get("hardware")).prepare(model)  # fp32 on any device: exact prefix
     p = model_cfg["pretrain"]
     train_seqs = data.train_sequences(tokens_path, model_cfg["context"], p["train_sequences"], p["seed"])
     val_seqs = data.val_sequences(tokens_path, model_cfg["context"], eval_cfg["val_sequences"])
-    width = int(family.prefix(model, {"input_ids": train_seqs[:1]}, depth).shape[-1])
+    width = int(family.prefix(model, {"input_ids": train_seqs[:1].to(device)}, depth).shape[-1])
 
     def fill_from(seqs):
         def fill(array):
             for i in range(0, seqs.shape[0], CHUNK):
-                batch = {"input_ids": seqs[i : i + CHUNK]}
-                array[i : i + CHUNK] = family.prefix(model, batch, depth).float().numpy()
+                batch = {"input_ids": seqs[i : i + CHUNK].to(device)}
+                array[i : i + CHUNK] = family.prefix(model, batch, depth).float().cpu().numpy()
         return fill
 
     Path(train_path).parent.mkdir(parents=True, exist_ok=True)

@@ -12,7 +12,8 @@ from dataclasses import asdict
 from pathlib import Path
 
 import pandas as pd
-from selfheal import data, families, models, objectives, results_io, train
+from selfheal.hardware import Hardware
+from selfheal import checkpoints, data, families, models, objectives, results_io, train
 
 log = logging.getLogger("selfheal")
 
@@ -52,6 +53,9 @@ def pretrain(
         cosine=True,
         min_lr_fraction=p["min_lr_fraction"],
         data_seed=p["seed"],
+        hardware=Hardware.from_config(model_cfg.get("hardware")),
+        checkpoint_path=str(Path(summary_path).with_name("pretrain.ckpt")),
+        checkpoint_every_steps=p["checkpoint_every_steps"],
     )
     log.info(
         "pretraining %s: %d params, S=%d sequences of %d tokens, E=%d epochs (%d examples)",
@@ -59,6 +63,9 @@ def pretrain(
     )
     result = train.run(model, family, objective, train_seqs, val_batches, {n for n, _ in model.named_parameters()},
                        settings, label="pretrain")
+    if result.diverged_step is not None:
+        raise RuntimeError(f"pretraining {model_cfg['name']} diverged (non-finite loss) at step "
+                           f"{result.diverged_step}: lower pretrain.lr or raise warmup_fraction")
     models.save(model, trained_dir)
     curve = pd.DataFrame([asdict(pt) for pt in result.curve])
     results_io.write_parquet(curve_path, curve)
@@ -83,6 +90,7 @@ def pretrain(
         "last_quarter_val_drop": _val_at(result.curve, 0.75 * max_examples) - final.val_loss,
     }
     results_io.write_json(summary_path, summary)
+    checkpoints.remove(settings)
     log.info("pretraining done: val loss %.4f -> %.4f in %.0fs", summary["initial_val_loss"], final.val_loss,
              final.wall_s)
     return summary
@@ -102,7 +110,9 @@ def baseline(model_cfg: dict, eval_cfg: dict, tokens_path: str, trained_dir: str
     val_seqs = data.val_sequences(tokens_path, model_cfg["context"], eval_cfg["val_sequences"])
     val_batches = objectives.for_family(family, data.vocabulary(tokens_path)).val_batches(
         val_seqs, eval_cfg["batch_size"])
-    loss = train.evaluate(model, family, val_batches)
+    hw = Hardware.from_config(model_cfg.get("hardware"))
+    hw.prepare(model)
+    loss = train.evaluate(model, family, val_batches, hw=hw)
     out = {"model": model_cfg["name"], "val_loss": loss, "perplexity": math.exp(loss),
            "val_sequences": int(val_seqs.shape[0]), "context": model_cfg["context"]}
     results_io.write_json(out_path, out)

@@ -104,6 +104,7 @@ def reset_cell(
     from safetensors.torch import load_file, save_file
 
     from selfheal import data, families, models, objectives, results_io, train
+    from selfheal.hardware import Hardware
 
     train.seed_everything(seed, threads)
     model = models.load(trained_dir)
@@ -123,7 +124,9 @@ def reset_cell(
     special = data.vocabulary(tokens_path)
     val_seqs = data.val_sequences(tokens_path, model_cfg["context"], eval_cfg["val_sequences"])
     val_batches = objectives.for_family(family, special).val_batches(val_seqs, eval_cfg["batch_size"])
-    damaged = train.evaluate(model, family, val_batches)
+    hw = Hardware.from_config(model_cfg.get("hardware"))
+    hw.prepare(model)
+    damaged = train.evaluate(model, family, val_batches, hw=hw)
     out = {
         "model": model_cfg["name"], "target": target, "policy": policy, "init": init, "seed": seed,
         "reset_tensors": len(names), "reset_params": int(sum(v.numel() for v in new_values.values())),

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import logging
 from dataclasses import asdict
+from pathlib import Path
 
 import pandas as pd
 
-from selfheal import data, metrics, objectives, results_io, train
+from selfheal.hardware import Hardware
+from selfheal import checkpoints, data, metrics, objectives, results_io, train
 from selfheal.config import TARGET_SWAP
 from selfheal.prefix_cache import PrefixCache
 from selfheal.reset import load_reset_model, target_layers
@@ -76,6 +78,9 @@ def retrain_cell(
         max_examples=round(r["budget_fraction"] * budget_unit),
         warmup_steps=r["warmup_steps"],
         data_seed=cell["seed"],
+        hardware=Hardware.from_config(model_cfg.get("hardware")),
+        checkpoint_path=str(Path(recovery_path).with_name("retrain.ckpt")),
+        checkpoint_every_steps=r["checkpoint_every_steps"],
     )
     log.info(
         "retrain %s: %d trainable tensors (%d params), baseline %.4f, damaged %.4f, budget %d examples",
@@ -95,6 +100,10 @@ def retrain_cell(
         cache=cache,
     )
     recoveries = metrics.recoveries(result.curve, baseline, thresholds)
+    log.info("training throughput %.0f tokens/s; evaluation took %.0f%% of the cell's wall time",
+             result.train_tokens_per_s, 100 * result.eval_s / max(result.curve[-1].wall_s, 1e-9))
+    if result.diverged_step is not None:
+        log.warning("cell diverged at step %d: kept in the tables as diverged", result.diverged_step)
     for rec in recoveries:
         log.info("threshold %.3f: %s at %d examples", rec.threshold,
                  "recovered" if rec.recovered else "censored", rec.examples)
@@ -120,6 +129,11 @@ def retrain_cell(
         "trainable_params": int(sum(p.numel() for n, p in model.named_parameters() if n in trainable)),
         "reset_tensors": len(reset_names),
         "recoveries": [asdict(rec) for rec in recoveries],
+        "diverged_step": result.diverged_step,
+        "prefix_cache_depth": cache.depth if cache else None,
+        "train_tokens_per_s": result.train_tokens_per_s,
+        "eval_share": result.eval_s / result.curve[-1].wall_s if result.curve[-1].wall_s > 0 else 0.0,
     }
     results_io.write_json(recovery_path, out)
+    checkpoints.remove(settings)
     return out

@@ -15,7 +15,9 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-from selfheal import data
+from selfheal import checkpoints, data
+from selfheal.families import SingleStack
+from selfheal.hardware import Hardware, to_device
 
 log = logging.getLogger("selfheal")
 
@@ -28,20 +30,23 @@ def seed_everything(seed: int, threads: int | None = None) -> None:
 
 
 @torch.no_grad()
-def evaluate(model: nn.Module, family, val_batches: list[dict], cache=None) -> float:
+def evaluate(model: nn.Module, family, val_batches: list[dict], cache=None, hw: Hardware = Hardware()) -> float:
     """Mean loss over the fixed validation batches, weighted by batch size. With a prefix cache, the frozen
     layers below ``cache.depth`` are read instead of recomputed."""
     was_training = model.training
     model.eval()
     total, count = 0.0, 0
     no_grad_anywhere = family.n_layers(model) + 1
+    device = next(model.parameters()).device
     for batch in val_batches:
         n = batch["input_ids"].shape[0]
-        if cache is None:
-            loss = family.loss(model, batch, no_grad_anywhere)
-        else:
-            hidden = cache.val_rows(count, count + n)
-            loss = family.loss(model, batch, no_grad_anywhere, hidden=hidden, from_depth=cache.depth)
+        batch = to_device(batch, device)
+        with hw.autocast(device):
+            if cache is None:
+                loss = family.loss(model, batch, no_grad_anywhere)
+            else:
+                hidden = cache.val_rows(count, count + n).to(device)
+                loss = family.loss(model, batch, no_grad_anywhere, hidden=hidden, from_depth=cache.depth)
         total += loss.item() * n
         count += n
     model.train(was_training)
@@ -60,6 +65,22 @@ class Settings:
     cosine: bool = False  # cosine decay to min_lr_fraction*lr over max_examples, else constant after warmup
     min_lr_fraction: float = 0.0
     data_seed: int = 0
+    hardware: Hardware = Hardware()
+    checkpoint_path: str | None = None  # resumable state, written atomically every checkpoint_every_steps
+    checkpoint_every_steps: int = 0
+
+
+@dataclass
+class Position:
+    """Where training is: everything besides weights, optimizer and RNG that a resumed run needs."""
+
+    epoch: int = 0
+    index: int = 0  # next position in this epoch's order
+    examples: int = 0
+    steps: int = 0
+    next_eval: int = 0
+    running: float = 0.0  # train loss summed since the last evaluation
+    running_n: int = 0
 
 
 @dataclass
@@ -76,6 +97,15 @@ class CurvePoint:
 class Result:
     curve: list[CurvePoint] = field(default_factory=list)
     stopped_early: bool = False
+    diverged_step: int | None = None  # the step whose loss was NaN/inf, if any
+    eval_s: float = 0.0
+    resumed_elapsed: float = 0.0  # wall seconds already spent before a resume  # wall seconds spent evaluating (the rest of the last point's wall_s is training)
+
+    @property
+    def train_tokens_per_s(self) -> float:
+        last = self.curve[-1]
+        train_s = last.wall_s - self.eval_s
+        return last.tokens / train_s if train_s > 0 and last.tokens else 0.0
 
 
 def first_trainable_depth(family, model: nn.Module, trainable: set[str]) -> int:
@@ -98,7 +128,7 @@ def _optimizer(model: nn.Module, trainable: set[str], s: Settings) -> torch.opti
         if name in trainable:
             (decay if p.ndim >= 2 else no_decay).append(p)
     groups = [{"params": decay, "weight_decay": s.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-    return torch.optim.AdamW(groups, lr=s.lr, betas=(0.9, 0.95))
+    return s.hardware.adamw(groups, s.lr)
 
 
 def run(
@@ -118,9 +148,15 @@ def run(
     Evaluates at 0 examples, every ``s.eval_every_examples`` and at the end; ``should_stop(point)`` after any
     evaluation ends training early (e.g. when the tightest recovery threshold is met). ``cache``: a PrefixCache
     of the frozen layers below the first trainable one (train and validation hidden states), or None.
+
+    With ``s.checkpoint_path``, the full training state is written there atomically every
+    ``s.checkpoint_every_steps`` steps, and a run that finds one resumes from it and ends with the same numbers as
+    an uninterrupted run. A non-finite loss stops training and sets ``result.diverged_step``.
     """
     for name, p in model.named_parameters():
         p.requires_grad_(name in trainable)
+    hw = s.hardware
+    device = hw.prepare(model)
     grad_from = first_trainable_depth(family, model, trainable)
     if cache is not None and cache.depth > grad_from:
         raise ValueError(f"prefix cache at depth {cache.depth} but a tensor at depth {grad_from} trains")
@@ -128,70 +164,84 @@ def run(
     context = train_seqs.shape[1]
     total_steps = math.ceil(s.max_examples / s.batch_size)
     result = Result()
+    pos = Position(next_eval=s.eval_every_examples)
     t0 = time.perf_counter()
-    examples = steps = 0
-    running, running_n = 0.0, 0
 
     def record() -> bool:
-        nonlocal running, running_n
+        started = time.perf_counter()
+        val_loss = evaluate(model, family, val_batches, cache, hw)
+        result.eval_s += time.perf_counter() - started
         point = CurvePoint(
-            examples=examples,
-            tokens=examples * context,
-            steps=steps,
+            examples=pos.examples,
+            tokens=pos.examples * context,
+            steps=pos.steps,
             wall_s=time.perf_counter() - t0,
-            val_loss=evaluate(model, family, val_batches, cache),
-            train_loss=running / running_n if running_n else None,
+            val_loss=val_loss,
+            train_loss=pos.running / pos.running_n if pos.running_n else None,
         )
-        running, running_n = 0.0, 0
+        pos.running, pos.running_n = 0.0, 0
         result.curve.append(point)
-        rate = examples / point.wall_s if point.wall_s > 0 else 0.0
-        eta = (s.max_examples - examples) / rate if rate > 0 else float("nan")
+        rate = pos.examples / point.wall_s if point.wall_s > 0 else 0.0
+        eta = (s.max_examples - pos.examples) / rate if rate > 0 else float("nan")
         train_txt = f"{point.train_loss:.4f}" if point.train_loss is not None else "-"
         log.info(
             "%s step %d | examples %d/%d | train %s | val %.4f | %.0fs elapsed, <= %.0fs left",
-            label, steps, examples, s.max_examples, train_txt, point.val_loss, point.wall_s, eta,
+            label, pos.steps, pos.examples, s.max_examples, train_txt, point.val_loss, point.wall_s, eta,
         )
         return should_stop(point)
 
-    if record() or not trainable or s.max_examples <= 0:
+    params = [p for n, p in model.named_parameters() if n in trainable]
+    optimizer = _optimizer(model, trainable, s) if trainable else None
+    resumed = optimizer is not None and checkpoints.restore(s, model, optimizer, batch_generator, pos, result)
+    if resumed:
+        t0 -= result.resumed_elapsed  # the wall clock continues where the killed run left it
+        log.info("%s resumed from %s at step %d (%d examples)", label, s.checkpoint_path, pos.steps, pos.examples)
+    elif record() or not trainable or s.max_examples <= 0:
         result.stopped_early = bool(result.curve) and should_stop(result.curve[-1])
         return result
 
-    optimizer = _optimizer(model, trainable, s)
-    params = [p for n, p in model.named_parameters() if n in trainable]
-    next_eval = s.eval_every_examples
-    epoch = 0
+    hw.compile_modules([l for l in family.stack_modules(model, "")][grad_from:] if hw.compile and
+                       isinstance(family, SingleStack) else [])
     model.train()
-    while examples < s.max_examples:
-        order = data.epoch_order(train_seqs.shape[0], s.data_seed, epoch)
-        for i in range(0, len(order), s.batch_size):
-            if examples >= s.max_examples:
-                break
-            index = order[i : i + min(s.batch_size, s.max_examples - examples)]
+    while pos.examples < s.max_examples:
+        order = data.epoch_order(train_seqs.shape[0], s.data_seed, pos.epoch)
+        while pos.index < len(order) and pos.examples < s.max_examples:
+            index = order[pos.index : pos.index + min(s.batch_size, s.max_examples - pos.examples)]
             seqs = train_seqs[index]
-            batch = objective.batch(seqs, batch_generator)
+            batch = to_device(objective.batch(seqs, batch_generator), device)
             for group in optimizer.param_groups:
-                group["lr"] = s.lr * _lr_factor(steps, total_steps, s)
-            if cache is None:
-                loss = family.loss(model, batch, grad_from)
-            else:
-                loss = family.loss(model, batch, grad_from, hidden=cache.train_rows(index), from_depth=cache.depth)
+                group["lr"] = s.lr * _lr_factor(pos.steps, total_steps, s)
+            with hw.autocast(device):
+                if cache is None:
+                    loss = family.loss(model, batch, grad_from)
+                else:
+                    hidden = cache.train_rows(index).to(device, non_blocking=True)
+                    loss = family.loss(model, batch, grad_from, hidden=hidden, from_depth=cache.depth)
+            if not torch.isfinite(loss):
+                result.diverged_step = pos.steps
+                log.warning("%s diverged: loss %s at step %d", label, loss.item(), pos.steps)
+                model.eval()
+                return result
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             if s.grad_clip > 0:
                 torch.nn.utils.clip_grad_norm_(params, s.grad_clip)
             optimizer.step()
-            steps += 1
-            examples += seqs.shape[0]
-            running += loss.item() * seqs.shape[0]
-            running_n += seqs.shape[0]
-            if examples >= next_eval or examples >= s.max_examples:
-                while next_eval <= examples:
-                    next_eval += s.eval_every_examples
+            pos.steps += 1
+            pos.index += s.batch_size
+            pos.examples += seqs.shape[0]
+            pos.running += loss.item() * seqs.shape[0]
+            pos.running_n += seqs.shape[0]
+            if pos.examples >= pos.next_eval or pos.examples >= s.max_examples:
+                while pos.next_eval <= pos.examples:
+                    pos.next_eval += s.eval_every_examples
                 if record():
                     result.stopped_early = True
                     model.eval()
                     return result
-        epoch += 1
+            if s.checkpoint_path and s.checkpoint_every_steps and pos.steps % s.checkpoint_every_steps == 0:
+                checkpoints.save(s, model, optimizer, batch_generator, pos, result, time.perf_counter() - t0)
+        pos.epoch += 1
+        pos.index = 0
     model.eval()
     return result

@@ -1,0 +1,39 @@
+"""Shared set-up for the benchmarks: the default workflow's trained model, data and a reset cell."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+from selfheal import config, data, families, models, objectives, reset, results_io  # noqa: E402
+
+
+def load_setup(results: Path, model_name: str | None):
+    """(model config, eval config, trained dir, tokens path, baseline loss) of a model of the default grid."""
+    cfg = config.load(ROOT / "config" / "config.yaml")
+    model_cfg = config.model_by_name(cfg, model_name) if model_name else cfg["models"][-1]
+    trained = results / "models" / model_cfg["name"] / "trained"
+    tokens = results / "corpus" / "bpe" / "tokens.safetensors"
+    baseline = results / "baselines" / f"{model_cfg['name']}.json"
+    if not (trained.is_dir() and tokens.is_file() and baseline.is_file()):
+        sys.exit(f"{results} lacks the default workflow's outputs: run `.venv/bin/snakemake --cores 2` first")
+    return model_cfg, cfg["eval"], trained, tokens, results_io.read_json(baseline)["val_loss"]
+
+
+def reset_model(trained: Path, target: str, seed: int = 0):
+    model = models.load(trained)
+    family = families.for_model(model)
+    names = reset.target_names(model, family, target, "full")
+    reset.apply(model, family, names, "fresh", reset.generator_for(seed, target, "full"))
+    return model, family, names
+
+
+def data_for(model_cfg: dict, eval_cfg: dict, tokens: Path):
+    p = model_cfg["pretrain"]
+    train_seqs = data.train_sequences(tokens, model_cfg["context"], p["train_sequences"], p["seed"])
+    val_seqs = data.val_sequences(tokens, model_cfg["context"], eval_cfg["val_sequences"])
+    objective = objectives.for_family(families.for_arch(model_cfg["arch"]), data.vocabulary(tokens))
+    return train_seqs, val_seqs, objective

@@ -1,0 +1,73 @@
+"""Training throughput of selfheal's retrain against the matrix-multiply rate this machine reaches, measured in
+one run: the ceiling (a large fp32 GEMM, and GEMMs of the model's own shapes), then the retrain step (frozen
+regime, L = N/2, prefix cache) of the default model, reported as tokens/s, FLOP/s and fractions of both ceilings.
+
+    .venv/bin/snakemake --cores 2                    # the default grid: trained models and data
+    .venv/bin/python benchmarks/throughput.py        # [--model NAME] [--threads 2] [--steps 150]
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+from common import ROOT, data_for, load_setup, reset_model
+
+from selfheal import flops, prefix_cache, train
+
+
+def gemm_rate(m: int, k: int, n: int, seconds: float = 2.0) -> float:
+    a, b = torch.randn(m, k), torch.randn(k, n)
+    for _ in range(3):
+        a @ b
+    count, t0 = 0, time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        a @ b
+        count += 1
+    return 2 * m * k * n * count / (time.perf_counter() - t0)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--results", type=Path, default=ROOT / "results")
+    parser.add_argument("--model", default=None)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--steps", type=int, default=150)
+    a = parser.parse_args()
+    torch.set_num_threads(a.threads)
+    model_cfg, eval_cfg, trained, tokens, _ = load_setup(a.results, a.model)
+    r, d, t = model_cfg["retrain"], model_cfg["d_model"], model_cfg["context"]
+    rows = r["batch_size"] * t
+
+    big = gemm_rate(2048, 2048, 2048)
+    shaped = min(gemm_rate(rows, d, 4 * d), gemm_rate(rows, 4 * d, d), gemm_rate(rows, d, 3 * d))
+    print(f"{a.threads} threads. matmul ceiling: {big / 1e9:.1f} GFLOP/s (2048^3 fp32 GEMM); "
+          f"{shaped / 1e9:.1f} GFLOP/s at the model's shapes ({rows} x {d} x {4 * d})")
+
+    target = f"L{model_cfg['n_layer'] // 2}"
+    depth = model_cfg["n_layer"] // 2
+    train_seqs, val_seqs, objective = data_for(model_cfg, eval_cfg, tokens)
+    with tempfile.TemporaryDirectory() as tmp:
+        prefix_cache.build(model_cfg, eval_cfg, str(tokens), str(trained), depth, f"{tmp}/t.npy", f"{tmp}/v.npy")
+        cache = prefix_cache.PrefixCache.open(depth, f"{tmp}/t.npy", f"{tmp}/v.npy")
+        for label, use_cache in (("plain forward", None), ("prefix cache", cache)):
+            model, family, names = reset_model(trained, target)
+            examples = a.steps * r["batch_size"]
+            settings = train.Settings(lr=r["lr"], batch_size=r["batch_size"], weight_decay=0.0, grad_clip=1.0,
+                                      eval_every_examples=examples, max_examples=examples, warmup_steps=10)
+            val_batches = objective.val_batches(val_seqs[:8], 8)  # evaluation is not what is measured here
+            result = train.run(model, family, objective, train_seqs, val_batches, set(names), settings,
+                               cache=use_cache)
+            tps = result.train_tokens_per_s
+            per_token = flops.train_flops_per_token(model, family, set(names), depth, t, use_cache is not None)
+            achieved = tps * per_token
+            print(f"{model_cfg['name']} retrain {target} ({label}): {tps:,.0f} tokens/s, "
+                  f"{per_token / 1e6:.2f} MFLOP/token -> {achieved / 1e9:.2f} GFLOP/s = "
+                  f"{achieved / big:.1%} of the GEMM ceiling, {achieved / shaped:.1%} of the model-shaped one")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,61 @@
+"""Where and how training runs: device, bf16 autocast, TF32 matmuls, fused AdamW, optional torch.compile.
+
+Defaults suit both a CPU laptop and a GPU node: ``device: auto`` takes CUDA when present; ``precision: fp32``
+keeps CPU runs bit-reproducible, ``bf16`` autocasts the forward (weights and optimizer state stay fp32).
+Attention uses PyTorch SDPA (the models are built and loaded with ``attn_implementation="sdpa"``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+
+@dataclass(frozen=True)
+class Hardware:
+    device: str = "auto"  # auto | cpu | cuda
+    precision: str = "fp32"  # fp32 | bf16
+    tf32: bool = True  # TF32 tensor-core matmuls on Ampere+ GPUs (no effect on CPU)
+    fused_adamw: bool = True
+    compile: str | None = None  # a torch.compile backend for the trainable layers ("inductor", "eager"), or None
+
+    @classmethod
+    def from_config(cls, cfg: dict | None) -> "Hardware":
+        return cls(**(cfg or {}))
+
+    def torch_device(self) -> torch.device:
+        if self.device == "auto":
+            return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        if self.device == "cuda" and not torch.cuda.is_available():
+            raise RuntimeError("hardware.device is 'cuda' but no CUDA device is available")
+        return torch.device(self.device)
+
+    def prepare(self, model: nn.Module) -> torch.device:
+        """Move the model to the device and set the matmul precision; returns the device."""
+        device = self.torch_device()
+        if device.type == "cuda":
+            torch.backends.cuda.matmul.allow_tf32 = self.tf32
+            torch.backends.cudnn.allow_tf32 = self.tf32
+        model.to(device)
+        return device
+
+    def autocast(self, device: torch.device):
+        if self.precision == "bf16":
+            return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
+        return contextlib.nullcontext()
+
+    def compile_modules(self, modules: list[nn.Module]) -> None:
+        if self.compile:
+            for module in modules:
+                module.compile(backend=self.compile)
+
+    def adamw(self, groups: list[dict], lr: float) -> torch.optim.Optimizer:
+        kwargs = {"fused": True} if self.fused_adamw else {}
+        return torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.95), **kwargs)
+
+
+def to_device(batch: dict, device: torch.device) -> dict:
+    return {k: v.to(device, non_blocking=True) for k, v in batch.items()}
