@@ -46,6 +46,7 @@ def load(model_dir: str | Path, objective: str | None = None) -> nn.Module:
         objective = families.for_model_type(_model_type(model_dir)).objective
     auto = getattr(transformers, AUTO_CLASSES[objective])
     model = auto.from_pretrained(str(model_dir), use_safetensors=True, trust_remote_code=False)
+    families.for_model(model).speedups_(model)
     return model.eval()
 
 

@@ -137,6 +137,9 @@ class Family:
     def grad_if(depth: int, grad_from: int):
         return contextlib.nullcontext() if depth >= grad_from else torch.no_grad()
 
+    def speedups_(self, model: nn.Module) -> None:
+        """Swap in faster modules that compute the same function (to float rounding); default: none."""
+
     # -- building ---------------------------------------------------------------------------------------------------
     def build(self, model_cfg: dict, special: dict[str, int]) -> nn.Module:
         raise NotImplementedError

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from selfheal.families.base import SingleStack
-from selfheal.families.gpt2 import causal_lm_loss
+from selfheal.families.gpt2 import shifted_lm_loss
 
 
 class Llama(SingleStack):
@@ -63,4 +63,4 @@ class Llama(SingleStack):
         return layer(hidden, **pieces)
 
     def head_loss(self, model, hidden, batch):
-        return causal_lm_loss(model.lm_head(model.model.norm(hidden)), batch["input_ids"])
+        return shifted_lm_loss(model.lm_head(model.model.norm(hidden[:, :-1])), batch["input_ids"])
