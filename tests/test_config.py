@@ -63,6 +63,27 @@ BAD = [
     (("models",), [], "models"),
     (("models",), _DELETE, "models"),
     (("models", 0, "n_head"), _DELETE, "models[0].n_head"),
+    (("models", 0, "arch"), "gpt5", "models[0].arch"),
+    (("models", 0, "name"), "bad name!", "models[0].name"),
+    (("models", 0, "context"), 1, "models[0].context"),
+    (("models", 0, "dropout"), 1.0, "models[0].dropout"),
+    (("grid", "controls"), "yes", "grid.controls"),
+    (("grid", "policies"), [], "grid.policies"),
+    (("grid", "layers"), ["enc.0"], "grid.layers[0]"),
+    (("grid", "layers"), "every", "grid.layers"),
+    (("grid", "encoder_swap"), [0], "grid.encoder_swap[0]"),
+    (("tokenizer", "vocab_size"), 100, "tokenizer.vocab_size"),
+    (("eval", "val_sequences"), 0, "eval.val_sequences"),
+    (("corpus", "val_fraction"), 1.5, "corpus.val_fraction"),
+    (("retrain", "thresholds"), [], "retrain.thresholds"),
+    (("retrain", "eval_every_examples"), 8, "retrain.eval_every_examples"),
+    (("retrain", "checkpoint_every_steps"), -1, "retrain.checkpoint_every_steps"),
+    (("pretrain", "warmup_fraction"), 1.0, "pretrain.warmup_fraction"),
+    (("pretrain", "lr"), 0, "pretrain.lr"),
+    (("hardware",), {"device": "tpu"}, "hardware.device"),
+    (("hardware",), {"precision": "fp16"}, "hardware.precision"),
+    (("threads",), 0, "threads"),
+    (("unknown_section",), {}, "unknown_section"),
 ]
 
 
@@ -72,6 +93,17 @@ def test_bad_config_names_the_key(path, value, key):
         config.resolve(_mutate(path, value))
     assert err.value.key == key
     assert f"'{key}'" in str(err.value)
+
+
+def test_the_broken_config_corpus_is_large():
+    assert len(BAD) >= 20
+
+
+def test_duplicate_model_names():
+    raw = _default()
+    raw["models"][1]["name"] = raw["models"][0]["name"]
+    with pytest.raises(config.ConfigError, match="models\\[1\\].name"):
+        config.resolve(raw)
 
 
 def test_missing_corpus_files(tmp_path):

@@ -94,3 +94,27 @@ def test_models_round_trip_and_refuse_pickles(tmp_path, tiny_model):
     torch.save(tiny_model.state_dict(), pickled / "pytorch_model.bin")
     with pytest.raises(FileNotFoundError, match="safetensors"):
         models.load(pickled)
+
+
+@pytest.mark.parametrize("damage", ["truncated", "not_safetensors"])
+def test_broken_weights_are_refused_clearly(tmp_path, tiny_model, damage):
+    models.save(tiny_model, tmp_path / "m")
+    weights = tmp_path / "m" / "model.safetensors"
+    data_bytes = weights.read_bytes()
+    weights.write_bytes(data_bytes[: len(data_bytes) // 2] if damage == "truncated" else b"\x80\x04pickle?")
+    with pytest.raises(ValueError, match="not a readable safetensors file"):
+        models.load(tmp_path / "m")
+
+
+def test_corrupt_training_checkpoint_is_ignored_not_loaded(tmp_path, trained_model, adapter, sequences):
+    """A truncated checkpoint is never applied (and never unpickled): training starts over from scratch."""
+    from selfheal import objectives, reset, train
+
+    names = reset.target_names(trained_model, adapter, "L0", "full")
+    ckpt = tmp_path / "state.ckpt"
+    ckpt.write_bytes(b"PK\x03\x04 truncated")
+    settings = train.Settings(lr=1e-2, batch_size=16, weight_decay=0.0, grad_clip=1.0, eval_every_examples=32,
+                              max_examples=32, warmup_steps=1, checkpoint_path=str(ckpt), checkpoint_every_steps=1)
+    result = train.run(trained_model, adapter, objectives.CausalLM({"vocab_size": 64, "eos": 0, "pad": 1, "mask": 2}),
+                       *sequences, set(names), settings)
+    assert [p.examples for p in result.curve] == [0, 32]  # a full run, not a resumed one

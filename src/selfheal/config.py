@@ -168,8 +168,10 @@ def resolve(raw: dict) -> dict:
     models = []
     for i, model in enumerate(config["models"]):
         key = f"models[{i}]"
-        if names.count(model["name"]) > 1:
-            raise ConfigError(f"{key}.name", f"duplicate model name {model['name']!r}")
+        if model["name"] in names[:i]:
+            raise ConfigError(f"{key}.name", f"duplicate model name {model['name']!r} (also models[{names.index(model['name'])}])")
+        if model["name"] == "bpe":
+            raise ConfigError(f"{key}.name", "'bpe' is reserved (it names the token streams of our own tokenizer)")
         model = _merge(MODEL_DEFAULTS, model)
         if model["source"] == "scratch" and model["d_model"] % model["n_head"]:
             raise ConfigError(f"{key}.n_head", f"d_model={model['d_model']} is not divisible by n_head={model['n_head']}")

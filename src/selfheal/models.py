@@ -35,13 +35,28 @@ def has_safetensors(model_dir: str | Path) -> bool:
     return (model_dir / "model.safetensors").is_file() or any(model_dir.glob("model-*.safetensors"))
 
 
+def check_safetensors(model_dir: str | Path) -> None:
+    """Refuse, with a clear error, weights that are missing, pickled, not safetensors, or truncated."""
+    from safetensors import safe_open
+
+    model_dir = Path(model_dir)
+    if not has_safetensors(model_dir):
+        raise FileNotFoundError(f"{model_dir}: no safetensors weights (pickled checkpoints are refused)")
+    for path in sorted(model_dir.glob("model*.safetensors")):
+        try:
+            with safe_open(str(path), "pt") as f:
+                for name in f.keys():  # reading each tensor checks the file holds all of its bytes
+                    f.get_slice(name)
+        except Exception as err:
+            raise ValueError(f"{path}: not a readable safetensors file (truncated or corrupt?): {err}") from err
+
+
 def load(model_dir: str | Path, objective: str | None = None) -> nn.Module:
     """Load a saved model; only safetensors weights are accepted (a pickled checkpoint is refused)."""
     import transformers
 
     model_dir = Path(model_dir)
-    if not has_safetensors(model_dir):
-        raise FileNotFoundError(f"{model_dir}: no safetensors weights (pickled checkpoints are refused)")
+    check_safetensors(model_dir)
     if objective is None:
         objective = families.for_model_type(_model_type(model_dir)).objective
     auto = getattr(transformers, AUTO_CLASSES[objective])

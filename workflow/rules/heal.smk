@@ -57,8 +57,6 @@ rule retrain:
         eval=EVAL,
         cell=cell_dict,
     threads: THREADS
-    resources:
-        gpu=1,
     log:
         "results/logs/" + CELL.removeprefix("results/") + "/{regime}/retrain.log",
     conda:

@@ -10,8 +10,6 @@ rule pretrain:
         model=pretrain_params,
         eval=EVAL,
     threads: THREADS
-    resources:
-        gpu=1,
     log:
         "results/logs/{model}/pretrain.log",
     conda:
