@@ -21,3 +21,12 @@ def test_first_two_commands():
 def test_ci_runs_the_readme_test_command():
     test = _commands()[1]
     assert test in (ROOT / ".ci" / "run").read_text()
+
+
+def test_readme_documents_every_table_column():
+    from selfheal.aggregate import CURVE_COLUMNS, SUMMARY_COLUMNS
+
+    text = (ROOT / "README.md").read_text()
+    table_cells = set(re.findall(r"^\| ([a-z_, ]+) \|", text, re.M))
+    documented = {name.strip() for cell in table_cells for name in cell.split(",")}
+    assert set(SUMMARY_COLUMNS) | set(CURVE_COLUMNS) <= documented, (set(SUMMARY_COLUMNS) | set(CURVE_COLUMNS)) - documented

@@ -5,6 +5,7 @@ import torch
 from conftest import trained_like
 
 from selfheal import reset
+
 POLICIES = ("full", "attn", "self_attn", "mlp", "ln")
 
 

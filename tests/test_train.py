@@ -88,3 +88,12 @@ def test_should_stop_ends_training_at_that_evaluation(trained_model, adapter, se
 def test_nothing_trainable_evaluates_once(trained_model, adapter, sequences):
     result = train.run(trained_model, adapter, CAUSAL, *sequences, set(), _settings())
     assert [p.examples for p in result.curve] == [0]
+
+
+def test_non_finite_loss_marks_divergence_and_stops(trained_model, adapter, sequences):
+    names = reset.target_names(trained_model, adapter, "L1", "full")
+    with torch.no_grad():
+        dict(trained_model.named_parameters())["transformer.h.1.mlp.c_fc.weight"].fill_(float("inf"))
+    result = train.run(trained_model, adapter, CAUSAL, *sequences, set(names), _settings(max_examples=960))
+    assert result.diverged_step == 0
+    assert [p.examples for p in result.curve] == [0]  # stopped at once, the evaluation at 0 kept

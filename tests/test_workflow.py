@@ -123,3 +123,20 @@ def test_bad_config_fails_before_any_job(tmp_path):
     assert proc.returncode != 0
     assert "config key 'grid.layers[1]'" in proc.stderr + proc.stdout
     assert not (tmp_path / "results").exists()
+
+
+def test_finished_cells_survive_a_failure_elsewhere(tmp_path):
+    """One model's pretraining fails at run time (it asks for more sequences than the corpus has); with
+    --keep-going every cell of the other model still finishes, and nothing of the failed one is taken as done."""
+    config = yaml.safe_load((ROOT / "tests" / "tiny.yaml").read_text())
+    config["models"][0]["pretrain"] = {"train_sequences": 10_000_000}
+    configfile = tmp_path / "config.yaml"
+    configfile.write_text(yaml.safe_dump(config))
+    proc = snakemake(tmp_path, configfile, "--keep-going")
+    assert proc.returncode != 0
+    assert "train_sequences" in (tmp_path / "results" / "logs" / "tinyA" / "pretrain.log").read_text()
+    done = sorted(p.parent.parent.name for p in (tmp_path / "results" / "cells").rglob("recovery.json"))
+    assert done == ["L0-full-fresh-s0", "all-full-fresh-s0", "none-none-none-s0"]  # tinyB's three cells
+    assert not (tmp_path / "results" / "models" / "tinyA" / "pretrain.json").exists()
+    assert not (tmp_path / "results" / "cells" / "tinyA").exists()
+    assert not (tmp_path / "results" / "summary.parquet").exists()

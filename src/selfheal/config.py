@@ -221,7 +221,9 @@ def resolve_package_path(spec: str, key: str = "name_or_path") -> str:
 
 def layer_ids(model: dict) -> list[str]:
     """Every layer id of a configured model, in depth order (encoder first)."""
-    if model["arch"] == "bart":
+    from selfheal import families
+
+    if families.FAMILIES[model["arch"]].stacks == ("enc", "dec"):
         n_dec = model.get("n_dec_layer") or model["n_layer"]
         return [f"enc.{i}" for i in range(model["n_layer"])] + [f"dec.{i}" for i in range(n_dec)]
     return [f"L{i}" for i in range(model["n_layer"])]

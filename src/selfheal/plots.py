@@ -58,8 +58,9 @@ def recovery_cost(summary: pd.DataFrame, unit: str = "fraction_of_pretrain") -> 
     means = _mean_ci(layers, keys, "cost")
     # With few seeds the t interval's lower end can fall below zero, which a log axis cannot show: clip it there.
     means["ci_lo"] = means["ci_lo"].clip(lower=floor)
-    controls = table[table["target"] == "all"]
-    control_means = _mean_ci(controls, ["model", "setting", "threshold"], "cost") if len(controls) else None
+    # horizontal references: every layer reset (the from-scratch comparison) and encoder swaps
+    controls = table[(table["target"] == "all") | table["target"].str.startswith("swap")]
+    control_means = _mean_ci(controls, ["model", "setting", "threshold", "target"], "cost") if len(controls) else None
 
     frames = [layers.assign(row="seed"), means.assign(row="mean")]
     if control_means is not None:
@@ -89,9 +90,12 @@ def recovery_cost(summary: pd.DataFrame, unit: str = "fraction_of_pretrain") -> 
     )
     charts = [bars, line, seeds]
     if control_means is not None:
-        charts.append(base.transform_filter(alt.datum.row == "control_all").mark_rule(strokeDash=[6, 4]).encode(
+        charts.append(base.transform_filter(alt.datum.row == "control_all").mark_rule().encode(
             y=alt.Y("mean:Q", scale=y_scale), color=color,
-            tooltip=[alt.Tooltip("model:N"), alt.Tooltip("mean:Q", title="reset-all control")],
+            strokeDash=alt.StrokeDash("target:N", title="reference (rule)",
+                                      legend=alt.Legend(labelExpr="datum.label == 'all' ? 'every layer reset' : "
+                                                                  "'encoder swap ' + datum.label")),
+            tooltip=[alt.Tooltip("model:N"), alt.Tooltip("target:N"), alt.Tooltip("mean:Q", title="cost")],
         ))
     return alt.layer(*charts, data=data).properties(width=220, height=200).facet(
         column=alt.Column("threshold:N", title="recovered within ε of baseline"),

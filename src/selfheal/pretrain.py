@@ -12,8 +12,9 @@ from dataclasses import asdict
 from pathlib import Path
 
 import pandas as pd
-from selfheal.hardware import Hardware
+
 from selfheal import checkpoints, data, families, models, objectives, results_io, train
+from selfheal.hardware import Hardware
 
 log = logging.getLogger("selfheal")
 

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from selfheal.hardware import Hardware
 from selfheal import checkpoints, data, metrics, objectives, results_io, train
 from selfheal.config import TARGET_SWAP
+from selfheal.hardware import Hardware
 from selfheal.prefix_cache import PrefixCache
 from selfheal.reset import load_reset_model, target_layers
 

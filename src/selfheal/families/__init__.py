@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from selfheal.families.base import LAYER_POLICIES, MODEL_POLICIES, POLICIES, Family, Layer, SingleStack
 from selfheal.families.bart import BART
+from selfheal.families.base import LAYER_POLICIES, MODEL_POLICIES, POLICIES, Family, Layer, SingleStack
 from selfheal.families.bert import BERT
 from selfheal.families.gpt2 import GPT2
 from selfheal.families.llama import Llama

@@ -7,7 +7,6 @@ import math
 import torch
 import torch.nn.functional as F
 
-
 from selfheal.families.base import SingleStack
 
 
