@@ -97,3 +97,11 @@ def test_non_finite_loss_marks_divergence_and_stops(trained_model, adapter, sequ
     result = train.run(trained_model, adapter, CAUSAL, *sequences, set(names), _settings(max_examples=960))
     assert result.diverged_step == 0
     assert [p.examples for p in result.curve] == [0]  # stopped at once, the evaluation at 0 kept
+
+
+def test_exploding_loss_counts_as_divergence(trained_model, adapter, sequences):
+    names = reset.target_names(trained_model, adapter, "L1", "full")
+    result = train.run(trained_model, adapter, CAUSAL, *sequences, set(names),
+                       _settings(lr=50.0, grad_clip=0.0, warmup_steps=0, max_examples=960, eval_every_examples=960))
+    assert result.diverged_step is not None and result.diverged_step > 0
+    assert result.diverged_step < 960 // 16  # stopped before the budget ran out

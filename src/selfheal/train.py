@@ -20,6 +20,8 @@ from selfheal.families import SingleStack
 from selfheal.hardware import Hardware, to_device
 
 log = logging.getLogger("selfheal")
+# A training loss this many times the validation loss before training counts as divergence (as does NaN/inf).
+DIVERGENCE_FACTOR = 3.0
 
 
 def seed_everything(seed: int, threads: int | None = None) -> None:
@@ -151,7 +153,8 @@ def run(
 
     With ``s.checkpoint_path``, the full training state is written there atomically every
     ``s.checkpoint_every_steps`` steps, and a run that finds one resumes from it and ends with the same numbers as
-    an uninterrupted run. A non-finite loss stops training and sets ``result.diverged_step``.
+    an uninterrupted run. A non-finite loss, or one above DIVERGENCE_FACTOR x the starting validation loss,
+    stops training and sets ``result.diverged_step``.
     """
     for name, p in model.named_parameters():
         p.requires_grad_(name in trainable)
@@ -217,7 +220,7 @@ def run(
                 else:
                     hidden = cache.train_rows(index).to(device, non_blocking=True)
                     loss = family.loss(model, batch, grad_from, hidden=hidden, from_depth=cache.depth)
-            if not torch.isfinite(loss):
+            if not torch.isfinite(loss) or loss.item() > DIVERGENCE_FACTOR * result.curve[0].val_loss:
                 result.diverged_step = pos.steps
                 log.warning("%s diverged: loss %s at step %d", label, loss.item(), pos.steps)
                 model.eval()
