@@ -23,15 +23,9 @@ def load_setup(results: Path, model_name: str | None):
     return model_cfg, cfg["eval"], trained, tokens, results_io.read_json(baseline)["val_loss"]
 
 
-def reset_model(trained: Path, target: str, seed: int = 0, plain: bool = False):
-    """The trained model with layer ``target`` freshly reset. ``plain``: loaded as a user would, with
-    ``from_pretrained`` alone (no selfheal speed-ups), for the peer."""
-    if plain:
-        from transformers import AutoModelForCausalLM
-
-        model = AutoModelForCausalLM.from_pretrained(str(trained), use_safetensors=True)
-    else:
-        model = models.load(trained)
+def reset_model(trained: Path, target: str, seed: int = 0):
+    """The trained model with layer ``target`` freshly reset (fresh init, ``seed``)."""
+    model = models.load(trained)
     family = families.for_model(model)
     names = reset.target_names(model, family, target, "full")
     reset.apply(model, family, names, "fresh", reset.generator_for(seed, target, "full"))

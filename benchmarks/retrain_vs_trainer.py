@@ -63,7 +63,7 @@ def trainer_run(model_cfg, eval_cfg, trained, tokens, target, baseline, threshol
 
     r = model_cfg["retrain"]
     train_seqs, val_seqs, _ = data_for(model_cfg, eval_cfg, tokens)
-    model, _, names = reset_model(trained, target, plain=True)
+    model, _, names = reset_model(trained, target)
     for name, p in model.named_parameters():
         p.requires_grad_(name in names)
     # the same example order as selfheal: epochs of a seeded permutation, cut at the budget

@@ -1,6 +1,7 @@
 """Training throughput of selfheal's retrain against the matrix-multiply rate this machine reaches, measured in
 one run: the ceiling (a large fp32 GEMM, and GEMMs of the model's own shapes), then the retrain step (frozen
-regime, L = N/2, prefix cache) of the default model, reported as tokens/s, FLOP/s and fractions of both ceilings.
+regime, L = N/2, prefix cache) of the default model, reported as tokens/s, FLOP/s and fractions of both ceilings,
+with a per-step breakdown (forward, backward, optimizer) and the cost of one evaluation, plain and cached.
 
     .venv/bin/snakemake --cores 2                    # the default grid: trained models and data
     .venv/bin/python benchmarks/throughput.py        # [--model NAME] [--threads 2] [--steps 150]
@@ -28,6 +29,32 @@ def gemm_rate(m: int, k: int, n: int, seconds: float = 2.0) -> float:
         a @ b
         count += 1
     return 2 * m * k * n * count / (time.perf_counter() - t0)
+
+
+def step_breakdown(model, family, names, batch, cache, index, depth, repeats=30):
+    """Mean milliseconds of forward, backward and optimizer for one training step."""
+    params = [p for n, p in model.named_parameters() if n in names]
+    for n, p in model.named_parameters():
+        p.requires_grad_(n in names)
+    optimizer = torch.optim.AdamW(params, lr=1e-4, fused=True)
+    totals = [0.0, 0.0, 0.0]
+    for i in range(repeats + 5):
+        t0 = time.perf_counter()
+        if cache is None:
+            loss = family.loss(model, batch, depth)
+        else:
+            loss = family.loss(model, batch, depth, hidden=cache.train_rows(index), from_depth=depth)
+        t1 = time.perf_counter()
+        optimizer.zero_grad()
+        loss.backward()
+        t2 = time.perf_counter()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        optimizer.step()
+        loss.item()
+        t3 = time.perf_counter()
+        if i >= 5:  # warm-up steps excluded
+            totals = [a + b for a, b in zip(totals, (t1 - t0, t2 - t1, t3 - t2))]
+    return [1000 * t / repeats for t in totals]
 
 
 def main():
@@ -67,6 +94,15 @@ def main():
             print(f"{model_cfg['name']} retrain {target} ({label}): {tps:,.0f} tokens/s, "
                   f"{per_token / 1e6:.2f} MFLOP/token -> {achieved / 1e9:.2f} GFLOP/s = "
                   f"{achieved / big:.1%} of the GEMM ceiling, {achieved / shaped:.1%} of the model-shaped one")
+            index = torch.arange(r["batch_size"])
+            fwd, bwd, opt = step_breakdown(model, family, set(names), {"input_ids": train_seqs[index]}, use_cache,
+                                           index, depth)
+            full_val = objective.val_batches(val_seqs, eval_cfg["batch_size"])
+            t0 = time.perf_counter()
+            train.evaluate(model, family, full_val, use_cache)
+            eval_ms = 1000 * (time.perf_counter() - t0)
+            print(f"  per step of {r['batch_size']} sequences: forward {fwd:.1f} ms, backward {bwd:.1f} ms, "
+                  f"optimizer {opt:.1f} ms; one evaluation of {val_seqs.shape[0]} sequences: {eval_ms:.0f} ms")
 
 
 if __name__ == "__main__":

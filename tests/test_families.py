@@ -302,3 +302,4 @@ def test_bart_encoder_swap_replaces_encoder_and_wipes_cross_attention():
     loss = family.loss(model, batch, grad_from=0)
     loss.backward()
     assert params[f"{SWAP_PROJECTION}.weight"].grad is not None
+

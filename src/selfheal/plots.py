@@ -50,7 +50,7 @@ def recovery_cost(summary: pd.DataFrame, unit: str = "fraction_of_pretrain") -> 
     table["cost"] = table[unit].astype(float).clip(lower=floor)
     table["status"] = [
         "diverged" if d else ("recovered" if r else "censored (≥ budget)")
-        for r, d in zip(table["recovered"], table["diverged"] if "diverged" in table else [False] * len(table))
+        for r, d in zip(table["recovered"], table["diverged"])
     ]
     layers = table[table["depth"].notna()].copy()
     layers["layer"] = layers["depth"].astype(int)

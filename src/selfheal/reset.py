@@ -6,13 +6,20 @@
 
 from __future__ import annotations
 
+import logging
 import zlib
 
 import torch
+from safetensors import safe_open
+from safetensors.torch import load_file, save_file
 from torch import nn
 
+from selfheal import data, families, models, objectives, results_io, train
 from selfheal.config import TARGET_ALL, TARGET_NONE, TARGET_SWAP
 from selfheal.families import MODEL_POLICIES
+from selfheal.hardware import Hardware
+
+log = logging.getLogger("selfheal")
 
 INITS = ("fresh", "original")
 
@@ -99,13 +106,6 @@ def reset_cell(
     threads: int = 1,
 ) -> dict:
     """The reset stage of one cell: write the reset tensors (safetensors) and the damage (val loss right after)."""
-    import logging
-
-    from safetensors.torch import load_file, save_file
-
-    from selfheal import data, families, models, objectives, results_io, train
-    from selfheal.hardware import Hardware
-
     train.seed_everything(seed, threads)
     model = models.load(trained_dir)
     family = families.for_model(model)
@@ -133,19 +133,14 @@ def reset_cell(
         "damaged_loss": damaged,
     }
     results_io.write_json(damage_path, out)
-    logging.getLogger("selfheal").info("reset %s %s/%s/%s seed %d: %d tensors, damaged val loss %.4f",
-                                       model_cfg["name"], target, policy, init, seed, len(names), damaged)
+    log.info("reset %s %s/%s/%s seed %d: %d tensors, damaged val loss %.4f",
+             model_cfg["name"], target, policy, init, seed, len(names), damaged)
     return out
 
 
 def load_reset_model(trained_dir: str, weights_path: str):
     """The trained model with a cell's reset written over it (rebuilding a swapped encoder first).
     Returns (model, family, names of the reset tensors)."""
-    from safetensors import safe_open
-    from safetensors.torch import load_file
-
-    from selfheal import families, models
-
     model = models.load(trained_dir)
     family = families.for_model(model)
     with safe_open(weights_path, "pt") as f:

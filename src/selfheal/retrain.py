@@ -56,6 +56,7 @@ def retrain_cell(
     train.seed_everything(cell["seed"], threads)
     model, family, reset_names = load_reset_model(trained_dir, reset_weights)
     trainable = trainable_names(model, family, cell["regime"], cell["target"], reset_names)
+    trainable_params = int(sum(p.numel() for n, p in model.named_parameters() if n in trainable))
     baseline = results_io.read_json(baseline_path)["val_loss"]
     damaged = results_io.read_json(damage_path)["damaged_loss"]
     pre = results_io.read_json(pretrain_summary_path)
@@ -84,8 +85,7 @@ def retrain_cell(
     )
     log.info(
         "retrain %s: %d trainable tensors (%d params), baseline %.4f, damaged %.4f, budget %d examples",
-        cell, len(trainable), sum(p.numel() for n, p in model.named_parameters() if n in trainable),
-        baseline, damaged, settings.max_examples,
+        cell, len(trainable), trainable_params, baseline, damaged, settings.max_examples,
     )
     cache = None
     if cache_paths:
@@ -126,7 +126,7 @@ def retrain_cell(
         "damaged_loss": damaged,
         "final_loss": result.curve[-1].val_loss,
         "trainable_tensors": len(trainable),
-        "trainable_params": int(sum(p.numel() for n, p in model.named_parameters() if n in trainable)),
+        "trainable_params": trainable_params,
         "reset_tensors": len(reset_names),
         "recoveries": [asdict(rec) for rec in recoveries],
         "diverged_step": result.diverged_step,

@@ -220,9 +220,10 @@ def run(
                 else:
                     hidden = cache.train_rows(index).to(device, non_blocking=True)
                     loss = family.loss(model, batch, grad_from, hidden=hidden, from_depth=cache.depth)
-            if not torch.isfinite(loss) or loss.item() > DIVERGENCE_FACTOR * result.curve[0].val_loss:
+            loss_value = loss.item()  # the step's one host sync (NaN compares False, hence "not <=")
+            if not loss_value <= DIVERGENCE_FACTOR * result.curve[0].val_loss:
                 result.diverged_step = pos.steps
-                log.warning("%s diverged: loss %s at step %d", label, loss.item(), pos.steps)
+                log.warning("%s diverged: loss %s at step %d", label, loss_value, pos.steps)
                 model.eval()
                 return result
             optimizer.zero_grad(set_to_none=True)
@@ -233,7 +234,7 @@ def run(
             pos.steps += 1
             pos.index += s.batch_size
             pos.examples += seqs.shape[0]
-            pos.running += loss.item() * seqs.shape[0]
+            pos.running += loss_value * seqs.shape[0]
             pos.running_n += seqs.shape[0]
             if pos.examples >= pos.next_eval or pos.examples >= s.max_examples:
                 while pos.next_eval <= pos.examples:

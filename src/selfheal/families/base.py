@@ -137,9 +137,6 @@ class Family:
     def grad_if(depth: int, grad_from: int):
         return contextlib.nullcontext() if depth >= grad_from else torch.no_grad()
 
-    def speedups_(self, model: nn.Module) -> None:
-        """Swap in faster modules that compute the same function (to float rounding); default: none."""
-
     # -- building ---------------------------------------------------------------------------------------------------
     def build(self, model_cfg: dict, special: dict[str, int]) -> nn.Module:
         raise NotImplementedError
@@ -161,6 +158,16 @@ class SingleStack(Family):
 
     def call_layer(self, layer: nn.Module, hidden: torch.Tensor, pieces: dict) -> torch.Tensor:
         raise NotImplementedError
+
+    @staticmethod
+    def causal_pieces(model: nn.Module, hidden: torch.Tensor) -> dict:
+        """Causal mask and position ids for decoder-only families (None mask: SDPA's own causal path)."""
+        from transformers.masking_utils import create_causal_mask
+
+        position_ids = torch.arange(hidden.shape[1], device=hidden.device).unsqueeze(0)
+        mask = create_causal_mask(config=model.config, inputs_embeds=hidden, attention_mask=None,
+                                  past_key_values=None, position_ids=position_ids)
+        return {"mask": mask, "position_ids": position_ids}
 
     def head_loss(self, model: nn.Module, hidden: torch.Tensor, batch: dict) -> torch.Tensor:
         raise NotImplementedError

@@ -59,12 +59,7 @@ class GPT2(SingleStack):
         return t.drop(t.wte(ids) + t.wpe(position_ids))
 
     def pieces(self, model, batch, hidden):
-        from transformers.masking_utils import create_causal_mask
-
-        position_ids = torch.arange(hidden.shape[1], device=hidden.device).unsqueeze(0)
-        mask = create_causal_mask(config=model.config, inputs_embeds=hidden, attention_mask=None,
-                                  past_key_values=None, position_ids=position_ids)
-        return {"mask": mask, "position_ids": position_ids}
+        return self.causal_pieces(model, hidden)
 
     def call_layer(self, layer, hidden, pieces):
         return layer(hidden, None, pieces["mask"], None, use_cache=False, position_ids=pieces["position_ids"])
@@ -73,15 +68,6 @@ class GPT2(SingleStack):
         # the last position predicts nothing: drop it before the head rather than slicing (copying) the logits
         logits = model.lm_head(model.transformer.ln_f(hidden[:, :-1]))
         return shifted_lm_loss(logits, batch["input_ids"])
-
-    def speedups_(self, model):
-        """GPT-2's "gelu_new" is the tanh-approximated GELU written as five elementwise ops; PyTorch's fused
-        kernel computes the same function (to 2e-7) in one, forward and backward."""
-        from transformers.activations import GELUTanh, NewGELUActivation
-
-        for block in model.transformer.h:
-            if isinstance(block.mlp.act, NewGELUActivation):
-                block.mlp.act = GELUTanh()
 
 
 def shifted_lm_loss(logits: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:

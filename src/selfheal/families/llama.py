@@ -3,8 +3,6 @@ post_attention_layernorm, SwiGLU mlp; final ``model.norm``; LM head tied to the 
 
 from __future__ import annotations
 
-import torch
-
 from selfheal.families.base import SingleStack
 from selfheal.families.gpt2 import shifted_lm_loss
 
@@ -51,16 +49,13 @@ class Llama(SingleStack):
         return model.model.embed_tokens(batch["input_ids"])
 
     def pieces(self, model, batch, hidden):
-        from transformers.masking_utils import create_causal_mask
-
-        position_ids = torch.arange(hidden.shape[1], device=hidden.device).unsqueeze(0)
-        mask = create_causal_mask(config=model.config, inputs_embeds=hidden, attention_mask=None,
-                                  past_key_values=None, position_ids=position_ids)
-        return {"attention_mask": mask, "position_embeddings": model.model.rotary_emb(hidden, position_ids=position_ids),
-                "position_ids": position_ids}
+        pieces = self.causal_pieces(model, hidden)
+        pieces["position_embeddings"] = model.model.rotary_emb(hidden, position_ids=pieces["position_ids"])
+        return pieces
 
     def call_layer(self, layer, hidden, pieces):
-        return layer(hidden, **pieces)
+        return layer(hidden, attention_mask=pieces["mask"], position_embeddings=pieces["position_embeddings"],
+                     position_ids=pieces["position_ids"])
 
     def head_loss(self, model, hidden, batch):
         return shifted_lm_loss(model.lm_head(model.model.norm(hidden[:, :-1])), batch["input_ids"])
