@@ -1,5 +1,6 @@
 # selfheal: how much data does a trained transformer need to heal one re-initialised layer?
-# Stages: corpus -> tokenizer -> pretrain -> baseline -> reset (per cell) -> retrain (per cell) -> aggregate -> plots.
+# Stages: corpus -> tokenizer -> pretrain -> baseline -> reset (per cell) -> retrain (per cell) -> aggregate -> plots;
+# and, with a `transfer:` section, the Tamkin et al. 2020 finetuning experiments (workflow/rules/transfer.smk).
 # Every config key is documented in config/README.md; the config is validated before any job runs.
 
 import os
@@ -14,10 +15,14 @@ include: "workflow/rules/data.smk"
 include: "workflow/rules/pretrain.smk"
 include: "workflow/rules/heal.smk"
 include: "workflow/rules/report.smk"
+include: "workflow/rules/transfer.smk"
 
 
 rule all:
     input:
-        "results/summary.parquet",
-        "results/curves.parquet",
-        expand("results/plots/{plot}.{ext}", plot=PLOTS, ext=["html", "png"]),
+        # The reset-and-retrain grid (when the config has models) and the transfer experiments (when it has a
+        # transfer section).
+        expand("results/{table}.parquet", table=["summary", "curves"] if CELLS else []),
+        expand("results/plots/{plot}.{ext}", plot=PLOTS if CELLS else [], ext=["html", "png"]),
+        expand("results/transfer/{table}.parquet", table=["scores", "summary"] if TRANSFER else []),
+        expand("results/plots/{plot}.{ext}", plot=TRANSFER_PLOTS if TRANSFER else [], ext=["html", "png"]),

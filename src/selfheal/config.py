@@ -15,6 +15,8 @@ from pathlib import Path
 import jsonschema
 import yaml
 
+from selfheal.transfer import settings as transfer_settings
+
 SCHEMA_PATH = Path(__file__).with_name("config.schema.yaml")
 
 DEFAULTS: dict = {
@@ -163,6 +165,10 @@ def resolve(raw: dict) -> dict:
         raise ConfigError("corpus.hf", "required when corpus.source is 'hf' (at least hf.name)")
     if config["corpus"]["source"] != "hf":
         corpus_files(config["corpus"])
+
+    if not config["models"] and "transfer" not in raw:
+        raise ConfigError("models", "is empty and there is no transfer section: nothing to run")
+    config["transfer"] = transfer_settings.resolve(raw["transfer"]) if "transfer" in raw else None
 
     names = [m["name"] for m in config["models"]]
     models = []

@@ -60,3 +60,25 @@ def mean_ci(values: Sequence[float], level: float = 0.95) -> tuple[float, float,
     sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
     half = stats.t.ppf(0.5 + level / 2, n - 1) * sd / math.sqrt(n)
     return (mean, mean - half, mean + half)
+
+
+def accuracy(labels: Sequence[int], predictions: Sequence[int]) -> float:
+    return sum(int(a == b) for a, b in zip(labels, predictions, strict=True)) / len(labels)
+
+
+def mcc(labels: Sequence[int], predictions: Sequence[int]) -> float:
+    """Matthews correlation coefficient, multi-class (Gorodkin's R_K); equals the usual MCC for two classes.
+    0 when either the labels or the predictions are all one class."""
+    classes = sorted(set(labels) | set(predictions))
+    index = {c: i for i, c in enumerate(classes)}
+    k = len(classes)
+    confusion = [[0] * k for _ in range(k)]
+    for a, b in zip(labels, predictions, strict=True):
+        confusion[index[a]][index[b]] += 1
+    s = len(labels)
+    correct = sum(confusion[i][i] for i in range(k))
+    true_counts = [sum(row) for row in confusion]
+    pred_counts = [sum(confusion[i][j] for i in range(k)) for j in range(k)]
+    cov = correct * s - sum(p * t for p, t in zip(pred_counts, true_counts))
+    denom = math.sqrt((s * s - sum(p * p for p in pred_counts)) * (s * s - sum(t * t for t in true_counts)))
+    return cov / denom if denom else 0.0

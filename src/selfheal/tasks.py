@@ -6,7 +6,9 @@
   (label = index of the class folder in sorted order, read here rather than through the package, whose own
   loader depends on directory-listing order).
 
-Each task has one fixed, seeded, stratified test split that training never sees.
+Each task has one fixed, seeded, stratified test split that training never sees. A task can also come from the
+hub or a local dataset folder through ``datasets`` (``source: hf``), e.g. GLUE SST-2 for the paper-scale grid;
+then its own splits are used (GLUE's test labels are hidden, so ``test_split: validation`` as in the paper).
 """
 
 from __future__ import annotations
@@ -59,3 +61,31 @@ def split(table: pd.DataFrame, test_fraction: float, seed: int) -> tuple[pd.Data
     test = table.groupby("label", group_keys=False).sample(frac=test_fraction, random_state=seed)
     train = table.drop(index=test.index)
     return train.reset_index(drop=True), test.sort_index().reset_index(drop=True)
+
+
+def load_hf(task: dict) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(train, test) of a ``source: hf`` task: a hub id or local folder read by ``datasets.load_dataset``."""
+    import datasets
+
+    def table(split: str) -> pd.DataFrame:
+        ds = datasets.load_dataset(task["path"], task.get("config"), split=split)
+        out = {"text": [str(t) for t in ds[task["text"]]], "label": [int(v) for v in ds[task["label"]]]}
+        if task.get("text_pair"):
+            out["text_pair"] = [str(t) for t in ds[task["text_pair"]]]
+        return pd.DataFrame(out)
+
+    train, test = table(task["train_split"]), table(task["test_split"])
+    if (test["label"] < 0).any():
+        raise ValueError(f"task {task['name']!r}: split {task['test_split']!r} has unlabelled rows (label -1); "
+                         "use a labelled split as test_split")
+    return train, test
+
+
+def train_test(task: dict, test_fraction: float, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(train pool, fixed test split) of a configured task, test rows shuffled with ``seed`` (so evaluating the
+    first n of them is a fixed random subset)."""
+    if task["source"] == "hf":
+        train, test = load_hf(task)
+    else:
+        train, test = split(TASKS[task["name"]](), test_fraction, seed)
+    return train, test.sample(frac=1.0, random_state=seed).reset_index(drop=True)

@@ -1,0 +1,138 @@
+# Tamkin et al. 2020 transfer experiments (config section `transfer:`): import the encoder -> fixed task splits ->
+# one finetuning run per (task, size, trial, spec) and one probing run per (task, size, trial) -> tables -> plots.
+import selfheal.transfer.experiments
+import selfheal.transfer.plots
+import selfheal.transfer.settings
+
+TRANSFER = CONFIG["transfer"]
+if TRANSFER:
+    TRANSFER_RUNS = selfheal.transfer.settings.runs(TRANSFER)
+    TRANSFER_PROBES = selfheal.transfer.settings.probes(TRANSFER)
+    TRANSFER_PLOTS = selfheal.transfer.plots.names(TRANSFER["experiments"])
+    TRANSFER_CONDITIONS = [
+        {"experiment": c.experiment, "label": c.label, "x": c.x, "spec": c.spec.id}
+        for c in selfheal.transfer.settings.conditions(TRANSFER)
+    ]
+    TRANSFER_SPECS = {
+        k: s.as_dict()
+        for k, s in selfheal.transfer.experiments.specs(selfheal.transfer.settings.conditions(TRANSFER)).items()
+    }
+    TRANSFER_RUN_SETTINGS = selfheal.transfer.settings.run_settings(TRANSFER)
+    HARDWARE = selfheal.config.canonical(CONFIG["hardware"])
+
+
+    wildcard_constraints:
+        task="[A-Za-z0-9_-]+",
+        size="[0-9]+",
+        trial="[0-9]+",
+        spec="[a-z0-9.-]+",
+
+
+    rule transfer_model:
+        output:
+            directory("results/transfer/model"),
+        params:
+            source=TRANSFER["model"],
+        log:
+            "results/logs/transfer/model.log",
+        conda:
+            "../../envs/training.yaml"
+        script:
+            "../scripts/transfer_model.py"
+
+
+    rule transfer_split:
+        output:
+            train="results/transfer/data/{task}/train.parquet",
+            test="results/transfer/data/{task}/test.parquet",
+            summary="results/transfer/data/{task}/split.json",
+        params:
+            task=lambda w: selfheal.config.canonical(selfheal.transfer.settings.task_by_name(TRANSFER, w.task)),
+            test_fraction=TRANSFER["test_fraction"],
+            split_seed=TRANSFER["split_seed"],
+        log:
+            "results/logs/transfer/{task}/split.log",
+        conda:
+            "../../envs/training.yaml"
+        script:
+            "../scripts/transfer_split.py"
+
+
+    rule transfer_finetune:
+        input:
+            model="results/transfer/model",
+            train="results/transfer/data/{task}/train.parquet",
+            test="results/transfer/data/{task}/test.parquet",
+        output:
+            "results/transfer/runs/{task}/n{size}/{spec}/t{trial}.json",
+        params:
+            settings=selfheal.config.canonical(TRANSFER_RUN_SETTINGS),
+            spec=lambda w: TRANSFER_SPECS[w.spec],
+            hardware=HARDWARE,
+        threads: THREADS
+        log:
+            "results/logs/transfer/{task}/n{size}/{spec}/t{trial}.log",
+        conda:
+            "../../envs/training.yaml"
+        script:
+            "../scripts/transfer_finetune.py"
+
+
+    rule transfer_probe:
+        input:
+            model="results/transfer/model",
+            train="results/transfer/data/{task}/train.parquet",
+            test="results/transfer/data/{task}/test.parquet",
+        output:
+            "results/transfer/probes/{task}/n{size}/t{trial}.parquet",
+        params:
+            settings=selfheal.config.canonical(TRANSFER_RUN_SETTINGS),
+            probe=selfheal.config.canonical(TRANSFER["probe"]),
+            hardware=HARDWARE,
+        threads: THREADS
+        log:
+            "results/logs/transfer/{task}/n{size}/probe-t{trial}.log",
+        conda:
+            "../../envs/training.yaml"
+        script:
+            "../scripts/transfer_probe.py"
+
+
+    rule transfer_aggregate:
+        input:
+            runs=[r.path for r in TRANSFER_RUNS],
+            probes=TRANSFER_PROBES,
+        output:
+            scores="results/transfer/scores.parquet",
+            summary="results/transfer/summary.parquet",
+        params:
+            conditions=TRANSFER_CONDITIONS,
+        log:
+            "results/logs/transfer/aggregate.log",
+        conda:
+            "../../envs/analysis.yaml"
+        script:
+            "../scripts/transfer_aggregate.py"
+
+
+    rule transfer_plots:
+        input:
+            summary="results/transfer/summary.parquet",
+        output:
+            html=[
+                report(
+                    f"results/plots/{name}.html",
+                    caption=f"../report/{name}.rst",
+                    category="Transfer (Tamkin et al. 2020)",
+                )
+                for name in TRANSFER_PLOTS
+            ],
+            png=[f"results/plots/{name}.png" for name in TRANSFER_PLOTS],
+        params:
+            names=TRANSFER_PLOTS,
+        log:
+            "results/logs/transfer/plots.log",
+        conda:
+            "../../envs/analysis.yaml"
+        script:
+            "../scripts/transfer_plots.py"
