@@ -25,8 +25,10 @@ def test_ci_runs_the_readme_test_command():
 
 def test_readme_documents_every_table_column():
     from selfheal.aggregate import CURVE_COLUMNS, SUMMARY_COLUMNS
+    from selfheal.transfer.tables import SCORE_COLUMNS, TRANSFER_SUMMARY_COLUMNS
 
     text = (ROOT / "README.md").read_text()
     table_cells = set(re.findall(r"^\| ([a-z_, ]+) \|", text, re.M))
     documented = {name.strip() for cell in table_cells for name in cell.split(",")}
-    assert set(SUMMARY_COLUMNS) | set(CURVE_COLUMNS) <= documented, (set(SUMMARY_COLUMNS) | set(CURVE_COLUMNS)) - documented
+    columns = set(SUMMARY_COLUMNS) | set(CURVE_COLUMNS) | set(SCORE_COLUMNS) | set(TRANSFER_SUMMARY_COLUMNS)
+    assert columns <= documented, columns - documented
