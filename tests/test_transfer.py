@@ -8,11 +8,11 @@ import pandas as pd
 import pytest
 import torch
 import yaml
+from transfer_helpers import tiny_encoder
 
 from selfheal import config, families, metrics, tasks
 from selfheal.transfer import data, experiments, finetune, plots, probing, reinit, settings, tables
 from selfheal.transfer.experiments import Spec
-from transfer_helpers import tiny_encoder
 
 ROOT = Path(__file__).resolve().parents[1]
 N = 4

@@ -6,11 +6,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
+from test_workflow import snakemake
+from transfer_helpers import tiny_encoder
 
 from selfheal import tasks
 from selfheal.transfer.tables import SCORE_COLUMNS, TRANSFER_SUMMARY_COLUMNS
-from test_workflow import snakemake
-from transfer_helpers import tiny_encoder
 
 pytestmark = pytest.mark.e2e
 
