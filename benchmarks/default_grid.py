@@ -2,9 +2,10 @@
 machine), and the share of it that is per-job start-up (interpreter, Snakemake's script preamble, imports;
 target: at most 10 % of the grid's wall time, counted in core-seconds: start-up summed over jobs / (wall x cores)).
 
-    .venv/bin/python benchmarks/default_grid.py     # [--cores 2] [--keep DIR]
+    .venv/bin/python benchmarks/default_grid.py     # [--cores 2] [--keep DIR] [--configfile config/tamkin_cpu.yaml]
 
-Runs in a fresh temporary directory, so it measures a cold run of config/config.yaml.
+Runs in a fresh temporary directory, so it measures a cold run of config/config.yaml (or of that config merged
+over it, e.g. the CPU-sized Tamkin et al. experiments).
 """
 
 from __future__ import annotations
@@ -24,13 +25,16 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--cores", type=int, default=2)
     parser.add_argument("--keep", type=Path, default=None, help="run here instead of a temporary directory")
+    parser.add_argument("--configfile", type=Path, default=None, help="a config merged over config/config.yaml")
     a = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         workdir = a.keep or Path(tmp)
         workdir.mkdir(parents=True, exist_ok=True)
         t0 = time.perf_counter()
         proc = subprocess.run([sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory",
-                               str(workdir), "--cores", str(a.cores), "--quiet"], capture_output=True, text=True)
+                               str(workdir), "--cores", str(a.cores), "--quiet",
+                               *(["--configfile", str(a.configfile.resolve())] if a.configfile else [])],
+                              capture_output=True, text=True)
         wall = time.perf_counter() - t0
         if proc.returncode:
             sys.exit(proc.stderr[-3000:])
@@ -40,7 +44,8 @@ def main():
             if m:
                 startups.append(float(m.group(1)))
     share = sum(startups) / (wall * a.cores)
-    print(f"default grid, --cores {a.cores}: {wall / 60:.1f} min wall ({wall:.0f} s; target 15 min -> "
+    name = a.configfile.name if a.configfile else "default grid"
+    print(f"{name}, --cores {a.cores}: {wall / 60:.1f} min wall ({wall:.0f} s; target 15 min -> "
           f"{900 / wall:.2f}x under); {len(startups)} jobs, start-up {sum(startups):.0f} core-s = {share:.1%} of "
           f"{a.cores} x wall (target 10 %), mean {sum(startups) / max(1, len(startups)):.1f} s per job")
 
