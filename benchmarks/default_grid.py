@@ -45,8 +45,8 @@ def main():
                 startups.append(float(m.group(1)))
     share = sum(startups) / (wall * a.cores)
     name = a.configfile.name if a.configfile else "default grid"
-    print(f"{name}, --cores {a.cores}: {wall / 60:.1f} min wall ({wall:.0f} s; target 15 min -> "
-          f"{900 / wall:.2f}x under); {len(startups)} jobs, start-up {sum(startups):.0f} core-s = {share:.1%} of "
+    target = "" if a.configfile else f"; target 15 min -> {900 / wall:.2f}x under"
+    print(f"{name}, --cores {a.cores}: {wall / 60:.1f} min wall ({wall:.0f} s{target}); {len(startups)} jobs, start-up {sum(startups):.0f} core-s = {share:.1%} of "
           f"{a.cores} x wall (target 10 %), mean {sum(startups) / max(1, len(startups)):.1f} s per job")
 
 
