@@ -1,5 +1,6 @@
 # selfheal: how much data does a trained transformer need to heal one re-initialised layer?
 # Stages: corpus -> tokenizer -> pretrain -> baseline -> reset (per cell) -> retrain (per cell) -> aggregate -> plots.
+# With models[].frozen_random: pretrain (frozen-random variants) -> frozen_random_table -> frozen_random_plot.
 # Every config key is documented in config/README.md; the config is validated before any job runs.
 
 import os
@@ -14,6 +15,7 @@ include: "workflow/rules/data.smk"
 include: "workflow/rules/pretrain.smk"
 include: "workflow/rules/heal.smk"
 include: "workflow/rules/report.smk"
+include: "workflow/rules/frozen_random.smk"
 
 
 rule all:
@@ -21,3 +23,4 @@ rule all:
         "results/summary.parquet",
         "results/curves.parquet",
         expand("results/plots/{plot}.{ext}", plot=PLOTS, ext=["html", "png"]),
+        FROZEN_RANDOM_OUTPUTS,
