@@ -1,6 +1,7 @@
 # selfheal: how much data does a trained transformer need to heal one re-initialised layer?
 # Stages: corpus -> tokenizer -> pretrain -> baseline -> reset (per cell) -> retrain (per cell) -> aggregate -> plots;
 # and, with a `transfer:` section, the Tamkin et al. 2020 finetuning experiments (workflow/rules/transfer.smk).
+# With models[].frozen_random: pretrain (frozen-random variants) -> frozen_random_table -> frozen_random_plot.
 # Every config key is documented in config/README.md; the config is validated before any job runs.
 
 import os
@@ -16,13 +17,15 @@ include: "workflow/rules/pretrain.smk"
 include: "workflow/rules/heal.smk"
 include: "workflow/rules/report.smk"
 include: "workflow/rules/transfer.smk"
+include: "workflow/rules/frozen_random.smk"
 
 
 rule all:
     input:
-        # The reset-and-retrain grid (when the config has models) and the transfer experiments (when it has a
-        # transfer section).
+        # The reset-and-retrain grid (when the config has models), the transfer experiments (when it has a
+        # transfer section) and the frozen-random comparison (when a model has frozen_random).
         expand("results/{table}.parquet", table=["summary", "curves"] if CELLS else []),
         expand("results/plots/{plot}.{ext}", plot=PLOTS if CELLS else [], ext=["html", "png"]),
         expand("results/transfer/{table}.parquet", table=["scores", "summary"] if TRANSFER else []),
         expand("results/plots/{plot}.{ext}", plot=TRANSFER_PLOTS if TRANSFER else [], ext=["html", "png"]),
+        FROZEN_RANDOM_OUTPUTS,

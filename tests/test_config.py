@@ -84,6 +84,8 @@ BAD = [
     (("hardware",), {"precision": "fp16"}, "hardware.precision"),
     (("threads",), 0, "threads"),
     (("unknown_section",), {}, "unknown_section"),
+    (("models", 0, "frozen_random"), [["ffn", "attention", "embeddings"]], "models[0].frozen_random[0]"),
+    (("models", 1, "frozen_random"), [["ffn"], ["heads"]], "models[1].frozen_random[1][0]"),
 ]
 
 

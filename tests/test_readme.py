@@ -25,10 +25,16 @@ def test_ci_runs_the_readme_test_command():
 
 def test_readme_documents_every_table_column():
     from selfheal.aggregate import CURVE_COLUMNS, SUMMARY_COLUMNS
+    from selfheal.frozen_random import COLUMNS as FROZEN_RANDOM_COLUMNS
     from selfheal.transfer.tables import SCORE_COLUMNS, TRANSFER_SUMMARY_COLUMNS
 
+    def documented(text):
+        table_cells = set(re.findall(r"^\| ([a-z_, ]+) \|", text, re.M))
+        return {name.strip() for cell in table_cells for name in cell.split(",")}
+
     text = (ROOT / "README.md").read_text()
-    table_cells = set(re.findall(r"^\| ([a-z_, ]+) \|", text, re.M))
-    documented = {name.strip() for cell in table_cells for name in cell.split(",")}
     columns = set(SUMMARY_COLUMNS) | set(CURVE_COLUMNS) | set(SCORE_COLUMNS) | set(TRANSFER_SUMMARY_COLUMNS)
-    assert columns <= documented, columns - documented
+    assert columns <= documented(text), columns - documented(text)
+    # the frozen-random table's own columns, in its own section
+    section = re.search(r"^## Frozen random components.*?(?=^## )", text, re.M | re.S).group(0)
+    assert set(FROZEN_RANDOM_COLUMNS) <= documented(section), set(FROZEN_RANDOM_COLUMNS) - documented(section)

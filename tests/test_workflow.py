@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import torch
 import yaml
 
 from selfheal.aggregate import CURVE_COLUMNS, SUMMARY_COLUMNS
@@ -77,6 +78,33 @@ def test_plots_and_logs_written(finished):
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     log = (workdir / "results" / "logs" / "tinyA" / "pretrain.log").read_text()
     assert "examples 512/512" in log and "val" in log
+
+
+def test_frozen_random_table_and_plot(finished):
+    """tinyA's frozen-random variants: pretrained (no cells), frozen tensors still at θ0, one table row each plus
+    the all-trainable reference, and the plot."""
+    from safetensors.torch import load_file
+
+    from selfheal.frozen_random import COLUMNS
+
+    workdir, _ = finished
+    table = pd.read_parquet(workdir / "results" / "frozen_random.parquet")
+    assert list(table.columns) == COLUMNS
+    assert list(zip(table["model"], table["frozen"])) == [
+        ("tinyA", "none"), ("tinyA.frozen-embeddings", "embeddings"), ("tinyA.frozen-attention-ffn", "attention+ffn")]
+    assert (table["base_model"] == "tinyA").all() and table["delta_loss"].iloc[0] == 0
+    assert (table["frozen_params"].iloc[1:] > 0).all() and table["frozen_params"].iloc[0] == 0
+    variant = workdir / "results" / "models" / "tinyA.frozen-embeddings"
+    theta0 = load_file(str(variant / "theta0" / "model.safetensors"))
+    trained = load_file(str(variant / "trained" / "model.safetensors"))
+    assert torch.equal(theta0["transformer.wte.weight"], trained["transformer.wte.weight"])
+    assert not torch.equal(theta0["transformer.h.0.attn.c_attn.weight"], trained["transformer.h.0.attn.c_attn.weight"])
+    base_theta0 = load_file(str(workdir / "results" / "models" / "tinyA" / "theta0" / "model.safetensors"))
+    assert all(torch.equal(base_theta0[k], theta0[k]) for k in theta0)  # same seed: the same θ0 as its base
+    summary = pd.read_parquet(workdir / "results" / "summary.parquet")
+    assert set(summary["model"]) == {"tinyA", "tinyB"}
+    assert "frozen" in (workdir / "results" / "plots" / "frozen_random.html").read_text()
+    assert (workdir / "results" / "plots" / "frozen_random.png").read_bytes()[:4] == b"\x89PNG"
 
 
 def test_report(finished):

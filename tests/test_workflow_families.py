@@ -1,5 +1,6 @@
 """End to end for the other families: encoder-only (BERT, masked LM), encoder-decoder (BART, denoising) with the
-cross-attention wipe and the encoder swap, and a model the user brings from a local folder; one Snakemake run."""
+cross-attention wipe, the encoder swap and frozen-random variants, and a model the user brings from a local folder;
+one Snakemake run."""
 
 import json
 
@@ -20,7 +21,7 @@ def finished(tmp_path_factory):
     config["models"] = [
         {"name": "tinyBert", "arch": "bert", "n_layer": 2, "d_model": 32, "n_head": 2, "context": 32},
         {"name": "tinyBart", "arch": "bart", "n_layer": 1, "n_dec_layer": 1, "d_model": 32, "n_head": 2,
-         "context": 32},
+         "context": 32, "frozen_random": [["attention"], ["embeddings", "ffn"]]},
         {"name": "myLlama", "source": "pretrained", "name_or_path": str(workdir / "my-llama"), "arch": "llama",
          "n_layer": 2, "context": 16},
     ]
@@ -79,3 +80,13 @@ def test_plots_include_every_family(finished):
     html = (finished / "results" / "plots" / "recovery_examples.html").read_text()
     for model in ("tinyBert", "tinyBart", "myLlama"):
         assert model in html
+
+
+def test_frozen_random_for_the_encoder_decoder(finished):
+    table = pd.read_parquet(finished / "results" / "frozen_random.parquet")
+    assert list(zip(table["model"], table["frozen"])) == [
+        ("tinyBart", "none"), ("tinyBart.frozen-attention", "attention"),
+        ("tinyBart.frozen-embeddings-ffn", "embeddings+ffn")]
+    assert (table["arch"] == "bart").all()
+    assert (table["trainable_params"] + table["frozen_params"]).nunique() == 1
+    assert (finished / "results" / "plots" / "frozen_random.png").is_file()

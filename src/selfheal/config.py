@@ -212,7 +212,46 @@ def resolve(raw: dict) -> dict:
                     )
         models.append(model)
     config["models"] = models
+    taken = {m["name"] for m in models}
+    config["frozen_random"] = [variant for i, model in enumerate(models)
+                               for variant in _frozen_random_variants(model, f"models[{i}]", taken)]
     return config
+
+
+def _frozen_random_variants(model: dict, key: str, taken: set[str]) -> list[dict]:
+    """Expand a model's ``frozen_random`` sets (removed from the model itself, so editing them never re-runs the
+    model) into derived models: per set, a copy of the model (same size, data, seed and schedule) named
+    '<name>.frozen-<components>' with ``base_model`` and ``frozen_components`` (in canonical order). They are
+    pretrained like any model built here but are not in ``models``, so they make no cells."""
+    from selfheal import frozen_random
+
+    sets = model.pop("frozen_random", None)
+    if sets is None:
+        return []
+    if model["source"] != "scratch":
+        raise ConfigError(f"{key}.frozen_random", "frozen-random pretraining needs a model built here from its "
+                                                  "step-0 weights, not a downloaded one (source: pretrained)")
+    variants, seen = [], []
+    for j, components in enumerate(sets):
+        # the schema already refuses empty, 3-component and repeated entries; a reordered repeat is caught here
+        if not 1 <= len(set(components)) == len(components) <= 2:
+            raise ConfigError(f"{key}.frozen_random[{j}]", "each entry is one or two distinct components of "
+                                                            f"{', '.join(frozen_random.COMPONENTS)}")
+        components = frozen_random.canonical(components)
+        if components in seen:
+            raise ConfigError(f"{key}.frozen_random[{j}]", f"repeats {key}.frozen_random[{seen.index(components)}]")
+        seen.append(components)
+        name = frozen_random.variant_name(model["name"], components)
+        if name in taken:
+            raise ConfigError(f"{key}.frozen_random[{j}]", f"its derived model name {name!r} is already a model name")
+        variants.append({**copy.deepcopy(model), "name": name, "base_model": model["name"],
+                         "frozen_components": components})
+    return variants
+
+
+def frozen_random_models(config: dict) -> list[dict]:
+    """The derived models of the frozen-random experiment (pretrained only, never cells); empty when it is off."""
+    return config.get("frozen_random", [])
 
 
 def resolve_package_path(spec: str, key: str = "name_or_path") -> str:
@@ -289,7 +328,8 @@ def canonical(value):
 
 
 def model_by_name(config: dict, name: str) -> dict:
-    for model in config["models"]:
+    """A model of ``models``, or a derived model of the frozen-random experiment."""
+    for model in config["models"] + frozen_random_models(config):
         if model["name"] == name:
             return model
     raise KeyError(name)

@@ -6,6 +6,8 @@
 - recovery curves: validation loss against examples seen (as a fraction of S x E), every recovery curve over the
   model's own pretraining curve, with the baseline as a rule.
 - damage: validation loss right after the reset minus the baseline, against L.
+- frozen random: validation perplexity of models pretrained with components frozen at their random init, against
+  the all-trainable model (``results/frozen_random.parquet``).
 """
 
 from __future__ import annotations
@@ -158,6 +160,33 @@ def damage(summary: pd.DataFrame) -> alt.Chart:
             y="damage:Q", color=color, tooltip=["model", alt.Tooltip("damage:Q", title="reset-all damage")]))
     return alt.layer(*charts).properties(
         width=420, height=260, title="Damage: validation loss right after the reset (dashed: every layer reset)")
+
+
+def frozen_random(table: pd.DataFrame) -> alt.Chart:
+    """Frozen random components (frozen_random.py): validation perplexity after pretraining (log scale) per frozen set,
+    one panel per base model, the all-trainable reference as a dashed rule; labels are the perplexity ratio to it."""
+    data = table.assign(n_frozen=[0 if f == "none" else len(f.split("+")) for f in table["frozen"]])
+    x = alt.X("frozen:N", sort=list(dict.fromkeys(table["frozen"])), title="left at random init and frozen",
+              axis=alt.Axis(labelAngle=-30))
+    y = alt.Y("val_perplexity:Q", title="validation perplexity after pretraining", scale=alt.Scale(type="log"))
+    points = alt.Chart().mark_point(size=90, filled=True).encode(
+        x=x, y=y,
+        color=alt.Color("n_frozen:O", title="frozen components", scale=alt.Scale(scheme="tableau10")),
+        tooltip=["model", "frozen", "trainable_params", "frozen_params", alt.Tooltip("val_loss:Q", format=".4f"),
+                 alt.Tooltip("val_perplexity:Q", format=".2f"), alt.Tooltip("delta_loss:Q", format="+.4f"),
+                 alt.Tooltip("perplexity_ratio:Q", format=".3f")],
+    )
+    labels = alt.Chart().mark_text(dy=-12, fontSize=10).encode(
+        x=x, y=y, text=alt.Text("perplexity_ratio:Q", format=".2f"))
+    reference = alt.Chart().transform_filter(alt.datum.frozen == "none").mark_rule(
+        strokeDash=[6, 4], color="black").encode(y=y)
+    return alt.layer(reference, points, labels, data=data).properties(width=260, height=240).facet(
+        column=alt.Column("base_model:N", title="base model"),
+    ).properties(title="Frozen random components vs the all-trainable model (dashed rule); labels: perplexity ratio")
+
+
+def write_frozen_random(table_path: str, html_path: str | Path, png_path: str | Path) -> None:
+    save(frozen_random(pd.read_parquet(table_path)), html_path, png_path)
 
 
 def save(chart: alt.Chart, html_path: str | Path, png_path: str | Path) -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from selfheal import checkpoints, data, families, models, objectives, results_io, train
+from selfheal import checkpoints, data, families, frozen_random, models, objectives, results_io, train
 from selfheal.hardware import Hardware
 
 log = logging.getLogger("selfheal")
@@ -58,12 +58,19 @@ def pretrain(
         checkpoint_path=str(Path(summary_path).with_name("pretrain.ckpt")),
         checkpoint_every_steps=p["checkpoint_every_steps"],
     )
+    # Frozen-random variants (frozen_random.py): the frozen tensors stay at θ0 bit for bit, since train.run leaves
+    # them out of the optimizer (no update, no weight decay) and turns their gradients off.
+    components = model_cfg.get("frozen_components") or []
+    frozen = set(frozen_random.frozen_names(family, model, components)) if components else set()
+    params = dict(model.named_parameters())
+    trainable = set(params) - frozen
+    frozen_params = sum(params[n].numel() for n in frozen)
     log.info(
-        "pretraining %s: %d params, S=%d sequences of %d tokens, E=%d epochs (%d examples)",
-        model_cfg["name"], models.parameter_count(model), S, context, E, max_examples,
+        "pretraining %s: %d params (%d frozen at init: %s), S=%d sequences of %d tokens, E=%d epochs (%d examples)",
+        model_cfg["name"], models.parameter_count(model), frozen_params, frozen_random.label(components), S,
+        context, E, max_examples,
     )
-    result = train.run(model, family, objective, train_seqs, val_batches, {n for n, _ in model.named_parameters()},
-                       settings, label="pretrain")
+    result = train.run(model, family, objective, train_seqs, val_batches, trainable, settings, label="pretrain")
     if result.diverged_step is not None:
         raise RuntimeError(f"pretraining {model_cfg['name']} diverged (non-finite loss) at step "
                            f"{result.diverged_step}: lower pretrain.lr or raise warmup_fraction")
@@ -79,6 +86,10 @@ def pretrain(
         "n_head": model_cfg["n_head"],
         "context": context,
         "params": models.parameter_count(model),
+        "trainable_params": models.parameter_count(model) - frozen_params,
+        "frozen_params": frozen_params,
+        "frozen_components": components,  # left at θ0 and frozen ([] for an all-trainable model)
+        "base_model": model_cfg.get("base_model", model_cfg["name"]),
         "train_sequences": S,
         "epochs": E,
         "examples": final.examples,

@@ -1,0 +1,179 @@
+"""Frozen random components (Bogoychev 2021): which tensors each component names, the config that asks for it,
+pretraining that keeps the frozen tensors at θ0 bit for bit, and the table and plot."""
+
+import json
+
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+
+from selfheal import config, families, frozen_random, models, plots, pretrain
+
+SPECIAL = {"vocab_size": 64, "eos": 0, "pad": 1, "mask": 2}
+GPT2 = {"name": "g", "arch": "gpt2", "n_layer": 2, "d_model": 16, "n_head": 2, "context": 16, "dropout": 0.0}
+BART = {"name": "b", "arch": "bart", "n_layer": 1, "n_dec_layer": 2, "d_model": 16, "n_head": 2, "context": 16,
+        "dropout": 0.0}
+
+
+def _names(cfg, components):
+    model = models.build(cfg, SPECIAL, seed=0)
+    family = families.for_model(model)
+    return model, set(frozen_random.frozen_names(family, model, components))
+
+
+def test_gpt2_components():
+    model, embeddings = _names(GPT2, ["embeddings"])
+    assert embeddings == {"transformer.wte.weight", "transformer.wpe.weight"}  # the LM head is tied to wte
+    assert "lm_head.weight" not in dict(model.named_parameters())
+    _, attention = _names(GPT2, ["attention"])
+    _, ffn = _names(GPT2, ["ffn"])
+    assert attention == {n for n, _ in model.named_parameters() if ".attn." in n}
+    assert ffn == {n for n, _ in model.named_parameters() if ".mlp." in n}
+    _, both = _names(GPT2, ["ffn", "attention"])
+    assert both == attention | ffn
+    left = set(dict(model.named_parameters())) - embeddings - attention - ffn
+    assert left == {n for n, _ in model.named_parameters() if ".ln_" in n}  # only the layer norms always train
+
+
+def test_bart_attention_includes_cross_attention_and_norms_stay_trainable():
+    model, attention = _names(BART, ["attention"])
+    params = set(dict(model.named_parameters()))
+    cross = {n for n in params if ".encoder_attn." in n}
+    assert len(cross) == 2 * 8 and cross <= attention  # q, k, v, out (weight + bias) in both decoder layers
+    assert {n for n in params if ".self_attn." in n} <= attention
+    _, embeddings = _names(BART, ["embeddings"])
+    assert embeddings == {"model.shared.weight", "model.encoder.embed_positions.weight",
+                          "model.decoder.embed_positions.weight"}
+    _, every = _names(BART, ["embeddings", "attention"])
+    _, ffn = _names(BART, ["ffn"])
+    assert ffn == {n for n in params if ".fc1." in n or ".fc2." in n}
+    assert not any("norm" in n for n in every | ffn)  # layernorm_embedding, encoder_attn_layer_norm, ... train
+    with pytest.raises(ValueError, match="unknown components"):
+        _names(BART, ["heads"])
+
+
+def _tokens(tmp_path):
+    g = torch.Generator().manual_seed(0)
+    stream = torch.randint(3, 64, (16 * 80,), generator=g, dtype=torch.int32)
+    path = tmp_path / "tokens.safetensors"
+    save_file({"train": stream, "val": stream[: 16 * 8].clone()}, str(path),
+              metadata={k: str(v) for k, v in SPECIAL.items()})
+    return str(path)
+
+
+@pytest.mark.parametrize("base,components", [(GPT2, ["embeddings", "attention"]), (GPT2, ["ffn"]),
+                                             (BART, ["attention", "ffn"])], ids=["gpt2-emb-attn", "gpt2-ffn",
+                                                                                 "bart-attn-ffn"])
+def test_frozen_tensors_keep_theta0_bit_for_bit(tmp_path, base, components):
+    cfg = {**base, "name": frozen_random.variant_name(base["name"], components), "base_model": base["name"],
+           "frozen_components": components,
+           "pretrain": {"epochs": 1, "train_sequences": 64, "batch_size": 16, "lr": 1e-2, "min_lr_fraction": 0.1,
+                        "warmup_fraction": 0.1, "weight_decay": 0.1, "grad_clip": 1.0, "eval_every_examples": 32,
+                        "checkpoint_every_steps": 0, "seed": 0}}
+    out = tmp_path / "m"
+    summary = pretrain.pretrain(cfg, {"val_sequences": 8, "batch_size": 8}, _tokens(tmp_path), str(out / "theta0"),
+                                str(out / "trained"), str(out / "curve.parquet"), str(out / "pretrain.json"))
+    theta0 = load_file(str(out / "theta0" / "model.safetensors"))
+    trained = load_file(str(out / "trained" / "model.safetensors"))
+    model, frozen = _names(base, components)
+    for name, _ in model.named_parameters():  # buffers (BART's final_logits_bias) are not parameters
+        if name in frozen:
+            assert torch.equal(theta0[name], trained[name]), name
+        else:
+            assert not torch.equal(theta0[name], trained[name]), name
+    assert summary["frozen_params"] == sum(theta0[n].numel() for n in frozen) > 0
+    assert summary["trainable_params"] + summary["frozen_params"] == summary["params"]
+    assert summary["frozen_components"] == components and summary["base_model"] == base["name"]
+
+
+# -- config ------------------------------------------------------------------------------------------------------
+
+
+def _raw(sets):
+    raw = {"models": [{"name": "a", "n_layer": 2, "d_model": 16, "n_head": 2},
+                      {"name": "b", "arch": "bart", "n_layer": 1, "d_model": 16, "n_head": 2, "frozen_random": sets}]}
+    return raw
+
+
+def test_config_expands_derived_models_that_make_no_cells():
+    resolved = config.resolve(_raw([["ffn", "attention"], ["embeddings"]]))
+    variants = config.frozen_random_models(resolved)
+    assert [v["name"] for v in variants] == ["b.frozen-attention-ffn", "b.frozen-embeddings"]
+    assert variants[0]["frozen_components"] == ["attention", "ffn"] and variants[0]["base_model"] == "b"
+    base = config.model_by_name(resolved, "b")
+    assert "frozen_random" not in base  # editing the sets never re-runs the base model
+    for variant in variants:
+        same = {k: v for k, v in variant.items() if k not in ("name", "base_model", "frozen_components")}
+        assert same == {k: v for k, v in base.items() if k != "name"}  # same size, data, seed and schedule
+        assert config.model_by_name(resolved, variant["name"]) is variant
+    assert {c.model for c in config.cells(resolved)} == {"a", "b"}
+    assert [m["name"] for m in resolved["models"]] == ["a", "b"]
+
+
+def test_default_config_pretrains_frozen_variants_but_no_extra_cells():
+    resolved = config.load(config.Path(__file__).resolve().parents[1] / "config" / "config.yaml")
+    variants = [v["name"] for v in config.frozen_random_models(resolved)]
+    assert variants and all(v.startswith("gpt2-n2-d64.frozen-") for v in variants)
+    assert not {c.model for c in config.cells(resolved)} & set(variants)
+
+
+@pytest.mark.parametrize("sets,key", [
+    ([], "models[1].frozen_random"),
+    ([[]], "models[1].frozen_random[0]"),
+    ([["embeddings", "attention", "ffn"]], "models[1].frozen_random[0]"),
+    ([["attention", "attention"]], "models[1].frozen_random[0]"),
+    ([["ffn"], ["ffn"]], "models[1].frozen_random"),
+    ([["ffn"], ["attention", "ffn"], ["ffn", "attention"]], "models[1].frozen_random[2]"),
+    ([["heads"]], "models[1].frozen_random[0][0]"),
+    ("attention", "models[1].frozen_random"),
+], ids=["empty", "empty-set", "three", "repeated-component", "repeated-set", "reordered-set", "unknown", "string"])
+def test_bad_frozen_random_names_the_key(sets, key):
+    with pytest.raises(config.ConfigError) as err:
+        config.resolve(_raw(sets))
+    assert err.value.key == key
+
+
+def test_frozen_random_refused_for_a_downloaded_model_and_name_clashes(tmp_path):
+    raw = _raw([["ffn"]])
+    raw["models"][1] = {"name": "mine", "source": "pretrained", "name_or_path": str(tmp_path), "arch": "llama",
+                        "n_layer": 2, "frozen_random": [["ffn"]]}
+    with pytest.raises(config.ConfigError, match=r"'models\[1\].frozen_random': .*downloaded"):
+        config.resolve(raw)
+    raw = _raw([["ffn"]])
+    raw["models"][0]["name"] = "b.frozen-ffn"
+    with pytest.raises(config.ConfigError, match=r"'models\[1\].frozen_random\[0\]': .*already a model name"):
+        config.resolve(raw)
+
+
+# -- table and plot ----------------------------------------------------------------------------------------------
+
+
+def _summary(tmp_path, model, loss, components=None, base=None, params=100, frozen_params=0, old=False):
+    pre = {"model": model, "arch": "gpt2", "n_layer": 2, "d_model": 16, "params": params, "final_val_loss": loss}
+    if not old:
+        pre.update({"trainable_params": params - frozen_params, "frozen_params": frozen_params,
+                    "frozen_components": components or [], "base_model": base or model})
+    path = tmp_path / f"{model}.json"
+    path.write_text(json.dumps(pre))
+    return str(path)
+
+
+def test_table_rows_and_plot(tmp_path):
+    refs = [_summary(tmp_path, "m", 4.0, old=True), _summary(tmp_path, "n", 3.0)]
+    variants = [_summary(tmp_path, "m.frozen-attention-ffn", 5.0, ["attention", "ffn"], "m", frozen_params=60),
+                _summary(tmp_path, "m.frozen-embeddings", 4.5, ["embeddings"], "m", frozen_params=30),
+                _summary(tmp_path, "n.frozen-ffn", 3.0, ["ffn"], "n", frozen_params=40)]
+    table = frozen_random.table(refs, variants)
+    assert list(table.columns) == frozen_random.COLUMNS
+    assert list(zip(table.base_model, table.frozen)) == [
+        ("m", "none"), ("m", "embeddings"), ("m", "attention+ffn"), ("n", "none"), ("n", "ffn")]
+    m = table[table.base_model == "m"].set_index("frozen")
+    assert m.loc["none", "trainable_params"] == 100 and m.loc["none", "frozen_params"] == 0  # an old pretrain.json
+    assert m.loc["embeddings", "delta_loss"] == pytest.approx(0.5)
+    assert m.loc["attention+ffn", "perplexity_ratio"] == pytest.approx(torch.tensor(1.0).exp().item())
+    assert m.loc["none", "val_perplexity"] == pytest.approx(torch.tensor(4.0).exp().item())
+    with pytest.raises(ValueError, match="no all-trainable reference"):
+        frozen_random.table(refs[:1], variants)
+    html, png = tmp_path / "fr.html", tmp_path / "fr.png"
+    plots.save(plots.frozen_random(table), html, png)
+    assert "attention+ffn" in html.read_text() and png.read_bytes()[:4] == b"\x89PNG"

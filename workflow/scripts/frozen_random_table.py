@@ -1,0 +1,10 @@
+"""Shim: the frozen-random table (results/frozen_random.parquet) from the models' pretrain.json files."""
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(snakemake.scriptdir).parents[1] / "src"))  # the selfheal package, installed or not
+
+from selfheal import frozen_random, logs
+
+logs.to_file(snakemake.log[0])
+frozen_random.write(snakemake.input.references, snakemake.input.variants, snakemake.output[0])
