@@ -24,12 +24,22 @@ alt.data_transformers.disable_max_rows()
 PLOTS = ("transfer_incremental", "transfer_localized", "transfer_single", "transfer_permutation",
          "transfer_variants")
 METRIC_TITLES = {"accuracy": "test accuracy", "mcc": "test MCC"}
+METRIC_RANGE = {"accuracy": (0.0, 1.0), "mcc": (-1.0, 1.0)}
+
+
+def _for_display(table: pd.DataFrame) -> pd.DataFrame:
+    """Facet titles, and t intervals clipped to the metric's range (with 2 trials they reach far past it; the
+    table keeps the unclipped values)."""
+    low = table["metric"].map(lambda m: METRIC_RANGE[m][0])
+    high = table["metric"].map(lambda m: METRIC_RANGE[m][1])
+    return table.assign(metric_title=table["metric"].map(METRIC_TITLES),
+                        ci_low=table["ci_low"].clip(lower=low), ci_high=table["ci_high"].clip(upper=high))
 
 
 def _lines(table: pd.DataFrame, x: alt.X, color: str, color_title: str, dash: str | None = None) -> alt.FacetChart:
     """Mean as line and points, t 95 % CI as error bars; facets: metric (rows) x task (columns)."""
-    table = table.assign(metric_title=table["metric"].map(METRIC_TITLES))
-    base = alt.Chart().encode(x=x, color=alt.Color(f"{color}:N", title=color_title))
+    table = _for_display(table)
+    base = alt.Chart().encode(x=x, color=alt.Color(f"{color}:N", title=color_title, legend=alt.Legend(labelLimit=0)))
     tooltip = ["task", "size", "condition", "metric", alt.Tooltip("mean:Q", format=".4f"),
                alt.Tooltip("ci_low:Q", format=".4f"), alt.Tooltip("ci_high:Q", format=".4f"), "trials"]
     line = base.mark_line(point=True).encode(
@@ -80,13 +90,13 @@ def permutation(summary: pd.DataFrame) -> alt.FacetChart:
         + [c for c in order if c == "all re-initialised"]
     chart = alt.Chart().encode(
         x=alt.X("condition:O", title="layer order", sort=order),
-        color=alt.Color("kind:N", title=""),
+        color=alt.Color("kind:N", title="", legend=alt.Legend(labelLimit=0)),
     )
     points = chart.mark_point(filled=True, size=60).encode(
         y=alt.Y("mean:Q", title="score (mean over trials)", scale=alt.Scale(zero=False)),
         tooltip=["task", "size", "condition", "metric", alt.Tooltip("mean:Q", format=".4f"), "trials"])
     bars = chart.mark_errorbar().encode(y=alt.Y("ci_low:Q", title="score (mean over trials)"), y2="ci_high:Q")
-    table = table.assign(metric_title=table["metric"].map(METRIC_TITLES))
+    table = _for_display(table)
     return alt.layer(points, bars, data=table).facet(
         row=alt.Row("metric_title:N", title=None, sort=list(METRIC_TITLES.values())), column=alt.Column("task:N", title=None)
     ).resolve_scale(y="independent").properties(title="Permuted layer orders")
