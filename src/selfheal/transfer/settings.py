@@ -118,11 +118,10 @@ def resolve(raw: dict) -> dict:
                 raise _error(key, f"unknown packaged task {task['name']!r} (packaged: {', '.join(PACKAGED_TASKS)}; "
                                   "or give a mapping with source: hf and path)")
             pool = packaged_pool_size(task["name"], cfg["test_fraction"], cfg["split_seed"], key)
+            own_sizes = isinstance(cfg["tasks"][i], dict) and "sizes" in cfg["tasks"][i]
             for j, size in enumerate(task["sizes"]):
                 if size > pool:
-                    where = f"{key}.sizes[{j}]" if "sizes" in (cfg["tasks"][i] if isinstance(cfg["tasks"][i], dict)
-                                                                else {}) else f"sizes[{j}]"
-                    raise _error(where, f"{size} examples asked of task {task['name']!r}, whose training pool has "
+                    raise _error(f"{key}.sizes[{j}]" if own_sizes else f"sizes[{j}]", f"{size} examples asked of task {task['name']!r}, whose training pool has "
                                         f"{pool} (after holding out its test split)")
         else:
             if "path" not in task:
