@@ -8,13 +8,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from selfheal import config, data, families, models, objectives, reset, results_io  # noqa: E402
+from selfheal import config, grid, models, results_io
+from selfheal.data import streams
+from selfheal.models import families
+from selfheal.training import objectives
+from selfheal.heal import reset  # noqa: E402
 
 
 def load_setup(results: Path, model_name: str | None):
     """(model config, eval config, trained dir, tokens path, baseline loss) of a model of the default grid."""
     cfg = config.load(ROOT / "config" / "config.yaml")
-    model_cfg = config.model_by_name(cfg, model_name) if model_name else cfg["models"][-1]
+    model_cfg = grid.model_by_name(cfg, model_name) if model_name else cfg["models"][-1]
     trained = results / "models" / model_cfg["name"] / "trained"
     tokens = results / "corpus" / "bpe" / "tokens.safetensors"
     baseline = results / "baselines" / f"{model_cfg['name']}.json"
@@ -34,7 +38,7 @@ def reset_model(trained: Path, target: str, seed: int = 0):
 
 def data_for(model_cfg: dict, eval_cfg: dict, tokens: Path):
     p = model_cfg["pretrain"]
-    train_seqs = data.train_sequences(tokens, model_cfg["context"], p["train_sequences"], p["seed"])
-    val_seqs = data.val_sequences(tokens, model_cfg["context"], eval_cfg["val_sequences"])
-    objective = objectives.for_family(families.for_arch(model_cfg["arch"]), data.vocabulary(tokens))
+    train_seqs = streams.train_sequences(tokens, model_cfg["context"], p["train_sequences"], p["seed"])
+    val_seqs = streams.val_sequences(tokens, model_cfg["context"], eval_cfg["val_sequences"])
+    objective = objectives.for_family(families.for_arch(model_cfg["arch"]), streams.vocabulary(tokens))
     return train_seqs, val_seqs, objective

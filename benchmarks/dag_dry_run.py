@@ -21,7 +21,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from selfheal import config  # noqa: E402
+from selfheal import config#noqa:E402, grid
 
 TARGET_S = 10.0
 
@@ -38,7 +38,7 @@ def main():
         "grid": {"layers": "all", "policies": ["full", "attn"], "inits": ["fresh", "original"],
                  "seeds": [0, 1, 2, 3, 4], "controls": True},
     }
-    n_cells = len(config.cells(config.resolve(grid)))
+    n_cells = len(grid.cells(config.resolve(grid)))
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
         (workdir / "config.yaml").write_text(yaml.safe_dump(grid))

@@ -24,7 +24,9 @@ from pathlib import Path
 import torch
 from common import ROOT, data_for, load_setup, reset_model
 
-from selfheal import metrics, prefix_cache, train
+from selfheal.heal import thresholds
+from selfheal.heal import prefix_cache
+from selfheal.training import loop
 
 
 def selfheal_run(model_cfg, eval_cfg, trained, tokens, target, baseline, threshold, workdir):
@@ -39,14 +41,14 @@ def selfheal_run(model_cfg, eval_cfg, trained, tokens, target, baseline, thresho
         cache = prefix_cache.PrefixCache.open(depth, f"{workdir}/train.npy", f"{workdir}/val.npy")
     cache_s = time.perf_counter() - t0
     model, family, names = reset_model(trained, target)
-    settings = train.Settings(lr=r["lr"], batch_size=r["batch_size"], weight_decay=0.0, grad_clip=r["grad_clip"],
+    settings = state.Settings(lr=r["lr"], batch_size=r["batch_size"], weight_decay=0.0, grad_clip=r["grad_clip"],
                               eval_every_examples=r["eval_every_examples"], max_examples=budget(model_cfg),
                               warmup_steps=r["warmup_steps"], data_seed=0)
     val_batches = objective.val_batches(val_seqs, eval_cfg["batch_size"])
-    train.seed_everything(0)
-    result = train.run(model, family, objective, train_seqs, val_batches, set(names), settings,
-                       should_stop=lambda p: metrics.all_reached(p.val_loss, baseline, [threshold]), cache=cache)
-    (rec,) = metrics.recoveries(result.curve, baseline, [threshold])
+    setup.seed_everything(0)
+    result = loop.run(model, family, objective, train_seqs, val_batches, set(names), settings,
+                       should_stop=lambda p: thresholds.all_reached(p.val_loss, baseline, [threshold]), cache=cache)
+    (rec,) = thresholds.recoveries(result.curve, baseline, [threshold])
     return rec, cache_s
 
 
@@ -59,7 +61,7 @@ def trainer_run(model_cfg, eval_cfg, trained, tokens, target, baseline, threshol
     from torch.utils.data import SequentialSampler
     from transformers import Trainer, TrainerCallback, TrainingArguments
 
-    from selfheal import data
+    from selfheal.data import streams
 
     r = model_cfg["retrain"]
     train_seqs, val_seqs, _ = data_for(model_cfg, eval_cfg, tokens)
@@ -67,7 +69,7 @@ def trainer_run(model_cfg, eval_cfg, trained, tokens, target, baseline, threshol
     for name, p in model.named_parameters():
         p.requires_grad_(name in names)
     # the same example order as selfheal: epochs of a seeded permutation, cut at the budget
-    order = torch.cat([data.epoch_order(train_seqs.shape[0], 0, e) for e in range(math.ceil(budget(model_cfg) /
+    order = torch.cat([streams.epoch_order(train_seqs.shape[0], 0, e) for e in range(math.ceil(budget(model_cfg) /
                                                                                               train_seqs.shape[0]))])
     dataset = [{"input_ids": train_seqs[i], "labels": train_seqs[i]} for i in order[: budget(model_cfg)]]
     limit = baseline * (1 + threshold)

@@ -17,7 +17,9 @@ from pathlib import Path
 import torch
 from common import ROOT, data_for, load_setup, reset_model
 
-from selfheal import flops, prefix_cache, train
+from selfheal.training import flops
+from selfheal.heal import prefix_cache
+from selfheal.training import loop
 
 
 def gemm_rate(m: int, k: int, n: int, seconds: float = 2.0) -> float:
@@ -83,10 +85,10 @@ def main():
         for label, use_cache in (("plain forward", None), ("prefix cache", cache)):
             model, family, names = reset_model(trained, target)
             examples = a.steps * r["batch_size"]
-            settings = train.Settings(lr=r["lr"], batch_size=r["batch_size"], weight_decay=0.0, grad_clip=1.0,
+            settings = state.Settings(lr=r["lr"], batch_size=r["batch_size"], weight_decay=0.0, grad_clip=1.0,
                                       eval_every_examples=examples, max_examples=examples, warmup_steps=10)
             val_batches = objective.val_batches(val_seqs[:8], 8)  # evaluation is not what is measured here
-            result = train.run(model, family, objective, train_seqs, val_batches, set(names), settings,
+            result = loop.run(model, family, objective, train_seqs, val_batches, set(names), settings,
                                cache=use_cache)
             tps = result.train_tokens_per_s
             per_token = flops.train_flops_per_token(model, family, set(names), depth, t, use_cache is not None)
@@ -99,7 +101,7 @@ def main():
                                            index, depth)
             full_val = objective.val_batches(val_seqs, eval_cfg["batch_size"])
             t0 = time.perf_counter()
-            train.evaluate(model, family, full_val, use_cache)
+            evaluation.evaluate(model, family, full_val, use_cache)
             eval_ms = 1000 * (time.perf_counter() - t0)
             print(f"  per step of {r['batch_size']} sequences: forward {fwd:.1f} ms, backward {bwd:.1f} ms, "
                   f"optimizer {opt:.1f} ms; one evaluation of {val_seqs.shape[0]} sequences: {eval_ms:.0f} ms")

@@ -10,7 +10,9 @@ sys.path.insert(0, str(ROOT / "src"))
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from selfheal import families, models, objectives  # noqa: E402
+from selfheal import models
+from selfheal.models import families
+from selfheal.training import objectives  # noqa: E402
 
 TINY_MODEL = {"name": "t", "arch": "gpt2", "n_layer": 3, "d_model": 16, "n_head": 2, "context": 16, "dropout": 0.0}
 SPECIAL = {"vocab_size": 64, "eos": 0, "pad": 1, "mask": 2}

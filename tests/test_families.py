@@ -6,9 +6,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from selfheal import families, models, reset
-from selfheal.families import LAYER_POLICIES
-from selfheal.objectives import OBJECTIVES
+from selfheal import models
+from selfheal.models import families
+from selfheal.heal import reset
+from selfheal.models.families import LAYER_POLICIES
+from selfheal.training.objectives import OBJECTIVES
 
 SPECIAL = {"vocab_size": 64, "eos": 0, "pad": 1, "mask": 2}
 ARCHS = ("bert", "bart", "llama")
@@ -277,8 +279,8 @@ def test_fresh_reset_changes_exactly_its_names(arch):
 
 
 def test_bart_encoder_swap_replaces_encoder_and_wipes_cross_attention():
-    from selfheal import reset
-    from selfheal.families.bart import SWAP_PROJECTION
+    from selfheal.heal import reset
+    from selfheal.models.families.bart import SWAP_PROJECTION
 
     special = {"vocab_size": 64, "eos": 0, "pad": 1, "mask": 2}
     cfg = {"name": "t", "arch": "bart", "n_layer": 2, "d_model": 16, "n_head": 2, "context": 16, "dropout": 0.0}

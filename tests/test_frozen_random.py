@@ -4,10 +4,16 @@ pretraining that keeps the frozen tensors at θ0 bit for bit, and the table and 
 import json
 
 import pytest
+from pathlib import Path
+
 import torch
 from safetensors.torch import load_file, save_file
 
-from selfheal import config, families, frozen_random, models, plots, pretrain
+from selfheal import config, grid, models
+from selfheal.models import families
+from selfheal.experiments import frozen_random
+from selfheal.analysis import plots
+from selfheal.training import pretrain
 
 SPECIAL = {"vocab_size": 64, "eos": 0, "pad": 1, "mask": 2}
 GPT2 = {"name": "g", "arch": "gpt2", "n_layer": 2, "d_model": 16, "n_head": 2, "context": 16, "dropout": 0.0}
@@ -81,9 +87,9 @@ def test_frozen_tensors_keep_theta0_bit_for_bit(tmp_path, base, components):
             assert torch.equal(theta0[name], trained[name]), name
         else:
             assert not torch.equal(theta0[name], trained[name]), name
-    assert summary["frozen_params"] == sum(theta0[n].numel() for n in frozen) > 0
-    assert summary["trainable_params"] + summary["frozen_params"] == summary["params"]
-    assert summary["frozen_components"] == components and summary["base_model"] == base["name"]
+    assert summary.frozen_params == sum(theta0[n].numel() for n in frozen) > 0
+    assert summary.trainable_params + summary.frozen_params == summary.params
+    assert summary.frozen_components == components and summary.base_model == base["name"]
 
 
 # -- config ------------------------------------------------------------------------------------------------------
@@ -97,24 +103,24 @@ def _raw(sets):
 
 def test_config_expands_derived_models_that_make_no_cells():
     resolved = config.resolve(_raw([["ffn", "attention"], ["embeddings"]]))
-    variants = config.frozen_random_models(resolved)
+    variants = grid.frozen_random_models(resolved)
     assert [v["name"] for v in variants] == ["b.frozen-attention-ffn", "b.frozen-embeddings"]
     assert variants[0]["frozen_components"] == ["attention", "ffn"] and variants[0]["base_model"] == "b"
-    base = config.model_by_name(resolved, "b")
+    base = grid.model_by_name(resolved, "b")
     assert "frozen_random" not in base  # editing the sets never re-runs the base model
     for variant in variants:
         same = {k: v for k, v in variant.items() if k not in ("name", "base_model", "frozen_components")}
         assert same == {k: v for k, v in base.items() if k != "name"}  # same size, data, seed and schedule
-        assert config.model_by_name(resolved, variant["name"]) is variant
-    assert {c.model for c in config.cells(resolved)} == {"a", "b"}
+        assert grid.model_by_name(resolved, variant["name"]) is variant
+    assert {c.model for c in grid.cells(resolved)} == {"a", "b"}
     assert [m["name"] for m in resolved["models"]] == ["a", "b"]
 
 
 def test_default_config_pretrains_frozen_variants_but_no_extra_cells():
-    resolved = config.load(config.Path(__file__).resolve().parents[1] / "config" / "config.yaml")
-    variants = [v["name"] for v in config.frozen_random_models(resolved)]
+    resolved = config.load(Path(__file__).resolve().parents[1] / "config" / "config.yaml")
+    variants = [v["name"] for v in grid.frozen_random_models(resolved)]
     assert variants and all(v.startswith("gpt2-n2-d64.frozen-") for v in variants)
-    assert not {c.model for c in config.cells(resolved)} & set(variants)
+    assert not {c.model for c in grid.cells(resolved)} & set(variants)
 
 
 @pytest.mark.parametrize("sets,key", [

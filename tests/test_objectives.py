@@ -2,7 +2,7 @@
 
 import torch
 
-from selfheal import objectives
+from selfheal.training import objectives
 
 SPECIAL = {"vocab_size": 300, "eos": 0, "pad": 1, "mask": 2}
 

@@ -6,7 +6,15 @@ import torch
 from conftest import SPECIAL, TINY_MODEL, trained_like
 from safetensors.torch import save_file
 
-from selfheal import data, families, models, objectives, prefix_cache, reset, train
+from selfheal import models
+from selfheal.data import streams
+from selfheal.models import families
+from selfheal.training import objectives
+from selfheal.heal import prefix_cache
+from selfheal.heal import reset
+from selfheal.training import loop
+from selfheal.training import state
+from selfheal.training import setup as training_setup
 
 
 @pytest.fixture
@@ -28,12 +36,12 @@ def _run(tmp_path, model_cfg, eval_cfg, cache):
     names = reset.target_names(model, family, "L2", "full")
     reset.apply(model, family, names, "fresh", reset.generator_for(0, "L2", "full"))
     tokens = tmp_path / "tokens.safetensors"
-    train_seqs = data.train_sequences(tokens, 16, 128, 0)
-    val_batches = objectives.CausalLM(SPECIAL).val_batches(data.val_sequences(tokens, 16, 32), 16)
-    settings = train.Settings(lr=1e-2, batch_size=16, weight_decay=0.0, grad_clip=1.0, eval_every_examples=32,
+    train_seqs = streams.train_sequences(tokens, 16, 128, 0)
+    val_batches = objectives.CausalLM(SPECIAL).val_batches(streams.val_sequences(tokens, 16, 32), 16)
+    settings = state.Settings(lr=1e-2, batch_size=16, weight_decay=0.0, grad_clip=1.0, eval_every_examples=32,
                               max_examples=160, warmup_steps=2, data_seed=0)
-    train.seed_everything(0)
-    result = train.run(model, family, objectives.CausalLM(SPECIAL), train_seqs, val_batches, set(names), settings,
+    training_setup.seed_everything(0)
+    result = loop.run(model, family, objectives.CausalLM(SPECIAL), train_seqs, val_batches, set(names), settings,
                        cache=cache)
     return [p.val_loss for p in result.curve], [p.train_loss for p in result.curve], model
 
@@ -62,10 +70,10 @@ def test_cache_deeper_than_a_trainable_tensor_is_refused(setup):
     model = models.load(tmp_path / "trained")
     family = families.for_model(model)
     names = reset.target_names(model, family, "L1", "full")
-    settings = train.Settings(lr=1e-2, batch_size=16, weight_decay=0.0, grad_clip=1.0, eval_every_examples=32,
+    settings = state.Settings(lr=1e-2, batch_size=16, weight_decay=0.0, grad_clip=1.0, eval_every_examples=32,
                               max_examples=32, warmup_steps=2)
     with pytest.raises(ValueError, match="depth 2"):
-        train.run(model, family, objectives.CausalLM(SPECIAL), torch.zeros(128, 16, dtype=torch.long), [],
+        loop.run(model, family, objectives.CausalLM(SPECIAL), torch.zeros(128, 16, dtype=torch.long), [],
                   set(names), settings, cache=cache)
 
 

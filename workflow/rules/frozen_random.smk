@@ -1,8 +1,8 @@
 # Frozen random components (Bogoychev 2021), on only when some model has a frozen_random list: the derived models
 # ('<model>.frozen-<components>') are pretrained by the pretrain rule and make no cells; one table and one plot
 # compare them with their all-trainable base models.
-FROZEN_RANDOM_VARIANTS = [m["name"] for m in selfheal.config.frozen_random_models(CONFIG)]
-FROZEN_RANDOM_BASES = list(dict.fromkeys(m["base_model"] for m in selfheal.config.frozen_random_models(CONFIG)))
+FROZEN_RANDOM_VARIANTS = [m["name"] for m in selfheal.grid.frozen_random_models(CONFIG)]
+FROZEN_RANDOM_BASES = list(dict.fromkeys(m["base_model"] for m in selfheal.grid.frozen_random_models(CONFIG)))
 FROZEN_RANDOM_OUTPUTS = (
     ["results/frozen_random.parquet", "results/plots/frozen_random.html", "results/plots/frozen_random.png"]
     if FROZEN_RANDOM_VARIANTS
@@ -12,12 +12,12 @@ FROZEN_RANDOM_OUTPUTS = (
 
 rule frozen_random_table:
     input:
-        references=expand("results/models/{model}/pretrain.json", model=FROZEN_RANDOM_BASES),
-        variants=expand("results/models/{model}/pretrain.json", model=FROZEN_RANDOM_VARIANTS),
+        references=expand(f"{SCRATCH}/pretrain.json", model=FROZEN_RANDOM_BASES),
+        variants=expand(f"{SCRATCH}/pretrain.json", model=FROZEN_RANDOM_VARIANTS),
     output:
         "results/frozen_random.parquet",
     log:
-        "results/logs/frozen_random_table.log",
+        f"{LOGS}/frozen_random_table.log",
     conda:
         "../../envs/analysis.yaml"
     script:
@@ -35,7 +35,7 @@ rule frozen_random_plot:
         ),
         png="results/plots/frozen_random.png",
     log:
-        "results/logs/frozen_random_plot.log",
+        f"{LOGS}/frozen_random_plot.log",
     conda:
         "../../envs/analysis.yaml"
     script:

@@ -1,20 +1,17 @@
-CELL = "results/cells/{model}/{target}-{policy}-{init}-s{seed}"
-
-
 rule reset:
     input:
         tokens=tokens,
         trained=trained_dir,
         theta0=theta0,
     output:
-        weights=CELL + "/reset.safetensors",
-        damage=CELL + "/damage.json",
+        weights=f"{CELL}/reset.safetensors",
+        damage=f"{CELL}/damage.json",
     params:
         model=pretrain_params,
         eval=EVAL,
     threads: THREADS
     log:
-        "results/logs/" + CELL.removeprefix("results/") + "/reset.log",
+        f"{LOGS}/cells/{{model}}/{{target}}-{{policy}}-{{init}}-s{{seed}}/reset.log",
     conda:
         "../../envs/training.yaml"
     script:
@@ -26,14 +23,14 @@ rule prefix_cache:
         tokens=tokens,
         trained=trained_dir,
     output:
-        train="results/cache/{model}/depth{depth}/train.npy",
-        val="results/cache/{model}/depth{depth}/val.npy",
+        train=f"{CACHE}/train.npy",
+        val=f"{CACHE}/val.npy",
     params:
         model=pretrain_params,
         eval=EVAL,
     threads: THREADS
     log:
-        "results/logs/cache/{model}/depth{depth}.log",
+        f"{LOGS}/cache/{{model}}/depth{{depth}}.log",
     conda:
         "../../envs/training.yaml"
     script:
@@ -44,21 +41,21 @@ rule retrain:
     input:
         tokens=tokens,
         trained=trained_dir,
-        reset=CELL + "/reset.safetensors",
-        damage=CELL + "/damage.json",
-        baseline="results/baselines/{model}.json",
+        reset=f"{CELL}/reset.safetensors",
+        damage=f"{CELL}/damage.json",
+        baseline=BASELINE,
         pretrain=model_summary,
         cache=prefix_cache,
     output:
-        recovery=CELL + "/{regime}/recovery.json",
-        curve=CELL + "/{regime}/curve.parquet",
+        recovery=f"{RETRAIN}/recovery.json",
+        curve=f"{RETRAIN}/curve.parquet",
     params:
         model=retrain_params,
         eval=EVAL,
         cell=cell_dict,
     threads: THREADS
     log:
-        "results/logs/" + CELL.removeprefix("results/") + "/{regime}/retrain.log",
+        f"{LOGS}/cells/{{model}}/{{target}}-{{policy}}-{{init}}-s{{seed}}/{{regime}}/retrain.log",
     conda:
         "../../envs/training.yaml"
     script:

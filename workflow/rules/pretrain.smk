@@ -1,17 +1,17 @@
 rule pretrain:
     input:
-        tokens="results/corpus/bpe/tokens.safetensors",
+        tokens=TOKENS.format(tokenizer="bpe"),
     output:
-        theta0=directory("results/models/{model}/theta0"),
-        trained=directory("results/models/{model}/trained"),
-        curve="results/models/{model}/pretrain_curve.parquet",
-        summary="results/models/{model}/pretrain.json",
+        theta0=directory(f"{SCRATCH}/theta0"),
+        trained=directory(f"{SCRATCH}/trained"),
+        curve=f"{SCRATCH}/pretrain_curve.parquet",
+        summary=f"{SCRATCH}/pretrain.json",
     params:
         model=pretrain_params,
         eval=EVAL,
     threads: THREADS
     log:
-        "results/logs/{model}/pretrain.log",
+        f"{LOGS}/{{model}}/pretrain.log",
     conda:
         "../../envs/training.yaml"
     script:
@@ -20,13 +20,13 @@ rule pretrain:
 
 rule import_pretrained:
     output:
-        trained=directory("results/pretrained/{model}/trained"),
-        summary="results/pretrained/{model}/pretrain.json",
+        trained=directory(f"{IMPORTED}/trained"),
+        summary=f"{IMPORTED}/pretrain.json",
     params:
         model=import_params,
     threads: THREADS
     log:
-        "results/logs/{model}/import.log",
+        f"{LOGS}/{{model}}/import.log",
     conda:
         "../../envs/training.yaml"
     script:
@@ -38,13 +38,13 @@ rule baseline:
         tokens=tokens,
         trained=trained_dir,
     output:
-        "results/baselines/{model}.json",
+        BASELINE,
     params:
         model=pretrain_params,
         eval=EVAL,
     threads: THREADS
     log:
-        "results/logs/{model}/baseline.log",
+        f"{LOGS}/{{model}}/baseline.log",
     conda:
         "../../envs/training.yaml"
     script:

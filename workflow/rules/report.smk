@@ -1,14 +1,14 @@
 rule aggregate:
     input:
-        recoveries=[c.retrain_dir + "/recovery.json" for c in CELLS],
-        curves=[c.retrain_dir + "/curve.parquet" for c in CELLS],
-        pretrain=expand("results/models/{model}/pretrain.json", model=SCRATCH_MODELS),
-        pretrain_curves=expand("results/models/{model}/pretrain_curve.parquet", model=SCRATCH_MODELS),
+        recoveries=expand(f"{RETRAIN}/recovery.json", zip, **CELL_COLUMNS) if CELLS else [],
+        curves=expand(f"{RETRAIN}/curve.parquet", zip, **CELL_COLUMNS) if CELLS else [],
+        pretrain=expand(f"{SCRATCH}/pretrain.json", model=SCRATCH_MODELS),
+        pretrain_curves=expand(f"{SCRATCH}/pretrain_curve.parquet", model=SCRATCH_MODELS),
     output:
         summary="results/summary.parquet",
         curves="results/curves.parquet",
     log:
-        "results/logs/aggregate.log",
+        f"{LOGS}/aggregate.log",
     conda:
         "../../envs/analysis.yaml"
     script:
@@ -20,30 +20,15 @@ rule plots:
         summary="results/summary.parquet",
         curves="results/curves.parquet",
     output:
-        recovery_cost_html=report(
-            "results/plots/recovery_cost.html",
-            caption="../report/recovery_cost.rst",
-            category="Recovery",
-        ),
-        recovery_cost_png="results/plots/recovery_cost.png",
-        recovery_examples_html=report(
-            "results/plots/recovery_examples.html",
-            caption="../report/recovery_examples.rst",
-            category="Recovery",
-        ),
-        recovery_examples_png="results/plots/recovery_examples.png",
-        recovery_curves_html=report(
-            "results/plots/recovery_curves.html",
-            caption="../report/recovery_curves.rst",
-            category="Recovery",
-        ),
-        recovery_curves_png="results/plots/recovery_curves.png",
-        damage_html=report(
-            "results/plots/damage.html", caption="../report/damage.rst", category="Damage"
-        ),
-        damage_png="results/plots/damage.png",
+        html=[
+            report(f"results/plots/{name}.html", caption=f"../report/{name}.rst", category="Recovery")
+            for name in PLOTS
+        ],
+        png=expand("results/plots/{name}.png", name=PLOTS),
+    params:
+        names=PLOTS,
     log:
-        "results/logs/plots.log",
+        f"{LOGS}/plots.log",
     conda:
         "../../envs/analysis.yaml"
     script:

@@ -1,23 +1,27 @@
 # Tamkin et al. 2020 transfer experiments (config section `transfer:`): import the encoder -> fixed task splits ->
 # one finetuning run per (task, size, trial, spec) and one probing run per (task, size, trial) -> tables -> plots.
-import selfheal.transfer.experiments
-import selfheal.transfer.plots
-import selfheal.transfer.settings
+import selfheal.experiments.transfer.experiments
+import selfheal.experiments.transfer.plots
+import selfheal.experiments.transfer.plan
 
 TRANSFER = CONFIG["transfer"]
+TRANSFER_RUN = "results/transfer/runs/{task}/n{size}/{spec}/t{trial}.json"
+TRANSFER_PROBE = "results/transfer/probes/{task}/n{size}/t{trial}.parquet"
 if TRANSFER:
-    TRANSFER_RUNS = selfheal.transfer.settings.runs(TRANSFER)
-    TRANSFER_PROBES = selfheal.transfer.settings.probes(TRANSFER)
-    TRANSFER_PLOTS = selfheal.transfer.plots.names(TRANSFER["experiments"])
+    TRANSFER_RUNS = selfheal.experiments.transfer.plan.runs(TRANSFER)
+    TRANSFER_PROBES = selfheal.experiments.transfer.plan.probes(TRANSFER)
+    TRANSFER_PLOTS = selfheal.experiments.transfer.plots.names(TRANSFER["experiments"])
     TRANSFER_CONDITIONS = [
         {"experiment": c.experiment, "label": c.label, "x": c.x, "spec": c.spec.id}
-        for c in selfheal.transfer.settings.conditions(TRANSFER)
+        for c in selfheal.experiments.transfer.plan.conditions(TRANSFER)
     ]
     TRANSFER_SPECS = {
         k: s.as_dict()
-        for k, s in selfheal.transfer.experiments.specs(selfheal.transfer.settings.conditions(TRANSFER)).items()
+        for k, s in selfheal.experiments.transfer.experiments.specs(
+            selfheal.experiments.transfer.plan.conditions(TRANSFER)
+        ).items()
     }
-    TRANSFER_RUN_SETTINGS = selfheal.transfer.settings.run_settings(TRANSFER)
+    TRANSFER_RUN_SETTINGS = selfheal.experiments.transfer.plan.run_settings(TRANSFER)
     HARDWARE = selfheal.config.canonical(CONFIG["hardware"])
 
 
@@ -47,7 +51,7 @@ if TRANSFER:
             test="results/transfer/data/{task}/test.parquet",
             summary="results/transfer/data/{task}/split.json",
         params:
-            task=lambda w: selfheal.config.canonical(selfheal.transfer.settings.task_by_name(TRANSFER, w.task)),
+            task=lambda w: selfheal.config.canonical(selfheal.experiments.transfer.plan.task_by_name(TRANSFER, w.task)),
             test_fraction=TRANSFER["test_fraction"],
             split_seed=TRANSFER["split_seed"],
         log:
@@ -64,7 +68,7 @@ if TRANSFER:
             train="results/transfer/data/{task}/train.parquet",
             test="results/transfer/data/{task}/test.parquet",
         output:
-            "results/transfer/runs/{task}/n{size}/{spec}/t{trial}.json",
+            TRANSFER_RUN,
         params:
             settings=selfheal.config.canonical(TRANSFER_RUN_SETTINGS),
             spec=lambda w: TRANSFER_SPECS[w.spec],
@@ -84,7 +88,7 @@ if TRANSFER:
             train="results/transfer/data/{task}/train.parquet",
             test="results/transfer/data/{task}/test.parquet",
         output:
-            "results/transfer/probes/{task}/n{size}/t{trial}.parquet",
+            TRANSFER_PROBE,
         params:
             settings=selfheal.config.canonical(TRANSFER_RUN_SETTINGS),
             probe=selfheal.config.canonical(TRANSFER["probe"]),
@@ -100,8 +104,12 @@ if TRANSFER:
 
     rule transfer_aggregate:
         input:
-            runs=[r.path for r in TRANSFER_RUNS],
-            probes=TRANSFER_PROBES,
+            runs=expand(TRANSFER_RUN, zip, **selfheal.grid.columns(TRANSFER_RUNS)),
+            probes=(
+                expand(TRANSFER_PROBE, zip, **selfheal.grid.columns(TRANSFER_PROBES))
+                if TRANSFER_PROBES
+                else []
+            ),
         output:
             scores="results/transfer/scores.parquet",
             summary="results/transfer/summary.parquet",

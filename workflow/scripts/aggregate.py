@@ -4,10 +4,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).parents[1] / "src"))  # the selfheal package, installed or not
 
-from selfheal import aggregate, logs
+from selfheal import logs
+from selfheal.analysis import tables
 
 logs.to_file(snakemake.log[0])
-aggregate.write(
+tables.write(
     snakemake.input.recoveries,
     snakemake.input.curves,
     snakemake.input.pretrain,

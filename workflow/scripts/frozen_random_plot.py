@@ -4,7 +4,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).parents[1] / "src"))  # the selfheal package, installed or not
 
-from selfheal import logs, plots
+from selfheal import logs
+from selfheal.analysis import plots
 
 logs.to_file(snakemake.log[0])
 plots.write_frozen_random(snakemake.input[0], snakemake.output.html, snakemake.output.png)

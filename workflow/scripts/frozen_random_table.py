@@ -4,7 +4,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).parents[1] / "src"))  # the selfheal package, installed or not
 
-from selfheal import frozen_random, logs
+from selfheal import logs
+from selfheal.experiments import frozen_random
 
 logs.to_file(snakemake.log[0])
 frozen_random.write(snakemake.input.references, snakemake.input.variants, snakemake.output[0])

@@ -8,8 +8,9 @@ import logging
 
 import pandas as pd
 
-from selfheal import data, logs
+from selfheal import logs
+from selfheal.data import streams
 
 logs.to_file(snakemake.log[0])
-counts = data.tokenize(pd.read_parquet(snakemake.input.works), snakemake.input.tokenizer, snakemake.output[0])
+counts = streams.tokenize(pd.read_parquet(snakemake.input.works), snakemake.input.tokenizer, snakemake.output[0])
 logging.getLogger("selfheal").info("tokens per split: %s", counts)

@@ -6,7 +6,8 @@ sys.path.insert(0, str(Path(snakemake.scriptdir).parents[1] / "src"))  # the sel
 
 import pandas as pd
 
-from selfheal import logs, tokenizer
+from selfheal import logs
+from selfheal.data import tokenizer
 
 logs.to_file(snakemake.log[0])
 tokenizer.train(pd.read_parquet(snakemake.input[0]), snakemake.params.vocab_size, snakemake.output[0])

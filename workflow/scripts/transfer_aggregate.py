@@ -5,10 +5,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(snakemake.scriptdir).parents[1] / "src"))  # the selfheal package, installed or not
 
 from selfheal import logs
-from selfheal.transfer import tables
+from selfheal.experiments.transfer import tables
 
 logs.to_file(snakemake.log[0])
-tables.aggregate(
+aggregate.aggregate(
     snakemake.params.conditions,
     list(snakemake.input.runs),
     list(snakemake.input.probes),

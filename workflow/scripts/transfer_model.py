@@ -5,7 +5,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(snakemake.scriptdir).parents[1] / "src"))  # the selfheal package, installed or not
 
 from selfheal import logs
-from selfheal.transfer import finetune
+from selfheal.experiments.transfer import finetune
 
 logs.to_file(snakemake.log[0])
 finetune.import_encoder(snakemake.params.source, snakemake.output[0])

@@ -5,7 +5,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(snakemake.scriptdir).parents[1] / "src"))  # the selfheal package, installed or not
 
 from selfheal import logs
-from selfheal.transfer import probing
+from selfheal.experiments.transfer import probing
 
 logs.to_file(snakemake.log[0])
 w = snakemake.wildcards

@@ -5,7 +5,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(snakemake.scriptdir).parents[1] / "src"))  # the selfheal package, installed or not
 
 from selfheal import logs, results_io
-from selfheal.transfer import data
+from selfheal.experiments.transfer import data
 
 logs.to_file(snakemake.log[0])
 o = snakemake.output

@@ -1,0 +1,12 @@
+"""Config: defaults (``defaults``), the JSON schema (``schema.yaml``, ``schema``), and the pre-run check
+(``check.resolve``) that every config passes before any job starts; errors name the key (``ConfigError``).
+
+Jobs never import this package: they get their settings as Snakemake params, and the grid's run-time vocabulary
+lives in ``selfheal.grid``.
+"""
+
+from selfheal.config.check import load, resolve
+from selfheal.config.errors import ConfigError
+from selfheal.config.merge import canonical
+
+__all__ = ["ConfigError", "canonical", "load", "resolve"]

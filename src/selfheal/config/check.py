@@ -1,0 +1,122 @@
+"""The pre-run check: a raw config in, the resolved config out (defaults filled in, per-model settings merged),
+or a ConfigError naming the offending key. No job starts unless a config passes it.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import yaml
+
+from selfheal import grid, packages
+from selfheal.config import transfer
+from selfheal.config.defaults import DEFAULTS, MODEL_DEFAULTS
+from selfheal.config.errors import ConfigError
+from selfheal.config.merge import merge
+from selfheal.config.schema import check_schema
+from selfheal.data import corpus
+from selfheal.experiments import frozen_random
+
+
+def resolve(raw: dict) -> dict:
+    """Validate a raw config and return it with defaults filled in and per-model settings merged.
+
+    Each model gets its effective ``pretrain`` and ``retrain`` sections (top level overridden by the model's own).
+    """
+    check_schema(raw)
+    config = merge(DEFAULTS, raw)
+    if config["corpus"]["source"] == "hf" and "hf" not in raw.get("corpus", {}):
+        raise ConfigError("corpus.hf", "required when corpus.source is 'hf' (at least hf.name)")
+    if config["corpus"]["source"] != "hf":
+        try:
+            corpus.corpus_files(config["corpus"])
+        except corpus.CorpusError as err:
+            raise ConfigError(err.key, str(err)) from None
+
+    if not config["models"] and "transfer" not in raw:
+        raise ConfigError("models", "is empty and there is no transfer section: nothing to run")
+    config["transfer"] = transfer.resolve(raw["transfer"]) if "transfer" in raw else None
+
+    names = [m["name"] for m in config["models"]]
+    models = []
+    for i, model in enumerate(config["models"]):
+        key = f"models[{i}]"
+        if model["name"] in names[:i]:
+            raise ConfigError(f"{key}.name", f"duplicate model name {model['name']!r} (also models[{names.index(model['name'])}])")
+        if model["name"] == "bpe":
+            raise ConfigError(f"{key}.name", "'bpe' is reserved (it names the token streams of our own tokenizer)")
+        model = merge(MODEL_DEFAULTS, model)
+        if model["source"] == "scratch" and model["d_model"] % model["n_head"]:
+            raise ConfigError(f"{key}.n_head", f"d_model={model['d_model']} is not divisible by n_head={model['n_head']}")
+        if model["source"] == "pretrained":
+            if "original" in config["grid"]["inits"]:
+                raise ConfigError("grid.inits", f"init 'original' needs the step-0 weights, which a downloaded model "
+                                                f"({model['name']!r}) does not have")
+            try:
+                packages.resolve(model["name_or_path"])
+            except packages.PackageNotFound as err:
+                raise ConfigError(f"{key}.name_or_path", str(err)) from None
+        elif model["arch"] == "llama" and model.get("n_kv_head") and model["n_head"] % model["n_kv_head"]:
+            raise ConfigError(f"{key}.n_kv_head", "n_head must be a multiple of n_kv_head")
+        model["hardware"] = config["hardware"]
+        model["pretrain"] = merge(config["pretrain"], model.get("pretrain", {}))
+        model["retrain"] = merge(config["retrain"], model.get("retrain", {}))
+        layers = config["grid"]["layers"]
+        if layers != "all":
+            valid = grid.layer_ids(model)
+            for j, layer in enumerate(layers):
+                if grid.layer_id(layer) not in valid:
+                    raise ConfigError(
+                        f"grid.layers[{j}]",
+                        f"layer {layer!r} is out of range for model {model['name']!r} (its layers: "
+                        f"{valid[0]} .. {valid[-1]}{'' if len(valid) < 2 or '.' not in valid[-1] else ' and enc.*/dec.*'})",
+                    )
+        for section in ("pretrain", "retrain"):
+            settings = model[section]
+            for k in ("eval_every_examples",):
+                if settings[k] < settings["batch_size"]:
+                    raise ConfigError(
+                        f"{key}.{section}.{k}" if section in raw["models"][i] else f"{section}.{k}",
+                        f"{settings[k]} is smaller than {section}.batch_size={settings['batch_size']}",
+                    )
+        models.append(model)
+    config["models"] = models
+    taken = {m["name"] for m in models}
+    config["frozen_random"] = [variant for i, model in enumerate(models)
+                               for variant in _frozen_random_variants(model, f"models[{i}]", taken)]
+    return config
+
+
+def _frozen_random_variants(model: dict, key: str, taken: set[str]) -> list[dict]:
+    """Expand a model's ``frozen_random`` sets (removed from the model itself, so editing them never re-runs the
+    model) into derived models: per set, a copy of the model (same size, data, seed and schedule) named
+    '<name>.frozen-<components>' with ``base_model`` and ``frozen_components`` (in canonical order). They are
+    pretrained like any model built here but are not in ``models``, so they make no cells."""
+    sets = model.pop("frozen_random", None)
+    if sets is None:
+        return []
+    if model["source"] != "scratch":
+        raise ConfigError(f"{key}.frozen_random", "frozen-random pretraining needs a model built here from its "
+                                                  "step-0 weights, not a downloaded one (source: pretrained)")
+    variants, seen = [], []
+    for j, components in enumerate(sets):
+        # the schema already refuses empty, 3-component and repeated entries; a reordered repeat is caught here
+        if not 1 <= len(set(components)) == len(components) <= 2:
+            raise ConfigError(f"{key}.frozen_random[{j}]", "each entry is one or two distinct components of "
+                                                            f"{', '.join(frozen_random.COMPONENTS)}")
+        components = frozen_random.canonical(components)
+        if components in seen:
+            raise ConfigError(f"{key}.frozen_random[{j}]", f"repeats {key}.frozen_random[{seen.index(components)}]")
+        seen.append(components)
+        name = frozen_random.variant_name(model["name"], components)
+        if name in taken:
+            raise ConfigError(f"{key}.frozen_random[{j}]", f"its derived model name {name!r} is already a model name")
+        variants.append({**copy.deepcopy(model), "name": name, "base_model": model["name"],
+                         "frozen_components": components})
+    return variants
+
+
+def load(path: str | Path) -> dict:
+    with open(path) as f:
+        return resolve(yaml.safe_load(f) or {})

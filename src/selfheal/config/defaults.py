@@ -1,0 +1,51 @@
+"""Defaults of every config key (documented in config/README.md); a config overrides any of them."""
+
+from __future__ import annotations
+
+DEFAULTS: dict = {
+    "corpus": {
+        "source": "shakespeare",
+        "val_fraction": 0.1,
+        "split_seed": 0,
+        "hf": {"config": None, "train_split": "train", "val_split": "validation", "text_column": "text"},
+    },
+    "tokenizer": {"vocab_size": 2048},
+    "pretrain": {
+        "epochs": 2,
+        "train_sequences": None,
+        "batch_size": 32,
+        "lr": 3e-3,
+        "min_lr_fraction": 0.1,
+        "warmup_fraction": 0.05,
+        "weight_decay": 0.1,
+        "grad_clip": 1.0,
+        "eval_every_examples": 2048,
+        "checkpoint_every_steps": 100,
+        "seed": 0,
+    },
+    "retrain": {
+        "lr": 1e-3,
+        "batch_size": 32,
+        "warmup_steps": 10,
+        "weight_decay": 0.0,
+        "grad_clip": 1.0,
+        "eval_every_examples": 512,
+        "checkpoint_every_steps": 50,
+        "budget_fraction": 1.0,
+        "thresholds": [0.01, 0.02, 0.05, 0.10],
+    },
+    "eval": {"val_sequences": 256, "batch_size": 64},
+    "grid": {
+        "layers": "all",
+        "policies": ["full"],
+        "inits": ["fresh"],
+        "regimes": ["frozen"],
+        "seeds": [0, 1],
+        "controls": True,
+        "targets": [],
+        "encoder_swap": [],
+    },
+    "threads": 1,
+    "hardware": {"device": "auto", "precision": "fp32", "tf32": True, "fused_adamw": True, "compile": None},
+}
+MODEL_DEFAULTS = {"source": "scratch", "arch": "gpt2", "context": 64, "dropout": 0.0}

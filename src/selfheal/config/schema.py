@@ -1,0 +1,38 @@
+"""The JSON schema of a config (``schema.yaml`` beside this file, kept in the package so the check runs wherever
+the package is installed): types, ranges and allowed keys. Validated once, by ``check.resolve``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import jsonschema
+import yaml
+
+from selfheal.config.errors import ConfigError, key_path
+
+SCHEMA_PATH = Path(__file__).with_name("schema.yaml")
+
+
+def load_schema() -> dict:
+    return yaml.safe_load(SCHEMA_PATH.read_text())
+
+
+def check_schema(config: dict) -> None:
+    """Validate the raw config against the JSON schema; raise ConfigError naming the key."""
+    validator = jsonschema.Draft202012Validator(load_schema())
+    error = jsonschema.exceptions.best_match(validator.iter_errors(config))
+    if error is None:
+        return
+    path = list(error.absolute_path)
+    message = error.message
+    if error.validator == "additionalProperties":
+        # Name the unknown key itself, not its parent.
+        unknown = sorted(set(error.instance) - set(error.schema.get("properties", {})))
+        if unknown:
+            path = path + [unknown[0]]
+            message = f"unknown key (allowed: {', '.join(sorted(error.schema.get('properties', {})))})"
+    if error.validator == "required":
+        missing = [k for k in error.validator_value if k not in error.instance]
+        if missing:
+            path, message = path + [missing[0]], "required key is missing"
+    raise ConfigError(key_path(path), message)

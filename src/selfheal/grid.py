@@ -1,0 +1,188 @@
+"""The grid's run-time vocabulary: targets and cells.
+
+A *target* is what a cell resets, spelled in paths and tables as ``L<i>`` (a layer of a single-stack model),
+``enc.<i>`` / ``dec.<i>`` (a layer of an encoder-decoder), ``all`` / ``enc`` / ``dec`` (a set of layers),
+``swap<w>`` (the encoder swapped for a fresh one of width w) or ``none`` (the no-reset control). It is parsed in
+one place, ``Target.parse``, and the Snakemake wildcard constraint is generated from the same pattern.
+
+A *cell* is one retrain run: model, target, policy, init, regime and seed. ``cells(config)`` expands a resolved
+config's grid (and its controls) into cells in a stable order.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import astuple, dataclass, fields
+
+from selfheal.models.families import FAMILIES
+
+NONE = "none"  # the no-reset control
+ALL = "all"  # every layer (the from-scratch comparison)
+SWAP = "swap"  # encoder swap prefix: swap<width>
+STACKS = ("enc", "dec")
+
+# kinds of target
+LAYER, SET, SWAP_KIND, NONE_KIND = "layer", "set", "swap", "none"
+
+_LAYER = r"L(?P<single>[0-9]+)|(?P<stack>enc|dec)[.](?P<index>[0-9]+)"
+_SET = r"(?P<set>all|enc|dec)"
+_SWAP = r"swap(?P<width>[0-9]+)"
+_NONE = r"(?P<none>none)"
+PATTERN = f"{_LAYER}|{_SET}|{_SWAP}|{_NONE}"
+_FULL = re.compile(f"^(?:{PATTERN})$")
+# The same pattern without named groups, for Snakemake's wildcard_constraints.
+WILDCARD = re.sub(r"\(\?P<[a-z]+>", "(", PATTERN)
+
+
+@dataclass(frozen=True)
+class Target:
+    """A parsed target. ``stack`` is '' for a layer of a single-stack model, 'enc'/'dec' for an encoder-decoder
+    layer or a stack set, None otherwise; ``index`` is the layer's index within its stack (None unless a layer);
+    ``width`` the swapped encoder's width (None unless a swap)."""
+
+    text: str
+    kind: str
+    stack: str | None = None
+    index: int | None = None
+    width: int | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> "Target":
+        m = _FULL.match(text)
+        if m is None:
+            raise ValueError(f"not a target: {text!r} (expected L<i>, enc.<i>, dec.<i>, all, enc, dec, swap<w> "
+                             "or none)")
+        if m["single"] is not None:
+            return cls(text, LAYER, "", int(m["single"]))
+        if m["stack"] is not None:
+            return cls(text, LAYER, m["stack"], int(m["index"]))
+        if m["set"] is not None:
+            return cls(text, SET, None if m["set"] == ALL else m["set"])
+        if m["width"] is not None:
+            return cls(text, SWAP_KIND, width=int(m["width"]))
+        return cls(text, NONE_KIND)
+
+    @classmethod
+    def of(cls, value: "Target | str") -> "Target":
+        """A Target as it is, or a target's text parsed."""
+        return value if isinstance(value, Target) else cls.parse(value)
+
+    @property
+    def is_layer(self) -> bool:
+        return self.kind == LAYER
+
+    def depth(self, model_cfg: dict) -> int | None:
+        """Global position of a one-layer target in a configured model (encoder first); None otherwise."""
+        if not self.is_layer:
+            return None
+        return self.index if self.stack == "" else layer_ids(model_cfg).index(self.text)
+
+    def members(self, all_ids: list[str]) -> list[str]:
+        """The layer ids this target resets, among a model's layer ids (in depth order)."""
+        if self.kind == LAYER:
+            return [self.text]
+        if self.kind == SET:
+            return list(all_ids) if self.stack is None else [i for i in all_ids if i.startswith(f"{self.stack}.")]
+        return []
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def layer_ids(model: dict) -> list[str]:
+    """Every layer id of a configured model, in depth order (encoder first)."""
+    if FAMILIES[model["arch"]].stacks == STACKS:
+        n_dec = model.get("n_dec_layer") or model["n_layer"]
+        return [f"enc.{i}" for i in range(model["n_layer"])] + [f"dec.{i}" for i in range(n_dec)]
+    return [f"L{i}" for i in range(model["n_layer"])]
+
+
+def layer_id(layer) -> str:
+    """A grid.layers entry as a layer id: integers index single-stack models (the encoder of an encoder-decoder
+    would be ambiguous, so they are written enc.i / dec.i there)."""
+    return f"L{layer}" if isinstance(layer, int) else layer
+
+
+def policy_applies(arch: str, layer: str, policy: str) -> bool:
+    """Whether a layer policy names any tensor of a layer of this family (cross_attn only in decoder layers)."""
+    if policy in ("full", "attn"):
+        return True
+    stack = Target.parse(layer).stack
+    return bool(FAMILIES[arch].components[stack].get(policy))
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One retrain run of the grid."""
+
+    model: str
+    target: str
+    policy: str
+    init: str
+    regime: str
+    seed: int
+
+    @property
+    def parsed_target(self) -> Target:
+        return Target.parse(self.target)
+
+    def as_dict(self) -> dict:
+        return {"model": self.model, "target": self.target, "policy": self.policy, "init": self.init,
+                "regime": self.regime, "seed": self.seed}
+
+
+def model_by_name(config: dict, name: str) -> dict:
+    """A model of ``models``, or a derived model of the frozen-random experiment."""
+    for model in config["models"] + frozen_random_models(config):
+        if model["name"] == name:
+            return model
+    raise KeyError(name)
+
+
+def frozen_random_models(config: dict) -> list[dict]:
+    """The derived models of the frozen-random experiment (pretrained only, never cells); empty when it is off."""
+    return config.get("frozen_random", [])
+
+
+def cells(config: dict) -> list[Cell]:
+    """Expand the grid (and its controls) into cells, in a stable order. A policy that a layer lacks (cross_attn
+    on a decoder-only model or an encoder layer) makes no cell; model-level policies (embeddings) make one cell
+    with target 'all'."""
+    grid = config["grid"]
+    out: list[Cell] = []
+    for model in config["models"]:
+        all_ids = layer_ids(model)
+        chosen = all_ids if grid["layers"] == "all" else [layer_id(l) for l in grid["layers"]]
+        stacks = sorted({i.split(".")[0] for i in all_ids if "." in i})
+        set_targets = [t for t in grid.get("targets", []) if t == ALL or t in stacks]
+        for seed in grid["seeds"]:
+            for regime in grid["regimes"]:
+                for policy in grid["policies"]:
+                    for init in grid["inits"]:
+                        if policy == "embeddings":
+                            out.append(Cell(model["name"], ALL, policy, init, regime, seed))
+                            continue
+                        for layer in chosen:
+                            if policy_applies(model["arch"], layer, policy):
+                                out.append(Cell(model["name"], layer, policy, init, regime, seed))
+                        for target in set_targets:
+                            members = Target.parse(target).members(all_ids)
+                            if any(policy_applies(model["arch"], m, policy) for m in members):
+                                out.append(Cell(model["name"], target, policy, init, regime, seed))
+                if len(stacks) == 2:  # encoder-decoders: swap in a fresh encoder of each width
+                    for width in grid["encoder_swap"]:
+                        out.append(Cell(model["name"], f"{SWAP}{width}", "full", "fresh", regime, seed))
+                if grid["controls"]:
+                    # "none" has nothing to reset: policy and init are 'none' so it runs once per regime and seed.
+                    out.append(Cell(model["name"], NONE, "none", "none", regime, seed))
+                    for init in grid["inits"]:
+                        out.append(Cell(model["name"], ALL, "full", init, regime, seed))
+    return list(dict.fromkeys(out))  # a set target may repeat a control; keep the first
+
+
+def columns(records: list) -> dict[str, list]:
+    """Dataclass records as one list per field, for ``expand(pattern, zip, **columns(records))`` in the rules."""
+    if not records:
+        return {}
+    names = [f.name for f in fields(records[0])]
+    return {name: [astuple(r)[i] for r in records] for i, name in enumerate(names)}

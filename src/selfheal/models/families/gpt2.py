@@ -1,0 +1,78 @@
+"""GPT-2 (``GPT2LMHeadModel``): pre-LN blocks ``transformer.h.<i>`` = ln_1, attn, ln_2, mlp; tied LM head."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from selfheal.models.families.base import SingleStack
+
+
+class GPT2(SingleStack):
+    arch = "gpt2"
+    model_type = "gpt2"
+    objective = "causal_lm"
+    stacks = ("",)
+    components = {"": {"self_attn": ("attn.",), "mlp": ("mlp.",), "ln": ("ln_1.", "ln_2.")}}
+
+    def stack_prefix(self, model, stack):
+        return "transformer.h."
+
+    def stack_modules(self, model, stack):
+        return model.transformer.h
+
+    def embedding_names(self, model):
+        return ["transformer.wte.weight", "transformer.wpe.weight"]
+
+    def std_for(self, model, name):
+        # GPT-2 scales the residual projections by 1/sqrt(2N) (two residual branches per block).
+        std = self.init_std(model)
+        if name.endswith("c_proj.weight"):
+            return std / math.sqrt(2 * model.config.n_layer)
+        return std
+
+    def build(self, model_cfg, special):
+        from transformers import GPT2Config, GPT2LMHeadModel
+
+        config = GPT2Config(
+            vocab_size=special["vocab_size"],
+            n_positions=model_cfg["context"],
+            n_embd=model_cfg["d_model"],
+            n_layer=model_cfg["n_layer"],
+            n_head=model_cfg["n_head"],
+            resid_pdrop=model_cfg["dropout"],
+            embd_pdrop=model_cfg["dropout"],
+            attn_pdrop=model_cfg["dropout"],
+            bos_token_id=special["eos"],
+            eos_token_id=special["eos"],
+            pad_token_id=special["pad"],
+            tie_word_embeddings=True,
+        )
+        return GPT2LMHeadModel(config)
+
+    def embed(self, model, batch):
+        ids = batch["input_ids"]
+        t = model.transformer
+        position_ids = torch.arange(ids.shape[1], device=ids.device).unsqueeze(0)
+        return t.drop(t.wte(ids) + t.wpe(position_ids))
+
+    def pieces(self, model, batch, hidden):
+        return self.causal_pieces(model, hidden)
+
+    def call_layer(self, layer, hidden, pieces):
+        return layer(hidden, None, pieces["mask"], None, use_cache=False, position_ids=pieces["position_ids"])
+
+    def head_loss(self, model, hidden, batch):
+        # the last position predicts nothing: drop it before the head rather than slicing (copying) the logits
+        logits = model.lm_head(model.transformer.ln_f(hidden[:, :-1]))
+        return shifted_lm_loss(logits, batch["input_ids"])
+
+
+def shifted_lm_loss(logits: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+    """Cross-entropy of logits computed for positions 0..T-2 against tokens 1..T-1."""
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), ids[:, 1:].reshape(-1))
+
+
+

@@ -1,0 +1,135 @@
+"""The per-job result records, written by one job and read by the next through the same dataclass.
+
+Each record is a JSON file (atomic write, ``results_io``); ``write(path, record)`` and ``read(path, Type)`` are
+the only way they are made and read, so a field added here is added for writer and reader at once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+from selfheal import results_io
+
+
+@dataclass
+class PretrainSummary:
+    """``pretrain.json`` of a model pretrained here (or imported: then S, E and the curve fields are None)."""
+
+    model: str
+    arch: str
+    n_layer: int
+    d_model: int
+    params: int
+    train_sequences: int | None = None  # S (None for a downloaded model)
+    epochs: int | None = None  # E
+    source: str = "scratch"
+    name_or_path: str | None = None
+    n_head: int | None = None
+    context: int | None = None
+    trainable_params: int | None = None
+    frozen_params: int = 0
+    frozen_components: list[str] = field(default_factory=list)  # left at θ0 and frozen ([] when all train)
+    base_model: str | None = None
+    examples: int | None = None
+    tokens: int | None = None
+    steps: int | None = None
+    wall_s: float | None = None
+    initial_val_loss: float | None = None
+    final_val_loss: float | None = None
+    # How much val loss still fell over the last quarter of pretraining: near zero means converged.
+    last_quarter_val_drop: float | None = None
+
+    @property
+    def pretrain_examples(self) -> int | None:
+        """S x E, or None when unknown (a downloaded model)."""
+        return self.train_sequences * self.epochs if self.epochs else None
+
+
+@dataclass
+class Baseline:
+    """``baselines/{model}.json``: the trained model on the fixed validation set."""
+
+    model: str
+    val_loss: float
+    perplexity: float
+    val_sequences: int
+    context: int
+
+
+@dataclass
+class Damage:
+    """``damage.json`` of a reset: what was reset and the validation loss right after."""
+
+    model: str
+    target: str
+    policy: str
+    init: str
+    seed: int
+    reset_tensors: int
+    reset_params: int
+    damaged_loss: float
+
+
+@dataclass
+class Recovery:
+    """Where a recovery curve first reaches one threshold (or, censored, where it ended)."""
+
+    threshold: float
+    recovered: bool
+    examples: int
+    tokens: int
+    steps: int
+    wall_s: float
+    val_loss: float
+
+
+@dataclass
+class CellResult:
+    """``recovery.json`` of one retrain cell."""
+
+    model: str
+    target: str
+    policy: str
+    init: str
+    regime: str
+    seed: int
+    stack: str | None
+    layer: int | None
+    depth: int | None
+    arch: str
+    n_layer: int
+    d_model: int
+    pretrain_examples: int | None
+    budget_examples: int
+    baseline_loss: float
+    damaged_loss: float
+    final_loss: float
+    trainable_tensors: int
+    trainable_params: int
+    reset_tensors: int
+    recoveries: list[Recovery]
+    diverged_step: int | None
+    prefix_cache_depth: int | None
+    train_tokens_per_s: float
+    eval_share: float
+
+
+_NESTED = {(CellResult, "recoveries"): Recovery}
+
+
+def write(path, record) -> None:
+    results_io.write_json(path, dataclasses.asdict(record))
+
+
+def read(path, cls):
+    """A record of type ``cls`` from its JSON file; unknown keys are an error (a file of another type)."""
+    raw = results_io.read_json(path)
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(raw) - names)
+    if unknown:
+        raise ValueError(f"{path}: not a {cls.__name__} record (unexpected keys {unknown[:5]})")
+    for (owner, key), item in _NESTED.items():
+        if owner is cls and key in raw:
+            raw[key] = [item(**r) for r in raw[key]]
+    return cls(**raw)

@@ -1,0 +1,55 @@
+"""Evaluation on the fixed validation set: the baseline of a trained model, the damage right after a reset, and
+every periodic evaluation of the training loop use this one function."""
+
+from __future__ import annotations
+
+import logging
+import math
+
+import torch
+from torch import nn
+
+from selfheal import models, records
+from selfheal.records import Baseline
+from selfheal.training import setup
+from selfheal.training.hardware import Hardware, to_device
+
+log = logging.getLogger("selfheal")
+
+
+@torch.no_grad()
+def evaluate(model: nn.Module, family, val_batches: list[dict], cache=None, hw: Hardware = Hardware()) -> float:
+    """Mean loss over the fixed validation batches, weighted by batch size. With a prefix cache, the frozen
+    layers below ``cache.depth`` are read instead of recomputed."""
+    was_training = model.training
+    model.eval()
+    total, count = 0.0, 0
+    no_grad_anywhere = family.n_layers(model) + 1
+    device = next(model.parameters()).device
+    for batch in val_batches:
+        n = batch["input_ids"].shape[0]
+        batch = to_device(batch, device)
+        with hw.autocast(device):
+            if cache is None:
+                loss = family.loss(model, batch, no_grad_anywhere)
+            else:
+                hidden = cache.val_rows(count, count + n).to(device)
+                loss = family.loss(model, batch, no_grad_anywhere, hidden=hidden, from_depth=cache.depth)
+        total += loss.item() * n
+        count += n
+    model.train(was_training)
+    return total / count
+
+
+def baseline(model_cfg: dict, eval_cfg: dict, tokens_path: str, trained_dir: str, out_path: str,
+             threads: int = 1) -> Baseline:
+    """The baseline: validation loss and perplexity of the trained model on the fixed validation set."""
+    setup.seed_everything(0, threads)
+    job = setup.prepare(models.load(trained_dir), model_cfg, eval_cfg, tokens_path)
+    loss = evaluate(job.model, job.family, job.val_batches, hw=job.hardware)
+    out = Baseline(model=model_cfg["name"], val_loss=loss, perplexity=math.exp(loss),
+                   val_sequences=sum(int(b["input_ids"].shape[0]) for b in job.val_batches),
+                   context=model_cfg["context"])
+    records.write(out_path, out)
+    log.info("baseline %s: val loss %.4f, perplexity %.2f", model_cfg["name"], loss, out.perplexity)
+    return out

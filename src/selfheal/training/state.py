@@ -1,0 +1,65 @@
+"""What a training run is and where it stands: its settings, its position, its curve and its result.
+
+Shared by the loop (``loop``) and the checkpoints that let a killed run resume (``checkpoints``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from selfheal.training.hardware import Hardware
+
+
+@dataclass
+class Settings:
+    lr: float
+    batch_size: int
+    weight_decay: float
+    grad_clip: float
+    eval_every_examples: int
+    max_examples: int
+    warmup_steps: int
+    cosine: bool = False  # cosine decay to min_lr_fraction*lr over max_examples, else constant after warmup
+    min_lr_fraction: float = 0.0
+    data_seed: int = 0
+    hardware: Hardware = Hardware()
+    checkpoint_path: str | None = None  # resumable state, written atomically every checkpoint_every_steps
+    checkpoint_every_steps: int = 0
+
+
+@dataclass
+class Position:
+    """Where training is: everything besides weights, optimizer and RNG that a resumed run needs."""
+
+    epoch: int = 0
+    index: int = 0  # next position in this epoch's order
+    examples: int = 0
+    steps: int = 0
+    next_eval: int = 0
+    running: float = 0.0  # train loss summed since the last evaluation
+    running_n: int = 0
+
+
+@dataclass
+class CurvePoint:
+    examples: int
+    tokens: int
+    steps: int
+    wall_s: float
+    val_loss: float
+    train_loss: float | None
+
+
+@dataclass
+class Result:
+    curve: list[CurvePoint] = field(default_factory=list)
+    stopped_early: bool = False
+    diverged_step: int | None = None  # the step whose loss was NaN/inf, if any
+    eval_s: float = 0.0  # wall seconds spent evaluating (the rest of the last point's wall_s is training)
+    resumed_elapsed: float = 0.0  # wall seconds already spent before a resume
+
+    @property
+    def train_tokens_per_s(self) -> float:
+        last = self.curve[-1]
+        train_s = last.wall_s - self.eval_s
+        return last.tokens / train_s if train_s > 0 and last.tokens else 0.0
