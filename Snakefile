@@ -10,6 +10,7 @@ from snakemake.utils import min_version
 
 min_version("9.0")
 
+
 # The default config is found next to this Snakefile, whatever the working directory (--directory);
 # a --configfile given on the command line is merged over it.
 configfile: os.path.join(workflow.basedir, "config", "config.yaml")

@@ -1,12 +1,12 @@
 rule corpus:
     output:
         f"{CORPUS}/works.parquet",
-    params:
-        corpus=corpus_params(),
     log:
         f"{LOGS}/corpus.log",
     conda:
         "../../envs/training.yaml"
+    params:
+        corpus=corpus_params(),
     script:
         "../scripts/corpus.py"
 
@@ -16,12 +16,12 @@ rule tokenizer:
         f"{CORPUS}/works.parquet",
     output:
         f"{CORPUS}/tokenizer.json",
-    params:
-        vocab_size=CONFIG["tokenizer"]["vocab_size"],
     log:
         f"{LOGS}/tokenizer.log",
     conda:
         "../../envs/training.yaml"
+    params:
+        vocab_size=CONFIG["tokenizer"]["vocab_size"],
     script:
         "../scripts/tokenizer.py"
 

@@ -6,14 +6,14 @@ rule reset:
     output:
         weights=f"{CELL}/reset.safetensors",
         damage=f"{CELL}/damage.json",
-    params:
-        model=pretrain_params,
-        eval=EVAL,
-    threads: THREADS
     log:
         f"{LOGS}/cells/{{model}}/{{target}}-{{policy}}-{{init}}-s{{seed}}/reset.log",
     conda:
         "../../envs/training.yaml"
+    threads: THREADS
+    params:
+        model=pretrain_params,
+        eval=EVAL,
     script:
         "../scripts/reset.py"
 
@@ -25,14 +25,14 @@ rule prefix_cache:
     output:
         train=f"{CACHE}/train.npy",
         val=f"{CACHE}/val.npy",
-    params:
-        model=pretrain_params,
-        eval=EVAL,
-    threads: THREADS
     log:
         f"{LOGS}/cache/{{model}}/depth{{depth}}.log",
     conda:
         "../../envs/training.yaml"
+    threads: THREADS
+    params:
+        model=pretrain_params,
+        eval=EVAL,
     script:
         "../scripts/prefix_cache.py"
 
@@ -49,14 +49,14 @@ rule retrain:
     output:
         recovery=f"{RETRAIN}/recovery.json",
         curve=f"{RETRAIN}/curve.parquet",
-    params:
-        model=retrain_params,
-        eval=EVAL,
-        cell=cell_dict,
-    threads: THREADS
     log:
         f"{LOGS}/cells/{{model}}/{{target}}-{{policy}}-{{init}}-s{{seed}}/{{regime}}/retrain.log",
     conda:
         "../../envs/training.yaml"
+    threads: THREADS
+    params:
+        model=retrain_params,
+        eval=EVAL,
+        cell=cell_dict,
     script:
         "../scripts/retrain.py"

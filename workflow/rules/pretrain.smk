@@ -6,14 +6,14 @@ rule pretrain:
         trained=directory(f"{SCRATCH}/trained"),
         curve=f"{SCRATCH}/pretrain_curve.parquet",
         summary=f"{SCRATCH}/pretrain.json",
-    params:
-        model=pretrain_params,
-        eval=EVAL,
-    threads: THREADS
     log:
         f"{LOGS}/{{model}}/pretrain.log",
     conda:
         "../../envs/training.yaml"
+    threads: THREADS
+    params:
+        model=pretrain_params,
+        eval=EVAL,
     script:
         "../scripts/pretrain.py"
 
@@ -22,13 +22,13 @@ rule import_pretrained:
     output:
         trained=directory(f"{IMPORTED}/trained"),
         summary=f"{IMPORTED}/pretrain.json",
-    params:
-        model=import_params,
-    threads: THREADS
     log:
         f"{LOGS}/{{model}}/import.log",
     conda:
         "../../envs/training.yaml"
+    threads: THREADS
+    params:
+        model=import_params,
     script:
         "../scripts/import_pretrained.py"
 
@@ -39,13 +39,13 @@ rule baseline:
         trained=trained_dir,
     output:
         BASELINE,
-    params:
-        model=pretrain_params,
-        eval=EVAL,
-    threads: THREADS
     log:
         f"{LOGS}/{{model}}/baseline.log",
     conda:
         "../../envs/training.yaml"
+    threads: THREADS
+    params:
+        model=pretrain_params,
+        eval=EVAL,
     script:
         "../scripts/baseline.py"

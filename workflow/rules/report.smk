@@ -25,11 +25,11 @@ rule plots:
             for name in PLOTS
         ],
         png=expand("results/plots/{name}.png", name=PLOTS),
-    params:
-        names=PLOTS,
     log:
         f"{LOGS}/plots.log",
     conda:
         "../../envs/analysis.yaml"
+    params:
+        names=PLOTS,
     script:
         "../scripts/plots.py"

@@ -24,43 +24,39 @@ if TRANSFER:
     TRANSFER_RUN_SETTINGS = selfheal.experiments.transfer.plan.run_settings(TRANSFER)
     HARDWARE = selfheal.config.canonical(CONFIG["hardware"])
 
-
     wildcard_constraints:
         task="[A-Za-z0-9_-]+",
         size="[0-9]+",
         trial="[0-9]+",
         spec="[a-z0-9.-]+",
 
-
     rule transfer_model:
         output:
             directory("results/transfer/model"),
-        params:
-            source=TRANSFER["model"],
         log:
             "results/logs/transfer/model.log",
         conda:
             "../../envs/training.yaml"
+        params:
+            source=TRANSFER["model"],
         script:
             "../scripts/transfer_model.py"
-
 
     rule transfer_split:
         output:
             train="results/transfer/data/{task}/train.parquet",
             test="results/transfer/data/{task}/test.parquet",
             summary="results/transfer/data/{task}/split.json",
-        params:
-            task=lambda w: selfheal.config.canonical(selfheal.experiments.transfer.plan.task_by_name(TRANSFER, w.task)),
-            test_fraction=TRANSFER["test_fraction"],
-            split_seed=TRANSFER["split_seed"],
         log:
             "results/logs/transfer/{task}/split.log",
         conda:
             "../../envs/training.yaml"
+        params:
+            task=lambda w: selfheal.config.canonical(selfheal.experiments.transfer.plan.task_by_name(TRANSFER, w.task)),
+            test_fraction=TRANSFER["test_fraction"],
+            split_seed=TRANSFER["split_seed"],
         script:
             "../scripts/transfer_split.py"
-
 
     rule transfer_finetune:
         input:
@@ -69,18 +65,17 @@ if TRANSFER:
             test="results/transfer/data/{task}/test.parquet",
         output:
             TRANSFER_RUN,
-        params:
-            settings=selfheal.config.canonical(TRANSFER_RUN_SETTINGS),
-            spec=lambda w: TRANSFER_SPECS[w.spec],
-            hardware=HARDWARE,
-        threads: THREADS
         log:
             "results/logs/transfer/{task}/n{size}/{spec}/t{trial}.log",
         conda:
             "../../envs/training.yaml"
+        threads: THREADS
+        params:
+            settings=selfheal.config.canonical(TRANSFER_RUN_SETTINGS),
+            spec=lambda w: TRANSFER_SPECS[w.spec],
+            hardware=HARDWARE,
         script:
             "../scripts/transfer_finetune.py"
-
 
     rule transfer_probe:
         input:
@@ -89,39 +84,33 @@ if TRANSFER:
             test="results/transfer/data/{task}/test.parquet",
         output:
             TRANSFER_PROBE,
-        params:
-            settings=selfheal.config.canonical(TRANSFER_RUN_SETTINGS),
-            probe=selfheal.config.canonical(TRANSFER["probe"]),
-            hardware=HARDWARE,
-        threads: THREADS
         log:
             "results/logs/transfer/{task}/n{size}/probe-t{trial}.log",
         conda:
             "../../envs/training.yaml"
+        threads: THREADS
+        params:
+            settings=selfheal.config.canonical(TRANSFER_RUN_SETTINGS),
+            probe=selfheal.config.canonical(TRANSFER["probe"]),
+            hardware=HARDWARE,
         script:
             "../scripts/transfer_probe.py"
-
 
     rule transfer_aggregate:
         input:
             runs=expand(TRANSFER_RUN, zip, **selfheal.grid.columns(TRANSFER_RUNS)),
-            probes=(
-                expand(TRANSFER_PROBE, zip, **selfheal.grid.columns(TRANSFER_PROBES))
-                if TRANSFER_PROBES
-                else []
-            ),
+            probes=(expand(TRANSFER_PROBE, zip, **selfheal.grid.columns(TRANSFER_PROBES)) if TRANSFER_PROBES else []),
         output:
             scores="results/transfer/scores.parquet",
             summary="results/transfer/summary.parquet",
-        params:
-            conditions=TRANSFER_CONDITIONS,
         log:
             "results/logs/transfer/aggregate.log",
         conda:
             "../../envs/analysis.yaml"
+        params:
+            conditions=TRANSFER_CONDITIONS,
         script:
             "../scripts/transfer_aggregate.py"
-
 
     rule transfer_plots:
         input:
@@ -136,11 +125,11 @@ if TRANSFER:
                 for name in TRANSFER_PLOTS
             ],
             png=[f"results/plots/{name}.png" for name in TRANSFER_PLOTS],
-        params:
-            names=TRANSFER_PLOTS,
         log:
             "results/logs/transfer/plots.log",
         conda:
             "../../envs/analysis.yaml"
+        params:
+            names=TRANSFER_PLOTS,
         script:
             "../scripts/transfer_plots.py"
