@@ -8,7 +8,7 @@ from selfheal import logs
 from selfheal.experiments.transfer import tables
 
 logs.to_file(snakemake.log[0])
-aggregate.aggregate(
+tables.aggregate(
     snakemake.params.conditions,
     list(snakemake.input.runs),
     list(snakemake.input.probes),
