@@ -27,6 +27,7 @@ from common import ROOT, data_for, load_setup, reset_model
 from selfheal.heal import thresholds
 from selfheal.heal import prefix_cache
 from selfheal.training import loop
+from selfheal.training import state, setup
 
 
 def selfheal_run(model_cfg, eval_cfg, trained, tokens, target, baseline, threshold, workdir):

@@ -20,6 +20,7 @@ from common import ROOT, data_for, load_setup, reset_model
 from selfheal.training import flops
 from selfheal.heal import prefix_cache
 from selfheal.training import loop
+from selfheal.training import state, evaluation
 
 
 def gemm_rate(m: int, k: int, n: int, seconds: float = 2.0) -> float:

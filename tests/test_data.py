@@ -4,7 +4,7 @@ import pandas as pd
 import pytest
 import torch
 
-from selfheal import config, models, packages
+from selfheal import models, packages
 from selfheal.data import corpus
 from selfheal.data import streams
 from selfheal.data import tokenizer

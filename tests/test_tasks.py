@@ -2,7 +2,7 @@
 
 import pytest
 
-from selfheal import config, models, packages
+from selfheal import models, packages
 from selfheal.models import families
 from selfheal.data import tasks
 

@@ -10,7 +10,6 @@ from test_workflow import snakemake
 from transfer_helpers import tiny_encoder
 
 from selfheal import packages
-from selfheal.data import tasks
 from selfheal.experiments.transfer.tables import SCORE_COLUMNS, TRANSFER_SUMMARY_COLUMNS
 
 pytestmark = pytest.mark.e2e
