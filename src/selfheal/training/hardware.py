@@ -52,9 +52,10 @@ class Hardware:
             for module in modules:
                 module.compile(backend=self.compile)
 
-    def adamw(self, groups: list[dict], lr: float) -> torch.optim.Optimizer:
+    def adamw(self, groups: list[dict], lr: float, betas=(0.9, 0.95), **defaults) -> torch.optim.Optimizer:
+        """AdamW over ``groups`` (fused when configured); ``defaults`` (e.g. weight_decay) for groups without."""
         kwargs = {"fused": True} if self.fused_adamw else {}
-        return torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.95), **kwargs)
+        return torch.optim.AdamW(groups, lr=lr, betas=betas, **defaults, **kwargs)
 
 
 def to_device(batch: dict, device: torch.device) -> dict:

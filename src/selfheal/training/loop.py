@@ -1,4 +1,6 @@
-"""The one training loop, shared by pretraining and retraining.
+"""Language-model training on the one trainer (``training.trainer``): pretraining, retraining a reset layer and
+the no-reset control. Adds what these share on top of the trainer: epochs reshuffled by seed, evaluation on the fixed
+validation batches with a stopping rule, divergence detection, resumable checkpoints and the prefix cache.
 
 Only the parameters named trainable get gradients. Layers below the first trainable one run under ``no_grad``
 (they are a fixed function of the input); layers above it need activation gradients only, which autograd gives
@@ -16,7 +18,7 @@ from torch import nn
 
 from selfheal.data import streams
 from selfheal.models.families import SingleStack
-from selfheal.training import checkpoints
+from selfheal.training import checkpoints, trainer
 from selfheal.training.evaluation import evaluate
 from selfheal.training.hardware import to_device
 from selfheal.training.state import CurvePoint, Position, Result, Settings
@@ -31,21 +33,15 @@ def first_trainable_depth(family, model: nn.Module, trainable: set[str]) -> int:
     return min((family.depth_of(model, n) for n in trainable), default=family.n_layers(model))
 
 
-def _lr_factor(step: int, total_steps: int, s: Settings) -> float:
-    if step < s.warmup_steps:
-        return (step + 1) / s.warmup_steps
-    if not s.cosine:
-        return 1.0
-    progress = min(1.0, (step - s.warmup_steps) / max(1, total_steps - s.warmup_steps))
-    return s.min_lr_fraction + (1 - s.min_lr_fraction) * 0.5 * (1 + math.cos(math.pi * progress))
-
-
 def _optimizer(model: nn.Module, trainable: set[str], s: Settings) -> torch.optim.Optimizer:
     decay, no_decay = [], []
     for name, p in model.named_parameters():
         if name in trainable:
             (decay if p.ndim >= 2 else no_decay).append(p)
-    groups = [{"params": decay, "weight_decay": s.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    groups = [
+        {"params": decay, "weight_decay": s.weight_decay, "initial_lr": s.lr},
+        {"params": no_decay, "weight_decay": 0.0, "initial_lr": s.lr},
+    ]
     return s.hardware.adamw(groups, s.lr)
 
 
@@ -109,7 +105,6 @@ def run(
         )
         return should_stop(point)
 
-    params = [p for n, p in model.named_parameters() if n in trainable]
     optimizer = _optimizer(model, trainable, s) if trainable else None
     resumed = optimizer is not None and checkpoints.restore(s, model, optimizer, batch_generator, pos, result)
     if resumed:
@@ -121,47 +116,52 @@ def run(
 
     hw.compile_modules([l for l in family.stack_modules(model, "")][grad_from:] if hw.compile and
                        isinstance(family, SingleStack) else [])
+
+    def batches():  # reads the position the callbacks advance, so a resumed run continues mid-epoch
+        while pos.examples < s.max_examples:
+            order = streams.epoch_order(train_seqs.shape[0], s.data_seed, pos.epoch)
+            while pos.index < len(order) and pos.examples < s.max_examples:
+                index = order[pos.index : pos.index + min(s.batch_size, s.max_examples - pos.examples)]
+                yield index, to_device(objective.batch(train_seqs[index], batch_generator), device)
+            pos.epoch += 1
+            pos.index = 0
+
+    def loss_of(item) -> torch.Tensor:
+        index, batch = item
+        with hw.autocast(device):
+            if cache is None:
+                return family.loss(model, batch, grad_from)
+            hidden = cache.train_rows(index).to(device, non_blocking=True)
+            return family.loss(model, batch, grad_from, hidden=hidden, from_depth=cache.depth)
+
+    def diverged(info: trainer.StepInfo) -> bool:
+        loss_value = info.loss.item()  # the step's one host sync (NaN compares False, hence "not <=")
+        if loss_value <= DIVERGENCE_FACTOR * result.curve[0].val_loss:
+            pos.running += loss_value * len(info.batch[0])
+            return False
+        result.diverged_step = pos.steps
+        log.warning("%s diverged: loss %s at step %d", label, loss_value, pos.steps)
+        return True
+
+    def after_step(info: trainer.StepInfo) -> bool:
+        n = len(info.batch[0])
+        pos.steps = info.step
+        pos.index += s.batch_size
+        pos.examples += n
+        pos.running_n += n
+        if pos.examples >= pos.next_eval or pos.examples >= s.max_examples:
+            while pos.next_eval <= pos.examples:
+                pos.next_eval += s.eval_every_examples
+            if record():
+                result.stopped_early = True
+                return True
+        if s.checkpoint_path and s.checkpoint_every_steps and pos.steps % s.checkpoint_every_steps == 0:
+            checkpoints.save(s, model, optimizer, batch_generator, pos, result, time.perf_counter() - t0)
+        return False
+
     model.train()
-    while pos.examples < s.max_examples:
-        order = streams.epoch_order(train_seqs.shape[0], s.data_seed, pos.epoch)
-        while pos.index < len(order) and pos.examples < s.max_examples:
-            index = order[pos.index : pos.index + min(s.batch_size, s.max_examples - pos.examples)]
-            seqs = train_seqs[index]
-            batch = to_device(objective.batch(seqs, batch_generator), device)
-            for group in optimizer.param_groups:
-                group["lr"] = s.lr * _lr_factor(pos.steps, total_steps, s)
-            with hw.autocast(device):
-                if cache is None:
-                    loss = family.loss(model, batch, grad_from)
-                else:
-                    hidden = cache.train_rows(index).to(device, non_blocking=True)
-                    loss = family.loss(model, batch, grad_from, hidden=hidden, from_depth=cache.depth)
-            loss_value = loss.item()  # the step's one host sync (NaN compares False, hence "not <=")
-            if not loss_value <= DIVERGENCE_FACTOR * result.curve[0].val_loss:
-                result.diverged_step = pos.steps
-                log.warning("%s diverged: loss %s at step %d", label, loss_value, pos.steps)
-                model.eval()
-                return result
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            if s.grad_clip > 0:
-                torch.nn.utils.clip_grad_norm_(params, s.grad_clip)
-            optimizer.step()
-            pos.steps += 1
-            pos.index += s.batch_size
-            pos.examples += seqs.shape[0]
-            pos.running += loss_value * seqs.shape[0]
-            pos.running_n += seqs.shape[0]
-            if pos.examples >= pos.next_eval or pos.examples >= s.max_examples:
-                while pos.next_eval <= pos.examples:
-                    pos.next_eval += s.eval_every_examples
-                if record():
-                    result.stopped_early = True
-                    model.eval()
-                    return result
-            if s.checkpoint_path and s.checkpoint_every_steps and pos.steps % s.checkpoint_every_steps == 0:
-                checkpoints.save(s, model, optimizer, batch_generator, pos, result, time.perf_counter() - t0)
-        pos.epoch += 1
-        pos.index = 0
+    schedule = trainer.warmup_cosine(s.warmup_steps, total_steps, s.cosine, s.min_lr_fraction)
+    params = [p for n, p in model.named_parameters() if n in trainable]
+    trainer.train(optimizer, batches(), loss_of, schedule, s.grad_clip, params, pos.steps, diverged, after_step)
     model.eval()
     return result

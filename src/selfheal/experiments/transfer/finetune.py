@@ -18,7 +18,7 @@ from selfheal.experiments.transfer import data, reinit
 from selfheal.experiments.transfer.experiments import Spec
 from selfheal.experiments.transfer.plan import epochs_for
 from selfheal.models import families
-from selfheal.training import setup
+from selfheal.training import setup, trainer
 from selfheal.training.hardware import Hardware, to_device
 
 log = logging.getLogger("selfheal")
@@ -86,48 +86,45 @@ def run(settings: dict, task: str, size: int, trial: int, spec: dict, model_dir:
     groups = [{"params": [params[n] for n in params if n not in reinitialised], "lr": settings["lr"]},
               {"params": [params[n] for n in sorted(reinitialised)],
                "lr": settings["lr"] * spec.reinit_lr_multiplier}]
-    groups = [g for g in groups if g["params"]]
-    for g in groups:
-        g["initial_lr"] = g["lr"]
-    # Fused AdamW also on CPU: there the per-tensor loop over the large word-embedding matrix dominates the step.
-    optimizer = torch.optim.AdamW(groups, weight_decay=settings["weight_decay"], fused=hw.fused_adamw)
+    # transformers.Trainer's AdamW betas; fused also on CPU, where the per-tensor loop over the word embeddings
+    # would dominate the step.
+    optimizer = hw.adamw([g for g in groups if g["params"]], settings["lr"], betas=(0.9, 0.999),
+                         weight_decay=settings["weight_decay"])
 
     examples = data.encode(tokenizer, examples_table, settings["max_length"])
     test_batches = data.batches(tokenizer, data.encode(tokenizer, test, settings["max_length"]),
                                 settings["eval_batch_size"])
     epochs = epochs_for(settings, size)
-    steps_per_epoch = math.ceil(size / settings["batch_size"])
-    total = epochs * steps_per_epoch
-    warmup = round(settings["warmup_fraction"] * total)
-
-    def lr_factor(step: int) -> float:  # linear warmup, then linear decay to 0 (the Trainer's default schedule)
-        if step < warmup:
-            return (step + 1) / warmup
-        return max(0.0, (total - step) / max(1, total - warmup))
+    total = epochs * math.ceil(size / settings["batch_size"])
+    schedule = trainer.linear_decay(round(settings["warmup_fraction"] * total), total)
 
     log.info("finetune %s n=%d trial %d spec %s: %d labels, %d epochs, %d steps, %d tensors re-initialised",
              task, size, trial, spec.id, labels, epochs, total, len(reinitialised))
     # Counted up front rather than per step, so the loop never waits on the device for it.
     tokens = epochs * sum(len(e["input_ids"]) for e in examples)
-    start, step, epoch_losses = time.perf_counter(), 0, []
-    for epoch in range(epochs):
-        model.train()
-        losses = []
-        for batch in data.batches(tokenizer, examples, settings["batch_size"], data.epoch_order(size, trial, epoch)):
-            for g in optimizer.param_groups:
-                g["lr"] = g["initial_lr"] * lr_factor(step)
-            batch = to_device(batch, device)
-            with hw.autocast(device):
-                loss = model(**batch).loss
-            loss.backward()
-            if settings["grad_clip"]:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), settings["grad_clip"])
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
-            losses.append(loss.detach())
-            step += 1
-        epoch_losses.append(float(torch.stack(losses).mean()))
-        log.info("epoch %d: mean train loss %.4f", epoch + 1, epoch_losses[-1])
+    epoch_losses: list[float] = []
+    losses: list[torch.Tensor] = []
+
+    def batches():
+        for epoch in range(epochs):
+            model.train()
+            yield from (to_device(b, device) for b in
+                        data.batches(tokenizer, examples, settings["batch_size"], data.epoch_order(size, trial, epoch)))
+            epoch_losses.append(float(torch.stack(losses).mean()))
+            losses.clear()
+            log.info("epoch %d: mean train loss %.4f", epoch + 1, epoch_losses[-1])
+
+    def loss_of(batch) -> torch.Tensor:
+        with hw.autocast(device):
+            return model(**batch).loss
+
+    def keep_loss(info: trainer.StepInfo) -> bool:
+        losses.append(info.loss.detach())
+        return False
+
+    start = time.perf_counter()
+    trainer.train(optimizer, batches(), loss_of, schedule, settings["grad_clip"] or 0.0, list(model.parameters()),
+                  on_step=keep_loss)
     train_s = time.perf_counter() - start
     predictions = predict(model, test_batches, hw, device)
     truth = test["label"].tolist()
