@@ -239,12 +239,32 @@ def test_linear_probe_separates_separable_features():
     g = torch.Generator().manual_seed(0)
     x = torch.randn(200, 8, generator=g)
     y = (x[:, 0] + 0.5 * x[:, 3] > 0).long()
-    fitted = probing.fit_linear(x, y, 2, l2=1e-4, max_iter=100)
-    assert accuracy_score(y.tolist(), probing.predict_linear(x, *fitted)) > 0.97
+    fitted = probing.fit_linear(x, y, l2=1e-4, max_iter=100)
+    assert accuracy_score(y.tolist(), probing.predict_linear(x, fitted)) > 0.97
     shuffled = y[torch.randperm(200, generator=g)]
     test_x = torch.randn(200, 8, generator=g)
-    fitted = probing.fit_linear(x, shuffled, 2, l2=1e-1, max_iter=100)
-    assert accuracy_score((test_x[:, 0] > 0).long().tolist(), probing.predict_linear(test_x, *fitted)) < 0.7
+    fitted = probing.fit_linear(x, shuffled, l2=1e-1, max_iter=100)
+    assert accuracy_score((test_x[:, 0] > 0).long().tolist(), probing.predict_linear(test_x, fitted)) < 0.7
+
+
+@pytest.mark.parametrize("classes", [2, 3])
+def test_linear_probe_minimises_the_documented_objective(classes):
+    """The scikit-learn probe's C is mapped from l2 so that it solves mean CE + l2 * |W|^2 (K class vectors; the
+    symmetric pair for two classes): the gradient of that objective vanishes at its solution."""
+    g = torch.Generator().manual_seed(classes)
+    x = torch.randn(300, 6, generator=g) * 3 + 1
+    y = (x @ torch.randn(6, classes, generator=g) + 2 * torch.randn(300, classes, generator=g)).argmax(-1)
+    l2 = 1e-2
+    probe = probing.fit_linear(x, y, l2=l2, max_iter=1000)
+    scaler, model = probe[0], probe[-1]
+    z = torch.tensor(scaler.transform(x.double().numpy()))
+    w, b = torch.tensor(model.coef_).T, torch.tensor(model.intercept_)
+    if classes == 2:
+        w, b = torch.cat([-w / 2, w / 2], 1), torch.cat([-b / 2, b / 2])
+    w.requires_grad_(True), b.requires_grad_(True)
+    objective = torch.nn.functional.cross_entropy(z @ w + b, y) + l2 * w.pow(2).sum()
+    grads = torch.autograd.grad(objective, [w, b])
+    assert max(float(gr.abs().max()) for gr in grads) < 1e-4
 
 
 def test_mcc():

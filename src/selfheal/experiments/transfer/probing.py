@@ -6,12 +6,16 @@ already solve without finetuning."""
 from __future__ import annotations
 
 import logging
+import math
+import warnings
 
 import pandas as pd
 import torch
-import torch.nn.functional as F
-
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import accuracy_score, matthews_corrcoef
+from sklearn.pipeline import Pipeline, make_pipeline
+from sklearn.preprocessing import StandardScaler
 
 from selfheal import models, results_io
 from selfheal.experiments.transfer import data
@@ -39,27 +43,22 @@ def pooled_features(model, batches: list[dict], hw: Hardware, device) -> list[to
     return [torch.cat(chunks) for chunks in per_layer]
 
 
-def fit_linear(x: torch.Tensor, y: torch.Tensor, labels: int, l2: float, max_iter: int) -> tuple[torch.Tensor, ...]:
-    """Multinomial logistic regression on standardised features, full-batch L-BFGS from zeros (deterministic).
-    Returns (weight, bias, mean, std)."""
-    mean, std = x.mean(0), x.std(0).clamp_min(1e-6)
-    z = (x - mean) / std
-    weight = torch.zeros(x.shape[1], labels, requires_grad=True)
-    bias = torch.zeros(labels, requires_grad=True)
-    optimizer = torch.optim.LBFGS([weight, bias], max_iter=max_iter, line_search_fn="strong_wolfe")
-
-    def closure():
-        optimizer.zero_grad()
-        loss = F.cross_entropy(z @ weight + bias, y) + l2 * weight.pow(2).sum()
-        loss.backward()
-        return loss
-
-    optimizer.step(closure)
-    return weight.detach(), bias.detach(), mean, std
+def fit_linear(x: torch.Tensor, y: torch.Tensor, l2: float, max_iter: int) -> Pipeline:
+    """Multinomial logistic regression (scikit-learn, L-BFGS) on standardised features. The objective is the mean
+    cross-entropy plus ``l2`` x the squared weights of all K class vectors (the intercept is not penalised), i.e.
+    scikit-learn's ``C = 1 / (2 n l2)``; for two classes scikit-learn fits one vector w = W1 - W0 whose squared norm
+    is twice the symmetric K = 2 solution's, hence ``C = 1 / (n l2)``. ``l2 = 0`` is the unpenalised fit.
+    Deterministic."""
+    binary = len(torch.unique(y)) == 2
+    c = math.inf if l2 == 0 else 1.0 / ((1 if binary else 2) * len(y) * l2)
+    probe = make_pipeline(StandardScaler(), LogisticRegression(C=c, max_iter=max_iter))
+    with warnings.catch_warnings():  # a probe stopped at max_iter is what the config asked for
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        return probe.fit(x.double().numpy(), y.numpy())
 
 
-def predict_linear(x: torch.Tensor, weight, bias, mean, std) -> list[int]:
-    return (((x - mean) / std) @ weight + bias).argmax(-1).tolist()
+def predict_linear(x: torch.Tensor, probe: Pipeline) -> list[int]:
+    return probe.predict(x.double().numpy()).tolist()
 
 
 def run(settings: dict, probe: dict, task: str, size: int, trial: int, model_dir: str, train_path: str,
@@ -68,7 +67,6 @@ def run(settings: dict, probe: dict, task: str, size: int, trial: int, model_dir
 
     setup.seed_everything(trial, threads)
     pool, test = pd.read_parquet(train_path), pd.read_parquet(test_path)
-    labels = data.num_labels(pool, test)
     examples = data.subsample(pool, size, trial)
     test = data.test_subset(test, settings["test_examples"])
     tokenizer = transformers.AutoTokenizer.from_pretrained(model_dir)
@@ -83,7 +81,7 @@ def run(settings: dict, probe: dict, task: str, size: int, trial: int, model_dir
     truth = test["label"].tolist()
     rows = []
     for k, (xtr, xte) in enumerate(zip(train_x, test_x, strict=True)):
-        predictions = predict_linear(xte, *fit_linear(xtr, y, labels, probe["l2"], probe["max_iter"]))
+        predictions = predict_linear(xte, fit_linear(xtr, y, probe["l2"], probe["max_iter"]))
         rows.append({"task": task, "size": size, "trial": trial, "layer": k, "test_examples": len(truth),
                      "accuracy": float(accuracy_score(truth, predictions)), "mcc": float(matthews_corrcoef(truth, predictions))})
         log.info("probe %s n=%d trial %d layer %d: accuracy %.4f MCC %.4f", task, size, trial, k,
