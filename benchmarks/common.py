@@ -42,3 +42,13 @@ def data_for(model_cfg: dict, eval_cfg: dict, tokens: Path):
     val_seqs = streams.val_sequences(tokens, model_cfg["context"], eval_cfg["val_sequences"])
     objective = objectives.for_family(families.for_arch(model_cfg["arch"]), streams.vocabulary(tokens))
     return train_seqs, val_seqs, objective
+
+
+def prefix_cache_for(model_cfg: dict, eval_cfg: dict, trained: Path, tokens: Path, depth: int):
+    """The in-memory frozen-prefix cache a heal job builds for layer depth ``depth``."""
+    from selfheal.heal.prefix_cache import PrefixCache
+    from selfheal.training import setup
+
+    job = setup.prepare(models.load(trained), model_cfg, eval_cfg, str(tokens))
+    train_seqs = setup.train_sequences(model_cfg, str(tokens))
+    return PrefixCache.build(job.model, job.family, train_seqs, job.val_batches, depth, job.device)

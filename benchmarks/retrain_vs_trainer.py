@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 import torch
-from common import ROOT, data_for, load_setup, reset_model
+from common import ROOT, data_for, load_setup, prefix_cache_for, reset_model
 
 from selfheal.heal import thresholds
 from selfheal.heal import prefix_cache
@@ -37,9 +37,7 @@ def selfheal_run(model_cfg, eval_cfg, trained, tokens, target, baseline, thresho
     t0 = time.perf_counter()
     cache = None
     if prefix_cache.cache_depth(model_cfg, target, "full", "frozen") is not None:
-        prefix_cache.build(model_cfg, eval_cfg, str(tokens), str(trained), depth, f"{workdir}/train.npy",
-                           f"{workdir}/val.npy")
-        cache = prefix_cache.PrefixCache.open(depth, f"{workdir}/train.npy", f"{workdir}/val.npy")
+        cache = prefix_cache_for(model_cfg, eval_cfg, trained, tokens, depth)
     cache_s = time.perf_counter() - t0
     model, family, names = reset_model(trained, target)
     settings = state.Settings(lr=r["lr"], batch_size=r["batch_size"], weight_decay=0.0, grad_clip=r["grad_clip"],

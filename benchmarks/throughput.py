@@ -10,15 +10,13 @@ with a per-step breakdown (forward, backward, optimizer) and the cost of one eva
 from __future__ import annotations
 
 import argparse
-import tempfile
 import time
 from pathlib import Path
 
 import torch
-from common import ROOT, data_for, load_setup, reset_model
+from common import ROOT, data_for, load_setup, prefix_cache_for, reset_model
 
 from selfheal.training import flops
-from selfheal.heal import prefix_cache
 from selfheal.training import loop
 from selfheal.training import state, evaluation
 
@@ -80,32 +78,30 @@ def main():
     target = f"L{model_cfg['n_layer'] // 2}"
     depth = model_cfg["n_layer"] // 2
     train_seqs, val_seqs, objective = data_for(model_cfg, eval_cfg, tokens)
-    with tempfile.TemporaryDirectory() as tmp:
-        prefix_cache.build(model_cfg, eval_cfg, str(tokens), str(trained), depth, f"{tmp}/t.npy", f"{tmp}/v.npy")
-        cache = prefix_cache.PrefixCache.open(depth, f"{tmp}/t.npy", f"{tmp}/v.npy")
-        for label, use_cache in (("plain forward", None), ("prefix cache", cache)):
-            model, family, names = reset_model(trained, target)
-            examples = a.steps * r["batch_size"]
-            settings = state.Settings(lr=r["lr"], batch_size=r["batch_size"], weight_decay=0.0, grad_clip=1.0,
-                                      eval_every_examples=examples, max_examples=examples, warmup_steps=10)
-            val_batches = objective.val_batches(val_seqs[:8], 8)  # evaluation is not what is measured here
-            result = loop.run(model, family, objective, train_seqs, val_batches, set(names), settings,
-                               cache=use_cache)
-            tps = result.train_tokens_per_s
-            per_token = flops.train_flops_per_token(model, family, set(names), depth, t, use_cache is not None)
-            achieved = tps * per_token
-            print(f"{model_cfg['name']} retrain {target} ({label}): {tps:,.0f} tokens/s, "
-                  f"{per_token / 1e6:.2f} MFLOP/token -> {achieved / 1e9:.2f} GFLOP/s = "
-                  f"{achieved / big:.1%} of the GEMM ceiling, {achieved / shaped:.1%} of the model-shaped one")
-            index = torch.arange(r["batch_size"])
-            fwd, bwd, opt = step_breakdown(model, family, set(names), {"input_ids": train_seqs[index]}, use_cache,
-                                           index, depth)
-            full_val = objective.val_batches(val_seqs, eval_cfg["batch_size"])
-            t0 = time.perf_counter()
-            evaluation.evaluate(model, family, full_val, use_cache)
-            eval_ms = 1000 * (time.perf_counter() - t0)
-            print(f"  per step of {r['batch_size']} sequences: forward {fwd:.1f} ms, backward {bwd:.1f} ms, "
-                  f"optimizer {opt:.1f} ms; one evaluation of {val_seqs.shape[0]} sequences: {eval_ms:.0f} ms")
+    cache = prefix_cache_for(model_cfg, eval_cfg, trained, tokens, depth)
+    for label, use_cache in (("plain forward", None), ("prefix cache", cache)):
+        model, family, names = reset_model(trained, target)
+        examples = a.steps * r["batch_size"]
+        settings = state.Settings(lr=r["lr"], batch_size=r["batch_size"], weight_decay=0.0, grad_clip=1.0,
+                                  eval_every_examples=examples, max_examples=examples, warmup_steps=10)
+        val_batches = objective.val_batches(val_seqs[:8], 8)  # evaluation is not what is measured here
+        result = loop.run(model, family, objective, train_seqs, val_batches, set(names), settings,
+                           cache=use_cache)
+        tps = result.train_tokens_per_s
+        per_token = flops.train_flops_per_token(model, family, set(names), depth, t, use_cache is not None)
+        achieved = tps * per_token
+        print(f"{model_cfg['name']} retrain {target} ({label}): {tps:,.0f} tokens/s, "
+              f"{per_token / 1e6:.2f} MFLOP/token -> {achieved / 1e9:.2f} GFLOP/s = "
+              f"{achieved / big:.1%} of the GEMM ceiling, {achieved / shaped:.1%} of the model-shaped one")
+        index = torch.arange(r["batch_size"])
+        fwd, bwd, opt = step_breakdown(model, family, set(names), {"input_ids": train_seqs[index]}, use_cache,
+                                       index, depth)
+        full_val = objective.val_batches(val_seqs, eval_cfg["batch_size"])
+        t0 = time.perf_counter()
+        evaluation.evaluate(model, family, full_val, use_cache)
+        eval_ms = 1000 * (time.perf_counter() - t0)
+        print(f"  per step of {r['batch_size']} sequences: forward {fwd:.1f} ms, backward {bwd:.1f} ms, "
+              f"optimizer {opt:.1f} ms; one evaluation of {val_seqs.shape[0]} sequences: {eval_ms:.0f} ms")
 
 
 if __name__ == "__main__":

@@ -46,13 +46,17 @@ def _run(tmp_path, model_cfg, eval_cfg, cache):
     return [p.val_loss for p in result.curve], [p.train_loss for p in result.curve], model
 
 
+def _cache(tmp_path, model_cfg, eval_cfg, depth):
+    job = training_setup.prepare(models.load(tmp_path / "trained"), model_cfg, eval_cfg,
+                                 str(tmp_path / "tokens.safetensors"))
+    train_seqs = training_setup.train_sequences(model_cfg, str(tmp_path / "tokens.safetensors"))
+    return prefix_cache.PrefixCache.build(job.model, job.family, train_seqs, job.val_batches, depth, job.device)
+
+
 def test_cached_prefix_matches_plain_forward(setup):
     tmp_path, model_cfg, eval_cfg = setup
-    prefix_cache.build(model_cfg, eval_cfg, str(tmp_path / "tokens.safetensors"), str(tmp_path / "trained"), 2,
-                       str(tmp_path / "train.npy"), str(tmp_path / "val.npy"))
-    cache = prefix_cache.PrefixCache.open(2, str(tmp_path / "train.npy"), str(tmp_path / "val.npy"))
+    cache = _cache(tmp_path, model_cfg, eval_cfg, 2)
     assert cache.train.shape == (128, 16, 16) and cache.val.shape == (32, 16, 16)
-    assert isinstance(cache.train, np.memmap)  # read through a memory map, not loaded whole
     plain_val, plain_train, plain_model = _run(tmp_path, model_cfg, eval_cfg, None)
     fast_val, fast_train, fast_model = _run(tmp_path, model_cfg, eval_cfg, cache)
     assert len(plain_val) == len(fast_val) == 6
@@ -64,9 +68,7 @@ def test_cached_prefix_matches_plain_forward(setup):
 
 def test_cache_deeper_than_a_trainable_tensor_is_refused(setup):
     tmp_path, model_cfg, eval_cfg = setup
-    prefix_cache.build(model_cfg, eval_cfg, str(tmp_path / "tokens.safetensors"), str(tmp_path / "trained"), 2,
-                       str(tmp_path / "train.npy"), str(tmp_path / "val.npy"))
-    cache = prefix_cache.PrefixCache.open(2, str(tmp_path / "train.npy"), str(tmp_path / "val.npy"))
+    cache = _cache(tmp_path, model_cfg, eval_cfg, 2)
     model = models.load(tmp_path / "trained")
     family = families.for_model(model)
     names = reset.target_names(model, family, "L1", "full")
@@ -99,3 +101,15 @@ def test_cache_built_only_when_it_pays_for_itself():
     downloaded = {"source": "pretrained", "pretrain": {"epochs": 5}, "retrain": {"budget_fraction": 0.25}}
     assert not prefix_cache.worth_building(downloaded, cells_sharing=1)
     assert prefix_cache.worth_building(downloaded, cells_sharing=4)
+
+
+def test_plan_respects_the_memory_budget():
+    from selfheal.grid import Cell
+
+    model_cfg = {"arch": "gpt2", "source": "scratch", "dropout": 0.0, "n_layer": 4, "pretrain": {"epochs": 5},
+                 "retrain": {"budget_fraction": 0.5, "prefix_cache_mb": 100}}
+    cells = [Cell("m", f"L{i}", "full", "fresh", "frozen", 0) for i in range(4)]
+    cells.append(Cell("m", "none", "none", "none", "frozen", 0))
+    assert prefix_cache.plan(model_cfg, cells, mb=99) == {cells[1]: 1, cells[2]: 2, cells[3]: 3}
+    assert prefix_cache.plan(model_cfg, cells, mb=101) == {}  # over budget: the plain forward
+    assert prefix_cache.footprint_mb(8000 + 256, 64, 64) == pytest.approx(135.3, abs=0.1)

@@ -46,7 +46,7 @@ def _training_job(proc):
             script = cmdline[1] if len(cmdline) > 1 else ""
             # the python process itself, not the bash wrapper Snakemake starts it with
             if "python" in child.name() and ".snakemake/scripts" in script and script.endswith(("pretrain.py",
-                                                                                                "retrain.py")):
+                                                                                                "heal.py")):
                 return child
     except psutil.NoSuchProcess:
         pass

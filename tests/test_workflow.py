@@ -128,13 +128,13 @@ def test_editing_one_models_retrain_reruns_only_its_cells(finished):
     )
     changed = [c for c in changed if not c.startswith("logs/")]
     retrained = {c for c in changed if c.endswith("recovery.json")}
-    assert retrained == {
-        "cells/tinyB/L0-full-fresh-s0/frozen/recovery.json",
-        "cells/tinyB/none-none-none-s0/frozen/recovery.json",
-        "cells/tinyB/all-full-fresh-s0/frozen/recovery.json",
+    assert retrained == {  # tinyB's one heal job (unit: model, regime, seed), every cell of it
+        "cells/tinyB/frozen-s0/L0-full-fresh/recovery.json",
+        "cells/tinyB/frozen-s0/none-none-none/recovery.json",
+        "cells/tinyB/frozen-s0/all-full-fresh/recovery.json",
     }
     assert not any(c.startswith(("models/", "baselines/", "corpus/", "cells/tinyA")) for c in changed)
-    assert not any(c.endswith(("reset.safetensors", "damage.json")) for c in changed)
+    assert not (workdir / "results" / "work").exists()  # a finished heal job leaves no staging folder
     assert "summary.parquet" in changed
 
     # and with nothing changed, nothing runs
@@ -163,8 +163,8 @@ def test_finished_cells_survive_a_failure_elsewhere(tmp_path):
     proc = snakemake(tmp_path, configfile, "--keep-going")
     assert proc.returncode != 0
     assert "train_sequences" in (tmp_path / "results" / "logs" / "tinyA" / "pretrain.log").read_text()
-    done = sorted(p.parent.parent.name for p in (tmp_path / "results" / "cells").rglob("recovery.json"))
-    assert done == ["L0-full-fresh-s0", "all-full-fresh-s0", "none-none-none-s0"]  # tinyB's three cells
+    done = sorted(p.parent.name for p in (tmp_path / "results" / "cells").rglob("recovery.json"))
+    assert done == ["L0-full-fresh", "all-full-fresh", "none-none-none"]  # tinyB's three cells
     assert not (tmp_path / "results" / "models" / "tinyA" / "pretrain.json").exists()
     assert not (tmp_path / "results" / "cells" / "tinyA").exists()
     assert not (tmp_path / "results" / "summary.parquet").exists()

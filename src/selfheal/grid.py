@@ -130,6 +130,29 @@ class Cell:
         return {"model": self.model, "target": self.target, "policy": self.policy, "init": self.init,
                 "regime": self.regime, "seed": self.seed}
 
+    @property
+    def unit(self) -> "Unit":
+        return Unit(self.model, self.regime, self.seed)
+
+
+@dataclass(frozen=True)
+class Unit:
+    """The unit of work of the heal stage: every cell of one model, retrain regime and retrain seed runs in one job
+    (the trained model, data and prefix caches loaded once). Adding a seed, regime or model adds units; changing
+    which cells a unit holds (layers, policies, inits, targets, controls) re-runs that unit."""
+
+    model: str
+    regime: str
+    seed: int
+
+
+def units(cells: list[Cell]) -> list[Unit]:
+    return list(dict.fromkeys(c.unit for c in cells))
+
+
+def cells_of(cells: list[Cell], unit: Unit) -> list[Cell]:
+    return [c for c in cells if c.unit == unit]
+
 
 def model_by_name(config: dict, name: str) -> dict:
     """A model of ``models``, or a derived model of the frozen-random experiment."""

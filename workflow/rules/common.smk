@@ -4,15 +4,15 @@
 import selfheal.analysis.plots
 import selfheal.config
 import selfheal.grid
-import selfheal.heal.prefix_cache
 
 CONFIG = selfheal.config.resolve(config)
 CELLS = selfheal.grid.cells(CONFIG)
 CELL_COLUMNS = selfheal.grid.columns(CELLS)
+UNITS = selfheal.grid.units(CELLS)
+UNIT_COLUMNS = selfheal.grid.columns(UNITS)
 PLOTS = list(selfheal.analysis.plots.FIGURES)
 THREADS = CONFIG["threads"]
 EVAL = selfheal.config.canonical(CONFIG["eval"])
-CACHE_DEPTH = selfheal.heal.prefix_cache.plan(CONFIG, CELLS)
 SCRATCH_MODELS = [m["name"] for m in CONFIG["models"] if m["source"] == "scratch"]
 PRETRAINED_MODELS = [m["name"] for m in CONFIG["models"] if m["source"] == "pretrained"]
 
@@ -22,9 +22,9 @@ TOKENS = "results/corpus/{tokenizer}/tokens.safetensors"
 SCRATCH = "results/models/{model}"
 IMPORTED = "results/pretrained/{model}"
 BASELINE = "results/baselines/{model}.json"
-CACHE = "results/cache/{model}/depth{depth}"
-CELL = "results/cells/{model}/{target}-{policy}-{init}-s{seed}"
-RETRAIN = "results/cells/{model}/{target}-{policy}-{init}-s{seed}/{regime}"
+UNIT = "results/cells/{model}/{regime}-s{seed}"  # one heal job's cells (selfheal.grid.Unit)
+CELL_IN_UNIT = "{target}-{policy}-{init}"  # a cell's folder inside its unit's
+WORK = "results/work/{model}/{regime}-s{seed}"  # a running heal job's checkpoints and finished cells
 LOGS = "results/logs"
 
 
@@ -35,7 +35,6 @@ wildcard_constraints:
     init="fresh|original|none",
     regime="frozen|layer|full",
     seed="[0-9]+",
-    depth="[0-9]+",
     tokenizer="[A-Za-z0-9_.-]+",
 
 
@@ -77,16 +76,6 @@ def theta0(wildcards):
     return f"{SCRATCH.format(model=wildcards.model)}/theta0"
 
 
-def prefix_cache(wildcards):
-    """The frozen-prefix cache this cell starts from, or nothing (then it runs the plain forward): only where it
-    is valid and pays for itself (selfheal.heal.prefix_cache.plan)."""
-    key = (wildcards.model, wildcards.target, wildcards.policy, wildcards.regime)
-    if key not in CACHE_DEPTH:
-        return []
-    folder = CACHE.format(model=wildcards.model, depth=CACHE_DEPTH[key])
-    return [f"{folder}/train.npy", f"{folder}/val.npy"]
-
-
 def pretrain_params(wildcards):
     """Everything that defines a model's pretraining (and nothing about retraining, so retrain edits keep it)."""
     m = model_cfg(wildcards)
@@ -105,15 +94,19 @@ def retrain_params(wildcards):
     return selfheal.config.canonical(model_cfg(wildcards))
 
 
-def cell_dict(wildcards):
-    return selfheal.grid.Cell(
-        wildcards.model,
-        wildcards.target,
-        wildcards.policy,
-        wildcards.init,
-        wildcards.regime,
-        int(wildcards.seed),
-    ).as_dict()
+def work_dir(wildcards):
+    return WORK.format(**wildcards)
+
+
+def cell_folder(wildcards):
+    """The per-cell folder pattern, passed as is (a function, so Snakemake does not expand its wildcards)."""
+    return CELL_IN_UNIT
+
+
+def unit_cells(wildcards):
+    """The cells one heal job runs."""
+    unit = selfheal.grid.Unit(wildcards.model, wildcards.regime, int(wildcards.seed))
+    return [c.as_dict() for c in selfheal.grid.cells_of(CELLS, unit)]
 
 
 def corpus_params():

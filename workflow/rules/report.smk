@@ -1,7 +1,6 @@
 rule aggregate:
     input:
-        recoveries=expand(f"{RETRAIN}/recovery.json", zip, **CELL_COLUMNS) if CELLS else [],
-        curves=expand(f"{RETRAIN}/curve.parquet", zip, **CELL_COLUMNS) if CELLS else [],
+        units=expand(UNIT, zip, **UNIT_COLUMNS) if CELLS else [],
         pretrain=expand(f"{SCRATCH}/pretrain.json", model=SCRATCH_MODELS),
         pretrain_curves=expand(f"{SCRATCH}/pretrain_curve.parquet", model=SCRATCH_MODELS),
     output:
@@ -11,6 +10,9 @@ rule aggregate:
         f"{LOGS}/aggregate.log",
     conda:
         "../../envs/analysis.yaml"
+    params:
+        recoveries=expand(f"{UNIT}/{CELL_IN_UNIT}/recovery.json", zip, **CELL_COLUMNS) if CELLS else [],
+        curves=expand(f"{UNIT}/{CELL_IN_UNIT}/curve.parquet", zip, **CELL_COLUMNS) if CELLS else [],
     script:
         "../scripts/aggregate.py"
 

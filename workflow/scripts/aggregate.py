@@ -9,8 +9,8 @@ from selfheal.analysis import tables
 
 logs.to_file(snakemake.log[0])
 tables.write(
-    snakemake.input.recoveries,
-    snakemake.input.curves,
+    snakemake.params.recoveries,  # inside the heal jobs' unit folders (snakemake.input.units)
+    snakemake.params.curves,
     snakemake.input.pretrain,
     snakemake.input.pretrain_curves,
     summary_out=snakemake.output.summary,

@@ -31,6 +31,7 @@ DEFAULTS: dict = {
         "grad_clip": 1.0,
         "eval_every_examples": 512,
         "checkpoint_every_steps": 50,
+        "prefix_cache_mb": 4096,
         "budget_fraction": 1.0,
         "thresholds": [0.01, 0.02, 0.05, 0.10],
     },

@@ -1,29 +1,24 @@
-"""The frozen prefix, computed once: hidden states entering layer L for every training and validation sequence.
+"""The frozen prefix, computed once per heal job: hidden states entering layer L for every training and validation
+sequence.
 
 In the ``frozen`` (and ``layer``) regime of a single-layer reset, layers below L never change: their output is a
-fixed function of the input. For a causal LM it is computed once per (model, L), written as a Snakemake output
-(``results/cache/{model}/depth{L}/``), and shared by every cell with that model and L: all seeds, policies and
-inits. It is invalidated like any output: when the model, the data or L change.
+fixed function of the input. For a causal LM without dropout the heal job (``heal.unit``) computes it once, in
+memory, for the cells of its unit that reset a layer at depth L, and frees it after the last of them.
 
-Size: (S + V) x context x d_model x 4 bytes (float32, so losses match the plain forward to float tolerance).
-It is written in chunks and read through a memory map, so RAM use stays bounded by the OS page cache whatever
-its size: rows are paged in as batches ask for them.
+Size: (S + V) x context x d_model x 4 bytes (float32, so losses match the plain forward to float tolerance). It is
+built only where it pays for itself (``worth_building``) and fits ``retrain.prefix_cache_mb`` (``plan``); elsewhere
+the cells run the plain forward.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 from dataclasses import dataclass
-from pathlib import Path
 
-import numpy as np
 import torch
 
-from selfheal import grid, models
 from selfheal.grid import Target
 from selfheal.models import families
-from selfheal.training import setup
 
 log = logging.getLogger("selfheal")
 CHUNK = 256  # sequences per forward when building
@@ -55,67 +50,50 @@ def worth_building(model_cfg: dict, cells_sharing: int) -> bool:
     return cells_sharing * model_cfg["retrain"]["budget_fraction"] * epochs >= 1
 
 
-def plan(config: dict, cells: list) -> dict[tuple[str, str, str, str], int]:
-    """Which cells start from a prefix cache: {(model, target, policy, regime): depth} for the cells where the
-    cache is valid (``cache_depth``) and pays for itself (``worth_building``, counted over every cell sharing the
-    (model, depth) cache); cells not in it run the plain forward."""
-    depths, sharing = {}, {}
-    for c in cells:
-        depth = cache_depth(grid.model_by_name(config, c.model), c.target, c.policy, c.regime)
-        if depth is not None:
-            depths[(c.model, c.target, c.policy, c.regime)] = depth
-            sharing[(c.model, depth)] = sharing.get((c.model, depth), 0) + 1
-    return {key: depth for key, depth in depths.items()
-            if worth_building(grid.model_by_name(config, key[0]), sharing[(key[0], depth)])}
+def footprint_mb(sequences: int, context: int, width: int) -> float:
+    """Memory of one cache in MB: sequences (S + V) x context x width x 4 bytes."""
+    return sequences * context * width * 4 / 1e6
 
 
-def _write(path: str, shape: tuple, fill) -> None:
-    tmp = f"{path}.tmp.npy"
-    array = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.float32, shape=shape)
-    fill(array)
-    array.flush()
-    del array
-    os.replace(tmp, path)
-
-
-def build(model_cfg: dict, eval_cfg: dict, tokens_path: str, trained_dir: str, depth: int,
-          train_path: str, val_path: str, threads: int = 1) -> None:
-    setup.seed_everything(0, threads)
-    job = setup.prepare(models.load(trained_dir), model_cfg, eval_cfg, tokens_path)  # fp32 on any device: exact
-    model, family, device = job.model, job.family, job.device
-    train_seqs = setup.train_sequences(model_cfg, tokens_path)
-    val_seqs = torch.cat([batch["input_ids"] for batch in job.val_batches])  # causal LM: the sequences themselves
-    width = int(family.prefix(model, {"input_ids": train_seqs[:1].to(device)}, depth).shape[-1])
-
-    def fill_from(seqs):
-        def fill(array):
-            for i in range(0, seqs.shape[0], CHUNK):
-                batch = {"input_ids": seqs[i : i + CHUNK].to(device)}
-                array[i : i + CHUNK] = family.prefix(model, batch, depth).float().cpu().numpy()
-        return fill
-
-    Path(train_path).parent.mkdir(parents=True, exist_ok=True)
-    _write(train_path, (train_seqs.shape[0], train_seqs.shape[1], width), fill_from(train_seqs))
-    _write(val_path, (val_seqs.shape[0], val_seqs.shape[1], width), fill_from(val_seqs))
-    size = (train_seqs.shape[0] + val_seqs.shape[0]) * train_seqs.shape[1] * width * 4
-    log.info("prefix cache %s depth %d: %d train + %d val sequences, %.1f MB on disk (memory-mapped when read)",
-             model_cfg["name"], depth, train_seqs.shape[0], val_seqs.shape[0], size / 1e6)
+def plan(model_cfg: dict, cells: list, mb: float) -> dict:
+    """Which cells of one heal job start from a prefix cache: {cell: depth} for the cells where the cache is
+    valid (``cache_depth``), pays for itself (``worth_building``, counted over the job's cells sharing a depth) and
+    fits the budget (``mb``, one cache's footprint, at most ``retrain.prefix_cache_mb``); the other cells run the
+    plain forward."""
+    if mb > model_cfg["retrain"]["prefix_cache_mb"]:
+        return {}
+    depths = {c: cache_depth(model_cfg, c.target, c.policy, c.regime) for c in cells}
+    depths = {c: d for c, d in depths.items() if d is not None}
+    sharing = {d: sum(1 for x in depths.values() if x == d) for d in set(depths.values())}
+    return {c: d for c, d in depths.items() if worth_building(model_cfg, sharing[d])}
 
 
 @dataclass
 class PrefixCache:
     depth: int
-    train: np.ndarray  # memory-mapped [S, T, D]
-    val: np.ndarray  # memory-mapped [V, T, D]
+    train: torch.Tensor  # [S, T, D] float32
+    val: torch.Tensor  # [V, T, D] float32
 
     @classmethod
-    def open(cls, depth: int, train_path: str, val_path: str) -> "PrefixCache":
-        # allow_pickle stays False: .npy arrays of float32 only, nothing is unpickled
-        return cls(depth, np.load(train_path, mmap_mode="r"), np.load(val_path, mmap_mode="r"))
+    @torch.no_grad()
+    def build(cls, model, family, train_seqs: torch.Tensor, val_batches: list[dict], depth: int,
+              device: torch.device) -> "PrefixCache":
+        """Run the frozen layers below ``depth`` once over the train sequences and the validation batches (fp32
+        on any device: exact)."""
+        val_seqs = torch.cat([batch["input_ids"] for batch in val_batches])  # causal LM: the sequences themselves
+
+        def prefix(seqs: torch.Tensor) -> torch.Tensor:
+            chunks = [family.prefix(model, {"input_ids": seqs[i : i + CHUNK].to(device)}, depth).float().cpu()
+                      for i in range(0, seqs.shape[0], CHUNK)]
+            return torch.cat(chunks)
+
+        cache = cls(depth, prefix(train_seqs), prefix(val_seqs))
+        log.info("prefix cache at depth %d: %d train + %d val sequences, %.1f MB in memory", depth,
+                 cache.train.shape[0], cache.val.shape[0], (cache.train.nbytes + cache.val.nbytes) / 1e6)
+        return cache
 
     def train_rows(self, index: torch.Tensor) -> torch.Tensor:
-        return torch.from_numpy(np.ascontiguousarray(self.train[index.numpy()]))
+        return self.train[index]
 
     def val_rows(self, start: int, stop: int) -> torch.Tensor:
-        return torch.from_numpy(np.array(self.val[start:stop]))  # a copy: the map is read-only
-
+        return self.val[start:stop]

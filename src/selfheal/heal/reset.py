@@ -10,17 +10,12 @@ import logging
 import zlib
 
 import torch
-from safetensors import safe_open
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
 from torch import nn
 
-from selfheal import grid, models, records
+from selfheal import grid
 from selfheal.grid import Target
-from selfheal.models import families
 from selfheal.models.families import MODEL_POLICIES
-from selfheal.records import Damage
-from selfheal.training import setup
-from selfheal.training.evaluation import evaluate
 
 log = logging.getLogger("selfheal")
 
@@ -91,62 +86,19 @@ def apply(
     return {n: params[n].detach().clone().contiguous() for n in names}
 
 
-def reset_cell(
-    model_cfg: dict,
-    eval_cfg: dict,
-    tokens_path: str,
-    trained_dir: str,
-    theta0_dir: str | None,
-    target: str,
-    policy: str,
-    init: str,
-    seed: int,
-    weights_path: str,
-    damage_path: str,
-    threads: int = 1,
-) -> Damage:
-    """The reset stage of one cell: write the reset tensors (safetensors) and the damage (val loss right after)."""
-    setup.seed_everything(seed, threads)
-    parsed = Target.parse(target)
-    model = models.load(trained_dir)
-    family = families.for_model(model)
-    metadata = {"target": target, "policy": policy, "init": init, "seed": str(seed)}
+def draw(model: nn.Module, family, target: Target | str, policy: str, init: str, seed: int,
+         theta0: dict[str, torch.Tensor] | None = None) -> list[str]:
+    """Reset one cell's (target, policy) in ``model`` in place, drawn from the cell's own generator (or restored
+    from theta0); a target ``swapN`` swaps in a fresh encoder of width N. Returns the names of the reset tensors."""
+    parsed = Target.of(target)
+    generator = generator_for(seed, parsed, policy)
     if parsed.kind == grid.SWAP_KIND:
-        names = family.swap_encoder(model, parsed.width, generator_for(seed, parsed, policy))
-        params = dict(model.named_parameters())
-        new_values = {n: params[n].detach().clone().contiguous() for n in names}
-        metadata["swap_d_model"] = str(parsed.width)
-    else:
-        names = target_names(model, family, parsed, policy)
-        theta0 = load_file(f"{theta0_dir}/model.safetensors") if init == "original" else None
-        new_values = apply(model, family, names, init, generator_for(seed, parsed, policy), theta0)
-    save_file(new_values, weights_path, metadata=metadata)
-    job = setup.prepare(model, model_cfg, eval_cfg, tokens_path)
-    damaged = evaluate(model, family, job.val_batches, hw=job.hardware)
-    out = Damage(model=model_cfg["name"], target=target, policy=policy, init=init, seed=seed,
-                 reset_tensors=len(names), reset_params=int(sum(v.numel() for v in new_values.values())),
-                 damaged_loss=damaged)
-    records.write(damage_path, out)
-    log.info("reset %s %s/%s/%s seed %d: %d tensors, damaged val loss %.4f",
-             model_cfg["name"], target, policy, init, seed, len(names), damaged)
-    return out
+        return sorted(family.swap_encoder(model, parsed.width, generator))
+    names = target_names(model, family, parsed, policy)
+    apply(model, family, names, init, generator, theta0)
+    return sorted(names)
 
 
-def load_reset_model(trained_dir: str, weights_path: str):
-    """The trained model with a cell's reset written over it (rebuilding a swapped encoder first).
-    Returns (model, family, names of the reset tensors)."""
-    model = models.load(trained_dir)
-    family = families.for_model(model)
-    with safe_open(weights_path, "pt") as f:
-        metadata = f.metadata() or {}
-    if "swap_d_model" in metadata:
-        family.swap_encoder(model, int(metadata["swap_d_model"]), torch.Generator().manual_seed(0))
-    values = load_file(weights_path)
-    params = dict(model.named_parameters())
-    missing = sorted(set(values) - set(params))
-    if missing:
-        raise ValueError(f"{weights_path}: tensors not in the model: {missing[:5]}")
-    with torch.no_grad():
-        for name, value in values.items():
-            params[name].copy_(value)
-    return model, family, sorted(values)
+def load_theta0(theta0_dir: str | None) -> dict[str, torch.Tensor] | None:
+    """The step-0 weights of a model pretrained here (safetensors), or None (a downloaded model has none)."""
+    return load_file(f"{theta0_dir}/model.safetensors") if theta0_dir else None

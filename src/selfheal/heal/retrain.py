@@ -8,17 +8,16 @@ from __future__ import annotations
 
 import logging
 from dataclasses import asdict
-from pathlib import Path
 
 import pandas as pd
 
-from selfheal import grid, records, results_io
-from selfheal.grid import Target
+from selfheal import grid
+from selfheal.grid import Cell, Target
 from selfheal.heal import thresholds
 from selfheal.heal.prefix_cache import PrefixCache
-from selfheal.heal.reset import load_reset_model, target_layers
-from selfheal.records import Baseline, CellResult, Damage, PretrainSummary
-from selfheal.training import checkpoints, loop, setup
+from selfheal.heal.reset import target_layers
+from selfheal.records import CellResult, PretrainSummary
+from selfheal.training import loop, setup
 from selfheal.training.state import Settings
 
 log = logging.getLogger("selfheal")
@@ -39,37 +38,29 @@ def trainable_names(model, family, regime: str, target: Target | str, reset_name
     raise ValueError(f"unknown regime {regime!r}; expected one of {REGIMES}")
 
 
-def retrain_cell(
+def retrain(
+    model,
+    family,
+    job: setup.Setup,
+    train_seqs,
     model_cfg: dict,
-    eval_cfg: dict,
-    cell: dict,
-    tokens_path: str,
-    trained_dir: str,
-    reset_weights: str,
-    baseline_path: str,
-    damage_path: str,
-    pretrain_summary_path: str,
-    recovery_path: str,
-    curve_path: str,
-    threads: int = 1,
-    cache_paths: tuple[str, str] | None = None,
-) -> CellResult:
-    """One retrain cell. ``cache_paths``: (train, val) of the frozen-prefix cache at the reset layer's depth,
-    when the workflow made one for this cell (see prefix_cache.cache_depth)."""
+    cell: Cell,
+    reset_names: list[str],
+    baseline: float,
+    damaged: float,
+    pre: PretrainSummary,
+    cache: PrefixCache | None = None,
+    checkpoint_path: str | None = None,
+) -> tuple[CellResult, pd.DataFrame]:
+    """Retrain one reset cell (``model`` holds the reset) until every threshold is met or the budget of
+    ``retrain.budget_fraction`` x S x E examples runs out. Returns the cell's record and its recovery curve; the
+    caller removes ``checkpoint_path`` once it has written them."""
     r = model_cfg["retrain"]
-    setup.seed_everything(cell["seed"], threads)
-    target = Target.parse(cell["target"])
-    model, family, reset_names = load_reset_model(trained_dir, reset_weights)
-    trainable = trainable_names(model, family, cell["regime"], target, reset_names)
+    target = Target.parse(cell.target)
+    trainable = trainable_names(model, family, cell.regime, target, reset_names)
     trainable_params = int(sum(p.numel() for n, p in model.named_parameters() if n in trainable))
-    baseline = records.read(baseline_path, Baseline).val_loss
-    damaged = records.read(damage_path, Damage).damaged_loss
-    pre = records.read(pretrain_summary_path, PretrainSummary)
     # S x E: unknown for a downloaded model, whose budget is then counted in the train sequences available here.
     pretrain_examples = pre.pretrain_examples
-
-    job = setup.prepare(model, model_cfg, eval_cfg, tokens_path)
-    train_seqs = setup.train_sequences(model_cfg, tokens_path)
     budget_unit = pretrain_examples or train_seqs.shape[0]
     settings = Settings(
         lr=r["lr"],
@@ -79,20 +70,16 @@ def retrain_cell(
         eval_every_examples=r["eval_every_examples"],
         max_examples=round(r["budget_fraction"] * budget_unit),
         warmup_steps=r["warmup_steps"],
-        data_seed=cell["seed"],
+        data_seed=cell.seed,
         hardware=job.hardware,
-        checkpoint_path=str(Path(recovery_path).with_name("retrain.ckpt")),
+        checkpoint_path=checkpoint_path,
         checkpoint_every_steps=r["checkpoint_every_steps"],
     )
     log.info(
-        "retrain %s: %d trainable tensors (%d params), baseline %.4f, damaged %.4f, budget %d examples",
-        cell, len(trainable), trainable_params, baseline, damaged, settings.max_examples,
+        "retrain %s: %d trainable tensors (%d params), baseline %.4f, damaged %.4f, budget %d examples%s",
+        cell.as_dict(), len(trainable), trainable_params, baseline, damaged, settings.max_examples,
+        f", from the prefix cache at depth {cache.depth}" if cache else "",
     )
-    cache = None
-    if cache_paths:
-        depth = family.layer(model, target.text).depth
-        cache = PrefixCache.open(depth, *cache_paths)
-        log.info("using the frozen-prefix cache at depth %d", depth)
     levels = r["thresholds"]
     result = loop.run(
         model, family, job.objective, train_seqs, job.val_batches, trainable, settings,
@@ -109,11 +96,9 @@ def retrain_cell(
         log.info("threshold %.3f: %s at %d examples", rec.threshold,
                  "recovered" if rec.recovered else "censored", rec.examples)
 
-    curve = pd.DataFrame([asdict(pt) for pt in result.curve])
-    results_io.write_parquet(curve_path, curve)
     layer = family.layer(model, target.text) if target.is_layer else None
     out = CellResult(
-        **cell,
+        **cell.as_dict(),
         stack=layer.stack if layer else None,
         layer=layer.index if layer else None,
         depth=layer.depth if layer else None,
@@ -134,6 +119,4 @@ def retrain_cell(
         train_tokens_per_s=result.train_tokens_per_s,
         eval_share=result.eval_s / result.curve[-1].wall_s if result.curve[-1].wall_s > 0 else 0.0,
     )
-    records.write(recovery_path, out)
-    checkpoints.remove(settings)
-    return out
+    return out, pd.DataFrame([asdict(pt) for pt in result.curve])

@@ -1,0 +1,145 @@
+"""One heal job: every cell of one unit (a model, a retrain regime, a retrain seed; ``grid.Unit``) in one process.
+
+The trained model, its token streams, validation batches and step-0 weights are loaded once. Per cell, in an order
+that builds each frozen-prefix cache once: the global RNG is seeded with the cell's seed, the trained model is
+copied, the cell's target is reset (``reset.draw``, the cell's own generator), the damage is measured on the fixed
+validation set, and the cell retrains to threshold (``retrain.retrain``). After training, every tensor the cell did
+not train is checked bit-identical to the trained model's.
+
+Outputs per cell (in the unit's folder, under the layout the rules pass in): ``damage.json`` (``Damage``),
+``recovery.json`` (``CellResult``) and ``curve.parquet``. Work is never lost: a running cell checkpoints into the
+unit's work folder, and each finished cell is staged there with a fingerprint of what it depends on; a re-run of a
+killed job reuses finished cells whose fingerprint matches and resumes the cell in progress from its checkpoint.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import logging
+import os
+import shutil
+from pathlib import Path
+
+import torch
+
+from selfheal import models, records, results_io
+from selfheal.grid import Cell
+from selfheal.heal import prefix_cache, reset, retrain
+from selfheal.heal.prefix_cache import PrefixCache
+from selfheal.records import Baseline, Damage, PretrainSummary
+from selfheal.training import setup
+from selfheal.training.evaluation import evaluate
+
+log = logging.getLogger("selfheal")
+OUTPUTS = ("damage.json", "recovery.json", "curve.parquet")
+
+
+class FrozenTensorChanged(RuntimeError):
+    pass
+
+
+def _fingerprint(model_cfg: dict, eval_cfg: dict, cell: Cell, inputs: list[str]) -> str:
+    """What a finished cell depends on: its settings and the identity (size, mtime) of every input file."""
+    files = sorted(str(p) for path in map(Path, inputs) for p in ([path] if path.is_file() else path.rglob("*"))
+                   if p.is_file())
+    stamp = [(p, Path(p).stat().st_size, Path(p).stat().st_mtime_ns) for p in files]
+    blob = json.dumps({"model": model_cfg, "eval": eval_cfg, "cell": cell.as_dict(), "files": stamp},
+                      sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def check_frozen(model, base, trainable: set[str]) -> None:
+    """Every tensor that did not train is bit-identical to the trained model's (a swapped encoder's new tensors
+    have no counterpart and are skipped)."""
+    base_params = dict(base.named_parameters())
+    changed = [n for n, p in model.named_parameters()
+               if n not in trainable and n in base_params and p.shape == base_params[n].shape
+               and not torch.equal(p, base_params[n])]
+    if changed:
+        raise FrozenTensorChanged(f"frozen tensors changed during retraining: {changed[:5]}")
+
+
+def heal_cell(base, job: setup.Setup, train_seqs, model_cfg: dict, cell: Cell, theta0, baseline: float,
+              pre: PretrainSummary, cache: PrefixCache | None, checkpoint_path: str):
+    """Reset, measure the damage, retrain: one cell on a copy of the trained ``base``."""
+    setup.seed_everything(cell.seed)
+    model = copy.deepcopy(base)
+    names = reset.draw(model, job.family, cell.target, cell.policy, cell.init, cell.seed, theta0)
+    damaged = evaluate(model, job.family, job.val_batches, hw=job.hardware)
+    params = dict(model.named_parameters())
+    damage = Damage(model=cell.model, target=cell.target, policy=cell.policy, init=cell.init, seed=cell.seed,
+                    reset_tensors=len(names), reset_params=int(sum(params[n].numel() for n in names)),
+                    damaged_loss=damaged)
+    log.info("reset %s %s/%s/%s seed %d: %d tensors, damaged val loss %.4f",
+             cell.model, cell.target, cell.policy, cell.init, cell.seed, len(names), damaged)
+    result, curve = retrain.retrain(model, job.family, job, train_seqs, model_cfg, cell, names, baseline, damaged,
+                                    pre, cache, checkpoint_path)
+    check_frozen(model, base, {n for n, p in model.named_parameters() if p.requires_grad})
+    return damage, result, curve
+
+
+def run(model_cfg: dict, eval_cfg: dict, cells: list[dict], tokens_path: str, trained_dir: str,
+        theta0_dir: str | None, baseline_path: str, pretrain_summary_path: str, out_dir: str, work_dir: str,
+        cell_folder: str, threads: int = 1) -> None:
+    """Heal every cell of one unit. ``cell_folder``: the per-cell folder inside ``out_dir`` (and ``work_dir``), a
+    pattern over the cell's fields (e.g. ``{target}-{policy}-{init}``)."""
+    cells = [Cell(**c) for c in cells]
+    setup.seed_everything(0, threads)
+    base = models.load(trained_dir)
+    job = setup.prepare(base, model_cfg, eval_cfg, tokens_path)
+    base.requires_grad_(False)
+    train_seqs = setup.train_sequences(model_cfg, tokens_path)
+    theta0 = reset.load_theta0(theta0_dir) if any(c.init == "original" for c in cells) else None
+    baseline = records.read(baseline_path, Baseline).val_loss
+    pre = records.read(pretrain_summary_path, PretrainSummary)
+    val_count = sum(b["input_ids"].shape[0] for b in job.val_batches)
+    mb = prefix_cache.footprint_mb(train_seqs.shape[0] + val_count, train_seqs.shape[1], base.config.hidden_size)
+    depths = prefix_cache.plan(model_cfg, cells, mb)
+    if depths:
+        log.info("prefix caches at depths %s: %.1f MB each, one at a time", sorted(set(depths.values())), mb)
+    elif any(prefix_cache.cache_depth(model_cfg, c.target, c.policy, c.regime) for c in cells):
+        log.info("no prefix cache: %.1f MB each exceeds retrain.prefix_cache_mb or does not pay", mb)
+    inputs = [p for p in (tokens_path, trained_dir, theta0_dir, baseline_path, pretrain_summary_path) if p]
+    work = Path(work_dir)
+    cache = None
+    # Cells without a cache first, then by cache depth, so each cache is built once and freed after its last cell.
+    for cell in sorted(cells, key=lambda c: depths.get(c, -1)):
+        folder = work / cell_folder.format(**cell.as_dict())
+        fingerprint = _fingerprint(model_cfg, eval_cfg, cell, inputs)
+        stamp = folder / "fingerprint.txt"
+        if all((folder / o).exists() for o in OUTPUTS) and stamp.exists() and stamp.read_text() == fingerprint:
+            log.info("cell %s finished in an earlier run of this job: kept", cell.as_dict())
+            continue
+        for o in OUTPUTS:
+            (folder / o).unlink(missing_ok=True)
+        depth = depths.get(cell)
+        if depth is None:
+            cache = None
+        elif cache is None or cache.depth != depth:
+            cache = None  # free the previous depth's cache before building the next
+            cache = PrefixCache.build(base, job.family, train_seqs, job.val_batches, depth, job.device)
+        folder.mkdir(parents=True, exist_ok=True)
+        stamp.write_text(fingerprint)
+        checkpoint = folder / "retrain.ckpt"
+        damage, result, curve = heal_cell(base, job, train_seqs, model_cfg, cell, theta0, baseline, pre, cache,
+                                          str(checkpoint))
+        records.write(folder / "damage.json", damage)
+        results_io.write_parquet(folder / "curve.parquet", curve)
+        records.write(folder / "recovery.json", result)  # last: its presence marks the cell finished
+        checkpoint.unlink(missing_ok=True)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    for cell in cells:
+        name = cell_folder.format(**cell.as_dict())
+        (out / name).mkdir(parents=True, exist_ok=True)
+        for o in OUTPUTS:
+            shutil.copy2(work / name / o, out / name / o)
+    shutil.rmtree(work)
+    try:
+        os.removedirs(work.parent)  # and any parents left empty
+    except OSError:
+        pass
+    log.info("healed %d cells of %s", len(cells), cells[0].unit if cells else "an empty unit")
+

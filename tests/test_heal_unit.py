@@ -1,0 +1,118 @@
+"""One heal job runs every cell of its unit: per-cell outputs, the same numbers as a cell healed alone, frozen
+tensors bit-identical, and finished cells of a killed job kept by its re-run."""
+
+import json
+
+import pandas as pd
+import pytest
+import torch
+from conftest import SPECIAL, TINY_MODEL, trained_like
+from safetensors.torch import save_file
+
+from selfheal import models, records
+from selfheal.grid import Cell
+from selfheal.heal import unit
+from selfheal.records import CellResult, Damage
+
+PATTERN = "{target}-{policy}-{init}"
+
+
+@pytest.fixture
+def inputs(tmp_path):
+    model = trained_like(models.build(TINY_MODEL, SPECIAL, seed=0))
+    models.save(model, tmp_path / "trained")
+    g = torch.Generator().manual_seed(0)
+    stream = torch.randint(3, 64, (16 * 200,), generator=g, dtype=torch.int32)
+    save_file({"train": stream, "val": stream[: 16 * 40].clone()}, str(tmp_path / "tokens.safetensors"),
+              metadata={k: str(v) for k, v in SPECIAL.items()})
+    records.write(tmp_path / "baseline.json", records.Baseline("t", 4.0, 54.6, 32, 16))
+    records.write(tmp_path / "pretrain.json", records.PretrainSummary("t", "gpt2", 3, 16, 1000, train_sequences=128,
+                                                                       epochs=2))
+    model_cfg = {**TINY_MODEL, "source": "scratch", "pretrain": {"train_sequences": 128, "seed": 0, "epochs": 2},
+                 "retrain": {"lr": 1e-2, "batch_size": 16, "weight_decay": 0.0, "grad_clip": 1.0,
+                             "eval_every_examples": 32, "warmup_steps": 2, "budget_fraction": 0.5,
+                             "thresholds": [0.01], "checkpoint_every_steps": 0, "prefix_cache_mb": 100}}
+    eval_cfg = {"val_sequences": 32, "batch_size": 16}
+    return tmp_path, model_cfg, eval_cfg
+
+
+def _run(tmp_path, model_cfg, eval_cfg, cells, out="out"):
+    unit.run(model_cfg, eval_cfg, [c.as_dict() for c in cells], str(tmp_path / "tokens.safetensors"),
+             str(tmp_path / "trained"), None, str(tmp_path / "baseline.json"), str(tmp_path / "pretrain.json"),
+             str(tmp_path / out), str(tmp_path / "work" / out), PATTERN)
+    return {c: records.read(tmp_path / out / PATTERN.format(**c.as_dict()) / "recovery.json", CellResult)
+            for c in cells}
+
+
+CELLS = [Cell("t", "L0", "full", "fresh", "frozen", 0), Cell("t", "L2", "full", "fresh", "frozen", 0),
+         Cell("t", "none", "none", "none", "frozen", 0)]
+
+
+def test_unit_heals_every_cell_like_a_cell_alone(inputs):
+    tmp_path, model_cfg, eval_cfg = inputs
+    together = _run(tmp_path, model_cfg, eval_cfg, CELLS)
+    assert not (tmp_path / "work").exists()
+    for cell in CELLS:
+        folder = tmp_path / "out" / PATTERN.format(**cell.as_dict())
+        curve = pd.read_parquet(folder / "curve.parquet")
+        damage = records.read(folder / "damage.json", Damage)
+        assert damage.damaged_loss == together[cell].damaged_loss == curve["val_loss"].iloc[0]
+    assert together[CELLS[1]].prefix_cache_depth == 2  # the layers below L2, from the in-memory cache
+    assert together[CELLS[0]].prefix_cache_depth is None  # nothing below layer 0
+    # the same cell healed in a job of its own (so another order, no neighbours) gives the same numbers
+    alone = _run(tmp_path, model_cfg, eval_cfg, [CELLS[1]], out="alone")[CELLS[1]]
+    def numbers(result):
+        return [(r.recovered, r.examples, r.steps, r.val_loss) for r in result.recoveries]
+
+    assert numbers(alone) == numbers(together[CELLS[1]])
+    assert alone.final_loss == together[CELLS[1]].final_loss
+
+
+def test_prefix_cache_budget_changes_speed_not_numbers(inputs):
+    tmp_path, model_cfg, eval_cfg = inputs
+    cached = _run(tmp_path, model_cfg, eval_cfg, [CELLS[1]], out="cached")[CELLS[1]]
+    plain = _run(tmp_path, {**model_cfg, "retrain": {**model_cfg["retrain"], "prefix_cache_mb": 0}}, eval_cfg,
+                 [CELLS[1]], out="plain")[CELLS[1]]
+    assert cached.prefix_cache_depth == 2 and plain.prefix_cache_depth is None
+    assert plain.final_loss == pytest.approx(cached.final_loss, rel=1e-5)
+
+
+def test_finished_cells_of_a_killed_job_are_kept(inputs):
+    tmp_path, model_cfg, eval_cfg = inputs
+    _run(tmp_path, model_cfg, eval_cfg, CELLS[:1], out="first")
+    # stage the finished cell as a killed job would have left it, then re-run the whole unit
+    work = tmp_path / "work" / "again"
+    unit_folder = tmp_path / "first"
+    first = work / PATTERN.format(**CELLS[0].as_dict())
+    first.mkdir(parents=True)
+    for name in unit.OUTPUTS:
+        (first / name).write_bytes((unit_folder / PATTERN.format(**CELLS[0].as_dict()) / name).read_bytes())
+    inputs_list = [str(tmp_path / p) for p in ("tokens.safetensors", "trained", "baseline.json", "pretrain.json")]
+    (first / "fingerprint.txt").write_text(unit._fingerprint(model_cfg, eval_cfg, CELLS[0], inputs_list))
+    marker = json.loads((first / "recovery.json").read_text())
+    marker["final_loss"] = -1.0  # so the test sees whether the staged record was kept or recomputed
+    (first / "recovery.json").write_text(json.dumps(marker))
+    again = _run(tmp_path, model_cfg, eval_cfg, CELLS, out="again")
+    assert again[CELLS[0]].final_loss == -1.0  # kept, not recomputed
+    assert again[CELLS[1]].final_loss > 0
+
+    # a changed setting invalidates the staged cell
+    first.mkdir(parents=True)
+    for name in unit.OUTPUTS:
+        (first / name).write_bytes((unit_folder / PATTERN.format(**CELLS[0].as_dict()) / name).read_bytes())
+    (first / "recovery.json").write_text(json.dumps(marker))
+    (first / "fingerprint.txt").write_text(unit._fingerprint(model_cfg, eval_cfg, CELLS[0], inputs_list))
+    changed = {**model_cfg, "retrain": {**model_cfg["retrain"], "lr": 5e-3}}
+    assert _run(tmp_path, changed, eval_cfg, CELLS[:1], out="again")[CELLS[0]].final_loss > 0
+
+
+def test_a_changed_frozen_tensor_is_caught(trained_model):
+    import copy
+
+    healed = copy.deepcopy(trained_model)
+    unit.check_frozen(healed, trained_model, set())
+    with torch.no_grad():
+        healed.transformer.h[1].mlp.c_fc.weight[0, 0] += 1e-6
+    unit.check_frozen(healed, trained_model, {"transformer.h.1.mlp.c_fc.weight"})  # it trained: allowed
+    with pytest.raises(unit.FrozenTensorChanged, match="h.1.mlp.c_fc.weight"):
+        unit.check_frozen(healed, trained_model, set())
