@@ -29,8 +29,8 @@ rule all:
     input:
         # The reset-and-retrain grid (when the config has models), the transfer experiments (when it has a
         # transfer section) and the frozen-random comparison (when a model has frozen_random).
-        expand("results/{table}.parquet", table=["summary", "curves"] if CELLS else []),
-        expand("results/plots/{plot}.{ext}", plot=PLOTS if CELLS else [], ext=["html", "png"]),
-        expand("results/transfer/{table}.parquet", table=["scores", "summary"] if TRANSFER else []),
-        expand("results/plots/{plot}.{ext}", plot=TRANSFER_PLOTS if TRANSFER else [], ext=["html", "png"]),
+        expand(f"{RESULTS}/{{table}}.parquet", table=["summary", "curves"] if CELLS else []),
+        expand(f"{RESULTS}/plots/{{plot}}.{{ext}}", plot=PLOTS if CELLS else [], ext=["html", "png"]),
+        expand(f"{RESULTS}/transfer/{{table}}.parquet", table=["scores", "summary"] if TRANSFER else []),
+        expand(f"{RESULTS}/plots/{{plot}}.{{ext}}", plot=TRANSFER_PLOTS if TRANSFER else [], ext=["html", "png"]),
         FROZEN_RANDOM_OUTPUTS,

@@ -16,16 +16,18 @@ EVAL = selfheal.config.canonical(CONFIG["eval"])
 SCRATCH_MODELS = [m["name"] for m in CONFIG["models"] if m["source"] == "scratch"]
 PRETRAINED_MODELS = [m["name"] for m in CONFIG["models"] if m["source"] == "pretrained"]
 
-# Paths, each spelled once.
-CORPUS = "results/corpus"
-TOKENS = "results/corpus/{tokenizer}/tokens.safetensors"
-SCRATCH = "results/models/{model}"
-IMPORTED = "results/pretrained/{model}"
-BASELINE = "results/baselines/{model}.json"
-UNIT = "results/cells/{model}/{regime}-s{seed}"  # one heal job's cells (selfheal.grid.Unit)
+# Paths, each spelled once, under the config's results_dir ("results" for the default config; each shipped
+# config has its own, so running the examples one after another never overwrites another's outputs).
+RESULTS = CONFIG["results_dir"].rstrip("/")
+CORPUS = f"{RESULTS}/corpus"
+TOKENS = f"{RESULTS}/corpus/{{tokenizer}}/tokens.safetensors"
+SCRATCH = f"{RESULTS}/models/{{model}}"
+IMPORTED = f"{RESULTS}/pretrained/{{model}}"
+BASELINE = f"{RESULTS}/baselines/{{model}}.json"
+UNIT = f"{RESULTS}/cells/{{model}}/{{regime}}-s{{seed}}"  # one heal job's cells (selfheal.grid.Unit)
 CELL_IN_UNIT = "{target}-{policy}-{init}"  # a cell's folder inside its unit's
-WORK = "results/work/{model}/{regime}-s{seed}"  # a running heal job's checkpoints and finished cells
-LOGS = "results/logs"
+WORK = f"{RESULTS}/work/{{model}}/{{regime}}-s{{seed}}"  # a running heal job's checkpoints and finished cells
+LOGS = f"{RESULTS}/logs"
 
 
 wildcard_constraints:

@@ -4,7 +4,7 @@
 FROZEN_RANDOM_VARIANTS = [m["name"] for m in selfheal.grid.frozen_random_models(CONFIG)]
 FROZEN_RANDOM_BASES = list(dict.fromkeys(m["base_model"] for m in selfheal.grid.frozen_random_models(CONFIG)))
 FROZEN_RANDOM_OUTPUTS = (
-    ["results/frozen_random.parquet", "results/plots/frozen_random.html", "results/plots/frozen_random.png"]
+    [f"{RESULTS}/frozen_random.parquet", f"{RESULTS}/plots/frozen_random.html", f"{RESULTS}/plots/frozen_random.png"]
     if FROZEN_RANDOM_VARIANTS
     else []
 )
@@ -15,7 +15,7 @@ rule frozen_random_table:
         references=expand(f"{SCRATCH}/pretrain.json", model=FROZEN_RANDOM_BASES),
         variants=expand(f"{SCRATCH}/pretrain.json", model=FROZEN_RANDOM_VARIANTS),
     output:
-        "results/frozen_random.parquet",
+        f"{RESULTS}/frozen_random.parquet",
     log:
         f"{LOGS}/frozen_random_table.log",
     conda:
@@ -26,14 +26,14 @@ rule frozen_random_table:
 
 rule frozen_random_plot:
     input:
-        "results/frozen_random.parquet",
+        f"{RESULTS}/frozen_random.parquet",
     output:
         html=report(
-            "results/plots/frozen_random.html",
+            f"{RESULTS}/plots/frozen_random.html",
             caption="../report/frozen_random.rst",
             category="Frozen random components",
         ),
-        png="results/plots/frozen_random.png",
+        png=f"{RESULTS}/plots/frozen_random.png",
     log:
         f"{LOGS}/frozen_random_plot.log",
     conda:

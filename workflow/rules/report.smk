@@ -4,8 +4,8 @@ rule aggregate:
         pretrain=expand(f"{SCRATCH}/pretrain.json", model=SCRATCH_MODELS),
         pretrain_curves=expand(f"{SCRATCH}/pretrain_curve.parquet", model=SCRATCH_MODELS),
     output:
-        summary="results/summary.parquet",
-        curves="results/curves.parquet",
+        summary=f"{RESULTS}/summary.parquet",
+        curves=f"{RESULTS}/curves.parquet",
     log:
         f"{LOGS}/aggregate.log",
     conda:
@@ -19,14 +19,14 @@ rule aggregate:
 
 rule plots:
     input:
-        summary="results/summary.parquet",
-        curves="results/curves.parquet",
+        summary=f"{RESULTS}/summary.parquet",
+        curves=f"{RESULTS}/curves.parquet",
     output:
         html=[
-            report(f"results/plots/{name}.html", caption=f"../report/{name}.rst", category="Recovery")
+            report(f"{RESULTS}/plots/{name}.html", caption=f"../report/{name}.rst", category="Recovery")
             for name in PLOTS
         ],
-        png=expand("results/plots/{name}.png", name=PLOTS),
+        png=expand(f"{RESULTS}/plots/{{name}}.png", name=PLOTS),
     log:
         f"{LOGS}/plots.log",
     conda:

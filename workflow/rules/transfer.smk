@@ -5,8 +5,8 @@ import selfheal.experiments.transfer.plots
 import selfheal.experiments.transfer.plan
 
 TRANSFER = CONFIG["transfer"]
-TRANSFER_RUN = "results/transfer/runs/{task}/n{size}/{spec}/t{trial}.json"
-TRANSFER_PROBE = "results/transfer/probes/{task}/n{size}/t{trial}.parquet"
+TRANSFER_RUN = f"{RESULTS}/transfer/runs/{{task}}/n{{size}}/{{spec}}/t{{trial}}.json"
+TRANSFER_PROBE = f"{RESULTS}/transfer/probes/{{task}}/n{{size}}/t{{trial}}.parquet"
 if TRANSFER:
     TRANSFER_RUNS = selfheal.experiments.transfer.plan.runs(TRANSFER)
     TRANSFER_PROBES = selfheal.experiments.transfer.plan.probes(TRANSFER)
@@ -32,9 +32,9 @@ if TRANSFER:
 
     rule transfer_model:
         output:
-            directory("results/transfer/model"),
+            directory(f"{RESULTS}/transfer/model"),
         log:
-            "results/logs/transfer/model.log",
+            f"{RESULTS}/logs/transfer/model.log",
         conda:
             "../../envs/training.yaml"
         params:
@@ -44,11 +44,11 @@ if TRANSFER:
 
     rule transfer_split:
         output:
-            train="results/transfer/data/{task}/train.parquet",
-            test="results/transfer/data/{task}/test.parquet",
-            summary="results/transfer/data/{task}/split.json",
+            train=f"{RESULTS}/transfer/data/{{task}}/train.parquet",
+            test=f"{RESULTS}/transfer/data/{{task}}/test.parquet",
+            summary=f"{RESULTS}/transfer/data/{{task}}/split.json",
         log:
-            "results/logs/transfer/{task}/split.log",
+            f"{RESULTS}/logs/transfer/{{task}}/split.log",
         conda:
             "../../envs/training.yaml"
         params:
@@ -60,13 +60,13 @@ if TRANSFER:
 
     rule transfer_finetune:
         input:
-            model="results/transfer/model",
-            train="results/transfer/data/{task}/train.parquet",
-            test="results/transfer/data/{task}/test.parquet",
+            model=f"{RESULTS}/transfer/model",
+            train=f"{RESULTS}/transfer/data/{{task}}/train.parquet",
+            test=f"{RESULTS}/transfer/data/{{task}}/test.parquet",
         output:
             TRANSFER_RUN,
         log:
-            "results/logs/transfer/{task}/n{size}/{spec}/t{trial}.log",
+            f"{RESULTS}/logs/transfer/{{task}}/n{{size}}/{{spec}}/t{{trial}}.log",
         conda:
             "../../envs/training.yaml"
         threads: THREADS
@@ -79,13 +79,13 @@ if TRANSFER:
 
     rule transfer_probe:
         input:
-            model="results/transfer/model",
-            train="results/transfer/data/{task}/train.parquet",
-            test="results/transfer/data/{task}/test.parquet",
+            model=f"{RESULTS}/transfer/model",
+            train=f"{RESULTS}/transfer/data/{{task}}/train.parquet",
+            test=f"{RESULTS}/transfer/data/{{task}}/test.parquet",
         output:
             TRANSFER_PROBE,
         log:
-            "results/logs/transfer/{task}/n{size}/probe-t{trial}.log",
+            f"{RESULTS}/logs/transfer/{{task}}/n{{size}}/probe-t{{trial}}.log",
         conda:
             "../../envs/training.yaml"
         threads: THREADS
@@ -101,10 +101,10 @@ if TRANSFER:
             runs=expand(TRANSFER_RUN, zip, **selfheal.grid.columns(TRANSFER_RUNS)),
             probes=(expand(TRANSFER_PROBE, zip, **selfheal.grid.columns(TRANSFER_PROBES)) if TRANSFER_PROBES else []),
         output:
-            scores="results/transfer/scores.parquet",
-            summary="results/transfer/summary.parquet",
+            scores=f"{RESULTS}/transfer/scores.parquet",
+            summary=f"{RESULTS}/transfer/summary.parquet",
         log:
-            "results/logs/transfer/aggregate.log",
+            f"{RESULTS}/logs/transfer/aggregate.log",
         conda:
             "../../envs/analysis.yaml"
         params:
@@ -114,19 +114,19 @@ if TRANSFER:
 
     rule transfer_plots:
         input:
-            summary="results/transfer/summary.parquet",
+            summary=f"{RESULTS}/transfer/summary.parquet",
         output:
             html=[
                 report(
-                    f"results/plots/{name}.html",
+                    f"{RESULTS}/plots/{name}.html",
                     caption=f"../report/{name}.rst",
                     category="Transfer (Tamkin et al. 2020)",
                 )
                 for name in TRANSFER_PLOTS
             ],
-            png=[f"results/plots/{name}.png" for name in TRANSFER_PLOTS],
+            png=[f"{RESULTS}/plots/{name}.png" for name in TRANSFER_PLOTS],
         log:
-            "results/logs/transfer/plots.log",
+            f"{RESULTS}/logs/transfer/plots.log",
         conda:
             "../../envs/analysis.yaml"
         params:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 DEFAULTS: dict = {
+    "results_dir": "results",
     "corpus": {
         "source": "shakespeare",
         "val_fraction": 0.1,
