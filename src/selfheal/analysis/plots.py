@@ -8,6 +8,10 @@
 - damage: validation loss right after the reset minus the baseline, against L.
 - frozen random: validation perplexity of models pretrained with components frozen at their random init, against
   the all-trainable model (``results/frozen_random.parquet``).
+
+A figure whose table has nothing to draw (a grid of downloaded models has no fraction of S x E; a grid without
+layer cells has no per-layer damage) is drawn as ``empty_chart``: its title and an explicit "no data for this
+panel" line saying why, instead of failing. Every figure handles empty and one-row tables.
 """
 
 from __future__ import annotations
@@ -22,6 +26,17 @@ from selfheal.analysis import stats
 alt.data_transformers.disable_max_rows()
 
 
+def empty_chart(title: str, reason: str) -> alt.Chart:
+    """The chart drawn in place of a figure that has no data: the figure's title over "no data for this panel",
+    with the reason on a second line (e.g. "every model here is downloaded: S × E is unknown")."""
+    lines = pd.DataFrame({"text": ["no data for this panel", reason], "line": [0, 1]})
+    return alt.Chart(lines).mark_text(size=14, align="center", baseline="middle").encode(
+        y=alt.Y("line:O", axis=None),
+        text="text:N",
+        size=alt.Size("line:O", scale=alt.Scale(domain=[0, 1], range=[16, 12]), legend=None),
+    ).properties(width=max(360, 7 * max(len(reason), len(title))), height=90, title=title)
+
+
 def _setting(table: pd.DataFrame) -> pd.Series:
     return table["policy"] + " / " + table["init"] + " / " + table["regime"]
 
@@ -31,8 +46,9 @@ def _mean_ci(table: pd.DataFrame, keys: list[str], value: str) -> pd.DataFrame:
     for key, group in table.groupby(keys, dropna=False, sort=True):
         mean, lo, hi = stats.mean_ci(group[value].tolist())
         rows.append({**dict(zip(keys, key)), "mean": mean, "ci_lo": lo, "ci_hi": hi, "n_seeds": len(group),
-                     "n_censored": int((~group["recovered"]).sum()) if "recovered" in group else 0})
-    return pd.DataFrame(rows)
+                     "n_censored": int((~group["recovered"].astype(bool)).sum()) if "recovered" in group else 0})
+    # the columns are there even without a group, so an empty table still draws (as an empty layer)
+    return pd.DataFrame(rows, columns=[*keys, "mean", "ci_lo", "ci_hi", "n_seeds", "n_censored"])
 
 
 COST_UNITS = {
@@ -44,7 +60,12 @@ COST_UNITS = {
 def recovery_cost(summary: pd.DataFrame, unit: str = "fraction_of_pretrain") -> alt.Chart:
     """Cost against the reset layer's depth. ``unit`` fraction_of_pretrain (models pretrained here) or examples
     (every model, including downloaded ones whose S x E is unknown)."""
+    title = "Recovery cost against reset layer (mean, 95 % CI over seeds; triangles: censored)"
     table = summary[summary[unit].notna()].copy()
+    if table.empty:
+        reason = ("no cell of a model pretrained here (S × E is unknown for a downloaded model: see "
+                  "recovery_examples)" if unit == "fraction_of_pretrain" and len(summary) else "no retrain cells")
+        return empty_chart(title, reason)
     table["setting"] = _setting(table)
     positive = table.loc[table[unit] > 0, unit]
     # Log scale: a cell that was already within eps at 0 examples is drawn at half the smallest positive cost.
@@ -102,11 +123,14 @@ def recovery_cost(summary: pd.DataFrame, unit: str = "fraction_of_pretrain") -> 
     return alt.layer(*charts, data=data).properties(width=220, height=200).facet(
         column=alt.Column("threshold:N", title="recovered within ε of baseline"),
         row=alt.Row("setting:N", title="policy / init / regime"),
-    ).properties(title="Recovery cost against reset layer (mean, 95 % CI over seeds; triangles: censored)")
+    ).properties(title=title)
 
 
 def recovery_curves(curves: pd.DataFrame, summary: pd.DataFrame) -> alt.Chart:
     curves = curves[curves["fraction_of_pretrain"].notna()]  # models pretrained here: S x E known
+    if curves.empty:
+        return empty_chart("Recovery curves over the pretraining curve",
+                           "no model pretrained here: no curves against S × E")
     rec = curves[curves["kind"] == "recovery"].copy()
     rec["setting"] = _setting(rec)
     rec["run"] = rec["target"] + " s" + rec["seed"].astype(str)
@@ -122,9 +146,6 @@ def recovery_curves(curves: pd.DataFrame, summary: pd.DataFrame) -> alt.Chart:
     pretrain = alt.Chart(pre).mark_line(color="black", strokeWidth=2.5).encode(
         x=x, y=y, tooltip=["model", "examples", "val_loss"])
     base_rule = alt.Chart(baselines).mark_rule(color="gray", strokeDash=[2, 2]).encode(y="baseline_loss:Q")
-    if curves.empty:
-        return alt.Chart(pd.DataFrame({"note": ["no model pretrained here: no curves against S × E"]})).mark_text(
-            size=14).encode(text="note:N")
     charts = []
     for model in sorted(curves["model"].unique()):
         pick = alt.datum.model == model
@@ -135,8 +156,11 @@ def recovery_curves(curves: pd.DataFrame, summary: pd.DataFrame) -> alt.Chart:
 
 
 def damage(summary: pd.DataFrame) -> alt.Chart:
+    title = "Damage: validation loss right after the reset (dashed: every layer reset)"
     cells = summary.drop_duplicates(["model", "target", "policy", "init", "regime", "seed"]).copy()
     cells = cells[cells["regime"] == cells["regime"].iloc[0]] if len(cells) else cells
+    if not (cells["depth"].notna().any() or (cells["target"] == "all").any()):
+        return empty_chart(title, "no layer cells and no reset-all control" if len(cells) else "no retrain cells")
     cells["damage"] = cells["damaged_loss"] - cells["baseline_loss"]
     cells["setting"] = cells["policy"] + " / " + cells["init"]
     layers = cells[cells["depth"].notna()].copy()
@@ -158,8 +182,7 @@ def damage(summary: pd.DataFrame) -> alt.Chart:
         control_means = controls.groupby("model", as_index=False)["damage"].mean()
         charts.append(alt.Chart(control_means).mark_rule(strokeDash=[6, 4]).encode(
             y="damage:Q", color=color, tooltip=["model", alt.Tooltip("damage:Q", title="reset-all damage")]))
-    return alt.layer(*charts).properties(
-        width=420, height=260, title="Damage: validation loss right after the reset (dashed: every layer reset)")
+    return alt.layer(*charts).properties(width=420, height=260, title=title)
 
 
 def frozen_random(table: pd.DataFrame) -> alt.Chart:
@@ -182,7 +205,7 @@ def frozen_random(table: pd.DataFrame) -> alt.Chart:
         strokeDash=[6, 4], color="black").encode(y=y)
     return alt.layer(reference, points, labels, data=data).properties(width=260, height=240).facet(
         column=alt.Column("base_model:N", title="base model"),
-    ).properties(title="Frozen random components vs the all-trainable model (dashed rule); labels: perplexity ratio")
+    ).properties(title=title)
 
 
 def write_frozen_random(table_path: str, html_path: str | Path, png_path: str | Path) -> None:
