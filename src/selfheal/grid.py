@@ -5,13 +5,18 @@ A *target* is what a cell resets, spelled in paths and tables as ``L<i>`` (a lay
 ``swap<w>`` (the encoder swapped for a fresh one of width w) or ``none`` (the no-reset control). It is parsed in
 one place, ``Target.parse``, and the Snakemake wildcard constraint is generated from the same pattern.
 
-A *cell* is one retrain run: model, target, policy, init, regime and seed. ``cells(config)`` expands a resolved
-config's grid (and its controls) into cells in a stable order.
+A *network* is one pretrained network of a model size: a model and a pretraining seed (``pretrain.seeds``); each
+has its own step-0 weights, trained weights, baseline and cells. ``network_config`` gives its settings.
+
+A *cell* is one retrain run: model, pretraining seed, target, policy, init, regime and (retrain) seed.
+``cells(config)`` expands a resolved config's grid (and its controls) into cells in a stable order. Init
+``trained`` is the *matched no-reset control* of a layer cell: the same tensors train from their trained values.
 """
 
 from __future__ import annotations
 
 import re
+import copy
 from dataclasses import astuple, dataclass, fields
 
 from selfheal.models.families import FAMILIES
@@ -19,6 +24,7 @@ from selfheal.models.families import FAMILIES
 NONE = "none"  # the no-reset control
 ALL = "all"  # every layer (the from-scratch comparison)
 SWAP = "swap"  # encoder swap prefix: swap<width>
+TRAINED = "trained"  # init of the matched no-reset control: the cell's tensors train from their trained values
 STACKS = ("enc", "dec")
 
 # kinds of target
@@ -121,29 +127,68 @@ class Cell:
     init: str
     regime: str
     seed: int
+    pretrain_seed: int = 0
 
     @property
     def parsed_target(self) -> Target:
         return Target.parse(self.target)
 
+    @property
+    def is_matched_control(self) -> bool:
+        """Trains without a reset, to show what training alone does: init 'trained' cells, and in regime full
+        (where every tensor trains whatever the target) the 'none' control."""
+        return self.init == TRAINED or (self.target == NONE and self.regime == "full")
+
+    def matches(self, cell: "Cell") -> bool:
+        """Whether this matched control trains the same tensors, data order and schedule as ``cell``."""
+        if not self.is_matched_control or cell.is_matched_control or self.unit != cell.unit:
+            return False
+        return self.target == NONE or (self.target, self.policy) == (cell.target, cell.policy)
+
     def as_dict(self) -> dict:
-        return {"model": self.model, "target": self.target, "policy": self.policy, "init": self.init,
-                "regime": self.regime, "seed": self.seed}
+        return {"model": self.model, "pretrain_seed": self.pretrain_seed, "target": self.target,
+                "policy": self.policy, "init": self.init, "regime": self.regime, "seed": self.seed}
 
     @property
     def unit(self) -> "Unit":
-        return Unit(self.model, self.regime, self.seed)
+        return Unit(self.model, self.regime, self.seed, self.pretrain_seed)
 
 
 @dataclass(frozen=True)
 class Unit:
-    """The unit of work of the heal stage: every cell of one model, retrain regime and retrain seed runs in one job
-    (the trained model, data and prefix caches loaded once). Adding a seed, regime or model adds units; changing
-    which cells a unit holds (layers, policies, inits, targets, controls) re-runs that unit."""
+    """The unit of work of the heal stage: every cell of one network (model and pretraining seed), retrain regime
+    and retrain seed runs in one job (the trained model, data and prefix caches loaded once). Adding a pretraining
+    seed, retrain seed, regime or model adds units; changing which cells a unit holds (layers, policies, inits,
+    targets, controls) re-runs that unit."""
 
     model: str
     regime: str
     seed: int
+    pretrain_seed: int = 0
+
+
+@dataclass(frozen=True)
+class Network:
+    """One pretrained network: a model size and a pretraining seed."""
+
+    model: str
+    pretrain_seed: int
+
+
+def networks(config: dict, models: list[dict] | None = None) -> list[Network]:
+    """Every (model, pretraining seed) of ``models`` (default: the grid's models), in a stable order."""
+    return [Network(m["name"], s) for m in (config["models"] if models is None else models)
+            for s in m["pretrain"]["seeds"]]
+
+
+def network_config(model_cfg: dict, pretrain_seed: int) -> dict:
+    """A model's settings for one of its networks: ``pretrain.seed`` set to the pretraining seed (it draws the
+    step-0 weights, the S training sequences and their order) and the list of seeds left out, so adding a seed
+    never changes an existing network's settings."""
+    cfg = copy.deepcopy(model_cfg)
+    cfg["pretrain"].pop("seeds", None)
+    cfg["pretrain"]["seed"] = pretrain_seed
+    return cfg
 
 
 def units(cells: list[Cell]) -> list[Unit]:
@@ -174,33 +219,53 @@ def cells(config: dict) -> list[Cell]:
     grid = config["grid"]
     out: list[Cell] = []
     for model in config["models"]:
-        all_ids = layer_ids(model)
-        chosen = all_ids if grid["layers"] == "all" else [layer_id(l) for l in grid["layers"]]
-        stacks = sorted({i.split(".")[0] for i in all_ids if "." in i})
-        set_targets = [t for t in grid.get("targets", []) if t == ALL or t in stacks]
-        for seed in grid["seeds"]:
-            for regime in grid["regimes"]:
-                for policy in grid["policies"]:
-                    for init in grid["inits"]:
-                        if policy == "embeddings":
-                            out.append(Cell(model["name"], ALL, policy, init, regime, seed))
-                            continue
-                        for layer in chosen:
-                            if policy_applies(model["arch"], layer, policy):
-                                out.append(Cell(model["name"], layer, policy, init, regime, seed))
-                        for target in set_targets:
-                            members = Target.parse(target).members(all_ids)
-                            if any(policy_applies(model["arch"], m, policy) for m in members):
-                                out.append(Cell(model["name"], target, policy, init, regime, seed))
-                if len(stacks) == 2:  # encoder-decoders: swap in a fresh encoder of each width
-                    for width in grid["encoder_swap"]:
-                        out.append(Cell(model["name"], f"{SWAP}{width}", "full", "fresh", regime, seed))
-                if grid["controls"]:
-                    # "none" has nothing to reset: policy and init are 'none' so it runs once per regime and seed.
-                    out.append(Cell(model["name"], NONE, "none", "none", regime, seed))
-                    for init in grid["inits"]:
-                        out.append(Cell(model["name"], ALL, "full", init, regime, seed))
+        for pretrain_seed in model["pretrain"]["seeds"]:
+            out += _network_cells(grid, model, pretrain_seed)
     return list(dict.fromkeys(out))  # a set target may repeat a control; keep the first
+
+
+def _network_cells(grid: dict, model: dict, pretrain_seed: int) -> list[Cell]:
+    out: list[Cell] = []
+    all_ids = layer_ids(model)
+    chosen = all_ids if grid["layers"] == "all" else [layer_id(l) for l in grid["layers"]]
+    stacks = sorted({i.split(".")[0] for i in all_ids if "." in i})
+    set_targets = [t for t in grid.get("targets", []) if t == ALL or t in stacks]
+    matched = grid["matched_controls"]
+    for seed in grid["seeds"]:
+        # the matched no-reset control: every retrain seed, or only the first of each network
+        with_matched = matched == "all_seeds" or (matched == "first_seed" and seed == grid["seeds"][0])
+        for regime in grid["regimes"]:
+            for policy in grid["policies"]:
+                cell = _cell_maker(model["name"], regime, seed, pretrain_seed)
+                for init in grid["inits"]:
+                    if policy == "embeddings":
+                        out.append(cell(ALL, policy, init))
+                        continue
+                    for layer in chosen:
+                        if policy_applies(model["arch"], layer, policy):
+                            out.append(cell(layer, policy, init))
+                    for target in set_targets:
+                        members = Target.parse(target).members(all_ids)
+                        if any(policy_applies(model["arch"], m, policy) for m in members):
+                            out.append(cell(target, policy, init))
+                # (in regime full every tensor trains whatever the target: the 'none' control is its matched control)
+                if with_matched and policy != "embeddings" and regime != "full":
+                    out += [cell(layer, policy, TRAINED) for layer in chosen
+                            if policy_applies(model["arch"], layer, policy)]
+            cell = _cell_maker(model["name"], regime, seed, pretrain_seed)
+            if len(stacks) == 2:  # encoder-decoders: swap in a fresh encoder of each width
+                for width in grid["encoder_swap"]:
+                    out.append(cell(f"{SWAP}{width}", "full", "fresh"))
+            if grid["controls"]:
+                # "none" has nothing to reset: policy and init are 'none' so it runs once per regime and seed.
+                out.append(cell(NONE, "none", "none"))
+                for init in grid["inits"]:
+                    out.append(cell(ALL, "full", init))
+    return out
+
+
+def _cell_maker(model: str, regime: str, seed: int, pretrain_seed: int):
+    return lambda target, policy, init: Cell(model, target, policy, init, regime, seed, pretrain_seed)
 
 
 def columns(records: list) -> dict[str, list]:

@@ -24,6 +24,7 @@ class PretrainSummary:
     train_sequences: int | None = None  # S (None for a downloaded model)
     epochs: int | None = None  # E
     source: str = "scratch"
+    pretrain_seed: int = 0  # which network of this model size (seeds the step-0 weights and the data)
     name_or_path: str | None = None
     n_head: int | None = None
     context: int | None = None
@@ -55,6 +56,11 @@ class Baseline:
     perplexity: float
     val_sequences: int
     context: int
+    pretrain_seed: int = 0
+    # cross-entropy of the validation targets under the train split's token counts (add-one smoothed): a model
+    # not clearly below the unigram loss has learned nothing a frequency table does not know
+    unigram_loss: float | None = None
+    bigram_loss: float | None = None  # next-token bigram; None for masked LMs
 
 
 @dataclass
@@ -69,11 +75,14 @@ class Damage:
     reset_tensors: int
     reset_params: int
     damaged_loss: float
+    pretrain_seed: int = 0
 
 
 @dataclass
 class Recovery:
-    """Where a recovery curve first reaches one threshold (or, censored, where it ended)."""
+    """Where a recovery curve first reaches one threshold (or, censored, where it ended). The crossing lies in
+    (examples_lo, examples] when recovered: examples_lo is the last evaluation above the threshold (equal to
+    examples when reached at the first evaluation); censored, examples = examples_lo = the end of the run."""
 
     threshold: float
     recovered: bool
@@ -82,6 +91,9 @@ class Recovery:
     steps: int
     wall_s: float
     val_loss: float
+    examples_lo: int = 0
+    tokens_lo: int = 0
+    steps_lo: int = 0
 
 
 @dataclass
@@ -113,6 +125,11 @@ class CellResult:
     prefix_cache_depth: int | None
     train_tokens_per_s: float
     eval_share: float
+    pretrain_seed: int = 0
+    n_params: int = 0
+    replay_share: float = 0.0  # share of the cell's wall time spent replaying intervals to locate crossings
+    cka: float | None = None  # linear CKA (unbiased) of the healed layer's output with the original's
+    cka_floor: float | None = None  # the same for the freshly reset layer, before any training
 
 
 _NESTED = {(CellResult, "recoveries"): Recovery}

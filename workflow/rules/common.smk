@@ -15,18 +15,29 @@ THREADS = CONFIG["threads"]
 EVAL = selfheal.config.canonical(CONFIG["eval"])
 SCRATCH_MODELS = [m["name"] for m in CONFIG["models"] if m["source"] == "scratch"]
 PRETRAINED_MODELS = [m["name"] for m in CONFIG["models"] if m["source"] == "pretrained"]
+ADAPTED_MODELS = [m["name"] for m in CONFIG["models"] if m["source"] == "pretrained" and m["adapt"]]
+UNADAPTED_MODELS = [m for m in PRETRAINED_MODELS if m not in ADAPTED_MODELS]
+# every pretrained network (model x pretraining seed): those built here, those adapted from a downloaded model
+NETWORK_COLUMNS = selfheal.grid.columns(selfheal.grid.networks(CONFIG))
+SCRATCH_NETWORKS = selfheal.grid.columns(
+    selfheal.grid.networks(CONFIG, [m for m in CONFIG["models"] if m["source"] == "scratch"])
+)
+ADAPTED_NETWORKS = selfheal.grid.columns(
+    selfheal.grid.networks(CONFIG, [m for m in CONFIG["models"] if m["name"] in ADAPTED_MODELS])
+)
 
 # Paths, each spelled once, under the config's results_dir ("results" for the default config; each shipped
 # config has its own, so running the examples one after another never overwrites another's outputs).
 RESULTS = CONFIG["results_dir"].rstrip("/")
 CORPUS = f"{RESULTS}/corpus"
 TOKENS = f"{RESULTS}/corpus/{{tokenizer}}/tokens.safetensors"
-SCRATCH = f"{RESULTS}/models/{{model}}"
-IMPORTED = f"{RESULTS}/pretrained/{{model}}"
-BASELINE = f"{RESULTS}/baselines/{{model}}.json"
-UNIT = f"{RESULTS}/cells/{{model}}/{{regime}}-s{{seed}}"  # one heal job's cells (selfheal.grid.Unit)
+SCRATCH = f"{RESULTS}/models/{{model}}/p{{pretrain_seed}}"  # a network pretrained here (grid.Network)
+IMPORTED = f"{RESULTS}/pretrained/{{model}}"  # a downloaded model, as imported
+ADAPTED = f"{RESULTS}/adapted/{{model}}/p{{pretrain_seed}}"  # a downloaded model adapted to the corpus
+BASELINE = f"{RESULTS}/baselines/{{model}}/p{{pretrain_seed}}.json"
+UNIT = f"{RESULTS}/cells/{{model}}/p{{pretrain_seed}}/{{regime}}-s{{seed}}"  # one heal job's cells (grid.Unit)
 CELL_IN_UNIT = "{target}-{policy}-{init}"  # a cell's folder inside its unit's
-WORK = f"{RESULTS}/work/{{model}}/{{regime}}-s{{seed}}"  # a running heal job's checkpoints and finished cells
+WORK = f"{RESULTS}/work/{{model}}/p{{pretrain_seed}}/{{regime}}-s{{seed}}"  # a running heal job's checkpoints
 LOGS = f"{RESULTS}/logs"
 
 
@@ -34,20 +45,29 @@ wildcard_constraints:
     model="[A-Za-z0-9_.-]+",
     target=selfheal.grid.WILDCARD,
     policy="full|attn|self_attn|cross_attn|mlp|ln|embeddings|none",
-    init="fresh|original|none",
+    init="fresh|original|trained|none",
     regime="frozen|layer|full",
     seed="[0-9]+",
+    pretrain_seed="[0-9]+",
     tokenizer="[A-Za-z0-9_.-]+",
 
 
 def model_cfg(wildcards):
-    return selfheal.grid.model_by_name(CONFIG, wildcards.model)
+    """The settings of one network (model and pretraining seed), or of a model where no seed is in the path."""
+    m = selfheal.grid.model_by_name(CONFIG, wildcards.model)
+    if "pretrain_seed" in wildcards.keys():
+        return selfheal.grid.network_config(m, int(wildcards.pretrain_seed))
+    return m
 
 
 def model_dir(wildcards):
-    """Where a model's trained weights and summary live: pretrained here, or imported from elsewhere."""
-    pattern = IMPORTED if wildcards.model in PRETRAINED_MODELS else SCRATCH
-    return pattern.format(model=wildcards.model)
+    """Where a network's trained weights and summary live: pretrained here, adapted from a downloaded model, or
+    imported as is (a downloaded model healed without adaptation)."""
+    if wildcards.model in ADAPTED_MODELS:
+        return ADAPTED.format(model=wildcards.model, pretrain_seed=wildcards.pretrain_seed)
+    if wildcards.model in PRETRAINED_MODELS:
+        return IMPORTED.format(model=wildcards.model)
+    return SCRATCH.format(model=wildcards.model, pretrain_seed=wildcards.pretrain_seed)
 
 
 def trained_dir(wildcards):
@@ -75,7 +95,7 @@ def theta0(wildcards):
     """The step-0 weights (only models pretrained here have them; init 'original' is refused otherwise)."""
     if wildcards.model in PRETRAINED_MODELS:
         return []
-    return f"{SCRATCH.format(model=wildcards.model)}/theta0"
+    return f"{model_dir(wildcards)}/theta0"
 
 
 def pretrain_params(wildcards):
@@ -100,6 +120,10 @@ def work_dir(wildcards):
     return WORK.format(**wildcards)
 
 
+def imported_dir(wildcards):
+    return f"{IMPORTED.format(model=wildcards.model)}/trained"
+
+
 def cell_folder(wildcards):
     """The per-cell folder pattern, passed as is (a function, so Snakemake does not expand its wildcards)."""
     return CELL_IN_UNIT
@@ -107,7 +131,7 @@ def cell_folder(wildcards):
 
 def unit_cells(wildcards):
     """The cells one heal job runs."""
-    unit = selfheal.grid.Unit(wildcards.model, wildcards.regime, int(wildcards.seed))
+    unit = selfheal.grid.Unit(wildcards.model, wildcards.regime, int(wildcards.seed), int(wildcards.pretrain_seed))
     return [c.as_dict() for c in selfheal.grid.cells_of(CELLS, unit)]
 
 

@@ -3,6 +3,12 @@
 # compare them with their all-trainable base models.
 FROZEN_RANDOM_VARIANTS = [m["name"] for m in selfheal.grid.frozen_random_models(CONFIG)]
 FROZEN_RANDOM_BASES = list(dict.fromkeys(m["base_model"] for m in selfheal.grid.frozen_random_models(CONFIG)))
+FROZEN_RANDOM_NETWORKS = selfheal.grid.columns(
+    selfheal.grid.networks(CONFIG, selfheal.grid.frozen_random_models(CONFIG))
+)
+FROZEN_RANDOM_BASE_NETWORKS = selfheal.grid.columns(
+    selfheal.grid.networks(CONFIG, [m for m in CONFIG["models"] if m["name"] in FROZEN_RANDOM_BASES])
+)
 FROZEN_RANDOM_OUTPUTS = (
     [f"{RESULTS}/frozen_random.parquet", f"{RESULTS}/plots/frozen_random.html", f"{RESULTS}/plots/frozen_random.png"]
     if FROZEN_RANDOM_VARIANTS
@@ -12,8 +18,8 @@ FROZEN_RANDOM_OUTPUTS = (
 
 rule frozen_random_table:
     input:
-        references=expand(f"{SCRATCH}/pretrain.json", model=FROZEN_RANDOM_BASES),
-        variants=expand(f"{SCRATCH}/pretrain.json", model=FROZEN_RANDOM_VARIANTS),
+        references=expand(f"{SCRATCH}/pretrain.json", zip, **FROZEN_RANDOM_BASE_NETWORKS),
+        variants=expand(f"{SCRATCH}/pretrain.json", zip, **FROZEN_RANDOM_NETWORKS),
     output:
         f"{RESULTS}/frozen_random.parquet",
     log:

@@ -7,7 +7,7 @@ rule pretrain:
         curve=f"{SCRATCH}/pretrain_curve.parquet",
         summary=f"{SCRATCH}/pretrain.json",
     log:
-        f"{LOGS}/{{model}}/pretrain.log",
+        f"{LOGS}/{{model}}/p{{pretrain_seed}}/pretrain.log",
     conda:
         "../../envs/training.yaml"
     threads: THREADS
@@ -16,6 +16,26 @@ rule pretrain:
         eval=EVAL,
     script:
         "../scripts/pretrain.py"
+
+
+rule adapt:
+    input:
+        tokens=tokens,
+        start=imported_dir,
+    output:
+        trained=directory(f"{ADAPTED}/trained"),
+        curve=f"{ADAPTED}/pretrain_curve.parquet",
+        summary=f"{ADAPTED}/pretrain.json",
+    log:
+        f"{LOGS}/{{model}}/p{{pretrain_seed}}/adapt.log",
+    conda:
+        "../../envs/training.yaml"
+    threads: THREADS
+    params:
+        model=pretrain_params,
+        eval=EVAL,
+    script:
+        "../scripts/adapt.py"
 
 
 rule import_pretrained:
@@ -40,7 +60,7 @@ rule baseline:
     output:
         BASELINE,
     log:
-        f"{LOGS}/{{model}}/baseline.log",
+        f"{LOGS}/{{model}}/p{{pretrain_seed}}/baseline.log",
     conda:
         "../../envs/training.yaml"
     threads: THREADS

@@ -1,4 +1,4 @@
-"""Shim: gather every cell into results/summary.parquet and results/curves.parquet."""
+"""Shim: gather every cell and network into the summary, curves and networks tables."""
 import sys
 from pathlib import Path
 
@@ -13,6 +13,10 @@ tables.write(
     snakemake.params.curves,
     snakemake.input.pretrain,
     snakemake.input.pretrain_curves,
+    snakemake.input.baselines,
+    snakemake.input.unadapted,  # downloaded models healed as downloaded: no pretraining curve
+    snakemake.params.thresholds,
     summary_out=snakemake.output.summary,
     curves_out=snakemake.output.curves,
+    networks_out=snakemake.output.networks,
 )

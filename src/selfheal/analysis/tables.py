@@ -1,30 +1,53 @@
-"""Collecting per-cell results into the two tidy tables the plots and users read.
+"""Collecting per-cell results into the tidy tables the plots, the answer page and users read.
 
 ``summary.parquet``: one row per (cell, threshold). ``curves.parquet``: every recovery curve and every pretraining
-curve, one row per evaluation. Both schemas are documented in the README and fixed by SUMMARY_COLUMNS /
-CURVE_COLUMNS below.
+curve, one row per evaluation. ``networks.parquet``: one row per pretrained network (model, pretraining seed) with
+the quality flags every table carries. The schemas are documented in the README and fixed by SUMMARY_COLUMNS /
+CURVE_COLUMNS / NETWORK_COLUMNS below.
+
+Flags (documented in the README):
+- ``off_plateau``: pretraining's val loss still fell by more than eps_min x baseline / 4 over its last quarter.
+- ``degenerate``: the baseline is not clearly below the unigram loss (by less than UNIGRAM_MARGIN of it), or the
+  network's reset-all control did less damage than eps_min: such a network "heals instantly" for no reason worth
+  reporting.
+- ``baseline_not_converged`` (per cell): its matched no-reset control went below baseline x (1 - eps_min / 2)
+  within the examples the cell trained, so training alone moves the loss by more than the tightest margin.
 """
 
 from __future__ import annotations
 
-import pandas as pd
-
+import logging
 from dataclasses import asdict
 
+import pandas as pd
+
 from selfheal import records, results_io
-from selfheal.records import CellResult, PretrainSummary
+from selfheal.grid import TRAINED
+from selfheal.models.families import FAMILIES
+from selfheal.records import Baseline, CellResult, PretrainSummary
+
+log = logging.getLogger("selfheal")
 
 SUMMARY_COLUMNS = [
-    "model", "arch", "n_layer", "d_model", "target", "stack", "layer", "depth", "policy", "init", "regime", "seed",
-    "threshold",
-    "recovered", "diverged", "diverged_step", "examples", "tokens", "steps", "fraction_of_pretrain", "baseline_loss", "damaged_loss",
-    "final_loss", "threshold_loss", "wall_s", "budget_examples", "pretrain_examples", "trainable_params",
+    "model", "pretrain_seed", "arch", "n_layer", "d_model", "target", "stack", "layer", "depth", "policy", "init",
+    "regime", "seed", "threshold", "recovered", "diverged", "diverged_step", "examples", "tokens", "steps",
+    "fraction_of_pretrain", "examples_lo", "examples_hi", "tokens_lo", "tokens_hi", "steps_lo", "steps_hi",
+    "fraction_lo", "fraction_hi", "baseline_loss", "damaged_loss", "final_loss", "threshold_loss", "wall_s",
+    "budget_examples", "pretrain_examples", "trainable_params", "n_params", "control_loss", "baseline_not_converged",
+    "degenerate", "off_plateau", "cka", "cka_floor",
 ]
 CURVE_COLUMNS = [
-    "kind", "model", "target", "stack", "layer", "depth", "policy", "init", "regime", "seed", "examples", "tokens", "steps",
-    "fraction_of_pretrain", "wall_s", "val_loss", "train_loss",
+    "kind", "model", "pretrain_seed", "target", "stack", "layer", "depth", "policy", "init", "regime", "seed",
+    "examples", "tokens", "steps", "fraction_of_pretrain", "wall_s", "val_loss", "train_loss", "replay",
 ]
-CELL_KEYS = ["model", "target", "policy", "init", "regime", "seed"]
+NETWORK_COLUMNS = [
+    "model", "pretrain_seed", "arch", "family_kind", "source", "n_layer", "d_model", "n_params", "pretrain_examples",
+    "pretrain_tokens", "baseline_loss", "unigram_loss", "bigram_loss", "last_quarter_val_drop", "off_plateau",
+    "degenerate",
+]
+CELL_KEYS = ["model", "pretrain_seed", "target", "policy", "init", "regime", "seed"]
+NETWORK_KEYS = ["model", "pretrain_seed"]
+UNIGRAM_MARGIN = 0.05  # a baseline must be at least 5 % below the unigram loss not to be degenerate
 
 
 def _fraction(examples, pretrain_examples):
@@ -45,6 +68,11 @@ def summary_table(recovery_paths: list[str]) -> pd.DataFrame:
                 "diverged": cell.get("diverged_step") is not None, "diverged_step": cell.get("diverged_step"),
                 "examples": rec["examples"], "tokens": rec["tokens"], "steps": rec["steps"],
                 "fraction_of_pretrain": _fraction(rec["examples"], cell["pretrain_examples"]),
+                "examples_lo": rec["examples_lo"], "tokens_lo": rec["tokens_lo"], "steps_lo": rec["steps_lo"],
+                **{f"{k}_hi": rec[k] if rec["recovered"] else None for k in ("examples", "tokens", "steps")},
+                "fraction_lo": _fraction(rec["examples_lo"], cell["pretrain_examples"]),
+                "fraction_hi": _fraction(rec["examples"], cell["pretrain_examples"]) if rec["recovered"] else None,
+                "n_params": cell["n_params"], "cka": cell["cka"], "cka_floor": cell["cka_floor"],
                 "baseline_loss": cell["baseline_loss"], "damaged_loss": cell["damaged_loss"],
                 "final_loss": cell["final_loss"],
                 "threshold_loss": cell["baseline_loss"] * (1 + rec["threshold"]),
@@ -52,10 +80,12 @@ def summary_table(recovery_paths: list[str]) -> pd.DataFrame:
                 "pretrain_examples": cell["pretrain_examples"], "trainable_params": cell["trainable_params"],
             })
     table = pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
-    for column in ("layer", "depth", "pretrain_examples", "diverged_step"):
+    for column in ("layer", "depth", "pretrain_examples", "diverged_step", "examples_hi", "tokens_hi", "steps_hi"):
         table[column] = table[column].astype("Int64")
-    table["fraction_of_pretrain"] = table["fraction_of_pretrain"].astype("float64")
-    return table.sort_values(["model", "regime", "policy", "init", "target", "seed", "threshold"], ignore_index=True)
+    for column in ("fraction_of_pretrain", "fraction_lo", "fraction_hi", "cka", "cka_floor", "control_loss"):
+        table[column] = table[column].astype("float64")
+    return table.sort_values(["model", "pretrain_seed", "regime", "policy", "init", "target", "seed", "threshold"],
+                             ignore_index=True)
 
 
 def curves_table(recovery_paths: list[str], recovery_curve_paths: list[str],
@@ -66,6 +96,7 @@ def curves_table(recovery_paths: list[str], recovery_curve_paths: list[str],
         curve = pd.read_parquet(curve_path)
         curve["kind"] = "pretrain"
         curve["model"] = pre.model
+        curve["pretrain_seed"] = pre.pretrain_seed
         curve["fraction_of_pretrain"] = curve["examples"] / pre.pretrain_examples
         parts.append(curve)
     for recovery_path, curve_path in zip(recovery_paths, recovery_curve_paths):
@@ -79,15 +110,106 @@ def curves_table(recovery_paths: list[str], recovery_curve_paths: list[str],
         curve["fraction_of_pretrain"] = _fraction(curve["examples"], cell["pretrain_examples"])
         parts.append(curve)
     table = pd.concat(parts, ignore_index=True).reindex(columns=CURVE_COLUMNS)
-    for column in ("layer", "depth", "seed"):
+    table["replay"] = table["replay"].fillna(False).astype(bool)
+    for column in ("layer", "depth", "seed", "pretrain_seed"):
         table[column] = table[column].astype("Int64")
     table["fraction_of_pretrain"] = table["fraction_of_pretrain"].astype("float64")
     return table
 
 
-def write(recovery_paths, recovery_curve_paths, pretrain_summaries, pretrain_curve_paths,
-          summary_out: str, curves_out: str) -> None:
-    results_io.write_parquet(summary_out, summary_table(recovery_paths))
-    results_io.write_parquet(
-        curves_out, curves_table(recovery_paths, recovery_curve_paths, pretrain_summaries, pretrain_curve_paths)
-    )
+def family_kind(arch: str) -> str:
+    family = FAMILIES[arch]
+    if len(family.stacks) == 2:
+        return "encoder-decoder"
+    return "encoder-only" if family.objective == "masked_lm" else "decoder-only"
+
+
+def networks_table(pretrain_summaries: list[str], baselines: list[str], summary: pd.DataFrame,
+                   thresholds: dict[str, list[float]]) -> pd.DataFrame:
+    """One row per network (a baseline file), with its quality flags; ``thresholds``: eps list per model."""
+    pres = {(p.model, p.pretrain_seed): p for p in (records.read(path, PretrainSummary) for path in pretrain_summaries)}
+    damage = summary[(summary["target"] == "all") & (summary["policy"] == "full")
+                     & (summary["init"] != TRAINED)].drop_duplicates(CELL_KEYS)
+    rows = []
+    for path in baselines:
+        base = records.read(path, Baseline)
+        pre = pres[(base.model, base.pretrain_seed)]
+        eps_min = min(thresholds[base.model])
+        drop = pre.last_quarter_val_drop
+        all_damage = damage[(damage["model"] == base.model) & (damage["pretrain_seed"] == base.pretrain_seed)]
+        harmless_reset = bool(len(all_damage)) and bool(
+            ((all_damage["damaged_loss"] - base.val_loss) / base.val_loss < eps_min).any())
+        rows.append({
+            "model": base.model, "pretrain_seed": base.pretrain_seed, "arch": pre.arch,
+            "family_kind": family_kind(pre.arch), "source": pre.source, "n_layer": pre.n_layer,
+            "d_model": pre.d_model, "n_params": pre.params, "pretrain_examples": pre.pretrain_examples,
+            "pretrain_tokens": pre.tokens, "baseline_loss": base.val_loss, "unigram_loss": base.unigram_loss,
+            "bigram_loss": base.bigram_loss, "last_quarter_val_drop": drop,
+            "off_plateau": drop is not None and drop > eps_min * base.val_loss / 4,
+            "degenerate": (base.unigram_loss is not None
+                           and base.val_loss > base.unigram_loss * (1 - UNIGRAM_MARGIN)) or harmless_reset,
+        })
+    table = pd.DataFrame(rows, columns=NETWORK_COLUMNS)
+    for column in ("pretrain_examples", "pretrain_tokens"):
+        table[column] = table[column].astype("Int64")
+    table["bigram_loss"] = table["bigram_loss"].astype("float64")
+    table["last_quarter_val_drop"] = table["last_quarter_val_drop"].astype("float64")
+    return table.sort_values(NETWORK_KEYS, ignore_index=True)
+
+
+def add_controls_and_flags(summary: pd.DataFrame, curves: pd.DataFrame, networks: pd.DataFrame) -> pd.DataFrame:
+    """Per cell: its matched control's val loss at the cell's examples and ``baseline_not_converged``; per network:
+    ``degenerate`` and ``off_plateau``. A cell with no matched control in its own retrain seed uses the first
+    retrain seed's control of its network (the default runs controls for that seed only)."""
+    out = summary.copy()
+    flags = networks.set_index(NETWORK_KEYS)[["degenerate", "off_plateau"]]
+    index = pd.MultiIndex.from_frame(out[NETWORK_KEYS])
+    for flag in ("degenerate", "off_plateau"):
+        out[flag] = flags[flag].reindex(index).fillna(False).astype(bool).to_numpy()
+    rec = curves[curves["kind"] == "recovery"]
+    controls = {key: group.sort_values("examples") for key, group in rec[rec["init"] == TRAINED].groupby(
+        ["model", "pretrain_seed", "target", "policy", "regime", "seed"])}
+    full_controls = {key: group.sort_values("examples") for key, group in rec[
+        (rec["target"] == "none") & (rec["regime"] == "full")].groupby(["model", "pretrain_seed", "seed"])}
+    eps_min = out.groupby("model")["threshold"].transform("min")
+    losses, flagged = [], []
+    for row, eps in zip(out.itertuples(index=False), eps_min):
+        curve = None
+        if row.init != TRAINED and not (row.target == "none"):
+            if row.regime == "full":
+                options = {k: v for k, v in full_controls.items() if k[:2] == (row.model, row.pretrain_seed)}
+                curve = options.get((row.model, row.pretrain_seed, row.seed))
+            else:
+                key = (row.model, row.pretrain_seed, row.target, row.policy, row.regime)
+                options = {k: v for k, v in controls.items() if k[:5] == key}
+                curve = options.get(key + (row.seed,))
+            if curve is None and options:
+                curve = options[min(options)]
+        if curve is None:
+            losses.append(None)
+            flagged.append(False)
+            continue
+        seen = curve[curve["examples"] <= row.examples]
+        losses.append(float(seen["val_loss"].iloc[-1]) if len(seen) else None)
+        flagged.append(bool(len(seen)) and bool(seen["val_loss"].min() < row.baseline_loss * (1 - eps / 2)))
+    out["control_loss"] = pd.Series(losses, index=out.index, dtype="float64")
+    out["baseline_not_converged"] = flagged
+    return out
+
+
+def write(recovery_paths, recovery_curve_paths, pretrain_summaries, pretrain_curve_paths, baselines,
+          unadapted_summaries, thresholds: dict[str, list[float]], summary_out: str, curves_out: str,
+          networks_out: str) -> None:
+    """``pretrain_summaries`` / ``pretrain_curve_paths``: networks pretrained or adapted here (pairwise);
+    ``unadapted_summaries``: downloaded models healed as downloaded (no curve)."""
+    summary = summary_table(recovery_paths)
+    curves = curves_table(recovery_paths, recovery_curve_paths, pretrain_summaries, pretrain_curve_paths)
+    networks = networks_table(list(pretrain_summaries) + list(unadapted_summaries), baselines, summary, thresholds)
+    results_io.write_parquet(summary_out, add_controls_and_flags(summary, curves, networks))
+    results_io.write_parquet(curves_out, curves)
+    results_io.write_parquet(networks_out, networks)
+    for row in networks.itertuples(index=False):
+        for flag in ("degenerate", "off_plateau"):
+            if getattr(row, flag):
+                log.warning("network %s (pretrain seed %d) is flagged %s: its cells say little about healing "
+                            "(README, Outputs)", row.model, row.pretrain_seed, flag)

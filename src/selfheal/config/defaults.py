@@ -22,7 +22,7 @@ DEFAULTS: dict = {
         "grad_clip": 1.0,
         "eval_every_examples": 2048,
         "checkpoint_every_steps": 100,
-        "seed": 0,
+        "seeds": [0],
     },
     "retrain": {
         "lr": 1e-3,
@@ -35,6 +35,7 @@ DEFAULTS: dict = {
         "prefix_cache_mb": 4096,
         "budget_fraction": 1.0,
         "thresholds": [0.01, 0.02, 0.05, 0.10],
+        "resolution": 0.1,
     },
     "eval": {"val_sequences": 256, "batch_size": 64},
     "grid": {
@@ -44,6 +45,7 @@ DEFAULTS: dict = {
         "regimes": ["frozen"],
         "seeds": [0, 1],
         "controls": True,
+        "matched_controls": "first_seed",
         "targets": [],
         "encoder_swap": [],
     },

@@ -32,7 +32,7 @@ DEFAULT_SETS = [["embeddings"], ["attention"], ["ffn"], ["embeddings", "attentio
 NONE = "none"  # the frozen value of the all-trainable reference row
 
 COLUMNS = [
-    "model", "base_model", "arch", "n_layer", "d_model", "frozen", "trainable_params", "frozen_params",
+    "model", "base_model", "pretrain_seed", "arch", "n_layer", "d_model", "frozen", "trainable_params", "frozen_params",
     "val_loss", "val_perplexity", "delta_loss", "perplexity_ratio",
 ]
 
@@ -92,6 +92,7 @@ def table(reference_summaries: list[str], variant_summaries: list[str]) -> pd.Da
         rows.append({
             "model": pre.model,
             "base_model": pre.model if is_reference else pre.base_model,
+            "pretrain_seed": pre.pretrain_seed,
             "arch": pre.arch, "n_layer": pre.n_layer, "d_model": pre.d_model,
             "frozen": label(frozen),
             # pretrain.json files written before frozen-random pretraining existed lack the counts: all trainable
@@ -99,14 +100,16 @@ def table(reference_summaries: list[str], variant_summaries: list[str]) -> pd.Da
             "frozen_params": pre.frozen_params,
             "val_loss": pre.final_val_loss,
         })
-    rows.sort(key=lambda r: (r["base_model"], _sort_key(r["frozen"])))
+    rows.sort(key=lambda r: (r["base_model"], r["pretrain_seed"], _sort_key(r["frozen"])))
     out = pd.DataFrame(rows, columns=COLUMNS)
     out["val_perplexity"] = [math.exp(v) for v in out["val_loss"]]
-    reference = out[out["frozen"] == NONE].set_index("base_model")["val_loss"]
-    missing = sorted(set(out["base_model"]) - set(reference.index))
+    # each variant is compared with the reference of the same base model and pretraining seed (same θ0 and data)
+    network = list(zip(out["base_model"], out["pretrain_seed"]))
+    reference = {k: v for k, v, f in zip(network, out["val_loss"], out["frozen"]) if f == NONE}
+    missing = sorted(set(network) - set(reference))
     if missing:
-        raise ValueError(f"no all-trainable reference for base model(s) {missing}")
-    out["delta_loss"] = out["val_loss"] - out["base_model"].map(reference)
+        raise ValueError(f"no all-trainable reference for base model(s) and pretraining seed(s) {missing}")
+    out["delta_loss"] = out["val_loss"] - pd.Series([reference[k] for k in network], index=out.index)
     out["perplexity_ratio"] = [math.exp(d) for d in out["delta_loss"]]
     return out
 

@@ -1,7 +1,8 @@
 """Resetting parameters to random weights, and proving the reset changed exactly what it names.
 
 ``init='fresh'`` draws new weights from the family's own init distribution (the adapter's explicit init);
-``init='original'`` restores the tensors to their values at step 0 (theta0), as in Zhang, Bengio & Singer 2019.
+``init='original'`` restores the tensors to their values at step 0 (theta0), as in Zhang, Bengio & Singer 2019;
+``init='trained'`` (the matched no-reset control) leaves them at their trained values: only their names are taken.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from selfheal.models.families import MODEL_POLICIES
 
 log = logging.getLogger("selfheal")
 
-INITS = ("fresh", "original")
+INITS = ("fresh", "original", grid.TRAINED)
 
 
 class ResetError(RuntimeError):
@@ -95,7 +96,8 @@ def draw(model: nn.Module, family, target: Target | str, policy: str, init: str,
     if parsed.kind == grid.SWAP_KIND:
         return sorted(family.swap_encoder(model, parsed.width, generator))
     names = target_names(model, family, parsed, policy)
-    apply(model, family, names, init, generator, theta0)
+    if init != grid.TRAINED:
+        apply(model, family, names, init, generator, theta0)
     return sorted(names)
 
 

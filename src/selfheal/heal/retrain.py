@@ -51,10 +51,15 @@ def retrain(
     pre: PretrainSummary,
     cache: PrefixCache | None = None,
     checkpoint_path: str | None = None,
+    control_examples: int | None = None,
 ) -> tuple[CellResult, pd.DataFrame]:
     """Retrain one reset cell (``model`` holds the reset) until every threshold is met or the budget of
     ``retrain.budget_fraction`` x S x E examples runs out. Returns the cell's record and its recovery curve; the
-    caller removes ``checkpoint_path`` once it has written them."""
+    caller removes ``checkpoint_path`` once it has written them.
+
+    A matched no-reset control (``Cell.is_matched_control``) does not stop at a threshold (it starts at the baseline): it
+    trains for ``control_examples`` (the longest run of the cells it is matched with), at most the budget, on the
+    same data order and evaluation schedule."""
     r = model_cfg["retrain"]
     target = Target.parse(cell.target)
     trainable = trainable_names(model, family, cell.regime, target, reset_names)
@@ -81,15 +86,20 @@ def retrain(
         f", from the prefix cache at depth {cache.depth}" if cache else "",
     )
     levels = r["thresholds"]
+    control = cell.is_matched_control
+    if control:
+        settings.max_examples = min(settings.max_examples, control_examples or 0)
     result = loop.run(
         model, family, job.objective, train_seqs, job.val_batches, trainable, settings,
-        should_stop=lambda point: thresholds.all_reached(point.val_loss, baseline, levels),
-        label="retrain",
+        should_stop=lambda point: not control and thresholds.all_reached(point.val_loss, baseline, levels),
+        label="control" if control else "retrain",
         cache=cache,
+        levels=[] if control else [thresholds.threshold_loss(baseline, eps) for eps in levels],
+        resolution=r["resolution"],
     )
     recoveries = thresholds.recoveries(result.curve, baseline, levels)
     log.info("training throughput %.0f tokens/s; evaluation took %.0f%% of the cell's wall time",
-             result.train_tokens_per_s, 100 * result.eval_s / max(result.curve[-1].wall_s, 1e-9))
+             result.train_tokens_per_s, 100 * result.eval_s / max(result.wall_s, 1e-9))
     if result.diverged_step is not None:
         log.warning("cell diverged at step %d: kept in the tables as diverged", result.diverged_step)
     for rec in recoveries:
@@ -109,7 +119,7 @@ def retrain(
         budget_examples=settings.max_examples,
         baseline_loss=baseline,
         damaged_loss=damaged,
-        final_loss=result.curve[-1].val_loss,
+        final_loss=max(result.curve, key=lambda p: p.examples).val_loss,
         trainable_tensors=len(trainable),
         trainable_params=trainable_params,
         reset_tensors=len(reset_names),
@@ -117,6 +127,8 @@ def retrain(
         diverged_step=result.diverged_step,
         prefix_cache_depth=cache.depth if cache else None,
         train_tokens_per_s=result.train_tokens_per_s,
-        eval_share=result.eval_s / result.curve[-1].wall_s if result.curve[-1].wall_s > 0 else 0.0,
+        eval_share=result.eval_s / wall if (wall := result.wall_s) > 0 else 0.0,
+        replay_share=result.replay_s / wall if wall > 0 else 0.0,
+        n_params=int(sum(p.numel() for p in model.parameters())),
     )
     return out, pd.DataFrame([asdict(pt) for pt in result.curve])

@@ -1,10 +1,12 @@
-"""One heal job: every cell of one unit (a model, a retrain regime, a retrain seed; ``grid.Unit``) in one process.
+"""One heal job: every cell of one unit (a network, a retrain regime, a retrain seed; ``grid.Unit``) in one process.
 
 The trained model, its token streams, validation batches and step-0 weights are loaded once. Per cell, in an order
-that builds each frozen-prefix cache once: the global RNG is seeded with the cell's seed, the trained model is
-copied, the cell's target is reset (``reset.draw``, the cell's own generator), the damage is measured on the fixed
-validation set, and the cell retrains to threshold (``retrain.retrain``). After training, every tensor the cell did
-not train is checked bit-identical to the trained model's.
+that builds each frozen-prefix cache once and runs each matched no-reset control after the cells it is matched
+with: the global RNG is seeded with the cell's seed, the trained model is copied, the cell's target is reset
+(``reset.draw``, the cell's own generator; nothing changes for a matched control), the damage is measured on the
+fixed validation set, and the cell retrains to threshold (``retrain.retrain``). After training, every tensor the
+cell did not train is checked bit-identical to the trained model's, and for a one-layer target the healed layer's
+outputs are compared with the original's (``similarity.linear_cka``; the reset layer before training is the floor).
 
 Outputs per cell (in the unit's folder, under the layout the rules pass in): ``damage.json`` (``Damage``),
 ``recovery.json`` (``CellResult``) and ``curve.parquet``. Work is never lost: a running cell checkpoints into the
@@ -22,11 +24,12 @@ import os
 import shutil
 from pathlib import Path
 
+import pandas as pd
 import torch
 
 from selfheal import models, records, results_io
 from selfheal.grid import Cell
-from selfheal.heal import prefix_cache, reset, retrain
+from selfheal.heal import prefix_cache, reset, retrain, similarity
 from selfheal.heal.prefix_cache import PrefixCache
 from selfheal.records import Baseline, Damage, PretrainSummary
 from selfheal.training import setup
@@ -62,22 +65,38 @@ def check_frozen(model, base, trainable: set[str]) -> None:
 
 
 def heal_cell(base, job: setup.Setup, train_seqs, model_cfg: dict, cell: Cell, theta0, baseline: float,
-              pre: PretrainSummary, cache: PrefixCache | None, checkpoint_path: str):
+              pre: PretrainSummary, cache: PrefixCache | None, checkpoint_path: str,
+              control_examples: int | None = None):
     """Reset, measure the damage, retrain: one cell on a copy of the trained ``base``."""
     setup.seed_everything(cell.seed)
     model = copy.deepcopy(base)
     names = reset.draw(model, job.family, cell.target, cell.policy, cell.init, cell.seed, theta0)
     damaged = evaluate(model, job.family, job.val_batches, hw=job.hardware)
+    layer = job.family.layer(model, cell.target) if cell.parsed_target.is_layer else None
+    if layer is not None:
+        original = similarity.layer_outputs(base, job.family, layer, job.val_batches)
+        floor = similarity.linear_cka(original, similarity.layer_outputs(model, job.family, layer, job.val_batches))
     params = dict(model.named_parameters())
     damage = Damage(model=cell.model, target=cell.target, policy=cell.policy, init=cell.init, seed=cell.seed,
                     reset_tensors=len(names), reset_params=int(sum(params[n].numel() for n in names)),
-                    damaged_loss=damaged)
+                    damaged_loss=damaged, pretrain_seed=cell.pretrain_seed)
     log.info("reset %s %s/%s/%s seed %d: %d tensors, damaged val loss %.4f",
              cell.model, cell.target, cell.policy, cell.init, cell.seed, len(names), damaged)
     result, curve = retrain.retrain(model, job.family, job, train_seqs, model_cfg, cell, names, baseline, damaged,
-                                    pre, cache, checkpoint_path)
+                                    pre, cache, checkpoint_path, control_examples)
     check_frozen(model, base, {n for n, p in model.named_parameters() if p.requires_grad})
+    if layer is not None:
+        result.cka_floor = floor
+        result.cka = similarity.linear_cka(original, similarity.layer_outputs(model, job.family, layer,
+                                                                              job.val_batches))
     return damage, result, curve
+
+
+def _order(cells: list[Cell], depths: dict) -> list[Cell]:
+    """Cells without a prefix cache first, then by cache depth (each cache is built once and freed after its last
+    cell); within each, the matched controls after the cells they are matched with."""
+    return sorted(cells, key=lambda c: (depths.get(c, -1), c.is_matched_control))
+
 
 
 def run(model_cfg: dict, eval_cfg: dict, cells: list[dict], tokens_path: str, trained_dir: str,
@@ -104,13 +123,14 @@ def run(model_cfg: dict, eval_cfg: dict, cells: list[dict], tokens_path: str, tr
     inputs = [p for p in (tokens_path, trained_dir, theta0_dir, baseline_path, pretrain_summary_path) if p]
     work = Path(work_dir)
     cache = None
-    # Cells without a cache first, then by cache depth, so each cache is built once and freed after its last cell.
-    for cell in sorted(cells, key=lambda c: depths.get(c, -1)):
+    spent: dict[Cell, int] = {}  # examples each reset cell trained for: the length of its matched control
+    for cell in _order(cells, depths):
         folder = work / cell_folder.format(**cell.as_dict())
         fingerprint = _fingerprint(model_cfg, eval_cfg, cell, inputs)
         stamp = folder / "fingerprint.txt"
         if all((folder / o).exists() for o in OUTPUTS) and stamp.exists() and stamp.read_text() == fingerprint:
             log.info("cell %s finished in an earlier run of this job: kept", cell.as_dict())
+            spent[cell] = int(pd.read_parquet(folder / "curve.parquet")["examples"].max())
             continue
         for o in OUTPUTS:
             (folder / o).unlink(missing_ok=True)
@@ -123,8 +143,10 @@ def run(model_cfg: dict, eval_cfg: dict, cells: list[dict], tokens_path: str, tr
         folder.mkdir(parents=True, exist_ok=True)
         stamp.write_text(fingerprint)
         checkpoint = folder / "retrain.ckpt"
+        control_examples = max((n for c, n in spent.items() if cell.matches(c)), default=None)
         damage, result, curve = heal_cell(base, job, train_seqs, model_cfg, cell, theta0, baseline, pre, cache,
-                                          str(checkpoint))
+                                          str(checkpoint), control_examples)
+        spent[cell] = int(curve["examples"].max())
         records.write(folder / "damage.json", damage)
         results_io.write_parquet(folder / "curve.parquet", curve)
         records.write(folder / "recovery.json", result)  # last: its presence marks the cell finished

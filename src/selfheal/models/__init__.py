@@ -23,5 +23,14 @@ def parameter_count(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
 
 
-__all__ = ["AUTO_CLASSES", "build", "check_safetensors", "families", "has_safetensors", "load", "parameter_count",
-           "save"]
+def width(model: nn.Module) -> int:
+    """D, the model's hidden width, whatever its config calls it."""
+    return int(getattr(model.config, "hidden_size", None) or getattr(model.config, "d_model"))
+
+
+def heads(model: nn.Module) -> int:
+    return int(getattr(model.config, "num_attention_heads", None) or getattr(model.config, "encoder_attention_heads"))
+
+
+__all__ = ["AUTO_CLASSES", "build", "check_safetensors", "families", "has_safetensors", "heads", "load",
+           "parameter_count", "save", "width"]

@@ -71,7 +71,7 @@ def import_model(model_cfg: dict, trained_dir: str, summary_path: str) -> Pretra
         source="pretrained",
         name_or_path=model_cfg["name_or_path"],
         n_layer=family.n_layers(model),
-        d_model=int(getattr(model.config, "hidden_size", None) or getattr(model.config, "d_model")),
+        d_model=models.width(model),
         params=models.parameter_count(model),
     )
     records.write(summary_path, summary)

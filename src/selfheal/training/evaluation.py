@@ -9,7 +9,10 @@ import math
 import torch
 from torch import nn
 
+from safetensors.torch import load_file
+
 from selfheal import models, records
+from selfheal.data import ngrams, streams
 from selfheal.records import Baseline
 from selfheal.training import setup
 from selfheal.training.hardware import Hardware, to_device
@@ -47,9 +50,14 @@ def baseline(model_cfg: dict, eval_cfg: dict, tokens_path: str, trained_dir: str
     setup.seed_everything(0, threads)
     job = setup.prepare(models.load(trained_dir), model_cfg, eval_cfg, tokens_path)
     loss = evaluate(job.model, job.family, job.val_batches, hw=job.hardware)
+    unigram, bigram = ngrams.reference_losses(load_file(str(tokens_path))["train"], job.val_batches,
+                                              job.family.objective, streams.vocabulary(tokens_path)["vocab_size"])
     out = Baseline(model=model_cfg["name"], val_loss=loss, perplexity=math.exp(loss),
                    val_sequences=sum(int(b["input_ids"].shape[0]) for b in job.val_batches),
-                   context=model_cfg["context"])
+                   context=model_cfg["context"], pretrain_seed=model_cfg["pretrain"]["seed"],
+                   unigram_loss=unigram, bigram_loss=bigram)
     records.write(out_path, out)
-    log.info("baseline %s: val loss %.4f, perplexity %.2f", model_cfg["name"], loss, out.perplexity)
+    log.info("baseline %s (pretrain seed %d): val loss %.4f, perplexity %.2f; unigram %.4f, bigram %s",
+             model_cfg["name"], out.pretrain_seed, loss, out.perplexity, unigram,
+             "-" if bigram is None else f"{bigram:.4f}")
     return out

@@ -9,9 +9,12 @@ for free since their weights have ``requires_grad=False``.
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import logging
 import math
 import time
+from collections.abc import Sequence
 
 import torch
 from torch import nn
@@ -56,6 +59,8 @@ def run(
     should_stop=lambda point: False,
     label: str = "train",
     cache=None,
+    levels: Sequence[float] = (),
+    resolution: float = 0.0,
 ) -> Result:
     """Train ``trainable`` on ``train_seqs`` (epochs reshuffled by seed) for up to ``s.max_examples`` examples.
 
@@ -67,6 +72,15 @@ def run(
     ``s.checkpoint_every_steps`` steps, and a run that finds one resumes from it and ends with the same numbers as
     an uninterrupted run. A non-finite loss, or one above DIVERGENCE_FACTOR x the starting validation loss,
     stops training and sets ``result.diverged_step``.
+
+    ``levels`` (validation losses, e.g. the recovery thresholds) with ``resolution`` > 0: when an evaluation is the
+    first at or below a level and the interval since the previous evaluation is wider than ``resolution`` x its
+    end (and wider than one step), the interval is *replayed*: the state at its start (weights, optimizer, RNGs,
+    position; kept in memory at every evaluation) is restored and retrained with evaluations spaced so that each
+    interval (a, b] has b - a <= resolution x b (at least one step), until every such level is located; then the
+    state at the interval's end is restored and training goes on exactly as without the replay. The replay's
+    evaluations join the curve (``CurvePoint.replay``). With ``levels``, checkpoints are written at evaluations
+    only, so a resumed run restarts from an interval's start state and ends with the same numbers.
     """
     for name, p in model.named_parameters():
         p.requires_grad_(name in trainable)
@@ -82,18 +96,22 @@ def run(
     pos = Position(next_eval=s.eval_every_examples)
     t0 = time.perf_counter()
 
-    def record() -> bool:
+    def measure(replay: bool = False) -> CurvePoint:
         started = time.perf_counter()
         val_loss = evaluate(model, family, val_batches, cache, hw)
         result.eval_s += time.perf_counter() - started
-        point = CurvePoint(
+        return CurvePoint(
             examples=pos.examples,
             tokens=pos.examples * context,
             steps=pos.steps,
             wall_s=time.perf_counter() - t0,
             val_loss=val_loss,
-            train_loss=pos.running / pos.running_n if pos.running_n else None,
+            train_loss=None if replay or not pos.running_n else pos.running / pos.running_n,
+            replay=replay,
         )
+
+    def record() -> bool:
+        point = measure()
         pos.running, pos.running_n = 0.0, 0
         result.curve.append(point)
         rate = pos.examples / point.wall_s if point.wall_s > 0 else 0.0
@@ -106,6 +124,29 @@ def run(
         return should_stop(point)
 
     optimizer = _optimizer(model, trainable, s) if trainable else None
+    refining = bool(levels) and resolution > 0
+
+    def snapshot():
+        """Everything the next steps depend on (the frozen tensors never change)."""
+        return ({n: p.detach().clone() for n, p in model.named_parameters() if n in trainable},
+                copy.deepcopy(optimizer.state_dict()), batch_generator.get_state(), torch.get_rng_state(),
+                torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None, dataclasses.replace(pos))
+
+    def restore(state) -> None:
+        weights, optim, batch_rng, cpu_rng, cuda_rng, position = state
+        with torch.no_grad():
+            for n, p in model.named_parameters():
+                if n in weights:
+                    p.copy_(weights[n])
+        optimizer.load_state_dict(optim)
+        batch_generator.set_state(batch_rng)
+        torch.set_rng_state(cpu_rng)
+        if cuda_rng is not None:
+            torch.cuda.set_rng_state_all(cuda_rng)
+        for f in dataclasses.fields(Position):
+            setattr(pos, f.name, getattr(position, f.name))
+
+    start = None  # the state at the last evaluation, for a replay of the interval after it
     resumed = optimizer is not None and checkpoints.restore(s, model, optimizer, batch_generator, pos, result)
     if resumed:
         t0 -= result.resumed_elapsed  # the wall clock continues where the killed run left it
@@ -113,14 +154,16 @@ def run(
     elif record() or not trainable or s.max_examples <= 0:
         result.stopped_early = bool(result.curve) and should_stop(result.curve[-1])
         return result
+    if refining and trainable:
+        start = snapshot()  # at the first evaluation, or at the evaluation a resumed run's checkpoint was taken
 
     hw.compile_modules([l for l in family.stack_modules(model, "")][grad_from:] if hw.compile and
                        isinstance(family, SingleStack) else [])
 
-    def batches():  # reads the position the callbacks advance, so a resumed run continues mid-epoch
-        while pos.examples < s.max_examples:
+    def batches(limit: int):  # reads the position the callbacks advance, so a resumed run continues mid-epoch
+        while pos.examples < limit:
             order = streams.epoch_order(train_seqs.shape[0], s.data_seed, pos.epoch)
-            while pos.index < len(order) and pos.examples < s.max_examples:
+            while pos.index < len(order) and pos.examples < limit:
                 index = order[pos.index : pos.index + min(s.batch_size, s.max_examples - pos.examples)]
                 yield index, to_device(objective.batch(train_seqs[index], batch_generator), device)
             pos.epoch += 1
@@ -143,25 +186,85 @@ def run(
         log.warning("%s diverged: loss %s at step %d", label, loss_value, pos.steps)
         return True
 
-    def after_step(info: trainer.StepInfo) -> bool:
+    def advance(info: trainer.StepInfo) -> None:
         n = len(info.batch[0])
         pos.steps = info.step
         pos.index += s.batch_size
         pos.examples += n
         pos.running_n += n
-        if pos.examples >= pos.next_eval or pos.examples >= s.max_examples:
+
+    def located(level: float) -> bool:
+        return any(p.val_loss <= level for p in result.curve[:-1])
+
+    def refine() -> None:
+        """Replay the interval that the last evaluation closed if it first crossed a level and is too wide."""
+        nonlocal start
+        end = result.curve[-1]
+        new = [l for l in levels if end.val_loss <= l and not located(l)]
+        if start is None or not new:
+            return
+        lo = start[-1]
+        if end.examples - lo.examples <= resolution * end.examples or end.steps - lo.steps <= 1:
+            return
+        began, evaluating = time.perf_counter(), result.eval_s
+        finish = snapshot()
+        restore(start)
+        points, next_step = [], _next_dense_step(pos.steps, pos.examples, s.batch_size, resolution)
+
+        def dense_step(info: trainer.StepInfo) -> bool:
+            nonlocal next_step
+            advance(info)
+            if pos.steps < next_step or pos.examples >= end.examples:
+                return False
+            points.append(measure(replay=True))
+            next_step = _next_dense_step(pos.steps, pos.examples, s.batch_size, resolution)
+            return all(any(p.val_loss <= l for p in points) for l in new)  # every new crossing located
+
+        trainer.train(optimizer, batches(end.examples), loss_of, schedule, s.grad_clip, params, pos.steps,
+                      on_step=dense_step)
+        restore(finish)
+        result.curve[-1:-1] = points
+        result.replay_s += time.perf_counter() - began
+        result.replay_train_s += time.perf_counter() - began - (result.eval_s - evaluating)
+        log.info("%s replayed examples %d-%d with %d evaluations to locate %d crossing(s)", label, lo.examples,
+                 end.examples, len(points), len(new))
+
+    saved_at = pos.steps
+
+    def after_step(info: trainer.StepInfo) -> bool:
+        nonlocal start, saved_at
+        advance(info)
+        evaluated = pos.examples >= pos.next_eval or pos.examples >= s.max_examples
+        if evaluated:
             while pos.next_eval <= pos.examples:
                 pos.next_eval += s.eval_every_examples
-            if record():
+            stop = record()
+            if refining:
+                refine()
+                start = snapshot() if not stop else None
+            if stop:
                 result.stopped_early = True
                 return True
-        if s.checkpoint_path and s.checkpoint_every_steps and pos.steps % s.checkpoint_every_steps == 0:
+        # With refinement, checkpoints are taken at evaluations only (the first one at least checkpoint_every_steps
+        # after the last), so a resumed run starts at an evaluation and can replay its first interval too.
+        due = s.checkpoint_every_steps and pos.steps - saved_at >= s.checkpoint_every_steps and (evaluated or
+                                                                                                 not refining)
+        if s.checkpoint_path and due:
             checkpoints.save(s, model, optimizer, batch_generator, pos, result, time.perf_counter() - t0)
+            saved_at = pos.steps
         return False
 
     model.train()
     schedule = trainer.warmup_cosine(s.warmup_steps, total_steps, s.cosine, s.min_lr_fraction)
     params = [p for n, p in model.named_parameters() if n in trainable]
-    trainer.train(optimizer, batches(), loss_of, schedule, s.grad_clip, params, pos.steps, diverged, after_step)
+    trainer.train(optimizer, batches(s.max_examples), loss_of, schedule, s.grad_clip, params, pos.steps, diverged,
+                  after_step)
     model.eval()
     return result
+
+
+def _next_dense_step(steps: int, examples: int, batch_size: int, resolution: float) -> int:
+    """The step of the next evaluation in a replay: the last one whose examples b keep b - a <= resolution x b
+    after the evaluation at (steps, examples) = a, but at least the next step."""
+    furthest = examples / (1.0 - resolution) if resolution < 1 else float("inf")
+    return steps + max(1, int((furthest - examples) // batch_size))

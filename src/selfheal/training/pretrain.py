@@ -1,7 +1,8 @@
-"""Pretraining from scratch: E epochs over S sequences, AdamW, warmup + cosine.
+"""Pretraining from scratch: E epochs over S sequences, AdamW, warmup + cosine; and the same schedule adapting a
+downloaded model to the corpus (every tensor trains, from the downloaded weights) so its baseline is in-domain.
 
 The pretraining curve (validation loss against examples seen) is the from-scratch reference that every recovery
-curve is compared to.
+curve is compared to; for an adapted model, S x E of the adaptation is the unit of the retrain budget.
 """
 
 from __future__ import annotations
@@ -27,16 +28,22 @@ def pretrain(
     model_cfg: dict,
     eval_cfg: dict,
     tokens_path: str,
-    theta0_dir: str,
+    theta0_dir: str | None,
     trained_dir: str,
     curve_path: str,
     summary_path: str,
     threads: int = 1,
+    start_dir: str | None = None,
 ) -> PretrainSummary:
+    """Pretrain one network (``model_cfg`` with its ``pretrain.seed``) from its step-0 weights, saved to
+    ``theta0_dir``; or, with ``start_dir`` (a downloaded model's folder), adapt that model with the same schedule."""
     p = model_cfg["pretrain"]
     setup.seed_everything(p["seed"], threads)
-    model = models.build(model_cfg, streams.vocabulary(tokens_path), seed=p["seed"])
-    models.save(model, theta0_dir)
+    if start_dir is None:
+        model = models.build(model_cfg, streams.vocabulary(tokens_path), seed=p["seed"])
+        models.save(model, theta0_dir)
+    else:
+        model = models.load(start_dir)
     job = setup.prepare(model, model_cfg, eval_cfg, tokens_path)
     family = job.family
     context = model_cfg["context"]
@@ -66,8 +73,8 @@ def pretrain(
     trainable = set(params) - frozen
     frozen_params = sum(params[n].numel() for n in frozen)
     log.info(
-        "pretraining %s: %d params (%d frozen at init: %s), S=%d sequences of %d tokens, E=%d epochs (%d examples)",
-        model_cfg["name"], models.parameter_count(model), frozen_params, frozen_random.label(components), S,
+        "%s %s: %d params (%d frozen at init: %s), S=%d sequences of %d tokens, E=%d epochs (%d examples)",
+        "adapting" if start_dir else "pretraining", model_cfg["name"], models.parameter_count(model), frozen_params, frozen_random.label(components), S,
         context, E, max_examples,
     )
     result = loop.run(model, family, job.objective, train_seqs, job.val_batches, trainable, settings, label="pretrain")
@@ -82,8 +89,11 @@ def pretrain(
         model=model_cfg["name"],
         arch=model_cfg["arch"],
         n_layer=family.n_layers(model),
-        d_model=model_cfg["d_model"],
-        n_head=model_cfg["n_head"],
+        d_model=models.width(model),
+        n_head=models.heads(model),
+        source="pretrained" if start_dir else "scratch",
+        name_or_path=model_cfg.get("name_or_path"),
+        pretrain_seed=p["seed"],
         context=context,
         params=models.parameter_count(model),
         trainable_params=models.parameter_count(model) - frozen_params,

@@ -48,6 +48,7 @@ class CurvePoint:
     wall_s: float
     val_loss: float
     train_loss: float | None
+    replay: bool = False  # an evaluation of a replayed interval (loop.run's crossing refinement)
 
 
 @dataclass
@@ -56,10 +57,17 @@ class Result:
     stopped_early: bool = False
     diverged_step: int | None = None  # the step whose loss was NaN/inf, if any
     eval_s: float = 0.0  # wall seconds spent evaluating (the rest of the last point's wall_s is training)
+    replay_s: float = 0.0  # wall seconds spent replaying intervals (their training and evaluations)
+    replay_train_s: float = 0.0  # of which training (their evaluations count in eval_s too)
     resumed_elapsed: float = 0.0  # wall seconds already spent before a resume
 
     @property
+    def wall_s(self) -> float:
+        """Wall seconds of the whole run (a replay's evaluations are recorded after later ones)."""
+        return max(p.wall_s for p in self.curve)
+
+    @property
     def train_tokens_per_s(self) -> float:
-        last = self.curve[-1]
-        train_s = last.wall_s - self.eval_s
-        return last.tokens / train_s if train_s > 0 and last.tokens else 0.0
+        tokens = max(p.tokens for p in self.curve)
+        train_s = self.wall_s - self.eval_s - self.replay_train_s
+        return tokens / train_s if train_s > 0 and tokens else 0.0
