@@ -11,7 +11,7 @@ import pytest
 import torch
 import yaml
 
-from selfheal.analysis.tables import CURVE_COLUMNS, SUMMARY_COLUMNS
+from selfheal.analysis.tables import CURVE_COLUMNS, NETWORK_COLUMNS, SUMMARY_COLUMNS
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.e2e
@@ -39,10 +39,15 @@ def test_tables_have_the_documented_schema(finished):
     workdir, _ = finished
     summary = pd.read_parquet(workdir / "results" / "summary.parquet")
     curves = pd.read_parquet(workdir / "results" / "curves.parquet")
+    networks = pd.read_parquet(workdir / "results" / "networks.parquet")
     assert list(summary.columns) == SUMMARY_COLUMNS
     assert list(curves.columns) == CURVE_COLUMNS
-    # tinyA: L0, L1, none, all; tinyB: L0, none, all; one seed; four thresholds each
-    assert len(summary) == (4 + 3) * 4
+    assert list(networks.columns) == NETWORK_COLUMNS
+    assert list(zip(networks["model"], networks["pretrain_seed"])) == [("tinyA", 0), ("tinyB", 0)]
+    # tinyA: L0, L1, none, all and the matched controls of L0, L1; tinyB: L0, none, all and L0's matched control;
+    # one seed; four thresholds each
+    assert len(summary) == (6 + 4) * 4
+    assert set(summary[summary["init"] == "trained"]["target"]) == {"L0", "L1"}
     assert set(summary["threshold"]) == {0.01, 0.02, 0.05, 0.10}
     assert set(curves["kind"]) == {"pretrain", "recovery"}
     assert summary["recovered"].dtype == bool
@@ -63,10 +68,10 @@ def test_controls(finished):
 def test_pretraining_learned(finished):
     workdir, _ = finished
     for model in ("tinyA", "tinyB"):
-        pre = json.loads((workdir / "results" / "models" / model / "pretrain.json").read_text())
+        pre = json.loads((workdir / "results" / "models" / model / "p0" / "pretrain.json").read_text())
         assert pre["final_val_loss"] < pre["initial_val_loss"] - 0.5
-        assert (workdir / "results" / "models" / model / "trained" / "model.safetensors").is_file()
-        assert not list((workdir / "results" / "models" / model / "trained").glob("*.bin"))
+        assert (workdir / "results" / "models" / model / "p0" / "trained" / "model.safetensors").is_file()
+        assert not list((workdir / "results" / "models" / model / "p0" / "trained").glob("*.bin"))
 
 
 def test_plots_and_logs_written(finished):
@@ -76,7 +81,7 @@ def test_plots_and_logs_written(finished):
         png = workdir / "results" / "plots" / f"{plot}.png"
         assert "vega" in html.read_text().lower()
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    log = (workdir / "results" / "logs" / "tinyA" / "pretrain.log").read_text()
+    log = (workdir / "results" / "logs" / "tinyA" / "p0" / "pretrain.log").read_text()
     assert "examples 512/512" in log and "val" in log
 
 
@@ -94,12 +99,12 @@ def test_frozen_random_table_and_plot(finished):
         ("tinyA", "none"), ("tinyA.frozen-embeddings", "embeddings"), ("tinyA.frozen-attention-ffn", "attention+ffn")]
     assert (table["base_model"] == "tinyA").all() and table["delta_loss"].iloc[0] == 0
     assert (table["frozen_params"].iloc[1:] > 0).all() and table["frozen_params"].iloc[0] == 0
-    variant = workdir / "results" / "models" / "tinyA.frozen-embeddings"
+    variant = workdir / "results" / "models" / "tinyA.frozen-embeddings" / "p0"
     theta0 = load_file(str(variant / "theta0" / "model.safetensors"))
     trained = load_file(str(variant / "trained" / "model.safetensors"))
     assert torch.equal(theta0["transformer.wte.weight"], trained["transformer.wte.weight"])
     assert not torch.equal(theta0["transformer.h.0.attn.c_attn.weight"], trained["transformer.h.0.attn.c_attn.weight"])
-    base_theta0 = load_file(str(workdir / "results" / "models" / "tinyA" / "theta0" / "model.safetensors"))
+    base_theta0 = load_file(str(workdir / "results" / "models" / "tinyA" / "p0" / "theta0" / "model.safetensors"))
     assert all(torch.equal(base_theta0[k], theta0[k]) for k in theta0)  # same seed: the same θ0 as its base
     summary = pd.read_parquet(workdir / "results" / "summary.parquet")
     assert set(summary["model"]) == {"tinyA", "tinyB"}
@@ -128,10 +133,11 @@ def test_editing_one_models_retrain_reruns_only_its_cells(finished):
     )
     changed = [c for c in changed if not c.startswith("logs/")]
     retrained = {c for c in changed if c.endswith("recovery.json")}
-    assert retrained == {  # tinyB's one heal job (unit: model, regime, seed), every cell of it
-        "cells/tinyB/frozen-s0/L0-full-fresh/recovery.json",
-        "cells/tinyB/frozen-s0/none-none-none/recovery.json",
-        "cells/tinyB/frozen-s0/all-full-fresh/recovery.json",
+    assert retrained == {  # tinyB's one heal job (unit: network, regime, seed), every cell of it
+        "cells/tinyB/p0/frozen-s0/L0-full-fresh/recovery.json",
+        "cells/tinyB/p0/frozen-s0/L0-full-trained/recovery.json",
+        "cells/tinyB/p0/frozen-s0/none-none-none/recovery.json",
+        "cells/tinyB/p0/frozen-s0/all-full-fresh/recovery.json",
     }
     assert not any(c.startswith(("models/", "baselines/", "corpus/", "cells/tinyA")) for c in changed)
     assert not (workdir / "results" / "work").exists()  # a finished heal job leaves no staging folder
@@ -140,6 +146,37 @@ def test_editing_one_models_retrain_reruns_only_its_cells(finished):
     # and with nothing changed, nothing runs
     proc = snakemake(workdir, configfile, "-n")
     assert "Nothing to be done" in proc.stdout + proc.stderr
+
+
+def test_adding_a_pretraining_seed_runs_only_the_new_networks_jobs(finished):
+    workdir, configfile = finished
+    config = yaml.safe_load(configfile.read_text())
+    config["models"][1]["pretrain"] = {"seeds": [0, 1]}  # a second network of tinyB
+    added = workdir / "added.yaml"
+    added.write_text(yaml.safe_dump(config))
+    proc = snakemake(workdir, added, "-n", "--quiet", "rules")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    jobs = dict(line.split()[:2] for line in proc.stdout.splitlines()
+                if line.split() and line.split()[0] in {"pretrain", "baseline", "heal", "aggregate", "plots"})
+    assert jobs == {"pretrain": "1", "baseline": "1", "heal": "1", "aggregate": "1", "plots": "1"}, proc.stdout
+    proc = snakemake(workdir, added, "-n")
+    assert "results/models/tinyB/p1/pretrain.json" in proc.stdout
+
+
+def test_crossings_are_intervals_within_the_resolution(finished):
+    """Every recovered threshold is an interval (lo, hi] of at most retrain.resolution x hi (or one step), located
+    by replaying the interval; a censored one has no hi."""
+    workdir, _ = finished
+    summary = pd.read_parquet(workdir / "results" / "summary.parquet")
+    rec = summary[summary["recovered"]]
+    assert (rec["examples"] == rec["examples_hi"]).all()
+    at_start = rec["examples_hi"] == 0
+    assert (rec.loc[at_start, "examples_lo"] == 0).all()
+    moving = rec[~at_start]
+    assert len(moving) and (moving["examples_lo"] < moving["examples_hi"]).all()
+    width = moving["examples_hi"] - moving["examples_lo"]
+    assert ((width <= 0.1 * moving["examples_hi"]) | (moving["steps_hi"] - moving["steps_lo"] <= 1)).all()
+    assert summary.loc[~summary["recovered"], "examples_hi"].isna().all()
 
 
 def test_bad_config_fails_before_any_job(tmp_path):

@@ -1,0 +1,154 @@
+"""What makes a measurement trustworthy: pretraining seeds in the grid, the matched no-reset control, crossings as
+intervals located by replay (without changing the run), reference losses and quality flags, healed-layer CKA."""
+
+import copy
+
+import pandas as pd
+import pytest
+import torch
+from conftest import SPECIAL, TINY_MODEL, trained_like
+from safetensors.torch import save_file
+
+from selfheal import grid, models, records
+from selfheal.analysis import tables
+from selfheal.data import ngrams
+from selfheal.heal import reset, retrain, similarity, thresholds
+from selfheal.records import Baseline, PretrainSummary
+from selfheal.training import loop, setup
+from selfheal.training.evaluation import evaluate
+from selfheal.training.state import CurvePoint, Settings
+
+
+def test_recoveries_are_intervals():
+    curve = [CurvePoint(e, e * 4, e // 2, e / 10, v, None) for e, v in [(0, 5.0), (64, 4.5), (128, 4.02), (192, 4.01)]]
+    got = {r.threshold: r for r in thresholds.recoveries(curve, 4.0, [0.01, 0.3, 0.001])}
+    assert (got[0.01].examples_lo, got[0.01].examples, got[0.01].recovered) == (64, 128, True)
+    assert (got[0.3].examples_lo, got[0.3].examples) == (0, 0)  # within 30 % at the first evaluation
+    assert (got[0.001].recovered, got[0.001].examples_lo, got[0.001].examples) == (False, 192, 192)
+
+
+def test_grid_has_networks_and_matched_controls():
+    config = {"models": [{"name": "m", "arch": "gpt2", "n_layer": 2, "pretrain": {"seeds": [3, 5]}}],
+              "grid": {"layers": "all", "policies": ["full"], "inits": ["fresh"], "regimes": ["frozen", "full"],
+                       "seeds": [0, 1], "controls": True, "matched_controls": "first_seed", "targets": [],
+                       "encoder_swap": []}}
+    cells = grid.cells(config)
+    assert grid.networks(config) == [grid.Network("m", 3), grid.Network("m", 5)]
+    assert {c.pretrain_seed for c in cells} == {3, 5}
+    matched = [c for c in cells if c.init == grid.TRAINED]
+    # frozen regime only (in regime full the 'none' control is the matched one), first retrain seed only
+    assert {(c.target, c.regime, c.seed) for c in matched} == {("L0", "frozen", 0), ("L1", "frozen", 0)}
+    assert len(matched) == 4
+    control = next(c for c in matched if c.target == "L1" and c.pretrain_seed == 3)
+    assert control.matches(grid.Cell("m", "L1", "full", "fresh", "frozen", 0, 3))
+    assert not control.matches(grid.Cell("m", "L0", "full", "fresh", "frozen", 0, 3))
+    assert not control.matches(grid.Cell("m", "L1", "full", "fresh", "frozen", 0, 5))
+    none_full = grid.Cell("m", "none", "none", "none", "full", 1, 5)
+    assert none_full.is_matched_control and none_full.matches(grid.Cell("m", "L0", "full", "fresh", "full", 1, 5))
+    network = grid.network_config({"name": "m", "pretrain": {"seeds": [3, 5], "lr": 1.0}}, 5)
+    assert network["pretrain"] == {"seed": 5, "lr": 1.0}  # the seed list is not part of a network's settings
+
+
+@pytest.fixture
+def job(tmp_path):
+    model = trained_like(models.build(TINY_MODEL, SPECIAL, seed=0))
+    g = torch.Generator().manual_seed(0)
+    stream = torch.randint(3, 64, (16 * 300,), generator=g, dtype=torch.int32)
+    save_file({"train": stream, "val": stream[: 16 * 40].clone()}, str(tmp_path / "tokens.safetensors"),
+              metadata={k: str(v) for k, v in SPECIAL.items()})
+    model_cfg = {**TINY_MODEL, "source": "scratch", "pretrain": {"train_sequences": 256, "seed": 0, "epochs": 2},
+                 "retrain": {"lr": 1e-2, "batch_size": 8, "weight_decay": 0.0, "grad_clip": 1.0,
+                             "eval_every_examples": 64, "warmup_steps": 2, "budget_fraction": 0.5,
+                             "thresholds": [0.01, 0.05], "checkpoint_every_steps": 0, "prefix_cache_mb": 0,
+                             "resolution": 0.1}}
+    eval_cfg = {"val_sequences": 32, "batch_size": 16}
+    tokens = str(tmp_path / "tokens.safetensors")
+    return model, setup.prepare(model, model_cfg, eval_cfg, tokens), setup.train_sequences(model_cfg, tokens), model_cfg
+
+
+def _settings(job, max_examples=256):
+    return Settings(lr=1e-2, batch_size=8, weight_decay=0.0, grad_clip=1.0, eval_every_examples=64,
+                    max_examples=max_examples, warmup_steps=2, data_seed=0, hardware=job.hardware)
+
+
+def test_replay_locates_crossings_without_changing_the_run(job):
+    """The replayed run ends bit-identical to the plain run; its coarse evaluations are the plain run's, and every
+    level it crosses is located within 10 % (or one step)."""
+    base, job_, seqs, _ = job
+
+    def run(levels, resolution):
+        model = copy.deepcopy(base)
+        names = reset.draw(model, job_.family, "L1", "full", "fresh", 0)
+        return model, loop.run(model, job_.family, job_.objective, seqs, job_.val_batches, set(names),
+                               _settings(job_), levels=levels, resolution=resolution)
+
+    plain_model, plain = run([], 0.0)
+    # levels crossed between two coarse evaluations (64 examples = 8 steps apart: wider than 10 %)
+    levels = [(a.val_loss + b.val_loss) / 2 for a, b in zip(plain.curve, plain.curve[1:]) if b.val_loss < a.val_loss]
+    assert len(levels) >= 2
+    model, replayed = run(levels, 0.1)
+    assert all(torch.equal(a, b) for a, b in zip(plain_model.parameters(), model.parameters()))
+    coarse = [(p.examples, p.val_loss) for p in replayed.curve if not p.replay]
+    assert coarse == [(p.examples, p.val_loss) for p in plain.curve]
+    assert any(p.replay for p in replayed.curve) and replayed.replay_s > 0
+    found = thresholds.recoveries(replayed.curve, 1.0, [level - 1 for level in levels])
+    assert all(r.recovered for r in found)
+    for r in found:
+        assert r.examples - r.examples_lo <= 0.1 * r.examples or r.steps - r.steps_lo <= 1
+
+
+def test_matched_control_trains_from_trained_values_and_only_its_tensors(job):
+    base, job_, seqs, model_cfg = job
+    model = copy.deepcopy(base)
+    names = reset.draw(model, job_.family, "L1", "full", grid.TRAINED, 0)
+    assert names and all(torch.equal(a, b) for a, b in zip(base.parameters(), model.parameters()))  # no reset
+    cell = grid.Cell("t", "L1", "full", grid.TRAINED, "frozen", 0)
+    pre = PretrainSummary("t", "gpt2", 3, 16, 1000, train_sequences=256, epochs=2)
+    baseline = evaluate(base, job_.family, job_.val_batches)
+    result, curve = retrain.retrain(model, job_.family, job_, seqs, model_cfg, cell, names, baseline, baseline, pre,
+                                    control_examples=96)
+    assert curve["examples"].max() == 96  # as long as the cells it is matched with, not stopped at a threshold
+    before, after = dict(base.named_parameters()), dict(model.named_parameters())
+    changed = {n for n in after if not torch.equal(before[n], after[n])}
+    assert changed and changed <= set(names)
+
+
+def test_reference_losses():
+    stream = torch.tensor([5, 6] * 500)  # a strict alternation: bigram knows everything, unigram only the 50/50
+    batches = [{"input_ids": torch.tensor([[5, 6, 5, 6, 5, 6]] * 4)}]
+    unigram, bigram = ngrams.reference_losses(stream, batches, "causal_lm", vocab_size=8)
+    assert unigram == pytest.approx(torch.log(torch.tensor(1008 / 501)).item(), rel=1e-6)
+    assert bigram < 0.05 < unigram
+    masked = [{"input_ids": torch.zeros(2, 3), "labels": torch.tensor([[5, -100, 6], [-100, 6, -100]])}]
+    assert ngrams.reference_losses(stream, masked, "masked_lm", vocab_size=8)[1] is None
+
+
+def _network(tmp_path, name, val_loss, unigram, drop):
+    records.write(tmp_path / f"{name}-pre.json", PretrainSummary(name, "gpt2", 2, 16, 1000, train_sequences=100,
+                                                                 epochs=2, last_quarter_val_drop=drop))
+    records.write(tmp_path / f"{name}-base.json", Baseline(name, val_loss, 1.0, 8, 16, unigram_loss=unigram))
+    return str(tmp_path / f"{name}-pre.json"), str(tmp_path / f"{name}-base.json")
+
+
+def test_degenerate_and_off_plateau_networks_are_flagged(tmp_path):
+    pairs = [_network(tmp_path, "healthy", 4.0, 5.0, 0.001), _network(tmp_path, "unigram", 4.95, 5.0, 0.0),
+             _network(tmp_path, "drifting", 4.0, 5.0, 0.05), _network(tmp_path, "harmless", 4.0, 5.0, 0.0)]
+    summary = pd.DataFrame({"model": ["healthy", "harmless"], "pretrain_seed": [0, 0], "target": ["all", "all"],
+                            "policy": ["full", "full"], "init": ["fresh", "fresh"], "regime": ["frozen"] * 2,
+                            "seed": [0, 0], "damaged_loss": [7.0, 4.01]})
+    table = tables.networks_table([p for p, _ in pairs], [b for _, b in pairs], summary,
+                                  {m: [0.01, 0.05] for m in ("healthy", "unigram", "drifting", "harmless")})
+    flags = table.set_index("model")[["degenerate", "off_plateau"]].to_dict("index")
+    assert flags["healthy"] == {"degenerate": False, "off_plateau": False}
+    assert flags["unigram"]["degenerate"] and flags["harmless"]["degenerate"]  # no better than unigram / no damage
+    assert flags["drifting"] == {"degenerate": False, "off_plateau": True}  # 0.05 > 0.01 x 4.0 / 4
+
+
+def test_linear_cka_invariances():
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(400, 12, generator=g)
+    q, _ = torch.linalg.qr(torch.randn(12, 12, generator=g))
+    assert similarity.linear_cka(x, 2.5 * x @ q) == pytest.approx(1.0, abs=1e-9)
+    assert abs(similarity.linear_cka(x, torch.randn(400, 12, generator=g))) < 0.05  # unbiased: near 0 when unrelated
+    with pytest.raises(ValueError):
+        similarity.linear_cka(x, x[:10])
