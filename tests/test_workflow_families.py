@@ -24,6 +24,8 @@ def finished(tmp_path_factory):
          "context": 32, "frozen_random": [["attention"], ["embeddings", "ffn"]]},
         {"name": "myLlama", "source": "pretrained", "name_or_path": str(workdir / "my-llama"), "arch": "llama",
          "n_layer": 2, "context": 16},
+        {"name": "asIs", "source": "pretrained", "name_or_path": str(workdir / "my-llama"), "arch": "llama",
+         "n_layer": 2, "context": 16, "adapt": False},
     ]
     config["grid"].update({"policies": ["full", "cross_attn"], "targets": ["all"], "encoder_swap": [16]})
     configfile = workdir / "config.yaml"
@@ -52,20 +54,35 @@ def test_controls_and_damage_per_family(finished):
     summary = pd.read_parquet(finished / "results" / "summary.parquet")
     none = summary[summary.target == "none"]
     assert none.recovered.all() and (none.examples == 0).all()
-    resets = summary[~summary.target.isin(["none"])]
+    resets = summary[~summary.target.isin(["none"]) & (summary.init != "trained")]
     assert (resets.damaged_loss != resets.baseline_loss).all()
+    matched = summary[summary.init == "trained"]  # the matched no-reset controls: nothing was reset
+    assert len(matched) and (matched.damaged_loss == matched.baseline_loss).all()
 
 
-def test_pretrained_model_has_no_fraction_of_pretrain(finished):
+def test_a_downloaded_model_is_adapted_before_healing(finished):
+    """By default a downloaded model is adapted to the corpus first (every tensor trains, S x E of the adaptation
+    is the budget unit); with adapt: false it is healed as downloaded and has no fraction of S x E."""
     summary = pd.read_parquet(finished / "results" / "summary.parquet")
-    mine = summary[summary.model == "myLlama"]
-    assert mine.fraction_of_pretrain.isna().all() and mine.pretrain_examples.isna().all()
-    assert (mine.tokens == mine.examples * 16).all()
-    ours = summary[summary.model != "myLlama"]
-    assert ours.fraction_of_pretrain.notna().all()
+    adapted = json.loads((finished / "results" / "adapted" / "myLlama" / "p0" / "pretrain.json").read_text())
+    assert adapted["source"] == "pretrained" and adapted["train_sequences"] * adapted["epochs"] == 512
+    assert adapted["final_val_loss"] < adapted["initial_val_loss"]
     imported = json.loads((finished / "results" / "pretrained" / "myLlama" / "pretrain.json").read_text())
     assert imported["epochs"] is None and imported["arch"] == "llama"
+    baseline = json.loads((finished / "results" / "baselines" / "myLlama" / "p0.json").read_text())
+    assert baseline["val_loss"] == adapted["final_val_loss"]  # the cells heal the adapted network
+    mine = summary[summary.model == "myLlama"]
+    assert (mine.pretrain_examples == 512).all() and mine.fraction_of_pretrain.notna().all()
+    assert (mine.tokens == mine.examples * 16).all()
+    as_is = summary[summary.model == "asIs"]
+    assert as_is.fraction_of_pretrain.isna().all() and as_is.pretrain_examples.isna().all()
+    assert not (finished / "results" / "adapted" / "asIs").exists()
     assert (finished / "results" / "corpus" / "myLlama" / "tokens.safetensors").is_file()  # its own tokenizer
+    networks = pd.read_parquet(finished / "results" / "networks.parquet").set_index("model")
+    assert networks.loc["myLlama", "source"] == "pretrained" and networks.loc["tinyBart", "family_kind"] == \
+        "encoder-decoder"
+    assert networks.loc["tinyBert", "family_kind"] == "encoder-only" and networks.loc["myLlama", "bigram_loss"] > 0
+    assert pd.isna(networks.loc["tinyBert", "bigram_loss"])
 
 
 def test_masked_lm_validation_is_shared_by_all_cells(finished):
