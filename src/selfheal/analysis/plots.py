@@ -188,6 +188,9 @@ def damage(summary: pd.DataFrame) -> alt.Chart:
 def frozen_random(table: pd.DataFrame) -> alt.Chart:
     """Frozen random components (frozen_random.py): validation perplexity after pretraining (log scale) per frozen set,
     one panel per base model, the all-trainable reference as a dashed rule; labels are the perplexity ratio to it."""
+    title = "Pretrained with components frozen at their random init (Bogoychev 2021)"
+    if table.empty:
+        return empty_chart(title, "no frozen-random variant in this grid")
     data = table.assign(n_frozen=[0 if f == "none" else len(f.split("+")) for f in table["frozen"]])
     x = alt.X("frozen:N", sort=list(dict.fromkeys(table["frozen"])), title="left at random init and frozen",
               axis=alt.Axis(labelAngle=-30))
