@@ -117,9 +117,10 @@ def test_missing_corpus_files(tmp_path):
 
 def test_own_files_corpus_accepted(tmp_path):
     for name in ("a", "b", "c"):
-        (tmp_path / f"{name}.txt").write_text(f"text of {name}\n" * 10)
+        (tmp_path / f"{name}.txt").write_text(f"text of {name}\n" * 200)
     raw = _default()
     raw["corpus"] = {"source": "files", "files": str(tmp_path / "*.txt")}
+    raw["pretrain"]["train_sequences"], raw["eval"]["val_sequences"] = 8, 4  # what three small files can give
     assert config.resolve(raw)["corpus"]["files"].endswith("*.txt")
 
 

@@ -5,14 +5,15 @@ or a ConfigError naming the offending key. No job starts unless a config passes 
 from __future__ import annotations
 
 import copy
+import math
 from pathlib import Path
 
 import yaml
 
-from selfheal import grid, packages
-from selfheal.config import transfer
+from selfheal import grid
+from selfheal.config import inputs, transfer
 from selfheal.config.defaults import DEFAULTS, MODEL_DEFAULTS
-from selfheal.config.errors import ConfigError
+from selfheal.config.errors import ConfigError, key_path
 from selfheal.config.merge import merge
 from selfheal.config.schema import check_schema
 from selfheal.data import corpus
@@ -24,6 +25,7 @@ def resolve(raw: dict) -> dict:
 
     Each model gets its effective ``pretrain`` and ``retrain`` sections (top level overridden by the model's own).
     """
+    _check_finite(raw)
     check_schema(raw)
     config = merge(DEFAULTS, raw)
     if config["corpus"]["source"] == "hf" and "hf" not in raw.get("corpus", {}):
@@ -53,14 +55,18 @@ def resolve(raw: dict) -> dict:
             if "original" in config["grid"]["inits"]:
                 raise ConfigError("grid.inits", f"init 'original' needs the step-0 weights, which a downloaded model "
                                                 f"({model['name']!r}) does not have")
-            try:
-                packages.resolve(model["name_or_path"])
-            except packages.PackageNotFound as err:
-                raise ConfigError(f"{key}.name_or_path", str(err)) from None
+            inputs.check_model_source(model, key)
         elif model["arch"] == "llama" and model.get("n_kv_head") and model["n_head"] % model["n_kv_head"]:
             raise ConfigError(f"{key}.n_kv_head", "n_head must be a multiple of n_kv_head")
         model["hardware"] = config["hardware"]
         model["pretrain"] = merge(config["pretrain"], model.get("pretrain", {}))
+        if model["source"] == "scratch" and "adapt" in model:
+            raise ConfigError(f"{key}.adapt", "only a downloaded model (source: pretrained) is adapted")
+        if model["source"] == "pretrained":
+            model.setdefault("adapt", True)
+            if not model["adapt"] and len(model["pretrain"]["seeds"]) > 1:
+                raise ConfigError(f"{key}.adapt", "a downloaded model healed without adaptation is one network: "
+                                                  "give it a single pretrain seed (pretrain.seeds)")
         model["retrain"] = merge(config["retrain"], model.get("retrain", {}))
         layers = config["grid"]["layers"]
         if layers != "all":
@@ -82,10 +88,59 @@ def resolve(raw: dict) -> dict:
                     )
         models.append(model)
     config["models"] = models
+    _check_grid_entries(config)
+    inputs.check_corpus_sizes(config, raw)
     taken = {m["name"] for m in models}
     config["frozen_random"] = [variant for i, model in enumerate(models)
                                for variant in _frozen_random_variants(model, f"models[{i}]", taken)]
     return config
+
+
+def _check_finite(value, path=()) -> None:
+    """NaN and infinities pass JSON-schema bounds (every comparison with NaN is false): refuse them anywhere."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(key_path(list(path)), f"{value} is not a finite number")
+    if isinstance(value, dict):
+        for k, v in value.items():
+            _check_finite(v, (*path, k))
+    elif isinstance(value, list):
+        for j, v in enumerate(value):
+            _check_finite(v, (*path, j))
+
+
+def _check_grid_entries(config: dict) -> None:
+    """Refuse grid entries that would silently make no cell: a policy that no chosen layer of any model has, a
+    target set or an encoder swap without an encoder-decoder model, and a grid that makes no cell at all."""
+    models, spec = config["models"], config["grid"]
+    if not models:
+        return
+    described = ", ".join(f"{m['name']} ({m['arch']})" for m in models)
+    encdec = [m for m in models if len({i.split(".")[0] for i in grid.layer_ids(m) if "." in i}) == 2]
+    for j, policy in enumerate(spec["policies"]):
+        if policy == "embeddings":
+            continue
+        if not any(grid.policy_applies(m["arch"], layer, policy) for m in models
+                   for layer in _targeted_layers(m, spec)):
+            hint = "; cross-attention exists only in the decoder layers of encoder-decoder models (bart)"
+            raise ConfigError(f"grid.policies[{j}]", f"{policy!r} resets no tensor of any chosen layer of any model "
+                                                     f"({described}){hint if policy == 'cross_attn' else ''}")
+    for j, target in enumerate(spec["targets"]):
+        if target != grid.ALL and not encdec:
+            raise ConfigError(f"grid.targets[{j}]", f"the set {target!r} is a stack of an encoder-decoder model, and "
+                                                    f"no model here is one ({described})")
+    if spec["encoder_swap"] and not encdec:
+        raise ConfigError("grid.encoder_swap", f"an encoder swap needs an encoder-decoder model (bart), and no model "
+                                               f"here is one ({described})")
+    if not grid.cells(config):
+        raise ConfigError("grid.layers", "the grid makes no cell (no layers, no target sets and controls off)")
+
+
+def _targeted_layers(model: dict, spec: dict) -> list[str]:
+    """The layer ids a grid resets in a model: the chosen layers and the members of its target sets."""
+    ids = grid.layer_ids(model)
+    chosen = ids if spec["layers"] == "all" else [grid.layer_id(layer) for layer in spec["layers"]]
+    sets = [m for t in spec["targets"] for m in grid.Target.parse(t).members(ids)]
+    return list(dict.fromkeys(chosen + sets))
 
 
 def _frozen_random_variants(model: dict, key: str, taken: set[str]) -> list[dict]:

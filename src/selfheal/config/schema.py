@@ -13,13 +13,19 @@ from selfheal.config.errors import ConfigError, key_path
 SCHEMA_PATH = Path(__file__).with_name("schema.yaml")
 
 
+# JSON Schema counts 2.0 as an integer; Python's range() and slicing do not, so a float is never an integer here.
+_TYPES = jsonschema.Draft202012Validator.TYPE_CHECKER.redefine(
+    "integer", lambda checker, instance: isinstance(instance, int) and not isinstance(instance, bool))
+_Validator = jsonschema.validators.extend(jsonschema.Draft202012Validator, type_checker=_TYPES)
+
+
 def load_schema() -> dict:
     return yaml.safe_load(SCHEMA_PATH.read_text())
 
 
 def check_schema(config: dict) -> None:
     """Validate the raw config against the JSON schema; raise ConfigError naming the key."""
-    validator = jsonschema.Draft202012Validator(load_schema())
+    validator = _Validator(load_schema())
     error = jsonschema.exceptions.best_match(validator.iter_errors(config))
     if error is None:
         return

@@ -6,7 +6,9 @@ one document per file); ``source: hf`` loads a hub dataset by name on machines t
 
 from __future__ import annotations
 
+import functools
 import glob
+import os
 import random
 import tempfile
 from pathlib import Path
@@ -48,6 +50,53 @@ def corpus_files(corpus: dict) -> list[str]:
     return files
 
 
+def check_text_file(path: str, key: str) -> int:
+    """The size in bytes of a corpus file that is usable text; raises CorpusError naming the file when it is empty,
+    holds only whitespace, is binary (NUL bytes) or is not UTF-8. Read once per (path, size, modification time)."""
+    stat = os.stat(path)
+    problem, size = _text_problem(str(Path(path).resolve()), stat.st_size, stat.st_mtime_ns)
+    if problem:
+        raise CorpusError(key, f"{path} {problem}; every corpus file must be non-empty UTF-8 text")
+    return size
+
+
+@functools.lru_cache(maxsize=4096)
+def _text_problem(path: str, size: int, mtime_ns: int) -> tuple[str | None, int]:
+    data = Path(path).read_bytes()
+    if not data:
+        return "is empty", 0
+    nul = data.find(b"\x00")
+    if nul >= 0:
+        return f"is binary, not text (a NUL byte at offset {nul})", len(data)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        return f"is not UTF-8 text (byte 0x{data[err.start]:02x} at offset {err.start})", len(data)
+    if not text.strip():
+        return "holds only whitespace", len(data)
+    return None, len(data)
+
+
+def work_name(path: str) -> str:
+    """The work a local file holds: its file name without ``.txt``."""
+    return Path(path).name.removesuffix(".txt")
+
+
+def split_sizes(corpus: dict) -> dict[str, tuple[int, int]]:
+    """Per split (train, val) of a local corpus: (works, bytes of text), without reading the texts through
+    ``datasets``. Every file is checked to be usable text first (``check_text_file``)."""
+    files = corpus_files(corpus)
+    key = "corpus.files" if corpus["source"] == "files" else "corpus.source"
+    sizes = {f: check_text_file(f, key) for f in files}
+    val = split_works([work_name(f) for f in files], corpus["val_fraction"], corpus["split_seed"])
+    out = {"train": (0, 0), "val": (0, 0)}
+    for f, size in sizes.items():
+        split = "val" if work_name(f) in val else "train"
+        works, total = out[split]
+        out[split] = (works + 1, total + size)
+    return out
+
+
 def _load_local(files: list[str]) -> list[tuple[str, str]]:
     import datasets
 
@@ -58,7 +107,7 @@ def _load_local(files: list[str]) -> list[tuple[str, str]]:
         texts = list(ds["text"])
     if len(texts) != len(files):
         raise RuntimeError(f"datasets read {len(texts)} documents from {len(files)} files")
-    return [(Path(f).name.removesuffix(".txt"), t) for f, t in zip(files, texts)]
+    return [(work_name(f), t) for f, t in zip(files, texts)]
 
 
 def split_works(works: list[str], val_fraction: float, seed: int) -> set[str]:

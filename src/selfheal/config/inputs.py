@@ -1,0 +1,130 @@
+"""The pre-run check of what a config's files can supply: the corpus (usable text, large enough for the sizes
+asked of it) and the folder of a model a user brings (there, with weights selfheal reads, of the configured
+family and depth). Cheap: files are read once, nothing is tokenized or downloaded. Errors name the key.
+
+Token counts are not known before the tokenize job, so the corpus sizes are checked against a bound that no
+tokenizer exceeds: a token covers at least one byte of text (byte-level BPE, and byte-fallback or character
+vocabularies), plus a few tokens per work (the EOS that joins works, a leading word marker).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import transformers
+
+from selfheal import grid, packages
+from selfheal.config.errors import ConfigError
+from selfheal.data import corpus
+from selfheal.models import families, storage
+
+TOKENS_PER_WORK = 3  # at most, beyond one per byte: the joining EOS and a start-of-text word marker
+HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?$")
+PICKLED = ("*.bin", "*.pt", "*.pth", "*.ckpt", "*.pkl", "*.pickle")
+GGUF_MAGIC = b"GGUF"
+
+
+def token_bound(works: int, n_bytes: int) -> int:
+    """The most tokens a split of ``works`` works and ``n_bytes`` bytes of text can be tokenized into."""
+    return n_bytes + TOKENS_PER_WORK * works
+
+
+def check_corpus_sizes(config: dict, raw: dict) -> None:
+    """Refuse a local corpus whose files are unusable (empty, binary, not UTF-8; the file is named), or too small
+    for a model's context, its S training sequences or the validation set (the key and the available number are
+    named). A hub corpus (source: hf) is not checked here: its size is known only once it is downloaded."""
+    if config["corpus"]["source"] == "hf":
+        return
+    try:
+        sizes = corpus.split_sizes(config["corpus"])
+    except corpus.CorpusError as err:
+        raise ConfigError(err.key, str(err)) from None
+    bounds = {split: token_bound(*sizes[split]) for split in sizes}
+    what = {split: f"the {name} split ({sizes[split][0]} works, {sizes[split][1]:,} bytes of text)"
+            for split, name in (("train", "train"), ("val", "validation"))}
+    val_count = config["eval"]["val_sequences"]
+    for i, model in enumerate(config["models"]):
+        raw_model = raw["models"][i]
+        context = model["context"]
+        for split in ("train", "val"):
+            if bounds[split] // context == 0:
+                raise ConfigError(f"models[{i}].context", f"{context} tokens per sequence is more than {what[split]} "
+                                                          f"can hold (at most {bounds[split]:,} tokens)")
+        count = model["pretrain"]["train_sequences"]
+        available = bounds["train"] // context
+        if count is not None and count > available:
+            own = "train_sequences" in raw_model.get("pretrain", {})
+            raise ConfigError(f"models[{i}].pretrain.train_sequences" if own else "pretrain.train_sequences",
+                              f"{count} sequences of {context} tokens (model {model['name']!r}) asked, but "
+                              f"{what['train']} gives at most {available:,}")
+        available = bounds["val"] // context
+        if val_count > available:
+            raise ConfigError("eval.val_sequences", f"{val_count} sequences of {context} tokens (model "
+                                                    f"{model['name']!r}) asked, but {what['val']} gives at most "
+                                                    f"{available:,}")
+
+
+def _path_like(spec: str) -> bool:
+    """A name_or_path that can only be a folder (absolute, relative with ./ or ../, ~, or deeper than org/name)."""
+    return spec.startswith(("/", ".", "~")) or "\\" in spec or spec.endswith("/") or spec.count("/") > 1
+
+
+def check_model_source(model: dict, key: str) -> None:
+    """A model a user brings: a package that is installed, a folder that exists and holds weights selfheal reads
+    (safetensors, or the GGUF file named by gguf_file; pickled weights are refused), whose config.json is of the
+    configured arch and depth. A hub id is left to the import job (it needs the network)."""
+    spec = model["name_or_path"]
+    try:
+        folder = packages.local_folder(spec)
+    except packages.PackageNotFound as err:
+        raise ConfigError(f"{key}.name_or_path", str(err)) from None
+    if folder is None:
+        if _path_like(spec):
+            raise ConfigError(f"{key}.name_or_path", f"folder {spec} does not exist")
+        if not HUB_ID.fullmatch(spec):
+            raise ConfigError(f"{key}.name_or_path", f"{spec!r} is neither an existing folder nor a hub id "
+                                                     "(organisation/name)")
+        return
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise ConfigError(f"{key}.name_or_path", f"{folder} is a file; give the folder that holds the model")
+    if model.get("gguf_file"):
+        path = folder / model["gguf_file"]
+        if not path.is_file():
+            raise ConfigError(f"{key}.gguf_file", f"{path} does not exist")
+        with open(path, "rb") as f:
+            if f.read(4) != GGUF_MAGIC:
+                raise ConfigError(f"{key}.gguf_file", f"{path} is not a GGUF file (it does not start with 'GGUF')")
+        return
+    if not storage.has_safetensors(folder):
+        pickled = sorted(p.name for pattern in PICKLED for p in folder.glob(pattern))
+        if pickled:
+            raise ConfigError(f"{key}.name_or_path", f"{folder} holds pickled weights only ({', '.join(pickled)}); "
+                                                     "selfheal never unpickles a checkpoint: save it as safetensors "
+                                                     "(save_pretrained(..., safe_serialization=True))")
+        raise ConfigError(f"{key}.name_or_path", f"{folder} has no weights (no model.safetensors or "
+                                                 "model-*.safetensors; a GGUF checkpoint needs gguf_file)")
+    try:
+        storage.check_safetensors(folder)
+    except (OSError, ValueError) as err:
+        raise ConfigError(f"{key}.name_or_path", str(err)) from None
+    if not (folder / "config.json").is_file():
+        raise ConfigError(f"{key}.name_or_path", f"{folder} has no config.json (not a transformers model folder)")
+    try:
+        model_config = transformers.AutoConfig.from_pretrained(str(folder), trust_remote_code=False)
+        family = families.for_model_type(model_config.model_type)
+    except (OSError, ValueError, KeyError) as err:
+        raise ConfigError(f"{key}.arch", f"{folder}/config.json: {err}") from None
+    if family.arch != model["arch"]:
+        raise ConfigError(f"{key}.arch", f"{model['arch']!r}, but {folder} holds a {model_config.model_type!r} "
+                                         f"model ({family.arch})")
+    have = [model_config.num_hidden_layers]
+    want = [model["n_layer"]]
+    if family.stacks == grid.STACKS:
+        have.append(model_config.decoder_layers)
+        want.append(len(grid.layer_ids(model)) - model["n_layer"])
+    if have != want:
+        raise ConfigError(f"{key}.n_layer" if have[0] != want[0] else f"{key}.n_dec_layer",
+                          f"{want[0] if have[0] != want[0] else want[1]}, but {folder} has "
+                          f"{have[0] if have[0] != want[0] else have[1]} layers")
