@@ -17,6 +17,10 @@ from selfheal.records import PretrainSummary
 log = logging.getLogger("selfheal")
 
 
+class ModelUnavailable(OSError):
+    """A hub id that could not be downloaded (no network, no such repository, or gated), said in one sentence."""
+
+
 def load(model_cfg: dict):
     """(model, tokenizer) as the config names them."""
     import transformers
@@ -31,11 +35,21 @@ def load(model_cfg: dict):
             raise FileNotFoundError(f"{source}: no safetensors weights (pickled checkpoints are refused)")
         kwargs["use_safetensors"] = True
     auto = getattr(transformers, models.AUTO_CLASSES[family.objective])
-    model = auto.from_pretrained(source, **kwargs)
+    try:
+        model = auto.from_pretrained(source, **kwargs)
+        tokenizer = transformers.AutoTokenizer.from_pretrained(source, **{k: v for k, v in kwargs.items()
+                                                                          if k != "use_safetensors"})
+    except OSError as err:
+        if Path(source).exists():
+            raise
+        reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise ModelUnavailable(
+            f"config key 'name_or_path' of model {model_cfg['name']!r}: {source!r} is not a local folder, and "
+            f"loading it as a Hugging Face hub id failed: {reason} On a machine without network access, download "
+            f"it where there is one (huggingface-cli download {source} --local-dir <folder>), copy the folder here "
+            "and set name_or_path to it.") from None
     if getattr(model.config, "quantization_config", None) is not None or getattr(model, "hf_quantizer", None):
         model = _dequantized_copy(model)
-    tokenizer = transformers.AutoTokenizer.from_pretrained(source, **{k: v for k, v in kwargs.items()
-                                                                      if k != "use_safetensors"})
     return model, tokenizer
 
 
@@ -54,7 +68,13 @@ def _dequantized_copy(model):
 
 
 def import_model(model_cfg: dict, trained_dir: str, summary_path: str) -> PretrainSummary:
-    model, tokenizer = load(model_cfg)
+    """The import job: load, check against the config, save. A hub id that cannot be downloaded ends the job
+    with its one-sentence reason (SystemExit, so the job's log shows the message, not a traceback)."""
+    try:
+        model, tokenizer = load(model_cfg)
+    except ModelUnavailable as err:
+        log.error("%s", err)
+        raise SystemExit(str(err)) from None
     family = families.for_model(model)
     if family.arch != model_cfg["arch"]:
         raise ValueError(f"model {model_cfg['name']!r}: config says arch {model_cfg['arch']!r} but "

@@ -8,10 +8,16 @@ Attention uses PyTorch SDPA (the models are built and loaded with ``attn_impleme
 from __future__ import annotations
 
 import contextlib
+import os
 from dataclasses import dataclass
 
 import torch
 from torch import nn
+
+
+class DeviceUnavailable(RuntimeError):
+    """``hardware.device: cuda`` in a job that sees no GPU. Raised by the first job that needs the device, not at
+    config time: the workflow is often planned on a login node without one."""
 
 
 @dataclass(frozen=True)
@@ -30,7 +36,12 @@ class Hardware:
         if self.device == "auto":
             return torch.device("cuda" if torch.cuda.is_available() else "cpu")
         if self.device == "cuda" and not torch.cuda.is_available():
-            raise RuntimeError("hardware.device is 'cuda' but no CUDA device is available")
+            visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+            raise DeviceUnavailable(
+                "config key 'hardware.device': 'cuda', but this job sees no CUDA device "
+                f"(torch {torch.__version__}, built for CUDA {torch.version.cuda or 'none'}; CUDA_VISIBLE_DEVICES="
+                f"{visible if visible is not None else 'unset'}). Run the training jobs on a GPU node (e.g. with "
+                "--profile profiles/slurm), or set hardware.device: auto (CUDA when visible, else CPU) or cpu.")
         return torch.device(self.device)
 
     def prepare(self, model: nn.Module) -> torch.device:
