@@ -156,8 +156,8 @@ def test_adding_a_pretraining_seed_runs_only_the_new_networks_jobs(finished):
     added.write_text(yaml.safe_dump(config))
     proc = snakemake(workdir, added, "-n", "--quiet", "rules")
     assert proc.returncode == 0, proc.stderr[-3000:]
-    jobs = dict(line.split()[:2] for line in proc.stdout.splitlines()
-                if line.split() and line.split()[0] in {"pretrain", "baseline", "heal", "aggregate", "plots"})
+    rows = [line.split() for line in proc.stdout.splitlines()]
+    jobs = {r[0]: r[1] for r in rows if len(r) == 2 and r[0] in {"pretrain", "baseline", "heal", "aggregate", "plots"}}
     assert jobs == {"pretrain": "1", "baseline": "1", "heal": "1", "aggregate": "1", "plots": "1"}, proc.stdout
     proc = snakemake(workdir, added, "-n")
     assert "results/models/tinyB/p1/pretrain.json" in proc.stdout
