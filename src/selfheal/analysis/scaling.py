@@ -1,0 +1,226 @@
+"""How the cost of healing one layer scales with its position, N, D and the family: a censoring-aware regression,
+and whether the damage a reset does predicts its cost.
+
+- ``fit``: per setting (regime, policy, init) and threshold, a log-normal accelerated-failure-time model of the
+  single-layer cells' cost interval (lifelines ``LogNormalAFTFitter.fit_interval_censoring``: interval-censored
+  crossings, right-censored at the budget), log cost = b0 + b1 relative depth + b2 [first layer] + b3 [last layer]
+  + b4 log N + b5 log D + family terms + noise. Intervals are 95 % percentiles of a bootstrap of pretrained networks
+  (the clusters), resampled within each model so every bootstrap grid keeps the design (exactly enumerated when the
+  distinct resamples are few); with one network per model the retrain seeds are resampled instead, and the
+  interval does not cover between-network variation. A term the grid does not vary, or that is confounded with the
+  terms before it (the design's rank does not grow), is reported as not determined, never as zero.
+- ``damage_cost``: Spearman's rank correlation, across single-layer cells, between the zero-step damage (loss right
+  after the reset minus the baseline) and the cost; censored cells rank above every recovered one (their cost
+  exceeds the budget, the largest cost seen), with the same cluster-bootstrap interval.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+import pandas as pd
+from lifelines import LogNormalAFTFitter
+from scipy import stats
+
+from selfheal.analysis import survival
+
+TERMS = ["rel_depth", "first_layer", "last_layer", "log_n_layer", "log_d_model"]
+TERM_LABELS = {
+    "rel_depth": "relative depth L / (N - 1), 0 to 1",
+    "first_layer": "the first layer (vs. the depth trend)",
+    "last_layer": "the last layer (vs. the depth trend)",
+    "log_n_layer": "log N (layers)",
+    "log_d_model": "log D (width)",
+}
+FIT_COLUMNS = ["regime", "policy", "init", "threshold", "term", "label", "determined", "note", "coef", "coef_lo",
+               "coef_hi", "factor", "factor_lo", "factor_hi", "unit", "n_cells", "n_censored", "n_clusters",
+               "n_resamples", "n_failed", "interval_over"]
+DAMAGE_COLUMNS = ["regime", "policy", "init", "threshold", "rho", "rho_lo", "rho_hi", "n_cells", "n_censored",
+                  "n_clusters", "n_resamples", "interval_over", "note"]
+MAX_FIT_RESAMPLES = 30  # each AFT fit takes about a second on a busy 2-core CPU: keep the analysis in seconds
+MAX_RANK_RESAMPLES = 500
+
+
+def _layer_cells(cells: pd.DataFrame) -> pd.DataFrame:
+    rows = survival.estimable(cells)
+    return rows[rows["kind"] == survival.LAYER].copy()
+
+
+def cost_unit(rows: pd.DataFrame) -> str:
+    """fraction of S x E when every network has S x E (pretrained here), else examples."""
+    known = rows["pretrain_examples"].notna() & (rows["pretrain_examples"].astype("Float64").fillna(0) > 0)
+    return "fraction" if bool(known.all()) else "examples"
+
+
+def _bounds(rows: pd.DataFrame, unit: str) -> tuple[np.ndarray, np.ndarray]:
+    """Cost interval in the unit; a cost of exactly 0 (within eps at the first evaluation) is left-censored below
+    one example, as a log-cost model needs a positive bound."""
+    lower = rows["lower"].to_numpy(float)
+    upper = np.where(rows["upper"].to_numpy(float) == 0, 1.0, rows["upper"].to_numpy(float))
+    if unit == "fraction":
+        scale = rows["pretrain_examples"].astype(float).to_numpy()
+        lower, upper = lower / scale, upper / scale
+    return lower, upper
+
+
+def _design(rows: pd.DataFrame) -> pd.DataFrame:
+    x = pd.DataFrame(index=rows.index)
+    x["rel_depth"] = rows["rel_depth"].astype(float)
+    x["first_layer"] = rows["position"].isin(["first", "only"]).astype(float)
+    x["last_layer"] = rows["position"].isin(["last", "only"]).astype(float)
+    x["log_n_layer"] = np.log(rows["n_layer"].astype(float))
+    x["log_d_model"] = np.log(rows["d_model"].astype(float))
+    kinds = sorted(rows["family_kind"].astype(str).unique())
+    reference = rows["family_kind"].astype(str).value_counts().idxmax() if len(rows) else None
+    for kind in kinds:
+        if kind != reference:
+            x[f"family[{kind}]"] = (rows["family_kind"].astype(str) == kind).astype(float)
+    return x
+
+
+def identifiable(x: pd.DataFrame) -> tuple[list[str], dict[str, str]]:
+    """Terms kept (each raises the rank of [intercept, terms kept before it]) and, for the others, why not."""
+    kept, why = [], {}
+    base = np.ones((len(x), 1))
+    rank = np.linalg.matrix_rank(base)
+    for term in x.columns:
+        column = x[term].to_numpy(float)
+        if np.ptp(column) == 0:
+            why[term] = "not determined by this grid: it does not vary"
+            continue
+        trial = np.column_stack([base, column])
+        if np.linalg.matrix_rank(trial) > rank:
+            base, rank = trial, rank + 1
+            kept.append(term)
+        else:
+            why[term] = f"not determined by this grid: confounded with {', '.join(kept) or 'the intercept'}"
+    return kept, why
+
+
+def _aft(x: pd.DataFrame, lower: np.ndarray, upper: np.ndarray,
+         weights: np.ndarray | None = None) -> pd.Series | None:
+    """The fit's parameters (lifelines' params_: mu_ terms, then sigma_), or None when it fails."""
+    data = x.copy()
+    data["_lo"], data["_hi"] = lower, upper
+    if weights is not None:
+        keep = weights > 0
+        data = data[keep]
+        data["_w"] = weights[keep]
+    fitter = LogNormalAFTFitter()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            fitter.fit_interval_censoring(data, "_lo", "_hi", weights_col="_w" if weights is not None else None)
+    except Exception:  # lifelines raises ConvergenceError and others on separated or degenerate data
+        return None
+    params = fitter.params_
+    return params if np.isfinite(params.to_numpy(float)).all() else None
+
+
+def _units(rows: pd.DataFrame) -> tuple[str, list[list], np.ndarray]:
+    """Bootstrap units within strata (models): pretraining seeds, or retrain seeds when every model has one
+    network."""
+    if rows.groupby("model")["pretrain_seed"].nunique().max() > 1:
+        col = "pretrain_seed"
+    else:
+        col = "seed"
+    keys = list(zip(rows["model"], rows[col]))
+    strata = [sorted({k for k in keys if k[0] == m}) for m in sorted(rows["model"].unique())]
+    return col, strata, np.array(keys, dtype=object)
+
+
+def _weights(keys: np.ndarray, draw: dict) -> np.ndarray:
+    return np.array([draw.get(tuple(k), 0) for k in keys], dtype=float)
+
+
+def fit(cells: pd.DataFrame, max_resamples: int = MAX_FIT_RESAMPLES) -> pd.DataFrame:
+    """The AFT fit's coefficients per (setting, threshold, term), on log cost; factor = exp(coef), the multiplicative
+    effect on the cost (for log N and log D: cost grows as N^coef, D^coef)."""
+    out = []
+    layers = _layer_cells(cells)
+    for (regime, policy, init, threshold), rows in layers.groupby(survival.SETTING + ["threshold"], sort=True):
+        unit = cost_unit(rows)
+        x = _design(rows)
+        kept, why = identifiable(x)
+        lower, upper = _bounds(rows, unit)
+        base = {"regime": regime, "policy": policy, "init": init, "threshold": threshold, "unit": unit,
+                "n_cells": len(rows), "n_censored": int((rows["status"] != "recovered").sum()),
+                "n_clusters": int(rows[survival.CLUSTER].drop_duplicates().shape[0])}
+        point = _aft(x[kept], lower, upper) if np.isfinite(upper).any() else None
+        boot, probs, failed, col = [], [], 0, "none"
+        if point is not None:
+            col, strata, keys = _units(rows)
+            if sum(len(s) for s in strata) > len(strata):
+                for draw, prob in survival.cluster_resamples(strata, max_resamples):
+                    coef = _aft(x[kept], lower, upper, _weights(keys, draw))
+                    if coef is None:
+                        failed += 1
+                        continue
+                    boot.append(coef.loc["mu_"])
+                    probs.append(prob)
+        for term in x.columns:
+            row = {**base, "term": term, "label": TERM_LABELS.get(term, term.replace("family", "family ")),
+                   "n_resamples": len(probs), "n_failed": failed, "interval_over": col if probs else "none"}
+            if term not in kept:
+                out.append({**row, "determined": False, "note": why[term]})
+                continue
+            if point is None:
+                note = ("not fitted: every cell censored" if not np.isfinite(upper).any()
+                        else "not fitted: the model did not converge on this grid")
+                out.append({**row, "determined": False, "note": note})
+                continue
+            coef = float(point.loc[("mu_", term)])
+            lo, hi = survival.weighted_interval([float(b[term]) for b in boot], probs) if probs else (coef, coef)
+            out.append({**row, "determined": True, "note": "" if probs else "no interval: one unit to resample",
+                        "coef": coef, "coef_lo": lo, "coef_hi": hi, "factor": math.exp(coef),
+                        "factor_lo": math.exp(lo), "factor_hi": math.exp(hi)})
+    table = pd.DataFrame(out, columns=FIT_COLUMNS)
+    for column in ("coef", "coef_lo", "coef_hi", "factor", "factor_lo", "factor_hi", "threshold"):
+        table[column] = table[column].astype(float)
+    table["determined"] = table["determined"].astype(bool)
+    return table
+
+
+def _rank_cost(rows: pd.DataFrame, unit: str) -> np.ndarray:
+    """Cost for ranking: the crossing's evaluation (upper bound) when recovered, +inf when censored."""
+    lower, upper = _bounds(rows, unit)
+    return np.where(np.isfinite(upper), upper, np.inf)
+
+
+def _spearman(damage: np.ndarray, cost: np.ndarray, weights: np.ndarray | None = None) -> float:
+    if weights is not None:
+        damage, cost = np.repeat(damage, weights.astype(int)), np.repeat(cost, weights.astype(int))
+    if len(damage) < 3 or np.ptp(damage) == 0 or len(np.unique(cost)) < 2:
+        return math.nan
+    return float(stats.spearmanr(stats.rankdata(damage), stats.rankdata(cost)).statistic)
+
+
+def damage_cost(cells: pd.DataFrame, max_resamples: int = MAX_RANK_RESAMPLES) -> pd.DataFrame:
+    """Spearman's rho between zero-step damage and cost across single-layer cells, per setting and threshold."""
+    out = []
+    layers = _layer_cells(cells)
+    for (regime, policy, init, threshold), rows in layers.groupby(survival.SETTING + ["threshold"], sort=True):
+        unit = cost_unit(rows)
+        damage = rows["damage"].to_numpy(float)
+        cost = _rank_cost(rows, unit)
+        rho = _spearman(damage, cost)
+        col, strata, keys = _units(rows)
+        values, probs = [], []
+        if not math.isnan(rho) and sum(len(s) for s in strata) > len(strata):
+            for draw, prob in survival.cluster_resamples(strata, max_resamples):
+                values.append(_spearman(damage, cost, _weights(keys, draw)))
+                probs.append(prob)
+        lo, hi = survival.weighted_interval(values, probs) if probs else (rho, rho)
+        note = ("" if not math.isnan(rho) else
+                "undefined: fewer than 3 cells, or damage or cost does not vary")
+        out.append({"regime": regime, "policy": policy, "init": init, "threshold": threshold, "rho": rho,
+                    "rho_lo": lo, "rho_hi": hi, "n_cells": len(rows),
+                    "n_censored": int((rows["status"] != "recovered").sum()),
+                    "n_clusters": int(rows[survival.CLUSTER].drop_duplicates().shape[0]),
+                    "n_resamples": len(probs), "interval_over": col if probs else "none", "note": note})
+    table = pd.DataFrame(out, columns=DAMAGE_COLUMNS)
+    for column in ("rho", "rho_lo", "rho_hi", "threshold"):
+        table[column] = table[column].astype(float)
+    return table

@@ -1,0 +1,326 @@
+"""Time to recover as a survival time, per group of cells (lifelines' Turnbull NPMLE, cluster-bootstrap intervals).
+
+A cell's recovery cost is known only as an interval: the crossing lies in (examples_lo, examples_hi] (the last
+evaluation above the threshold and the first at or below); a threshold never reached within the budget is
+right-censored at the budget (hi = null). Nothing here averages a censored budget as if it were a cost.
+
+- ``prepare`` turns ``summary.parquet`` (+ ``networks.parquet``) into one row per (cell, threshold) with the cost
+  interval, the cluster (model, pretrain_seed), the layer's position, relative depth, damage and the flags. The
+  controls (the matched no-reset control, init ``trained``, and the ``none`` target) and the networks flagged
+  ``degenerate`` are marked and left out of every estimate.
+- ``estimate`` gives per (model, family, target, regime, policy, init, threshold): the median cost (examples and
+  fraction of S x E) and the probability of recovering within the budget, from lifelines'
+  ``KaplanMeierFitter.fit_interval_censoring`` (the Turnbull NPMLE), each with a 95 % percentile interval from a
+  bootstrap over pretraining seeds (the clusters: different pretrained networks), or over retrain seeds when a model
+  has only one pretrained network (then the interval does not cover between-network variation).
+- ``recovered_curves``: the NPMLE's share of cells recovered against examples seen, per group.
+- ``cluster_resamples``: the bootstrap draws (exact enumeration of the distinct resamples when there are few,
+  random draws otherwise), shared with ``scaling``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import warnings
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+import pandas as pd
+from lifelines import KaplanMeierFitter
+
+CLUSTER = ["model", "pretrain_seed"]
+SETTING = ["regime", "policy", "init"]
+GROUP_KEYS = ["model", "family_kind", "n_layer", "d_model", "target", "kind", "stack", "layer", "depth", "position",
+              "rel_depth", "regime", "policy", "init", "threshold"]
+SUMMARY_NEEDS = ["model", "pretrain_seed", "arch", "n_layer", "d_model", "target", "stack", "layer", "depth", "policy",
+                 "init", "regime", "seed", "threshold", "recovered", "diverged", "examples_lo", "examples_hi",
+                 "baseline_loss", "damaged_loss", "final_loss", "threshold_loss", "budget_examples",
+                 "pretrain_examples", "baseline_not_converged"]
+NETWORK_NEEDS = ["model", "pretrain_seed", "family_kind", "n_params", "degenerate", "off_plateau"]
+MATCHED_CONTROL_INIT = "trained"
+# target kinds, read from the table's columns (this module runs in the analysis env, without the training stack that
+# selfheal.grid imports): a layer has a layer index; the rest are the none control, an encoder swap or a set
+LAYER, SET, SWAP, NONE = "layer", "set", "swap", "none"
+LEVEL = 0.95
+MAX_RESAMPLES = 200  # exact enumeration up to this many distinct resamples, else this many random draws
+
+ESTIMATE_COLUMNS = GROUP_KEYS + [
+    "n_cells", "n_clusters", "n_recovered", "n_censored", "n_diverged", "n_at_zero", "n_baseline_not_converged",
+    "n_control_moved", "budget_examples", "pretrain_examples",
+    "median_examples", "median_examples_lo", "median_examples_hi",
+    "median_fraction", "median_fraction_lo", "median_fraction_hi",
+    "p_recover", "p_recover_lo", "p_recover_hi", "budget_fraction",
+    "stall_gap_median", "interval_over", "n_resamples",
+]
+CURVE_COLUMNS = GROUP_KEYS + ["examples", "fraction", "recovered_share"]
+
+
+def _require(table: pd.DataFrame, columns: Sequence[str], name: str) -> None:
+    missing = [c for c in columns if c not in table.columns]
+    if missing:
+        raise ValueError(f"{name} lacks the columns {missing} (README, 'Outputs and their schema')")
+
+
+def n_layers_total(n_layer: int, family_kind: str, n_dec_layer: int | None = None) -> int:
+    """Layers of the whole network: encoder + decoder for an encoder-decoder (the decoder has n_layer layers unless
+    n_dec_layer says otherwise, as in grid.layer_ids)."""
+    if family_kind == "encoder-decoder":
+        return int(n_layer) + int(n_dec_layer if n_dec_layer is not None and not pd.isna(n_dec_layer) else n_layer)
+    return int(n_layer)
+
+
+def _kind(target: str, layer) -> str:
+    if target == NONE:
+        return NONE
+    if layer is not None and not pd.isna(layer):
+        return LAYER
+    return SWAP if target.startswith("swap") else SET
+
+
+def _position(depth, total: int) -> str:
+    if total == 1:
+        return "only"
+    if depth == 0:
+        return "first"
+    if depth == total - 1:
+        return "last"
+    return "middle"
+
+
+def prepare(summary: pd.DataFrame, networks: pd.DataFrame) -> pd.DataFrame:
+    """One row per (cell, threshold) with its cost interval [lower, upper] in examples (upper = inf: right-censored)
+    and everything the estimates group and flag on. Columns added: family_kind, n_params, degenerate, off_plateau,
+    kind (grid target kind), position (first/middle/last/only for one layer, else the target kind), rel_depth,
+    is_control, lower, upper, status, damage, stall_gap, control_moved."""
+    _require(summary, SUMMARY_NEEDS, "summary.parquet")
+    _require(networks, NETWORK_NEEDS, "networks.parquet")
+    extra = [c for c in ("n_dec_layer",) if c in networks.columns]
+    table = summary.merge(networks[NETWORK_NEEDS + extra].rename(columns={"degenerate": "network_degenerate"}),
+                          on=CLUSTER, how="left", suffixes=("", "_network"), validate="many_to_one")
+    if "degenerate" in table.columns:
+        table["degenerate"] = table["degenerate"].fillna(False).astype(bool) | table["network_degenerate"].fillna(
+            False).astype(bool)
+    else:
+        table["degenerate"] = table["network_degenerate"].fillna(False).astype(bool)
+    table = table.drop(columns=["network_degenerate"])
+    for column in ("off_plateau", "baseline_not_converged"):
+        table[column] = table[column].fillna(False).astype(bool)
+    if "off_plateau_network" in table.columns:
+        table["off_plateau"] = table["off_plateau"] | table["off_plateau_network"].fillna(False).astype(bool)
+        table = table.drop(columns=["off_plateau_network"])
+    if "n_params_network" in table.columns:
+        table["n_params"] = table["n_params"].fillna(table["n_params_network"])
+        table = table.drop(columns=["n_params_network"])
+    table["family_kind"] = table["family_kind"].fillna("unknown")
+    table["kind"] = [_kind(t, layer) for t, layer in zip(table["target"], table["layer"])]
+    is_layer = (table["kind"] == LAYER).to_list()
+    totals = [n_layers_total(n, f, d) for n, f, d in zip(
+        table["n_layer"], table["family_kind"], table["n_dec_layer"] if "n_dec_layer" in table else [None] * len(table))]
+    depth = table["depth"]
+    table["position"] = [_position(int(d), tot) if lay and not pd.isna(d) else k
+                         for lay, k, d, tot in zip(is_layer, table["kind"], depth, totals)]
+    table["rel_depth"] = [float(d) / (tot - 1) if lay and not pd.isna(d) and tot > 1 else
+                          (0.0 if lay else math.nan) for lay, d, tot in zip(is_layer, depth, totals)]
+    table["is_control"] = (table["init"] == MATCHED_CONTROL_INIT) | (table["kind"] == NONE)
+    lo = table["examples_lo"].astype("Float64").fillna(0).astype(float)
+    hi = table["examples_hi"].astype("Float64").astype(float).fillna(math.inf)
+    recovered = table["recovered"].astype(bool)
+    hi = hi.where(recovered, math.inf)
+    table["lower"] = lo
+    table["upper"] = hi
+    table["status"] = np.where(table["diverged"].astype(bool) & ~recovered, "diverged",
+                               np.where(recovered, "recovered", "censored"))
+    table["damage"] = table["damaged_loss"] - table["baseline_loss"]
+    # how far above its baseline a cell that never got within eps ended (to compare with eps)
+    table["stall_gap"] = (table["final_loss"] / table["baseline_loss"] - 1).where(~recovered)
+    if "control_loss" in table.columns:
+        moved = (table["control_loss"] / table["baseline_loss"] - 1).abs() > table["threshold"]
+        table["control_moved"] = moved.fillna(False).astype(bool)
+    else:
+        table["control_moved"] = False
+    return table
+
+
+def estimable(cells: pd.DataFrame) -> pd.DataFrame:
+    """The rows the estimates use: not a control, not on a degenerate network."""
+    return cells[~cells["is_control"] & ~cells["degenerate"]]
+
+
+def _multinomial_p(counts: Sequence[int]) -> float:
+    n = sum(counts)
+    p = math.factorial(n) / math.prod(math.factorial(c) for c in counts)
+    return p / n ** n
+
+
+def cluster_resamples(strata: Sequence[Sequence], max_resamples: int = MAX_RESAMPLES,
+                      seed: int = 0) -> list[tuple[dict, float]]:
+    """Bootstrap draws of units within strata: each draw maps every unit to how often it was drawn (its weight), with
+    the draw's probability. Units are resampled with replacement within their stratum (a stratum of k units gives k
+    draws). When the distinct draws are few (2 pretraining seeds per model: 3 per model), all of them are enumerated
+    with their exact multinomial probabilities; otherwise ``max_resamples`` random draws of equal probability."""
+    strata = [list(s) for s in strata if len(s)]
+    per_stratum = [math.comb(2 * len(s) - 1, len(s)) for s in strata]
+    if math.prod(per_stratum) <= max_resamples:
+        options = []
+        for units in strata:
+            opts = []
+            for combo in itertools.combinations_with_replacement(range(len(units)), len(units)):
+                counts = np.bincount(combo, minlength=len(units))
+                opts.append(({units[i]: int(c) for i, c in enumerate(counts) if c}, _multinomial_p(counts)))
+            options.append(opts)
+        draws = []
+        for product in itertools.product(*options):
+            weights = {}
+            for w, _ in product:
+                weights.update(w)
+            draws.append((weights, math.prod(p for _, p in product)))
+        return draws
+    rng = np.random.default_rng(seed)
+    draws = []
+    for _ in range(max_resamples):
+        weights = {}
+        for units in strata:
+            picks = rng.integers(0, len(units), len(units))
+            for i, c in zip(*np.unique(picks, return_counts=True)):
+                weights[units[i]] = int(c)
+        draws.append((weights, 1.0 / max_resamples))
+    return draws
+
+
+def weighted_interval(values: Sequence[float], probs: Sequence[float], level: float = LEVEL) -> tuple[float, float]:
+    """Percentile interval of a discrete bootstrap distribution (values with probabilities; NaN draws dropped)."""
+    v = np.asarray(values, dtype=float)
+    p = np.asarray(probs, dtype=float)
+    keep = ~np.isnan(v)
+    v, p = v[keep], p[keep]
+    if not len(v):
+        return (math.nan, math.nan)
+    order = np.argsort(v, kind="stable")
+    v, cum = v[order], np.cumsum(p[order]) / p.sum()
+    tail = (1 - level) / 2
+    lo = v[min(np.searchsorted(cum, tail - 1e-12), len(v) - 1)]
+    hi = v[min(np.searchsorted(cum, 1 - tail - 1e-12), len(v) - 1)]
+    return (float(lo), float(hi))
+
+
+def _npmle(lower: np.ndarray, upper: np.ndarray, weights: np.ndarray) -> pd.Series:
+    """The Turnbull NPMLE of the survival function, indexed by examples, read so that a crossing counts at the
+    evaluation that saw it (lifelines' lower column: at a Turnbull interval's right end its mass has fallen). Exact zeros (recovered at the first evaluation) are fitted as
+    (0, 0.5] and mapped back to 0."""
+    keep = weights > 0
+    lower, upper, weights = lower[keep], upper[keep], weights[keep]
+    upper = np.where(upper == 0, 0.5, upper)
+    fitter = KaplanMeierFitter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fitter.fit_interval_censoring(lower, upper, weights=weights)
+    curve = fitter.survival_function_["NPMLE_estimate_lower"]
+    curve.index = np.where(curve.index == 0.5, 0.0, curve.index)
+    return curve.groupby(level=0).min()
+
+
+def _median(curve: pd.Series) -> float:
+    below = curve[curve <= 0.5]
+    return float(below.index.min()) if len(below) else math.inf
+
+
+def _survival_at(curve: pd.Series, t: float) -> float:
+    at = curve[curve.index <= t]
+    return float(at.iloc[-1]) if len(at) else 1.0
+
+
+def _stats(rows: pd.DataFrame, weights: np.ndarray, budget: float) -> tuple[float, float]:
+    curve = _npmle(rows["lower"].to_numpy(float), rows["upper"].to_numpy(float), weights)
+    return _median(curve), 1.0 - _survival_at(curve, budget)
+
+
+def _group_iter(cells: pd.DataFrame) -> Iterator[tuple[dict, pd.DataFrame]]:
+    for key, rows in cells.groupby(GROUP_KEYS, dropna=False, sort=True):
+        yield dict(zip(GROUP_KEYS, key)), rows
+
+
+def _resample_units(rows: pd.DataFrame) -> tuple[str, list]:
+    """Pretraining seeds when a model has more than one; else the retrain seeds (within the one network)."""
+    if rows["pretrain_seed"].nunique() > 1:
+        return "pretrain_seed", sorted(rows["pretrain_seed"].unique())
+    return "seed", sorted(rows["seed"].unique())
+
+
+def _fraction(examples: float, pretrain_examples) -> float:
+    if pretrain_examples is None or pd.isna(pretrain_examples) or not pretrain_examples:
+        return math.nan
+    return examples / float(pretrain_examples)
+
+
+def estimate(cells: pd.DataFrame, max_resamples: int = MAX_RESAMPLES) -> pd.DataFrame:
+    """Per group (GROUP_KEYS) of estimable cells: counts, the median cost and P(recover within the budget) with 95 %
+    cluster-bootstrap intervals (see the module docstring). A median not reached within the budget is inf."""
+    out = []
+    for key, rows in _group_iter(estimable(cells)):
+        budget = float(rows["budget_examples"].max())
+        pretrain_examples = rows["pretrain_examples"].iloc[0]
+        unit_col, units = _resample_units(rows)
+        unit_of_row = rows[unit_col].to_numpy()
+        median, p = _stats(rows, np.ones(len(rows)), budget)
+        medians, ps, probs = [], [], []
+        if len(units) > 1:
+            for weights, prob in cluster_resamples([units], max_resamples):
+                w = np.array([weights.get(u, 0) for u in unit_of_row], dtype=float)
+                m, q = _stats(rows, w, budget)
+                medians.append(m)
+                ps.append(q)
+                probs.append(prob)
+        m_lo, m_hi = weighted_interval(medians, probs) if probs else (median, median)
+        p_lo, p_hi = weighted_interval(ps, probs) if probs else (p, p)
+        censored = rows[rows["status"] != "recovered"]
+        out.append({
+            **key,
+            "n_cells": len(rows), "n_clusters": int(rows["pretrain_seed"].nunique()),
+            "n_recovered": int((rows["status"] == "recovered").sum()),
+            "n_censored": int((rows["status"] == "censored").sum()),
+            "n_diverged": int((rows["status"] == "diverged").sum()),
+            "n_at_zero": int((rows["upper"] == 0).sum()),
+            "n_baseline_not_converged": int(rows["baseline_not_converged"].sum()),
+            "n_control_moved": int(rows["control_moved"].sum()),
+            "budget_examples": budget, "pretrain_examples": pretrain_examples,
+            "median_examples": median, "median_examples_lo": m_lo, "median_examples_hi": m_hi,
+            "median_fraction": _fraction(median, pretrain_examples),
+            "median_fraction_lo": _fraction(m_lo, pretrain_examples),
+            "median_fraction_hi": _fraction(m_hi, pretrain_examples),
+            "p_recover": p, "p_recover_lo": p_lo, "p_recover_hi": p_hi,
+            "budget_fraction": _fraction(budget, pretrain_examples),
+            "stall_gap_median": float(censored["stall_gap"].median()) if len(censored) else math.nan,
+            "interval_over": unit_col if len(units) > 1 else "none",
+            "n_resamples": len(probs),
+        })
+    return _typed(pd.DataFrame(out, columns=ESTIMATE_COLUMNS))
+
+
+def recovered_curves(cells: pd.DataFrame) -> pd.DataFrame:
+    """Per group, the NPMLE share of cells recovered (1 - S) at each examples value where it changes."""
+    parts = []
+    for key, rows in _group_iter(estimable(cells)):
+        curve = _npmle(rows["lower"].to_numpy(float), rows["upper"].to_numpy(float), np.ones(len(rows)))
+        curve = curve[np.isfinite(curve.index)]
+        pretrain_examples = rows["pretrain_examples"].iloc[0]
+        parts.append(pd.DataFrame({**{k: [v] * len(curve) for k, v in key.items()},
+                                   "examples": curve.index.astype(float),
+                                   "fraction": [_fraction(e, pretrain_examples) for e in curve.index],
+                                   "recovered_share": 1.0 - curve.to_numpy(float)}))
+    if not parts:
+        return _typed(pd.DataFrame(columns=CURVE_COLUMNS))
+    return _typed(pd.concat(parts, ignore_index=True)[CURVE_COLUMNS])
+
+
+def _typed(table: pd.DataFrame) -> pd.DataFrame:
+    for column in ("layer", "depth", "n_layer", "d_model"):
+        if column in table:
+            table[column] = table[column].astype("Int64")
+    for column in ("model", "family_kind", "target", "kind", "stack", "position", "regime", "policy", "init"):
+        if column in table:
+            table[column] = table[column].astype("string")
+    for column in ("rel_depth", "threshold", "pretrain_examples"):
+        if column in table:
+            table[column] = table[column].astype("Float64").astype(float)
+    return table
