@@ -21,6 +21,7 @@ include: "workflow/rules/data.smk"
 include: "workflow/rules/pretrain.smk"
 include: "workflow/rules/heal.smk"
 include: "workflow/rules/report.smk"
+include: "workflow/rules/answer.smk"
 include: "workflow/rules/transfer.smk"
 include: "workflow/rules/frozen_random.smk"
 
@@ -31,6 +32,7 @@ rule all:
         # transfer section) and the frozen-random comparison (when a model has frozen_random).
         expand(f"{RESULTS}/{{table}}.parquet", table=["summary", "curves"] if CELLS else []),
         expand(f"{RESULTS}/plots/{{plot}}.{{ext}}", plot=PLOTS if CELLS else [], ext=["html", "png"]),
+        ANSWER_OUTPUTS if CELLS else [],  # the answer page, its tables and figures
         expand(f"{RESULTS}/transfer/{{table}}.parquet", table=["scores", "summary"] if TRANSFER else []),
         expand(f"{RESULTS}/plots/{{plot}}.{{ext}}", plot=TRANSFER_PLOTS if TRANSFER else [], ext=["html", "png"]),
         FROZEN_RANDOM_OUTPUTS,

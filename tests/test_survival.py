@@ -1,0 +1,137 @@
+"""Survival estimates and the scaling fit on synthetic tables with known structure (tests/answer_helpers.py)."""
+
+import math
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from answer_helpers import SXE, synthetic
+from selfheal.analysis import scaling, survival
+
+warnings.filterwarnings("ignore", module="lifelines")
+warnings.filterwarnings("ignore", module="autograd")
+
+
+@pytest.fixture(scope="module")
+def steep():
+    summary, curves, networks = synthetic(depth_effect=2.0, seed=1)
+    return survival.prepare(summary, networks)
+
+
+@pytest.fixture(scope="module")
+def flat():
+    summary, curves, networks = synthetic(depth_effect=0.0, seed=1)
+    return survival.prepare(summary, networks)
+
+
+def test_prepare_marks_controls_intervals_and_positions(steep):
+    controls = steep[steep["is_control"]]
+    assert set(controls["init"]) | set(controls["target"]) >= {"trained", "none"}
+    layer = steep[(steep["model"] == "gpt2-n4-d64") & ~steep["is_control"] & (steep["kind"] == "layer")]
+    assert dict(zip(layer["target"], layer["position"])) == {"L0": "first", "L1": "middle", "L2": "middle",
+                                                             "L3": "last"}
+    assert sorted(layer["rel_depth"].unique()) == pytest.approx([0, 1 / 3, 2 / 3, 1])
+    rec = steep[steep["status"] == "recovered"]
+    assert (rec["lower"] < rec["upper"]).all() or (rec["upper"] == 0).any()
+    cen = steep[steep["status"] == "censored"]
+    assert len(cen) and np.isinf(cen["upper"]).all() and (cen["lower"] == cen["budget_examples"]).all()
+
+
+def test_estimates_leave_out_controls_and_degenerate_networks():
+    summary, curves, networks = synthetic(degenerate=(("gpt2-n4-d64", 1),), seed=2)
+    est = survival.estimate(survival.prepare(summary, networks))
+    assert not set(est["init"]) & {"trained", "none"} and "none" not in set(est["target"])
+    n4 = est[est["model"] == "gpt2-n4-d64"]
+    assert (n4["n_clusters"] == 1).all() and (n4["n_cells"] == 2).all()  # one network left, two retrain seeds
+    assert (n4["interval_over"] == "seed").all()  # its interval cannot cover between-network variation
+
+
+def test_median_and_p_recover_follow_the_censoring(steep):
+    est = survival.estimate(steep)
+    for _, row in est.iterrows():
+        assert row["n_cells"] == row["n_recovered"] + row["n_censored"] + row["n_diverged"]
+        assert row["p_recover"] == pytest.approx(row["n_recovered"] / row["n_cells"])
+        assert row["p_recover_lo"] <= row["p_recover"] <= row["p_recover_hi"]
+        if row["n_recovered"] * 2 < row["n_cells"]:  # most cells never recovered: the median is beyond the budget
+            assert math.isinf(row["median_examples"])
+        else:
+            assert row["median_examples"] <= row["budget_examples"]
+            assert row["median_fraction"] == pytest.approx(row["median_examples"] / SXE)
+            assert row["median_examples_lo"] <= row["median_examples"] <= row["median_examples_hi"]
+    # the reset-all control of the synthetic tables is censored at eps = 1 % in every cell
+    allc = est[(est["target"] == "all") & (est["threshold"] == 0.01)]
+    assert len(allc) and np.isinf(allc["median_examples"]).all() and (allc["p_recover"] == 0).all()
+
+
+def test_all_censored_and_all_at_zero_groups_do_not_crash():
+    summary, curves, networks = synthetic(seed=3)
+    cells = survival.prepare(summary, networks)
+    cells.loc[:, "upper"] = np.inf
+    cells.loc[:, "status"] = "censored"
+    est = survival.estimate(cells)
+    assert np.isinf(est["median_examples"]).all() and (est["p_recover"] == 0).all()
+    cells.loc[:, "lower"], cells.loc[:, "upper"], cells.loc[:, "status"] = 0.0, 0.0, "recovered"
+    est = survival.estimate(cells)
+    assert (est["median_examples"] == 0).all() and (est["p_recover"] == 1).all()
+    fit = scaling.fit(cells[cells["threshold"] == 0.05], max_resamples=2)
+    assert len(fit)  # fitted (zeros are left-censored below one example) or reported as not fitted, no exception
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.integers(1, 4), min_size=1, max_size=3))
+def test_cluster_resamples_are_a_distribution(sizes):
+    strata = [[(s, u) for u in range(n)] for s, n in enumerate(sizes)]
+    draws = survival.cluster_resamples(strata, max_resamples=200)
+    assert sum(p for _, p in draws) == pytest.approx(1.0)
+    for weights, _ in draws:
+        for s, n in enumerate(sizes):  # every stratum keeps its size
+            assert sum(c for (stratum, _), c in weights.items() if stratum == s) == n
+
+
+def test_fit_recovers_the_depth_effect_and_reports_undetermined_terms(steep, flat):
+    # two thresholds and a few bootstrap draws: each AFT fit takes about a second on a busy CPU
+    fit_steep = scaling.fit(steep[steep["threshold"].isin([0.01, 0.05])], max_resamples=4)
+    fit_flat = scaling.fit(flat[flat["threshold"].isin([0.01, 0.05])], max_resamples=4)
+    for fit in (fit_steep, fit_flat):
+        d = fit[fit["term"] == "log_d_model"]
+        assert (~d["determined"]).all() and d["note"].str.contains("not determined by this grid").all()
+        assert d["coef"].isna().all()  # never reported as zero
+        assert fit[fit["term"] == "log_n_layer"]["determined"].all()
+        assert (fit["n_clusters"] == 4).all()
+    depth_steep = fit_steep[fit_steep["term"] == "rel_depth"]
+    depth_flat = fit_flat[fit_flat["term"] == "rel_depth"]
+    assert (depth_steep["coef"] > 1.2).all() and (depth_steep["coef_lo"] > 0).all()
+    assert (depth_flat["coef"].abs() < 0.8).all()
+    assert (depth_steep["coef"].to_numpy() > depth_flat["coef"].to_numpy() + 0.8).all()
+
+
+def test_one_model_one_network_grid():
+    summary, curves, networks = synthetic(models=(("m", 3, 32),), pretrain_seeds=(0,), seeds=(0,), thresholds=(0.05,),
+                                          seed=4)
+    cells = survival.prepare(summary, networks)
+    fit = scaling.fit(cells)
+    n = fit[fit["term"] == "log_n_layer"]
+    assert (~n["determined"]).all()
+    assert (fit["n_resamples"] == 0).all()  # nothing to resample: no interval claimed
+    dc = scaling.damage_cost(cells)
+    assert len(dc) and (dc["n_resamples"] == 0).all()
+
+
+def test_damage_cost_rank_correlation_has_an_interval(steep):
+    dc = scaling.damage_cost(steep)
+    assert len(dc) == 4  # one per threshold
+    ok = dc[dc["rho"].notna()]
+    assert len(ok) and ((ok["rho_lo"] <= ok["rho"]) & (ok["rho"] <= ok["rho_hi"])).all()
+    assert ((ok["rho"] >= -1) & (ok["rho"] <= 1)).all()
+
+
+def test_missing_columns_name_the_table():
+    summary, curves, networks = synthetic(seed=5)
+    with pytest.raises(ValueError, match="summary.parquet lacks the columns \\['examples_lo'\\]"):
+        survival.prepare(summary.drop(columns=["examples_lo"]), networks)
+    with pytest.raises(ValueError, match="networks.parquet"):
+        survival.prepare(summary, pd.DataFrame({"model": []}))
