@@ -75,10 +75,11 @@ def run(
 
     ``levels`` (validation losses, e.g. the recovery thresholds) with ``resolution`` > 0: when an evaluation is the
     first at or below a level and the interval since the previous evaluation is wider than ``resolution`` x its
-    end (and wider than one step), the interval is *replayed*: the state at its start (weights, optimizer, RNGs,
-    position; kept in memory at every evaluation) is restored and retrained with evaluations spaced so that each
-    interval (a, b] has b - a <= resolution x b (at least one step), until every such level is located; then the
-    state at the interval's end is restored and training goes on exactly as without the replay. The replay's
+    end (and wider than one step), the crossing is located by bisection: the state at the last evaluation above the
+    level (weights, optimizer, RNGs, position; kept in memory at every evaluation) is restored, training runs to the
+    middle step and is evaluated, and so on in the half that holds the crossing, until its interval (a, b] has
+    b - a <= resolution x b or one step; then the state at the interval's end is restored and training goes on
+    exactly as without the replay. The replay's
     evaluations join the curve (``CurvePoint.replay``). With ``levels``, checkpoints are written at evaluations
     only, so a resumed run restarts from an interval's start state and ends with the same numbers.
     """
@@ -138,7 +139,7 @@ def run(
             for n, p in model.named_parameters():
                 if n in weights:
                     p.copy_(weights[n])
-        optimizer.load_state_dict(optim)
+        optimizer.load_state_dict(copy.deepcopy(optim))  # it adopts the tensors it is given: keep the state reusable
         batch_generator.set_state(batch_rng)
         torch.set_rng_state(cpu_rng)
         if cuda_rng is not None:
@@ -197,37 +198,37 @@ def run(
         return any(p.val_loss <= level for p in result.curve[:-1])
 
     def refine() -> None:
-        """Replay the interval that the last evaluation closed if it first crossed a level and is too wide."""
-        nonlocal start
+        """Locate each level the last evaluation crossed first, by bisecting the interval it closed: restore the
+        state at the last evaluation above the level, train to the middle step, evaluate, and repeat on the half
+        that holds the crossing until it is narrow enough. Then restore the state at the interval's end."""
         end = result.curve[-1]
-        new = [l for l in levels if end.val_loss <= l and not located(l)]
+        new = sorted((l for l in levels if end.val_loss <= l and not located(l)), reverse=True)
         if start is None or not new:
             return
-        lo = start[-1]
-        if end.examples - lo.examples <= resolution * end.examples or end.steps - lo.steps <= 1:
-            return
         began, evaluating = time.perf_counter(), result.eval_s
+        first = next(p for p in reversed(result.curve[:-1]) if not p.replay)  # the evaluation ``start`` was taken at
         finish = snapshot()
-        restore(start)
-        points, next_step = [], _next_dense_step(pos.steps, pos.examples, s.batch_size, resolution)
-
-        def dense_step(info: trainer.StepInfo) -> bool:
-            nonlocal next_step
-            advance(info)
-            if pos.steps < next_step or pos.examples >= end.examples:
-                return False
-            points.append(measure(replay=True))
-            next_step = _next_dense_step(pos.steps, pos.examples, s.batch_size, resolution)
-            return all(any(p.val_loss <= l for p in points) for l in new)  # every new crossing located
-
-        trainer.train(optimizer, batches(end.examples), loss_of, schedule, s.grad_clip, params, pos.steps,
-                      on_step=dense_step)
+        known = [(first, start), (end, finish)]  # this interval's evaluations and the states they were taken in
+        for level in new:  # loosest first: its crossing comes first
+            while True:
+                known.sort(key=lambda k: k[0].steps)
+                i = next(i for i, (p, _) in enumerate(known) if p.val_loss <= level)
+                (lo, lo_state), (hi, _) = known[i - 1], known[i]
+                if hi.examples - lo.examples <= resolution * hi.examples or hi.steps - lo.steps <= 1:
+                    break
+                restore(lo_state)
+                middle = lo.examples + (hi.steps - lo.steps) // 2 * s.batch_size
+                trainer.train(optimizer, batches(middle), loss_of, schedule, s.grad_clip, params, pos.steps,
+                              on_step=lambda info: advance(info) or False)
+                known.append((measure(replay=True), snapshot()))
         restore(finish)
-        result.curve[-1:-1] = points
+        points = [p for p, _ in known if p.replay]
+        result.curve[-1:-1] = sorted(points, key=lambda p: p.steps)
         result.replay_s += time.perf_counter() - began
         result.replay_train_s += time.perf_counter() - began - (result.eval_s - evaluating)
-        log.info("%s replayed examples %d-%d with %d evaluations to locate %d crossing(s)", label, lo.examples,
-                 end.examples, len(points), len(new))
+        if points:
+            log.info("%s located %d crossing(s) in examples %d-%d with %d more evaluations", label, len(new),
+                     first.examples, end.examples, len(points))
 
     saved_at = pos.steps
 
@@ -262,9 +263,3 @@ def run(
     model.eval()
     return result
 
-
-def _next_dense_step(steps: int, examples: int, batch_size: int, resolution: float) -> int:
-    """The step of the next evaluation in a replay: the last one whose examples b keep b - a <= resolution x b
-    after the evaluation at (steps, examples) = a, but at least the next step."""
-    furthest = examples / (1.0 - resolution) if resolution < 1 else float("inf")
-    return steps + max(1, int((furthest - examples) // batch_size))
