@@ -116,8 +116,9 @@ def _check_grid_entries(config: dict) -> None:
         return
     described = ", ".join(f"{m['name']} ({m['arch']})" for m in models)
     encdec = [m for m in models if len({i.split(".")[0] for i in grid.layer_ids(m) if "." in i}) == 2]
+    targeted = any(_targeted_layers(m, spec) for m in models)  # no layer at all: the last check below says so
     for j, policy in enumerate(spec["policies"]):
-        if policy == "embeddings":
+        if policy == "embeddings" or not targeted:
             continue
         if not any(grid.policy_applies(m["arch"], layer, policy) for m in models
                    for layer in _targeted_layers(m, spec)):
@@ -131,8 +132,9 @@ def _check_grid_entries(config: dict) -> None:
     if spec["encoder_swap"] and not encdec:
         raise ConfigError("grid.encoder_swap", f"an encoder swap needs an encoder-decoder model (bart), and no model "
                                                f"here is one ({described})")
-    if not grid.cells(config):
-        raise ConfigError("grid.layers", "the grid makes no cell (no layers, no target sets and controls off)")
+    if not grid.cells(config) and not any(m.get("frozen_random") for m in models):
+        raise ConfigError("grid.layers", "the grid makes no cell (no layers, no target sets and controls off) and "
+                                         "no model has frozen_random: nothing to run")
 
 
 def _targeted_layers(model: dict, spec: dict) -> list[str]:

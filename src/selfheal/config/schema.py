@@ -3,6 +3,7 @@ the package is installed): types, ranges and allowed keys. Validated once, by ``
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import jsonschema
@@ -23,9 +24,15 @@ def load_schema() -> dict:
     return yaml.safe_load(SCHEMA_PATH.read_text())
 
 
+@functools.lru_cache(maxsize=1)
+def _validator() -> jsonschema.Validator:
+    """The schema parsed once per process (parsing its YAML costs more than validating a config)."""
+    return _Validator(load_schema())
+
+
 def check_schema(config: dict) -> None:
     """Validate the raw config against the JSON schema; raise ConfigError naming the key."""
-    validator = _Validator(load_schema())
+    validator = _validator()
     error = jsonschema.exceptions.best_match(validator.iter_errors(config))
     if error is None:
         return

@@ -4,6 +4,7 @@ name the ``transfer.*`` key. The JSON schema checks types first."""
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from pathlib import Path
@@ -121,9 +122,15 @@ def resolve(raw: dict) -> dict:
 def packaged_pool_size(name: str, test_fraction: float, seed: int, key: str) -> int:
     """How many training examples a packaged task has once its test split is held out (needs the package)."""
     try:
-        train, _ = tasks.split(tasks.TASKS[name](), test_fraction, seed)
+        return _pool_size(name, test_fraction, seed)
     except FileNotFoundError as err:
         raise _error(key, str(err)) from None
+
+
+@functools.lru_cache(maxsize=64)
+def _pool_size(name: str, test_fraction: float, seed: int) -> int:
+    """Reading a packaged task costs about a second; the answer is the same for the life of the process."""
+    train, _ = tasks.split(tasks.TASKS[name](), test_fraction, seed)
     return len(train)
 
 

@@ -1,0 +1,399 @@
+"""Bad input of every kind, as users write it, is refused before any job with a ConfigError naming the key; what
+only a job can know fails there with a clear message naming the key.
+
+Most cases call ``selfheal.config.resolve``, which is exactly what the Snakefile runs before it schedules any job
+(workflow/rules/common.smk); a few run the real Snakemake to show that no job ran and no results folder was made.
+A property test (hypothesis) mutates the shipped configs and checks every mutation is either accepted and expands
+to cells, or refused with a ConfigError naming a real key, never another exception.
+"""
+
+import copy
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import transformers
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from selfheal import config, grid
+from selfheal.config.merge import merge
+from selfheal.config.schema import load_schema
+from selfheal.models import imported
+from selfheal.training.hardware import DeviceUnavailable, Hardware
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+
+
+def _over_default(snippet: str) -> dict:
+    """A user's --configfile (YAML text) over the default config, as Snakemake merges it (mappings key by key,
+    lists replaced whole)."""
+    return merge(DEFAULT, yaml.safe_load(snippet))
+
+
+def _refused(raw: dict, key: str) -> config.ConfigError:
+    with pytest.raises(config.ConfigError) as err:
+        config.resolve(raw)
+    assert err.value.key == key, str(err.value)
+    assert f"config key '{key}'" in str(err.value)
+    return err.value
+
+
+# --- non-finite numbers: NaN and infinities pass JSON-schema bounds, so they are refused anywhere --------------
+
+NON_FINITE = [
+    ("retrain: {lr: .nan}", "retrain.lr"),
+    ("pretrain: {lr: .inf}", "pretrain.lr"),
+    ("retrain: {budget_fraction: .inf}", "retrain.budget_fraction"),
+    ("retrain: {prefix_cache_mb: .inf}", "retrain.prefix_cache_mb"),
+    ("retrain: {thresholds: [0.01, .nan]}", "retrain.thresholds[1]"),
+    ("corpus: {source: shakespeare, val_fraction: .nan}", "corpus.val_fraction"),
+    ("pretrain: {weight_decay: -.inf}", "pretrain.weight_decay"),
+    ("models: [{name: m, n_layer: 2, d_model: 32, n_head: 2, dropout: .nan}]", "models[0].dropout"),
+    ("transfer: {lr: .nan}", "transfer.lr"),
+]
+
+
+@pytest.mark.parametrize("snippet,key", NON_FINITE, ids=[k for _, k in NON_FINITE])
+def test_non_finite_numbers_are_refused(snippet, key):
+    err = _refused(_over_default(snippet), key)
+    assert "not a finite number" in str(err)
+
+
+def test_a_float_is_not_an_integer():
+    _refused(_over_default("pretrain: {epochs: 2.0}"), "pretrain.epochs")
+    _refused(_over_default("models: [{name: m, n_layer: 2.0, d_model: 32, n_head: 2}]"), "models[0].n_layer")
+
+
+# --- sizes the corpus cannot supply -------------------------------------------------------------------------------
+
+def test_more_training_sequences_than_the_corpus_holds_names_the_key_and_the_number():
+    err = _refused(_over_default("pretrain: {train_sequences: 10000000}"), "pretrain.train_sequences")
+    assert "at most 72,645" in str(err)  # 4,649,189 bytes of train text (+3 per work) / 64 tokens
+
+
+def test_a_models_own_train_sequences_is_named():
+    raw = copy.deepcopy(DEFAULT)
+    raw["models"][1]["pretrain"] = {"train_sequences": 10_000_000}
+    _refused(raw, "models[1].pretrain.train_sequences")
+
+
+def test_validation_set_larger_than_the_validation_split():
+    err = _refused(_over_default("eval: {val_sequences: 100000}"), "eval.val_sequences")
+    assert "at most 6,375" in str(err)  # 408,009 bytes of validation text (+3 per work) / 64
+
+
+def test_context_longer_than_the_validation_split():
+    raw = _over_default("models: [{name: m, n_layer: 1, d_model: 16, n_head: 2, context: 1000000}]")
+    _refused(raw, "models[0].context")
+
+
+# --- unusable corpus files -------------------------------------------------------------------------------------------
+
+def _files_corpus(tmp_path, bad_name: str, bad_bytes: bytes, sizes: str = "") -> dict:
+    folder = tmp_path / "texts"
+    folder.mkdir()
+    for name in ("a", "b", "c"):
+        (folder / f"{name}.txt").write_text(f"The text of work {name}.\n" * 400)
+    (folder / bad_name).write_bytes(bad_bytes)
+    raw = _over_default(sizes or "pretrain: {train_sequences: 16}\neval: {val_sequences: 4}")
+    raw["corpus"] = {"source": "files", "files": str(folder / "*.txt")}
+    return raw
+
+
+@pytest.mark.parametrize("content,problem", [
+    (b"", "is empty"),
+    (b"\n  \n\t\n", "holds only whitespace"),
+    (b"PK\x03\x04\x00\x00binary", "is binary"),
+    ("Caf\u00e9 au lait\n".encode("latin-1") * 10, "is not UTF-8"),
+], ids=["empty", "whitespace", "binary", "latin-1"])
+def test_unusable_corpus_file_is_named(tmp_path, content, problem):
+    raw = _files_corpus(tmp_path, "bad.txt", content)
+    err = _refused(raw, "corpus.files")
+    assert str(tmp_path / "texts" / "bad.txt") in str(err) and problem in str(err)
+
+
+def test_corpus_too_small_for_s(tmp_path):
+    raw = _files_corpus(tmp_path, "d.txt", b"The text of work d.\n" * 400, sizes="pretrain: {train_sequences: 5000}")
+    err = _refused(raw, "pretrain.train_sequences")
+    assert "gives at most" in str(err)
+
+
+# --- a model a user brings ---------------------------------------------------------------------------------------
+
+def _pretrained(name_or_path: str, **extra) -> dict:
+    model = {"name": "mine", "source": "pretrained", "name_or_path": name_or_path, "arch": "gpt2", "n_layer": 2,
+             "context": 32, **extra}
+    return _over_default(yaml.safe_dump({"models": [model], "grid": {"layers": [0]}}))
+
+
+@pytest.fixture(scope="module")
+def gpt2_folder(tmp_path_factory):
+    """A real 2-layer GPT-2 saved with save_pretrained (safetensors)."""
+    folder = tmp_path_factory.mktemp("gpt2")
+    cfg = transformers.GPT2Config(n_layer=2, n_embd=16, n_head=2, vocab_size=64, n_positions=32)
+    transformers.GPT2LMHeadModel(cfg).save_pretrained(folder)
+    return folder
+
+
+def test_brought_model_folder_is_accepted(gpt2_folder):
+    resolved = config.resolve(_pretrained(str(gpt2_folder)))
+    assert len(grid.cells(resolved)) > 0
+
+
+def test_brought_model_folder_that_does_not_exist(tmp_path):
+    err = _refused(_pretrained(str(tmp_path / "no" / "such" / "model")), "models[0].name_or_path")
+    assert str(tmp_path / "no" / "such" / "model") in str(err) and "does not exist" in str(err)
+    _refused(_pretrained("./models/mine"), "models[0].name_or_path")
+
+
+def test_brought_model_folder_without_weights(tmp_path, gpt2_folder):
+    (tmp_path / "config.json").write_text((gpt2_folder / "config.json").read_text())
+    err = _refused(_pretrained(str(tmp_path)), "models[0].name_or_path")
+    assert "has no weights" in str(err) and str(tmp_path) in str(err)
+
+
+def test_brought_model_with_pickled_weights_only(tmp_path, gpt2_folder):
+    """The file is never unpickled: its name alone says what it is."""
+    (tmp_path / "config.json").write_text((gpt2_folder / "config.json").read_text())
+    (tmp_path / "pytorch_model.bin").write_bytes(b"\x80\x04not really a pickle")
+    err = _refused(_pretrained(str(tmp_path)), "models[0].name_or_path")
+    assert "pickled weights only (pytorch_model.bin)" in str(err)
+
+
+def test_brought_model_with_truncated_safetensors(tmp_path, gpt2_folder):
+    (tmp_path / "config.json").write_text((gpt2_folder / "config.json").read_text())
+    data = (gpt2_folder / "model.safetensors").read_bytes()
+    (tmp_path / "model.safetensors").write_bytes(data[: len(data) // 2])
+    _refused(_pretrained(str(tmp_path)), "models[0].name_or_path")
+
+
+def test_brought_model_of_another_family_or_depth(gpt2_folder):
+    err = _refused(_pretrained(str(gpt2_folder), arch="llama"), "models[0].arch")
+    assert "'gpt2'" in str(err)
+    err = _refused(_pretrained(str(gpt2_folder), n_layer=3), "models[0].n_layer")
+    assert "has 2 layers" in str(err)
+
+
+def test_brought_gguf_file_missing_or_not_gguf(gpt2_folder, tmp_path):
+    _refused(_pretrained(str(gpt2_folder), gguf_file="model.gguf"), "models[0].gguf_file")
+    (tmp_path / "model.gguf").write_bytes(b"not gguf")
+    _refused(_pretrained(str(tmp_path), gguf_file="model.gguf"), "models[0].gguf_file")
+
+
+def test_brought_model_package_not_installed_and_malformed_hub_id():
+    _refused(_pretrained("package:no_such_package_here"), "models[0].name_or_path")
+    _refused(_pretrained("not a hub id!"), "models[0].name_or_path")
+
+
+def test_hub_id_is_left_to_the_import_job_which_fails_in_one_sentence(monkeypatch, tmp_path):
+    """A well-formed hub id passes the pre-run check (the login node may be offline while the import job is not);
+    without network the import job ends with one sentence naming the key, not a traceback."""
+    raw = _pretrained("selfheal-test/no-such-model")
+    model = config.resolve(raw)["models"][0]
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(SystemExit) as exit_:
+        imported.import_model(model, str(tmp_path / "trained"), str(tmp_path / "pretrain.json"))
+    message = str(exit_.value)
+    assert "config key 'name_or_path' of model 'mine'" in message and "selfheal-test/no-such-model" in message
+    assert "\n" not in message and not (tmp_path / "pretrain.json").exists()
+
+
+# --- grid entries that would make no cell ------------------------------------------------------------------------
+
+def test_cross_attention_policy_on_decoder_only_models():
+    err = _refused(_over_default("grid: {policies: [cross_attn]}"), "grid.policies[0]")
+    assert "decoder layers of encoder-decoder" in str(err)
+    # with an encoder-decoder model in the grid it is accepted
+    raw = _over_default("grid: {policies: [cross_attn], layers: all}")
+    raw["models"].append({"name": "bart", "arch": "bart", "n_layer": 1, "d_model": 16, "n_head": 2})
+    cells = grid.cells(config.resolve(raw))
+    assert {c.target for c in cells if c.policy == "cross_attn"} == {"dec.0"}
+
+
+def test_stack_target_or_encoder_swap_without_an_encoder_decoder():
+    _refused(_over_default("grid: {targets: [all, enc]}"), "grid.targets[1]")
+    _refused(_over_default("grid: {encoder_swap: [32]}"), "grid.encoder_swap")
+
+
+def test_a_grid_that_makes_no_cell():
+    _refused(_over_default("grid: {layers: [], controls: false, matched_controls: none}"), "grid.layers")
+
+
+# --- hardware.device: cuda without a GPU -------------------------------------------------------------------------
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is visible here")
+def test_cuda_without_a_gpu_fails_in_the_job_not_at_config_time():
+    """Planning on a login node without a GPU is fine; the first job that needs the device fails naming the key."""
+    resolved = config.resolve(_over_default("hardware: {device: cuda}"))
+    assert resolved["hardware"]["device"] == "cuda"
+    with pytest.raises(DeviceUnavailable, match="config key 'hardware.device'"):
+        Hardware.from_config(resolved["hardware"]).torch_device()
+
+
+# --- the real Snakemake: refused before any job, no results folder ----------------------------------------------
+
+def _snakemake(workdir: Path, raw: dict, *args: str) -> subprocess.CompletedProcess:
+    configfile = workdir / "bad.yaml"
+    configfile.write_text(yaml.safe_dump(raw))
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory", str(workdir),
+           "--configfile", str(configfile), "--cores", "1", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+
+
+@pytest.mark.e2e
+def test_snakemake_refuses_bad_input_before_any_job(tmp_path):
+    """One case per class that used to pass the pre-run check: each run exits non-zero naming the key, and the
+    results folder is never created (no job ran)."""
+    pickled = tmp_path / "pickled-model"
+    pickled.mkdir()
+    (pickled / "config.json").write_text(json.dumps({"model_type": "gpt2", "n_layer": 2}))
+    (pickled / "pytorch_model.bin").write_bytes(b"\x80\x04")
+    cases = {
+        "retrain.lr": {"retrain": {"lr": math.nan}},
+        "pretrain.train_sequences": {"pretrain": {"train_sequences": 10_000_000}},
+        "models[0].name_or_path": yaml.safe_load(yaml.safe_dump(_pretrained(str(pickled)))),
+        "grid.policies[0]": {"grid": {"policies": ["cross_attn"]}},
+    }
+    for i, (key, raw) in enumerate(cases.items()):
+        workdir = tmp_path / f"run{i}"
+        workdir.mkdir()
+        proc = _snakemake(workdir, raw)
+        assert proc.returncode != 0, key
+        assert f"config key '{key}'" in proc.stderr + proc.stdout, (key, proc.stderr[-2000:])
+        assert not (workdir / "results").exists(), key
+
+
+# --- property test: mutations of valid configs -------------------------------------------------------------------
+
+SHIPPED = {p.name: yaml.safe_load(p.read_text()) for p in sorted((ROOT / "config").glob("*.yaml"))}
+SHIPPED["tiny.yaml"] = yaml.safe_load((ROOT / "tests" / "tiny.yaml").read_text())
+# Each shipped config as Snakemake sees it (merged over the default), without the hub-only ones (they resolve
+# without a network, but hf tasks need none of the mutations to differ from tamkin_cpu).
+VALID = {name: raw if name == "config.yaml" else merge(SHIPPED["config.yaml"], raw)
+         for name, raw in SHIPPED.items() if name != "tamkin.yaml"}
+
+
+def _paths(node, path=()):
+    """Every (path, value) in a config tree, the root excluded: walked generically, so new keys are covered."""
+    if path:
+        yield path, node
+    if isinstance(node, dict):
+        for k, v in node.items():
+            yield from _paths(v, (*path, k))
+    elif isinstance(node, list):
+        for j, v in enumerate(node):
+            yield from _paths(v, (*path, j))
+
+
+def _replacement(value, choice: int, number: float):
+    """One mutation of a value: a wrong type, a flipped sign, a non-finite number, an empty list, None."""
+    options = ["text", None, True, [], {}, math.nan, math.inf, -math.inf, number, int(number)]
+    if isinstance(value, bool):
+        options += [not value]
+    elif isinstance(value, (int, float)):
+        options += [-value, 0, float(value), value * 1000]
+    elif isinstance(value, list):
+        options += [value[:1], value * 2] if value else []
+    return options[choice % len(options)]
+
+
+@st.composite
+def mutated_configs(draw):
+    name = draw(st.sampled_from(sorted(VALID)))
+    raw = copy.deepcopy(VALID[name])
+    for _ in range(draw(st.integers(1, 2))):
+        paths = list(_paths(raw))
+        path, value = paths[draw(st.integers(0, len(paths) - 1))]
+        parent = raw
+        for part in path[:-1]:
+            parent = parent[part]
+        if draw(st.booleans()) and isinstance(parent, dict):
+            del parent[path[-1]]  # a missing key
+        else:
+            parent[path[-1]] = _replacement(value, draw(st.integers(0, 20)),
+                                            draw(st.floats(-1e3, 1e3, allow_nan=False)))
+    return name, raw
+
+
+def _schema_keys(schema: dict, root: dict) -> set[str]:
+    """Every key the schema knows, as dotted paths with list items as [] (e.g. models[].pretrain.lr)."""
+    out = set()
+
+    def walk(node, prefix):
+        if "$ref" in node:
+            node = root["$defs"][node["$ref"].rsplit("/", 1)[1]]
+        for branch in node.get("oneOf", []) + node.get("anyOf", []) + [node[k] for k in ("then", "else") if k in node]:
+            walk(branch, prefix)
+        if "items" in node and isinstance(node["items"], dict):
+            out.add(prefix + "[]")
+            walk(node["items"], prefix + "[]")
+        for k, sub in node.get("properties", {}).items():
+            key = f"{prefix}.{k}" if prefix else k
+            out.add(key)
+            walk(sub, key)
+
+    walk(schema, "")
+    return out
+
+
+SCHEMA_KEYS = _schema_keys(load_schema(), load_schema())
+
+
+def _real_key(key: str, raw) -> bool:
+    """A key the schema defines, or one present in the (mutated) config (an unknown key the user wrote)."""
+    generic = "".join("[]" if part.startswith("[") else part for part in _split(key))
+    if generic in SCHEMA_KEYS:
+        return True
+    node = raw
+    for part in _split(key):
+        if part.startswith("["):
+            index = int(part[1:-1])
+            if not isinstance(node, list) or index >= len(node):
+                return False
+            node = node[index]
+        else:
+            name = part.lstrip(".")
+            if not isinstance(node, dict) or name not in node:
+                return False
+            node = node[name]
+    return True
+
+
+def _split(key: str) -> list[str]:
+    parts, current = [], ""
+    for ch in key:
+        if ch in ".[" and current:
+            parts.append(current)
+            current = ""
+        current += ch
+    parts.append(current)
+    return parts
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(mutated_configs())
+def test_every_mutation_is_accepted_with_cells_or_refused_naming_a_real_key(case):
+    name, raw = case
+    try:
+        resolved = config.resolve(raw)
+    except config.ConfigError as err:
+        assert err.key and _real_key(err.key, raw), f"{name}: {err} names no real key"
+        return
+    # something to run: cells, or frozen-random pretraining (config/bogoychev.yaml), or the transfer experiments
+    assert grid.cells(resolved) or resolved["frozen_random"] or resolved["transfer"], f"{name}: nothing to run"
+    if resolved["models"] and not resolved["frozen_random"]:
+        assert len(grid.cells(resolved)) > 0, f"{name}: accepted but makes no cell"
+
+
+def test_the_key_check_of_the_property_test_can_fail():
+    assert _real_key("models[0].pretrain.train_sequences", {}) and _real_key("grid.layers[1]", {})
+    assert not _real_key("<top level>", {}) and not _real_key("models[0].no_such", {"models": [{}]})
