@@ -55,10 +55,12 @@ def cost_unit(rows: pd.DataFrame) -> str:
 
 
 def _bounds(rows: pd.DataFrame, unit: str) -> tuple[np.ndarray, np.ndarray]:
-    """Cost interval in the unit; a cost of exactly 0 (within eps at the first evaluation) is left-censored below
-    one example, as a log-cost model needs a positive bound."""
-    lower = rows["lower"].to_numpy(float)
+    """Cost interval in the unit. A log-cost model needs positive bounds: a cost of exactly 0 (within eps at the
+    first evaluation) is taken as below one example, and a lower bound of 0 (crossed before the first evaluation
+    after 0) as 1e-6 of the upper bound, which is left-censoring up to a negligible probability."""
     upper = np.where(rows["upper"].to_numpy(float) == 0, 1.0, rows["upper"].to_numpy(float))
+    lower = rows["lower"].to_numpy(float)
+    lower = np.where(lower > 0, lower, 1e-6 * np.where(np.isfinite(upper), upper, 1.0))
     if unit == "fraction":
         scale = rows["pretrain_examples"].astype(float).to_numpy()
         lower, upper = lower / scale, upper / scale
