@@ -1,5 +1,6 @@
 """The workflow on a real SLURM cluster (Debian's slurmctld + slurmd + munge, one node on this machine), submitted
-through snakemake-executor-plugin-slurm with the project's profile; results must match a local run.
+through snakemake-executor-plugin-slurm with the project's profile: its groups make few, full sbatch jobs (counted
+here), an added seed submits only its own unit, and the results must match a local run.
 
 Needs root and the Debian packages (`.ci/run` installs them); skipped with a reason elsewhere.
 """
@@ -8,11 +9,12 @@ import os
 import shutil
 import subprocess
 import sys
+from collections import Counter
 
 import pandas as pd
 import pytest
 import yaml
-from test_workflow import ROOT, snakemake
+from test_workflow import ROOT
 
 pytestmark = [pytest.mark.slurm, pytest.mark.e2e]
 
@@ -50,44 +52,80 @@ def cluster():
 
 
 def _profile(tmp_path):
-    """profiles/slurm as shipped, minus what this one-node test cluster lacks: GPUs (no GRES), conda channels
-    (unreachable here) and big nodes (requests scaled to 1 CPU, 2 GB), plus fast status polling."""
+    """profiles/slurm as shipped (its groups included), minus what this one-node test cluster lacks: GPUs (no
+    GRES), conda channels (unreachable here) and big nodes (requests scaled to 1 CPU, 2 GB per job, 2 cores per
+    group job), plus fast status polling."""
     config = yaml.safe_load((ROOT / "profiles" / "slurm" / "config.yaml").read_text())
     config.pop("software-deployment-method")
     for resources in config["set-resources"].values():
         resources.pop("gpu", None)
         resources.update(cpus_per_task=1, mem_mb=min(resources.get("mem_mb", 2000), 2000))  # a 2-core node
     config.pop("set-threads")  # one thread per job, as in the local run, so the numbers match exactly
-    config.update({"jobs": 4, "latency-wait": 5, "slurm-no-account": True, "slurm-keep-successful-logs": True,
-                   "slurm-init-seconds-before-status-checks": 1, "seconds-between-status-checks": 2})
+    config.update({"jobs": 4, "cores": 2, "latency-wait": 5, "slurm-no-account": True,
+                   "slurm-keep-successful-logs": True, "slurm-init-seconds-before-status-checks": 1,
+                   "seconds-between-status-checks": 2})
     profile = tmp_path / "profile"
     profile.mkdir()
     (profile / "config.yaml").write_text(yaml.safe_dump(config))
     return profile
 
 
-def test_workflow_runs_through_slurm_and_matches_a_local_run(cluster, tmp_path):
+def _submissions(workdir) -> dict[str, int]:
+    """sbatch submissions so far, by group (or rule): the plugin writes one log per SLURM job, named by its id,
+    under .snakemake/slurm_logs/group_<group>_<its rules>/ (or rule_<rule>/)."""
+    logs = list((workdir / ".snakemake" / "slurm_logs").rglob("*.log"))
+    assert all(p.stem.isdigit() for p in logs), logs
+    return dict(Counter(p.relative_to(workdir / ".snakemake" / "slurm_logs").parts[0].split("_")[1] for p in logs))
+
+
+def _jobs(workdir) -> int:
+    """Snakemake jobs run so far: every rule writes one log under results/logs."""
+    return len(list((workdir / "results" / "logs").rglob("*.log")))
+
+
+def test_grouped_workflow_runs_through_slurm_and_matches_a_local_run(cluster, tmp_path):
     config = yaml.safe_load((ROOT / "tests" / "tiny.yaml").read_text())
-    config["models"] = [config["models"][1]]  # tinyB: one layer, three cells with the controls
+    config["models"] = [config["models"][1]]  # tinyB: one layer
+    config["grid"]["seeds"] = [0, 1]  # two heal units of one network: both must ride in its one model group job
     local, remote = tmp_path / "local", tmp_path / "slurm"
     for workdir in (local, remote):
         workdir.mkdir()
         (workdir / "config.yaml").write_text(yaml.safe_dump(config))
-    proc = snakemake(local, local / "config.yaml")
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    # the local reference runs while SLURM works (the SLURM run mostly waits on submissions and polling)
+    local_run = subprocess.Popen([sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory",
+                                  str(local), "--configfile", str(local / "config.yaml"), "--cores", "1"],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                                 env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+    profile = _profile(tmp_path)
 
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory", str(remote),
-           "--configfile", str(remote / "config.yaml"), "--profile", str(_profile(tmp_path))]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1200,
-                          env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    def submit():
+        cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory", str(remote),
+               "--configfile", str(remote / "config.yaml"), "--profile", str(profile)]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600,
+                              env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
 
-    # every job went through SLURM: one sbatch log per job, named by its SLURM job id
-    slurm_logs = list((remote / ".snakemake" / "slurm_logs").rglob("*.log"))
-    n_jobs = len(list((remote / "results" / "logs").rglob("*.log")))
-    assert n_jobs >= 12 and len(slurm_logs) == n_jobs, (len(slurm_logs), n_jobs)
-    assert all(p.stem.isdigit() for p in slurm_logs)
+    submit()
+    _, err = local_run.communicate(timeout=600)
+    assert local_run.returncode == 0, err[-3000:]
+    # 9 Snakemake jobs (corpus, tokenizer, tokenize, pretrain, baseline, 2 heal units, aggregate, plots) in 3 sbatch
+    # submissions: data, the network's model group (pretraining, baseline and both units), report
+    assert _jobs(remote) == _jobs(local) == 9
+    assert _submissions(remote) == {"data": 1, "model": 1, "report": 1}
 
     want = pd.read_parquet(local / "results" / "summary.parquet")[NUMBERS]
     got = pd.read_parquet(remote / "results" / "summary.parquet")[NUMBERS]
     pd.testing.assert_frame_equal(got, want)
+
+    # an added retrain seed submits only its own unit (in a model group job without the pretraining) and the report
+    pretrained = sorted(p.stat().st_mtime_ns for p in (remote / "results" / "models").rglob("*") if p.is_file())
+    config["grid"]["seeds"] = [0, 1, 2]
+    (remote / "config.yaml").write_text(yaml.safe_dump(config))
+    submit()
+    assert _jobs(remote) == 10
+    assert _submissions(remote) == {"data": 1, "model": 2, "report": 2}
+    assert sorted(p.stat().st_mtime_ns for p in (remote / "results" / "models").rglob("*") if p.is_file()) == \
+        pretrained
+    got = pd.read_parquet(remote / "results" / "summary.parquet")
+    assert sorted(got["seed"].unique()) == [0, 1, 2]
+    pd.testing.assert_frame_equal(got[got["seed"] < 2][NUMBERS].reset_index(drop=True), want)
