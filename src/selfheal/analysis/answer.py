@@ -277,6 +277,8 @@ def _pick(table: pd.DataFrame, setting: tuple) -> pd.DataFrame:
 def _verdict(row: pd.Series) -> str:
     if not row["determined"]:
         return row["note"]
+    if row["n_resamples"] == 0:
+        return f"no verdict: {row['note']}"
     lo, hi = row["coef_lo"], row["coef_hi"]
     if lo > 0:
         return "raises the cost (interval above 0)"
@@ -376,7 +378,7 @@ def page(tables: dict[str, pd.DataFrame], summary: pd.DataFrame, networks: pd.Da
             cells = []
             for e in eps_list:
                 v = g[g["threshold"] == e][col].astype(float)
-                cells.append("never" if v.isna().all() else f"{_num(v.median())} (median of {len(v)} networks)")
+                cells.append("never" if v.isna().all() else f"{_num(v.median())} (median of {len(v)} network{'s' if len(v) > 1 else ''})")
             if model in set(rows["model"]):
                 table_rows.append([model, "pretraining from scratch reached it at"] + cells)
         table_rows.sort(key=lambda r: r[0])

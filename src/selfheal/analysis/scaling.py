@@ -150,7 +150,8 @@ def fit(cells: pd.DataFrame, max_resamples: int = MAX_FIT_RESAMPLES) -> pd.DataF
         base = {"regime": regime, "policy": policy, "init": init, "threshold": threshold, "unit": unit,
                 "n_cells": len(rows), "n_censored": int((rows["status"] != "recovered").sum()),
                 "n_clusters": int(rows[survival.CLUSTER].drop_duplicates().shape[0])}
-        point = _aft(x[kept], lower, upper) if np.isfinite(upper).any() else None
+        too_few = len(rows) < len(kept) + 3  # intercept, scale and at least one degree of freedom
+        point = _aft(x[kept], lower, upper) if np.isfinite(upper).any() and not too_few else None
         boot, probs, failed, col = [], [], 0, "none"
         if point is not None:
             col, strata, keys = _units(rows)
@@ -170,12 +171,14 @@ def fit(cells: pd.DataFrame, max_resamples: int = MAX_FIT_RESAMPLES) -> pd.DataF
                 continue
             if point is None:
                 note = ("not fitted: every cell censored" if not np.isfinite(upper).any()
+                        else f"not fitted: {len(rows)} cells for {len(kept) + 2} parameters" if too_few
                         else "not fitted: the model did not converge on this grid")
                 out.append({**row, "determined": False, "note": note})
                 continue
             coef = float(point.loc[("mu_", term)])
             lo, hi = survival.weighted_interval([float(b[term]) for b in boot], probs) if probs else (coef, coef)
-            out.append({**row, "determined": True, "note": "" if probs else "no interval: one unit to resample",
+            out.append({**row, "determined": True,
+                        "note": "" if probs else "no interval: one pretrained network and one seed per model",
                         "coef": coef, "coef_lo": lo, "coef_hi": hi, "factor": math.exp(coef),
                         "factor_lo": math.exp(lo), "factor_hi": math.exp(hi)})
     table = pd.DataFrame(out, columns=FIT_COLUMNS)
