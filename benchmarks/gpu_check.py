@@ -1,0 +1,166 @@
+"""The GPU path, end to end: a pretraining and a retrain cell of the cluster grid's smallest and largest model
+(config/full.yaml: gpt2-n4-d256 and gpt2-n12-d512), run by the real workflow (`snakemake`) once with the GPU
+settings (`hardware:` bf16 autocast, TF32, fused AdamW, `torch.compile` inductor; attention is PyTorch SDPA) and
+once in plain fp32 (no TF32, no compile), on the same data and seeds.
+
+    .venv/bin/python benchmarks/gpu_check.py                      # on a CUDA machine   [--peak-tflops 989]
+    .venv/bin/python benchmarks/gpu_check.py --device cpu --tiny  # smoke check: tiny models, CPU, seconds
+
+Prints per model and run: training tokens/s of the pretraining (`pretrain.json`: tokens / wall_s, evaluations
+included) and of the retrain cell (`recovery.json`: `train_tokens_per_s`), model FLOPs utilisation against the
+card's dense bf16 peak (fp32 runs against the same peak: the figure a user would compare), and the loss difference
+of the fast run against the fp32 run (pretraining final val loss; retrain final val loss). Model FLOPs per token
+(`flops_per_token`): pretraining 6 P + 12 n_layer T D (P: the layers' 12 D^2 each plus the V x D LM head; the
+second term is attention's QK^T and AV); retraining layer L in the frozen regime: the forward (2 P + 4 n_layer T D),
+the input gradients through the layers from L up and the head (2 P_above + 8 (n_layer - L) T D) and the weight
+gradients of layer L alone (2 x 12 D^2).
+
+Sizes (not the full grid's, which trains for hours): S = 4,096 sequences of 256 tokens, 1 epoch of pretraining;
+the retrain cell resets L = 1 (frozen regime, fresh init, seed 0) and trains its whole budget (threshold 1e-4,
+never reached, so both runs train the same number of steps).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pandas as pd
+import torch
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+from selfheal.config.defaults import DEFAULTS  # noqa: E402
+
+ENV = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+
+# Dense bf16 tensor-core peak, TFLOP/s, by a substring of torch.cuda.get_device_name() (vendor data sheets).
+PEAK_BF16_TFLOPS = {"H200": 989.0, "H100 PCIe": 756.0, "H100": 989.0, "A100": 312.0, "L40S": 362.0, "L4": 121.0,
+                    "A10": 125.0, "RTX 4090": 165.0, "RTX 3090": 71.0}
+
+LAYER = 1  # the retrain cell's layer in every model: the input gradients run through all layers above it
+FAST = {"precision": "bf16", "tf32": True, "fused_adamw": True, "compile": "inductor"}
+FP32 = {"precision": "fp32", "tf32": False, "fused_adamw": True, "compile": None}
+
+
+def models_for(tiny: bool) -> list[dict]:
+    if tiny:  # tests/tiny.yaml's sizes
+        return [{"name": "tiny-n2-d16", "arch": "gpt2", "n_layer": 2, "d_model": 16, "n_head": 2, "context": 32},
+                {"name": "tiny-n2-d32", "arch": "gpt2", "n_layer": 2, "d_model": 32, "n_head": 2, "context": 32}]
+    full = yaml.safe_load((ROOT / "config" / "full.yaml").read_text())["models"]
+    gpt2 = [m for m in full if m["arch"] == "gpt2"]
+    size = lambda m: m["n_layer"] * m["d_model"] ** 2  # noqa: E731
+    keep = ("name", "arch", "n_layer", "d_model", "n_head", "context")
+    return [{k: m[k] for k in keep} | {"dropout": 0.0} for m in (min(gpt2, key=size), max(gpt2, key=size))]
+
+
+def config_for(models: list[dict], hardware: dict, device: str, tiny: bool) -> dict:
+    return {
+        "corpus": {"source": "shakespeare"},
+        "tokenizer": {"vocab_size": 300 if tiny else 8192},
+        "models": models,
+        "pretrain": {"epochs": 1, "train_sequences": 256 if tiny else 4096, "batch_size": 32 if tiny else 64,
+                     "lr": 1e-2 if tiny else 6e-4, "eval_every_examples": 128 if tiny else 2048, "seeds": [0]},
+        "eval": {"val_sequences": 32 if tiny else 512, "batch_size": 32 if tiny else 128},
+        "grid": {"layers": [LAYER], "regimes": ["frozen"], "inits": ["fresh"], "seeds": [0],
+                 "controls": False, "matched_controls": "none"},
+        "retrain": {"batch_size": 32 if tiny else 64, "lr": 1e-2 if tiny else 6e-4, "warmup_steps": 5,
+                    "eval_every_examples": 128 if tiny else 2048, "budget_fraction": 1.0, "thresholds": [1e-4],
+                    "resolution": 0},
+        "hardware": {"device": device, **hardware},
+        "threads": 2 if tiny else 8,
+    }
+
+
+def only_known_keys(cfg: dict) -> dict:
+    """Drop keys this checkout's schema does not know yet (pretrain.seeds / grid.matched_controls / resolution
+    arrived with pretraining seeds), so the check runs on either side of that change."""
+    for section, key in (("pretrain", "seeds"), ("grid", "matched_controls"), ("retrain", "resolution")):
+        if key not in DEFAULTS[section]:
+            cfg[section].pop(key)
+    return cfg
+
+
+def run(workdir: Path, cfg: dict) -> dict[str, dict]:
+    """One snakemake run (data, pretraining, baseline, the retrain cells) of every model; per model its figures."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / "config.yaml").write_text(yaml.safe_dump(only_known_keys(cfg)))
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory", str(workdir),
+           "--configfile", str(workdir / "config.yaml"), "--cores", str(cfg["threads"]), "--quiet", "--until", "heal"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=ENV)
+    if proc.returncode:
+        sys.exit(proc.stderr[-3000:])
+    results, out = workdir / "results", {}
+    for model in cfg["models"]:
+        (pre_path,) = results.glob(f"models/{model['name']}/**/pretrain.json")
+        (rec_path,) = [p for p in results.glob(f"cells/{model['name']}/**/recovery.json") if "work" not in p.parts]
+        pre, rec = json.loads(pre_path.read_text()), json.loads(rec_path.read_text())
+        out[model["name"]] = {"pre_tokens_per_s": pre["tokens"] / pre["wall_s"], "pre_loss": pre["final_val_loss"],
+                              "re_tokens_per_s": rec["train_tokens_per_s"], "re_loss": rec["final_loss"]}
+    return out
+
+
+def flops_per_token(m: dict, vocab: int, layer: int | None = None) -> float:
+    """Model FLOPs per trained token (see the module docstring)."""
+    d, n, t = m["d_model"], m["n_layer"], m["context"]
+    per_layer, head, attn = 12 * d * d, vocab * d, 12 * t * d  # attn: QK^T and AV, forward + backward, per layer
+    total = n * per_layer + head
+    if layer is None:
+        return 6 * total + n * attn
+    above = (n - layer) * per_layer + head
+    return 2 * total + n * attn / 3 + 2 * above + (n - layer) * attn * 2 / 3 + 2 * per_layer
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
+    parser.add_argument("--tiny", action="store_true", help="tiny models and data: a smoke check in seconds")
+    parser.add_argument("--peak-tflops", type=float, default=None, help="the device's dense bf16 peak")
+    parser.add_argument("--keep", type=Path, default=None)
+    a = parser.parse_args()
+    if a.device == "cuda" and not torch.cuda.is_available():
+        sys.exit("no CUDA device visible: run on a GPU machine, or --device cpu --tiny for the smoke check")
+    name = torch.cuda.get_device_name() if a.device == "cuda" else "cpu"
+    peak = a.peak_tflops or next((v for k, v in PEAK_BF16_TFLOPS.items() if k in name), None)
+    # the CPU smoke check skips torch.compile (its first compile alone takes most of a minute on a CPU)
+    fast = FAST | ({"compile": None} if a.device == "cpu" else {})
+    print(f"device {name}, torch {torch.__version__}, dense bf16 peak "
+          f"{f'{peak:g} TFLOP/s' if peak else 'unknown (--peak-tflops)'}; fast = {fast}, reference = {FP32}")
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        base = a.keep or Path(tmp)
+        chosen = models_for(a.tiny)
+        for label, hardware in (("fast", fast), ("fp32", FP32)):
+            cfg = config_for(chosen, hardware, a.device, a.tiny)
+            t0 = time.perf_counter()
+            figures = run(base / label, cfg)
+            print(f"{label}: snakemake (data, {len(chosen)} pretrainings, baselines, retrain cells) "
+                  f"{time.perf_counter() - t0:.0f} s")
+            vocab = cfg["tokenizer"]["vocab_size"]
+            for model in chosen:
+                r = figures[model["name"]]
+                for phase, tps, layer in (("pretrain", r["pre_tokens_per_s"], None),
+                                          ("retrain", r["re_tokens_per_s"], LAYER)):
+                    flops = flops_per_token(model, vocab, layer) * tps
+                    rows.append({"model": model["name"], "run": label, "phase": phase, "tokens_per_s": round(tps),
+                                 "model_tflops": round(flops / 1e12, 4),
+                                 "mfu": round(flops / (peak * 1e12), 4) if peak else None,
+                                 "final_val_loss": r["pre_loss"] if phase == "pretrain" else r["re_loss"]})
+    table = pd.DataFrame(rows)
+    print(table.to_string(index=False))
+    for (model, phase), g in table.groupby(["model", "phase"], sort=False):
+        f, ref = g.set_index("run").loc["fast"], g.set_index("run").loc["fp32"]
+        print(f"{model} {phase}: fast {f['tokens_per_s'] / ref['tokens_per_s']:.2f}x the fp32 tokens/s; final val "
+              f"loss fast - fp32 = {f['final_val_loss'] - ref['final_val_loss']:+.4f} "
+              f"({(f['final_val_loss'] - ref['final_val_loss']) / ref['final_val_loss']:+.2%})")
+
+
+if __name__ == "__main__":
+    main()

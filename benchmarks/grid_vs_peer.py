@@ -1,0 +1,210 @@
+"""Grid level against the peer: every layer x retrain seed cell of a model, produced the way a user runs selfheal
+(`snakemake`, process start-ups, loading and caches included) against the loop a researcher would write instead:
+one Python process that loads the trained model once and, per cell, re-draws layer L, freezes the rest and runs
+`transformers.Trainer` with a callback that evaluates every `retrain.eval_every_examples` examples and stops at the
+threshold. Same cells, data order, batch, lr, warmup, clipping, cadence and thread count; measured side by side in
+one run (target: selfheal >= 1.3x faster, per model).
+
+    .venv/bin/python benchmarks/grid_vs_peer.py   # [--models gpt2-n4-d64] [--threads 1] [--threshold 0.01] [--keep DIR]
+
+1. In a fresh folder, the real workflow pretrains the models (`snakemake --until baseline`; not timed: both sides
+   start from the trained model), with `grid.controls` (and `grid.matched_controls`) off so that the grid is
+   exactly the layer x seed cells, and `threads` set to --threads.
+2. selfheal, timed: `snakemake --until heal --cores <threads>` (wall clock of the whole command), then, untimed,
+   `--until aggregate` for the tables. The breakdown of its time comes from Snakemake's job timestamps
+   (benchmarks/snakemake_jobs.py).
+3. The peer, timed: one `python` process per model (its start-up and imports included), --threads threads.
+
+Prints per model the two wall times and their ratio, and per cell the examples to the threshold of both (which
+must agree within one evaluation interval). Reads only the CLI's outputs: `summary.parquet`, `curves.parquet`, and
+the model folder found by name under `results/models/<model>/`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pandas as pd
+import torch
+import yaml
+from torch.utils.data import SequentialSampler
+from transformers import Trainer, TrainerCallback, TrainingArguments
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(ROOT / "src"))
+from snakemake_jobs import breakdown, describe  # noqa: E402
+
+from selfheal import config, grid, models  # noqa: E402
+from selfheal.config.defaults import DEFAULTS  # noqa: E402
+from selfheal.data import streams  # noqa: E402
+from selfheal.heal import reset  # noqa: E402
+from selfheal.models import families  # noqa: E402
+from selfheal.training import setup  # noqa: E402
+
+ENV = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+
+
+def snakemake(workdir: Path, *args: str) -> float:
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory", str(workdir),
+           "--configfile", str(workdir / "config.yaml"), "--quiet", *args]
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=ENV)
+    if proc.returncode:
+        sys.exit(proc.stderr[-3000:])
+    return time.perf_counter() - t0
+
+
+def grid_config(names: list[str], threads: int) -> dict:
+    """config/config.yaml's models (frozen-random variants dropped), layer x seed cells only."""
+    base = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    chosen = [{k: v for k, v in m.items() if k != "frozen_random"} for m in base["models"] if m["name"] in names]
+    if len(chosen) != len(names):
+        sys.exit(f"--models: not all of {names} are in config/config.yaml")
+    cells_only = {"controls": False}
+    if "matched_controls" in DEFAULTS["grid"]:
+        cells_only["matched_controls"] = "none"
+    return {"models": chosen, "grid": cells_only, "threads": threads}
+
+
+def trained_dir(results: Path, model: str) -> Path:
+    """The model's trained weights (first pretraining seed): `trained/` under its folder, at any depth."""
+    found = sorted(results.glob(f"models/{model}/**/trained"))
+    if not found:
+        sys.exit(f"no trained model for {model} under {results}/models")
+    return found[0]
+
+
+def peer(args) -> None:
+    """The peer loop, run in its own process: every cell of one model, Trainer + threshold callback."""
+    torch.set_num_threads(args.threads)
+    job = json.loads(args.peer)
+    cfg = config.resolve(yaml.safe_load(Path(job["config"]).read_text()))
+    model_cfg = grid.model_by_name(cfg, job["model"])
+    r, p, ev = model_cfg["retrain"], model_cfg["pretrain"], cfg["eval"]
+    tokens = job["tokens"]
+    train_seqs = setup.train_sequences(model_cfg, tokens)  # the model's S sequences, as its heal jobs take them
+    val_seqs = streams.val_sequences(tokens, model_cfg["context"], ev["val_sequences"])
+    budget = round(r["budget_fraction"] * train_seqs.shape[0] * p["epochs"])
+    trained = models.load(job["trained"])
+    family = families.for_model(trained)
+    every = r["eval_every_examples"] // r["batch_size"]
+    limit = job["baseline"] * (1 + job["threshold"])
+
+    @torch.no_grad()
+    def val_loss(m):
+        m.eval()
+        total = 0.0
+        for i in range(0, val_seqs.shape[0], ev["batch_size"]):
+            batch = val_seqs[i : i + ev["batch_size"]]
+            total += m(input_ids=batch, labels=batch).loss.item() * batch.shape[0]
+        m.train()
+        return total / val_seqs.shape[0]
+
+    class InOrder(Trainer):
+        def _get_train_sampler(self, *a, **kw):
+            return SequentialSampler(self.train_dataset)
+
+    out = []
+    for layer in range(model_cfg["n_layer"]):
+        for seed in cfg["grid"]["seeds"]:
+            t0 = time.perf_counter()
+            torch.manual_seed(seed)
+            model = copy.deepcopy(trained)
+            names = set(reset.draw(model, family, f"L{layer}", "full", "fresh", seed))
+            for name, param in model.named_parameters():
+                param.requires_grad_(name in names)
+            order = torch.cat([streams.epoch_order(train_seqs.shape[0], seed, e)
+                               for e in range(math.ceil(budget / train_seqs.shape[0]))])[:budget]
+            dataset = [{"input_ids": train_seqs[i], "labels": train_seqs[i]} for i in order]
+            found = {}
+
+            class StopAtThreshold(TrainerCallback):
+                def on_train_begin(self, a, state, control, model=None, **kw):
+                    if val_loss(model) <= limit:
+                        found["examples"] = 0
+                        control.should_training_stop = True
+
+                def on_step_end(self, a, state, control, model=None, **kw):
+                    if state.global_step % every == 0 and "examples" not in found and val_loss(model) <= limit:
+                        found["examples"] = state.global_step * r["batch_size"]
+                        control.should_training_stop = True
+
+            with tempfile.TemporaryDirectory() as tmp:
+                targs = TrainingArguments(
+                    output_dir=tmp, per_device_train_batch_size=r["batch_size"], learning_rate=r["lr"],
+                    lr_scheduler_type="constant_with_warmup", warmup_steps=r["warmup_steps"], weight_decay=0.0,
+                    adam_beta1=0.9, adam_beta2=0.95, max_grad_norm=r["grad_clip"], optim="adamw_torch",
+                    max_steps=math.ceil(budget / r["batch_size"]), logging_strategy="no", save_strategy="no",
+                    eval_strategy="no", report_to="none", use_cpu=True, disable_tqdm=True,
+                    dataloader_num_workers=0, seed=seed)
+                InOrder(model=model, args=targs, train_dataset=dataset, callbacks=[StopAtThreshold()]).train()
+            out.append({"target": f"L{layer}", "seed": seed, "examples": found.get("examples"),
+                        "wall_s": time.perf_counter() - t0})
+    print(json.dumps(out))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--models", default="gpt2-n4-d64", help="comma-separated models of config/config.yaml")
+    parser.add_argument("--threads", type=int, default=1, help="threads (and Snakemake cores) for both sides")
+    parser.add_argument("--threshold", type=float, default=0.01)
+    parser.add_argument("--keep", type=Path, default=None, help="work here (reused: pretraining is skipped)")
+    parser.add_argument("--peer", default=None, help=argparse.SUPPRESS)
+    a = parser.parse_args()
+    if a.peer:
+        return peer(a)
+    names = a.models.split(",")
+    with tempfile.TemporaryDirectory() as tmp:
+        workdir = (a.keep or Path(tmp)).resolve()
+        workdir.mkdir(parents=True, exist_ok=True)
+        (workdir / "config.yaml").write_text(yaml.safe_dump(grid_config(names, a.threads)))
+        snakemake(workdir, "--until", "baseline", "--cores", "2")  # trained models for both sides, not timed
+        since = time.time()
+        ours = snakemake(workdir, "--until", "heal", "--cores", str(a.threads))
+        snakemake(workdir, "--until", "aggregate", "--cores", "2")
+        results = workdir / "results"
+        b = breakdown(workdir, results, since)
+        summary = pd.read_parquet(results / "summary.parquet")
+        summary = summary[summary["threshold"].round(6) == round(a.threshold, 6)]
+        print(f"selfheal `snakemake --until heal --cores {a.threads}`: {ours:.1f} s wall for {len(summary)} cells "
+              f"of {', '.join(names)}; {describe(b, ours, a.threads)}")
+        for model in names:
+            cells = summary[summary["model"] == model]
+            tokens = next(iter(sorted(results.glob("corpus/bpe/**/tokens.safetensors"))))
+            job = {"config": str(workdir / "config.yaml"), "model": model, "trained": str(trained_dir(results, model)),
+                   "tokens": str(tokens), "baseline": float(cells["baseline_loss"].iloc[0]), "threshold": a.threshold}
+            t0 = time.perf_counter()
+            proc = subprocess.run([sys.executable, __file__, "--threads", str(a.threads), "--peer", json.dumps(job)],
+                                  capture_output=True, text=True, env=ENV)
+            theirs = time.perf_counter() - t0
+            if proc.returncode:
+                sys.exit(proc.stderr[-3000:])
+            peer_cells = pd.DataFrame(json.loads(proc.stdout.strip().splitlines()[-1]))
+            # selfheal's time for this model: its heal jobs' share of the snakemake wall (the whole wall for one model)
+            share = len(cells) / len(summary)
+            resolved = config.resolve(yaml.safe_load((workdir / "config.yaml").read_text()))
+            interval = grid.model_by_name(resolved, model)["retrain"]["eval_every_examples"]
+            merged = cells[["target", "seed", "recovered", "examples"]].merge(peer_cells, on=["target", "seed"],
+                                                                             suffixes=("", "_peer"))
+            merged["agree"] = [bool(rec) and e2 is not None and not pd.isna(e2) and abs(e - e2) <= interval
+                               for rec, e, e2 in zip(merged["recovered"], merged["examples"],
+                                                     merged["examples_peer"])]
+            print(f"\n{model}: peer {theirs:.1f} s (one process, Trainer + callback, {a.threads} thread(s)), "
+                  f"selfheal {ours * share:.1f} s (snakemake) -> selfheal {theirs / (ours * share):.2f}x the peer's "
+                  f"speed (target 1.3x); {len(merged)} cells, examples agree within {interval} at "
+                  f"{int(merged['agree'].sum())}/{len(merged)}")
+            print(merged.rename(columns={"wall_s": "peer_cell_s"}).to_string(index=False))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,88 @@
+"""Where a Snakemake run's time went, from Snakemake's own job timestamps and the workflow's Parquet tables.
+
+Snakemake records, for every output file, the rule and the start and end time of the job that wrote it
+(`.snakemake/metadata/`, one JSON per output; `starttime` / `endtime`, seconds since the epoch). One job = one
+(rule, log files): every rule has its own log. Inside the training jobs, the tables say how much was training and evaluating:
+`curves.parquet` `wall_s` (the last row of each pretraining run and of each recovery curve: that run's wall
+seconds, evaluations included), and each cell's `recovery.json` (documented per-cell output) its `eval_share`.
+Whatever a job spent besides that (process start, imports, loading the model and data, the damage and CKA
+measurements, writing) is its fixed per-job cost.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+TRAINING_RULES = ("pretrain", "adapt", "baseline", "heal")
+
+
+@dataclass(frozen=True)
+class Job:
+    rule: str
+    start: float
+    end: float
+
+    @property
+    def seconds(self) -> float:
+        return self.end - self.start
+
+
+def jobs(workdir: Path) -> list[Job]:
+    """Every finished job of the runs made in ``workdir`` (the newest record per output)."""
+    found: dict[tuple, Job] = {}  # one job: its rule and log files (every rule has a log), newest run kept
+    for path in (workdir / ".snakemake" / "metadata").glob("*"):
+        record = json.loads(path.read_text())
+        if record.get("starttime") and record.get("endtime") and not record.get("incomplete"):
+            key = (record["rule"], tuple(record.get("log") or [path.name]))
+            if key not in found or found[key].start < record["starttime"]:
+                found[key] = Job(record["rule"], record["starttime"], record["endtime"])
+    found = set(found.values())
+    return sorted(found, key=lambda j: j.start)
+
+
+def breakdown(workdir: Path, results: Path, since: float = 0.0) -> dict[str, float]:
+    """Core-seconds of the jobs that started at or after ``since``: by rule kind, and the training jobs split into
+    pretraining, retraining (training), evaluation (retrain evaluations) and fixed per-job cost."""
+    run = [j for j in jobs(workdir) if j.start >= since]
+    per_rule = defaultdict(float)
+    for j in run:
+        per_rule[j.rule] += j.seconds
+    out = {"jobs": len(run), "job_core_s": sum(j.seconds for j in run),
+           "training_jobs": sum(1 for j in run if j.rule in TRAINING_RULES),
+           "training_job_core_s": sum(v for r, v in per_rule.items() if r in TRAINING_RULES),
+           "other_job_core_s": sum(v for r, v in per_rule.items() if r not in TRAINING_RULES)}
+    curves = pd.read_parquet(results / "curves.parquet")
+    keys = [c for c in ("model", "pretrain_seed", "target", "policy", "init", "regime", "seed") if c in curves]
+    pre = curves[curves["kind"] == "pretrain"].groupby([k for k in ("model", "pretrain_seed") if k in curves])
+    rec = curves[curves["kind"] == "recovery"].groupby(keys, dropna=False)
+    pretrain_s = float(pre["wall_s"].max().sum()) if per_rule.get("pretrain") else 0.0
+    walls = rec["wall_s"].max() if per_rule.get("heal") else pd.Series(dtype=float)
+    retrain_s, eval_s, shares = float(walls.sum()), 0.0, []
+    for path in results.rglob("recovery.json"):  # each cell's documented record (the staged copies under work/ too)
+        cell = json.loads(path.read_text())
+        key = tuple(cell.get(k) for k in keys)
+        if cell.get("eval_share") is None or key not in walls.index or "work" in path.relative_to(results).parts:
+            continue
+        shares.append(cell["eval_share"])
+        eval_s += float(walls.loc[key]) * cell["eval_share"]
+    out.update(pretrain_s=pretrain_s, retrain_train_s=retrain_s - eval_s, retrain_eval_s=eval_s,
+               cells=int(len(walls)), eval_share_mean=(sum(shares) / len(shares)) if shares else float("nan"),
+               eval_share_max=max(shares) if shares else float("nan"),
+               eval_share_of_retrain=eval_s / retrain_s if retrain_s else float("nan"))
+    out["fixed_s"] = out["training_job_core_s"] - pretrain_s - retrain_s
+    return out
+
+
+def describe(b: dict[str, float], wall: float, cores: int) -> str:
+    core = wall * cores
+    return (f"{b['jobs']} jobs, {b['job_core_s']:.0f} job core-s of {core:.0f} ({cores} x {wall:.0f} s wall): "
+            f"pretraining {b['pretrain_s']:.0f} s, retraining {b['retrain_train_s']:.0f} s + evaluation "
+            f"{b['retrain_eval_s']:.0f} s ({b['cells']} cells; evaluation {b['eval_share_of_retrain']:.1%} of retraining, per cell mean {b['eval_share_mean']:.1%}, max "
+            f"{b['eval_share_max']:.1%}), fixed per-job cost of the {b['training_jobs']} training jobs "
+            f"{b['fixed_s']:.0f} s = {b['fixed_s'] / core:.1%} of core time, data/report jobs "
+            f"{b['other_job_core_s']:.0f} s")
