@@ -475,6 +475,10 @@ def page(tables: dict[str, pd.DataFrame], summary: pd.DataFrame, networks: pd.Da
     rows_total = int(flags["n_rows"].sum()) if len(flags) else 0
     items.append(f"{bnc} of {rows_total} (cell, ε) rows are flagged `baseline_not_converged` (the matched no-reset "
                  f"control went below the baseline by more than ε_min/2: training alone moves the loss).")
+    for _, r in flags[flags["n_baseline_not_converged"] > 0].iterrows() if bnc else []:
+        items.append(f"{r['model']} pretraining seed {r['pretrain_seed']}: {r['n_baseline_not_converged']} of "
+                     f"{r['n_rows']} rows `baseline_not_converged`: their 'recovery' partly measures further "
+                     f"training (they stay in the estimates, flagged).")
     items.append(f"{moved} of {rows_total} (cell, ε) rows have a matched control that moved more than ε from the "
                  f"baseline by the cell's crossing.")
     if len(flags):
