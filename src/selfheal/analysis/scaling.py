@@ -39,7 +39,7 @@ FIT_COLUMNS = ["regime", "policy", "init", "threshold", "term", "label", "determ
                "n_resamples", "n_failed", "interval_over"]
 DAMAGE_COLUMNS = ["regime", "policy", "init", "threshold", "rho", "rho_lo", "rho_hi", "n_cells", "n_censored",
                   "n_clusters", "n_resamples", "interval_over", "note"]
-MAX_FIT_RESAMPLES = 30  # each AFT fit takes about a second on a busy 2-core CPU: keep the analysis in seconds
+MAX_FIT_RESAMPLES = 15  # each AFT fit takes about 0.6 CPU-seconds: a bigger bootstrap would take minutes
 MAX_RANK_RESAMPLES = 500
 
 
