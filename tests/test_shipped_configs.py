@@ -1,0 +1,105 @@
+"""Every shipped config (config/*.yaml, tests/tiny.yaml) and every config example in the README dry-runs with the
+real Snakefile in a temporary folder (``snakemake -n``: the pre-run check, the DAG, no job, nothing downloaded),
+and each writes to its own results folder, so running the examples one after another never overwrites another's
+outputs."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from selfheal import config
+from selfheal.config.merge import merge
+
+ROOT = Path(__file__).resolve().parents[1]
+SHIPPED = sorted((ROOT / "config").glob("*.yaml")) + [ROOT / "tests" / "tiny.yaml"]
+README = (ROOT / "README.md").read_text()
+README_YAML = re.findall(r"```yaml\n(.*?)```", README, flags=re.S)
+pytestmark = pytest.mark.e2e
+
+
+# One Python process dry-runs every config through Snakemake's API (the imports, torch included, are paid once
+# instead of once per config); it reports, per config, the rules of its DAG or the error.
+DRIVER = """
+import json, os, sys, traceback
+from pathlib import Path
+from snakemake.api import SnakemakeApi
+from snakemake.settings.types import (ConfigSettings, DAGSettings, ExecutionSettings, OutputSettings, Quietness,
+                                      ResourceSettings, StorageSettings)
+snakefile, runs = Path(sys.argv[1]), json.loads(sys.argv[2])
+report = {}
+for name, (configfile, workdir) in runs.items():
+    try:
+        with SnakemakeApi(OutputSettings(quiet={Quietness.ALL})) as api:
+            workflow = api.workflow(resource_settings=ResourceSettings(cores=2), storage_settings=StorageSettings(),
+                                    config_settings=ConfigSettings(configfiles=[Path(configfile)]),
+                                    snakefile=snakefile, workdir=Path(workdir))
+            dag = workflow.dag(DAGSettings())
+            dag.execute_workflow(executor="dryrun", execution_settings=ExecutionSettings())
+            jobs = list(workflow._workflow.dag.jobs)
+            report[name] = {"rules": sorted({job.rule.name for job in jobs}), "jobs": len(jobs)}
+    except Exception:
+        report[name] = {"error": traceback.format_exc()[-3000:]}
+print("REPORT " + json.dumps(report))
+"""
+
+
+@pytest.fixture(scope="module")
+def dry_runs(tmp_path_factory):
+    runs = {}
+    for path in SHIPPED:
+        runs[path.name] = (str(path), str(tmp_path_factory.mktemp(path.stem)))
+    for number, text in enumerate(README_YAML):
+        workdir = tmp_path_factory.mktemp(f"readme{number}")
+        (workdir / "example.yaml").write_text(text)
+        runs[f"readme{number}"] = (str(workdir / "example.yaml"), str(workdir))
+    proc = subprocess.run([sys.executable, "-c", DRIVER, str(ROOT / "Snakefile"), json.dumps(runs)],
+                          capture_output=True, text=True, timeout=900,
+                          env={**os.environ, "PYTHONPATH": str(ROOT / "src"), "HF_HUB_OFFLINE": "1"})
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("REPORT ")]
+    assert proc.returncode == 0 and lines, proc.stderr[-3000:]
+    return json.loads(lines[-1].removeprefix("REPORT ")), runs
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=[p.name for p in SHIPPED])
+def test_shipped_config_dry_runs(path, dry_runs):
+    report, runs = dry_runs
+    result = report[path.name]
+    assert "error" not in result, result.get("error")
+    assert result["jobs"] > 1 and "all" in result["rules"], result
+    assert not (Path(runs[path.name][1]) / "results").exists()  # a dry run runs nothing
+
+
+@pytest.mark.parametrize("number", range(len(README_YAML)))
+def test_readme_yaml_example_dry_runs(number, dry_runs):
+    result = dry_runs[0][f"readme{number}"]
+    assert "error" not in result, (README_YAML[number], result.get("error"))
+    assert result["jobs"] > 1
+
+
+def test_readme_commands_name_shipped_configs():
+    named = set(re.findall(r"--configfile (config/[\w.-]+\.yaml)", README))
+    assert named, "the README names no example config"
+    for path in named:
+        assert (ROOT / path).is_file(), f"README runs {path}, which is not shipped"
+
+
+def test_every_example_writes_to_a_results_folder_of_its_own():
+    """The default writes to results/; every other shipped config, merged over it as Snakemake does, to
+    results/<its name>/."""
+    default = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    folders = {}
+    for path in sorted((ROOT / "config").glob("*.yaml")):
+        raw = yaml.safe_load(path.read_text())
+        merged = raw if path.name == "config.yaml" else merge(default, raw)
+        folders[path] = config.resolve(merged)["results_dir"].rstrip("/")
+    assert folders[ROOT / "config" / "config.yaml"] == "results"
+    for path, folder in folders.items():
+        if path.name != "config.yaml":
+            assert folder == f"results/{path.stem}", (path.name, folder)
+    assert len(set(folders.values())) == len(folders), folders
