@@ -1,8 +1,12 @@
-"""Aggregation and plots on hand-made cell results: censored and diverged cells are kept and drawn."""
+"""Aggregation and plots on hand-made cell results: censored and diverged cells are kept and drawn, and every figure
+draws tables shaped like each shipped config's output, empty and one-row tables included."""
 
 import json
+from pathlib import Path
 
+import altair as alt
 import pandas as pd
+import pytest
 
 from selfheal import records
 from selfheal.analysis import plots, tables
@@ -46,3 +50,104 @@ def test_censored_and_diverged_cells_are_kept_and_plotted(tmp_path):
     html = tmp_path / "cost.html"
     plots.save(plots.recovery_cost(summary), html, tmp_path / "cost.png")
     assert "swap16" in html.read_text() and (tmp_path / "cost.png").stat().st_size > 1000
+
+
+# --- every figure on tables shaped like each shipped config's output, written and read as the workflow does ------
+
+def _shaped_cell(folder, model, target, seed, *, pretrain_examples, recovered_at, diverged=None, init="fresh",
+                 thresholds=(0.01, 0.1), budget=1000):
+    """One cell's recovery.json and curve.parquet, as a heal job writes them."""
+    layer = int(target[1:]) if target.startswith("L") else None
+    cell = CellResult(
+        model=model, target=target, policy="none" if target == "none" else "full",
+        init="none" if target == "none" else init, regime="frozen", seed=seed, arch="gpt2", n_layer=2, d_model=8,
+        stack="" if layer is not None else None, layer=layer, depth=layer, pretrain_examples=pretrain_examples,
+        budget_examples=budget, baseline_loss=4.0, damaged_loss=6.0 if target != "none" else 4.0,
+        final_loss=4.1, trainable_tensors=2, trainable_params=10, reset_tensors=2, diverged_step=diverged,
+        prefix_cache_depth=None, train_tokens_per_s=1.0, eval_share=0.1,
+        recoveries=[Recovery(threshold=eps, recovered=recovered_at is not None,
+                             examples=recovered_at if recovered_at is not None else budget, tokens=0, steps=0,
+                             wall_s=1.0, val_loss=4.1, examples_lo=0 if recovered_at is None else recovered_at // 2)
+                    for eps in thresholds])
+    stem = folder / f"{model}-{target}-{init}-{seed}"
+    records.write(f"{stem}.json", cell)
+    pd.DataFrame({"examples": [0, 100], "tokens": [0, 800], "steps": [0, 10], "wall_s": [0.0, 1.0],
+                  "val_loss": [6.0, 4.1], "train_loss": [None, 4.2]}).to_parquet(f"{stem}.parquet")
+    return f"{stem}.json", f"{stem}.parquet"
+
+
+def _network(folder, model, *, downloaded):
+    """The network's pretrain.json (and pretraining curve when it was pretrained here) and baseline."""
+    pre = folder / f"{model}-pretrain.json"
+    records.write(pre, records.PretrainSummary(
+        model=model, arch="gpt2", n_layer=2, d_model=8, params=100, source="pretrained" if downloaded else "scratch",
+        train_sequences=None if downloaded else 400, epochs=None if downloaded else 5,
+        last_quarter_val_drop=None if downloaded else 0.001))
+    records.write(folder / f"{model}-baseline.json", records.Baseline(
+        model=model, val_loss=4.0, perplexity=54.6, val_sequences=8, context=16, unigram_loss=5.5))
+    curve = folder / f"{model}-pretrain.parquet"
+    pd.DataFrame({"examples": [0, 2000], "tokens": [0, 32000], "steps": [0, 60], "wall_s": [0.0, 9.0],
+                  "val_loss": [7.0, 4.0], "train_loss": [None, 4.1]}).to_parquet(curve)
+    return str(pre), str(curve), str(folder / f"{model}-baseline.json")
+
+
+# name: (downloaded?, cells as (target, seed, recovered_at, diverged_step, init), thresholds)
+SHAPES = {
+    "downloaded models only (pretrained.yaml, adapt: false)": (True, [("L0", 0, 200, None, "fresh"),
+                                                                      ("L1", 0, None, None, "fresh")], (0.01, 0.1)),
+    "one seed": (False, [("L0", 0, 200, None, "fresh"), ("L1", 0, 100, None, "fresh"), ("all", 0, 900, None, "fresh"),
+                         ("none", 0, 0, None, "none"), ("L0", 0, 0, None, "trained")], (0.01, 0.1)),
+    "censored only": (False, [("L0", s, None, None, "fresh") for s in (0, 1)] + [("all", 0, None, None, "fresh")],
+                      (0.01, 0.1)),
+    "diverged only": (False, [("L0", 0, None, 3, "fresh"), ("L1", 1, None, 5, "fresh")], (0.01, 0.1)),
+    "a single layer, one threshold (one row)": (False, [("L0", 0, 300, None, "fresh")], (0.05,)),
+    "controls only (no layer cells)": (False, [("none", 0, 0, None, "none"), ("all", 0, 700, None, "fresh")],
+                                       (0.01,)),
+}
+
+
+@pytest.mark.parametrize("shape", list(SHAPES))
+def test_every_figure_draws_every_output_shape(tmp_path, shape):
+    downloaded, specs, thresholds = SHAPES[shape]
+    pre, pre_curve, baseline = _network(tmp_path, "m", downloaded=downloaded)
+    cells = [_shaped_cell(tmp_path, "m", target, seed, pretrain_examples=None if downloaded else 2000,
+                          recovered_at=at, diverged=div, init=init, thresholds=thresholds)
+             for target, seed, at, div, init in specs]
+    out = {name: tmp_path / f"{name}.parquet" for name in ("summary", "curves", "networks")}
+    tables.write([c[0] for c in cells], [c[1] for c in cells], [] if downloaded else [pre],
+                 [] if downloaded else [pre_curve], [baseline], [pre] if downloaded else [],
+                 {"m": list(thresholds)}, str(out["summary"]), str(out["curves"]), str(out["networks"]))
+    summary = pd.read_parquet(out["summary"])
+    assert len(summary) == len(specs) * len(thresholds)
+    names = list(plots.FIGURES)
+    html = [str(tmp_path / f"{n}.html") for n in names]
+    png = [str(tmp_path / f"{n}.png") for n in names]
+    plots.write_all(str(out["summary"]), str(out["curves"]), names, html, png)  # what the plots rule runs
+    for h, p in zip(html, png):
+        assert Path(h).stat().st_size > 1000 and Path(p).stat().st_size > 1000
+    drawn = {n: Path(h).read_text() for n, h in zip(names, html)}
+    if downloaded:  # S x E unknown: the fraction figures say so instead of failing (issue 14: KeyError 'ci_lo')
+        assert "no data for this panel" in drawn["recovery_cost"] and "downloaded" in drawn["recovery_cost"]
+        assert "no data for this panel" in drawn["recovery_curves"]
+        assert "no data for this panel" not in drawn["recovery_examples"]
+    else:
+        assert "no data for this panel" not in drawn["recovery_cost"]
+
+
+def test_every_figure_draws_empty_tables():
+    empty_summary = pd.DataFrame({c: pd.Series(dtype="object") for c in tables.SUMMARY_COLUMNS})
+    empty_curves = pd.DataFrame({c: pd.Series(dtype="object") for c in tables.CURVE_COLUMNS})
+    for name, figure in plots.FIGURES.items():
+        spec = json.dumps(figure(empty_summary, empty_curves).to_dict())
+        assert "no data for this panel" in spec, name
+    frozen = plots.frozen_random(pd.DataFrame(columns=["model", "base_model", "frozen", "val_perplexity"]))
+    assert "no data for this panel" in json.dumps(frozen.to_dict())
+
+
+def test_empty_chart_is_a_chart_with_title_and_reason(tmp_path):
+    chart = plots.empty_chart("My figure", "nothing was measured")
+    assert isinstance(chart, alt.Chart)
+    spec = json.dumps(chart.to_dict())
+    assert "My figure" in spec and "nothing was measured" in spec and "no data for this panel" in spec
+    plots.save(chart, tmp_path / "e.html", tmp_path / "e.png")
+    assert (tmp_path / "e.png").stat().st_size > 500
