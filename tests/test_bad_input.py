@@ -10,9 +10,6 @@ to cells, or refused with a ConfigError naming a real key, never another excepti
 import copy
 import json
 import math
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -27,6 +24,7 @@ from selfheal.config.merge import merge
 from selfheal.config.schema import load_schema
 from selfheal.models import imported
 from selfheal.training.hardware import DeviceUnavailable, Hardware
+from snakemake_helpers import run_many
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
@@ -240,15 +238,6 @@ def test_cuda_without_a_gpu_fails_in_the_job_not_at_config_time():
 
 # --- the real Snakemake: refused before any job, no results folder ----------------------------------------------
 
-def _snakemake(workdir: Path, raw: dict, *args: str) -> subprocess.CompletedProcess:
-    configfile = workdir / "bad.yaml"
-    configfile.write_text(yaml.safe_dump(raw))
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory", str(workdir),
-           "--configfile", str(configfile), "--cores", "1", *args]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
-
-
 @pytest.mark.e2e
 def test_snakemake_refuses_bad_input_before_any_job(tmp_path):
     """One case per class that used to pass the pre-run check: each run exits non-zero naming the key, and the
@@ -263,13 +252,17 @@ def test_snakemake_refuses_bad_input_before_any_job(tmp_path):
         "models[0].name_or_path": yaml.safe_load(yaml.safe_dump(_pretrained(str(pickled)))),
         "grid.policies[0]": {"grid": {"policies": ["cross_attn"]}},
     }
+    runs = {}
     for i, (key, raw) in enumerate(cases.items()):
         workdir = tmp_path / f"run{i}"
         workdir.mkdir()
-        proc = _snakemake(workdir, raw)
-        assert proc.returncode != 0, key
-        assert f"config key '{key}'" in proc.stderr + proc.stdout, (key, proc.stderr[-2000:])
-        assert not (workdir / "results").exists(), key
+        (workdir / "bad.yaml").write_text(yaml.safe_dump(raw))
+        runs[key] = (str(workdir / "bad.yaml"), str(workdir))
+    report = run_many(runs, executor="local")  # real runs, not dry runs
+    for key, (_, workdir) in runs.items():
+        assert "error" in report[key], (key, report[key])
+        assert f"config key '{key}'" in report[key]["error"], (key, report[key]["error"][-2000:])
+        assert not (Path(workdir) / "results").exists(), key
 
 
 # --- property test: mutations of valid configs -------------------------------------------------------------------

@@ -3,11 +3,7 @@ real Snakefile in a temporary folder (``snakemake -n``: the pre-run check, the D
 and each writes to its own results folder, so running the examples one after another never overwrites another's
 outputs."""
 
-import json
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,38 +11,13 @@ import yaml
 
 from selfheal import config
 from selfheal.config.merge import merge
+from snakemake_helpers import run_many
 
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = sorted((ROOT / "config").glob("*.yaml")) + [ROOT / "tests" / "tiny.yaml"]
 README = (ROOT / "README.md").read_text()
 README_YAML = re.findall(r"```yaml\n(.*?)```", README, flags=re.S)
 pytestmark = pytest.mark.e2e
-
-
-# One Python process dry-runs every config through Snakemake's API (the imports, torch included, are paid once
-# instead of once per config); it reports, per config, the rules of its DAG or the error.
-DRIVER = """
-import json, os, sys, traceback
-from pathlib import Path
-from snakemake.api import SnakemakeApi
-from snakemake.settings.types import (ConfigSettings, DAGSettings, ExecutionSettings, OutputSettings, Quietness,
-                                      ResourceSettings, StorageSettings)
-snakefile, runs = Path(sys.argv[1]), json.loads(sys.argv[2])
-report = {}
-for name, (configfile, workdir) in runs.items():
-    try:
-        with SnakemakeApi(OutputSettings(quiet={Quietness.ALL})) as api:
-            workflow = api.workflow(resource_settings=ResourceSettings(cores=2), storage_settings=StorageSettings(),
-                                    config_settings=ConfigSettings(configfiles=[Path(configfile)]),
-                                    snakefile=snakefile, workdir=Path(workdir))
-            dag = workflow.dag(DAGSettings())
-            dag.execute_workflow(executor="dryrun", execution_settings=ExecutionSettings())
-            jobs = list(workflow._workflow.dag.jobs)
-            report[name] = {"rules": sorted({job.rule.name for job in jobs}), "jobs": len(jobs)}
-    except Exception:
-        report[name] = {"error": traceback.format_exc()[-3000:]}
-print("REPORT " + json.dumps(report))
-"""
 
 
 @pytest.fixture(scope="module")
@@ -58,12 +29,7 @@ def dry_runs(tmp_path_factory):
         workdir = tmp_path_factory.mktemp(f"readme{number}")
         (workdir / "example.yaml").write_text(text)
         runs[f"readme{number}"] = (str(workdir / "example.yaml"), str(workdir))
-    proc = subprocess.run([sys.executable, "-c", DRIVER, str(ROOT / "Snakefile"), json.dumps(runs)],
-                          capture_output=True, text=True, timeout=900,
-                          env={**os.environ, "PYTHONPATH": str(ROOT / "src"), "HF_HUB_OFFLINE": "1"})
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("REPORT ")]
-    assert proc.returncode == 0 and lines, proc.stderr[-3000:]
-    return json.loads(lines[-1].removeprefix("REPORT ")), runs
+    return run_many(runs), runs
 
 
 @pytest.mark.parametrize("path", SHIPPED, ids=[p.name for p in SHIPPED])

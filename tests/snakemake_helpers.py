@@ -1,0 +1,44 @@
+"""Running the real Snakefile on many configs in one Python process (Snakemake's API): the imports, torch
+included, are paid once instead of once per config. Used by the shipped-config dry runs and the bad-input runs."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+DRIVER = """
+import json, sys, traceback
+from pathlib import Path
+from snakemake.api import SnakemakeApi
+from snakemake.settings.types import (ConfigSettings, DAGSettings, ExecutionSettings, OutputSettings, Quietness,
+                                      ResourceSettings, StorageSettings)
+snakefile, executor, runs = Path(sys.argv[1]), sys.argv[2], json.loads(sys.argv[3])
+report = {}
+for name, (configfile, workdir) in runs.items():
+    try:
+        with SnakemakeApi(OutputSettings(quiet={Quietness.ALL})) as api:
+            workflow = api.workflow(resource_settings=ResourceSettings(cores=2), storage_settings=StorageSettings(),
+                                    config_settings=ConfigSettings(configfiles=[Path(configfile)]),
+                                    snakefile=snakefile, workdir=Path(workdir))
+            dag = workflow.dag(DAGSettings())
+            dag.execute_workflow(executor=executor, execution_settings=ExecutionSettings())
+            jobs = list(workflow._workflow.dag.jobs)
+            report[name] = {"rules": sorted({job.rule.name for job in jobs}), "jobs": len(jobs)}
+    except BaseException:
+        report[name] = {"error": traceback.format_exc()[-4000:]}
+print("REPORT " + json.dumps(report))
+"""
+
+
+def run_many(runs: dict[str, tuple[str, str]], executor: str = "dryrun") -> dict[str, dict]:
+    """Per name, (configfile, working folder) in; per name, the DAG's rules and job count, or the error, out.
+    ``executor``: 'dryrun' (snakemake -n) or 'local' (a real run)."""
+    proc = subprocess.run([sys.executable, "-c", DRIVER, str(ROOT / "Snakefile"), executor, json.dumps(runs)],
+                          capture_output=True, text=True, timeout=900,
+                          env={**os.environ, "PYTHONPATH": str(ROOT / "src"), "HF_HUB_OFFLINE": "1"})
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("REPORT ")]
+    assert proc.returncode == 0 and lines, proc.stderr[-3000:]
+    return json.loads(lines[-1].removeprefix("REPORT "))
