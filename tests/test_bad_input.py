@@ -390,3 +390,12 @@ def test_every_mutation_is_accepted_with_cells_or_refused_naming_a_real_key(case
 def test_the_key_check_of_the_property_test_can_fail():
     assert _real_key("models[0].pretrain.train_sequences", {}) and _real_key("grid.layers[1]", {})
     assert not _real_key("<top level>", {}) and not _real_key("models[0].no_such", {"models": [{}]})
+
+
+def test_transfer_model_folder_without_safetensors(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "bert", "num_hidden_layers": 2}))
+    err = _refused(_over_default(f"models: []\ntransfer: {{model: {tmp_path}}}"), "transfer.model")
+    assert "has no weights" in str(err)
+    (tmp_path / "pytorch_model.bin").write_bytes(b"\x80\x04")
+    err = _refused(_over_default(f"models: []\ntransfer: {{model: {tmp_path}}}"), "transfer.model")
+    assert "pickled weights only (pytorch_model.bin)" in str(err)

@@ -11,9 +11,11 @@ from pathlib import Path
 
 from selfheal import packages
 from selfheal.config.errors import ConfigError
+from selfheal.config.inputs import PICKLED
 from selfheal.config.merge import merge
 from selfheal.data import tasks
 from selfheal.experiments.transfer import experiments
+from selfheal.models import storage
 from selfheal.models.families import for_model_type
 
 # CPU-sized defaults: the 500-example size, short sequences, 2 trials, 3 layer orders. config/tamkin.yaml is
@@ -64,6 +66,11 @@ def resolve(raw: dict) -> dict:
         config_file = Path(folder) / "config.json"
         if not config_file.is_file():
             raise _error("model", f"{folder} has no config.json (not a transformers model folder)")
+        if not storage.has_safetensors(folder):
+            pickled = sorted(p.name for pattern in PICKLED for p in Path(folder).glob(pattern))
+            raise _error("model", f"{folder} holds pickled weights only ({', '.join(pickled)}); selfheal never "
+                                  "unpickles a checkpoint: save it as safetensors" if pickled else
+                                  f"{folder} has no weights (no model.safetensors or model-*.safetensors)")
         model_config = json.loads(config_file.read_text())
         try:
             family = for_model_type(model_config.get("model_type", "?"))
