@@ -62,12 +62,14 @@ def _require(table: pd.DataFrame, columns: Sequence[str], name: str) -> None:
         raise ValueError(f"{name} lacks the columns {missing} (README, 'Outputs and their schema')")
 
 
-def n_layers_total(n_layer: int, family_kind: str, n_dec_layer: int | None = None) -> int:
-    """Layers of the whole network: encoder + decoder for an encoder-decoder (the decoder has n_layer layers unless
-    n_dec_layer says otherwise, as in grid.layer_ids)."""
-    if family_kind == "encoder-decoder":
-        return int(n_layer) + int(n_dec_layer if n_dec_layer is not None and not pd.isna(n_dec_layer) else n_layer)
-    return int(n_layer)
+def n_layers_total(n_layer: int, family_kind: str, n_dec_layer: int | None = None, max_depth=None) -> int:
+    """Layers of the whole network. The tables' n_layer already counts both stacks of an encoder-decoder (the
+    family's n_layers); should a table count the encoder only (a layer deeper than n_layer - 1 shows it), the
+    decoder's n_dec_layer (default: as many as the encoder, as in grid.layer_ids) is added."""
+    total = int(n_layer)
+    if family_kind == "encoder-decoder" and max_depth is not None and not pd.isna(max_depth) and max_depth >= total:
+        total += int(n_dec_layer if n_dec_layer is not None and not pd.isna(n_dec_layer) else n_layer)
+    return total
 
 
 def _kind(target: str, layer) -> str:
@@ -115,8 +117,10 @@ def prepare(summary: pd.DataFrame, networks: pd.DataFrame) -> pd.DataFrame:
     table["family_kind"] = table["family_kind"].fillna("unknown")
     table["kind"] = [_kind(t, layer) for t, layer in zip(table["target"], table["layer"])]
     is_layer = (table["kind"] == LAYER).to_list()
-    totals = [n_layers_total(n, f, d) for n, f, d in zip(
-        table["n_layer"], table["family_kind"], table["n_dec_layer"] if "n_dec_layer" in table else [None] * len(table))]
+    deepest = table.groupby("model")["depth"].transform("max")
+    totals = [n_layers_total(n, f, d, m) for n, f, d, m in zip(
+        table["n_layer"], table["family_kind"],
+        table["n_dec_layer"] if "n_dec_layer" in table else [None] * len(table), deepest)]
     depth = table["depth"]
     table["position"] = [_position(int(d), tot) if lay and not pd.isna(d) else k
                          for lay, k, d, tot in zip(is_layer, table["kind"], depth, totals)]
