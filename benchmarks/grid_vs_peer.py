@@ -76,12 +76,14 @@ def grid_config(names: list[str], threads: int) -> dict:
     return {"models": chosen, "grid": cells_only, "threads": threads}
 
 
-def trained_dir(results: Path, model: str) -> Path:
-    """The model's trained weights (first pretraining seed): `trained/` under its folder, at any depth."""
+def trained_dir(results: Path, model: str, pretrain_seed: int) -> Path:
+    """A network's trained weights: `trained/` under its model's folder, in `p<pretrain seed>/` where the layout
+    has one folder per pretraining seed."""
     found = sorted(results.glob(f"models/{model}/**/trained"))
-    if not found:
-        sys.exit(f"no trained model for {model} under {results}/models")
-    return found[0]
+    per_seed = [p for p in found if f"p{pretrain_seed}" in p.parts]
+    if not (per_seed or len(found) == 1):
+        sys.exit(f"no trained model for {model}, pretraining seed {pretrain_seed}, under {results}/models")
+    return (per_seed or found)[0]
 
 
 def peer(args) -> None:
@@ -90,15 +92,29 @@ def peer(args) -> None:
     job = json.loads(args.peer)
     cfg = config.resolve(yaml.safe_load(Path(job["config"]).read_text()))
     model_cfg = grid.model_by_name(cfg, job["model"])
-    r, p, ev = model_cfg["retrain"], model_cfg["pretrain"], cfg["eval"]
+    r, ev = model_cfg["retrain"], cfg["eval"]
     tokens = job["tokens"]
-    train_seqs = setup.train_sequences(model_cfg, tokens)  # the model's S sequences, as its heal jobs take them
     val_seqs = streams.val_sequences(tokens, model_cfg["context"], ev["val_sequences"])
-    budget = round(r["budget_fraction"] * train_seqs.shape[0] * p["epochs"])
-    trained = models.load(job["trained"])
-    family = families.for_model(trained)
     every = r["eval_every_examples"] // r["batch_size"]
-    limit = job["baseline"] * (1 + job["threshold"])
+
+    out = []
+    for network in job["networks"]:  # each pretraining seed's trained model
+        p = {**model_cfg["pretrain"], "seed": network["pretrain_seed"]}
+        train_seqs = setup.train_sequences({**model_cfg, "pretrain": p}, tokens)  # as its heal jobs take them
+        budget = round(r["budget_fraction"] * train_seqs.shape[0] * p["epochs"])
+        trained = models.load(network["trained"])
+        family = families.for_model(trained)
+        limit = network["baseline"] * (1 + job["threshold"])
+        for layer in range(model_cfg["n_layer"]):
+            for seed in cfg["grid"]["seeds"]:
+                out.append(peer_cell(trained, family, train_seqs, val_seqs, model_cfg, ev, budget, limit, every,
+                                     layer, seed) | {"pretrain_seed": network["pretrain_seed"]})
+    print(json.dumps(out))
+
+
+def peer_cell(trained, family, train_seqs, val_seqs, model_cfg, ev, budget, limit, every, layer, seed) -> dict:
+    """One cell as the peer writes it: copy, re-draw layer L, freeze the rest, Trainer with a threshold callback."""
+    r = model_cfg["retrain"]
 
     @torch.no_grad()
     def val_loss(m):
@@ -114,43 +130,39 @@ def peer(args) -> None:
         def _get_train_sampler(self, *a, **kw):
             return SequentialSampler(self.train_dataset)
 
-    out = []
-    for layer in range(model_cfg["n_layer"]):
-        for seed in cfg["grid"]["seeds"]:
-            t0 = time.perf_counter()
-            torch.manual_seed(seed)
-            model = copy.deepcopy(trained)
-            names = set(reset.draw(model, family, f"L{layer}", "full", "fresh", seed))
-            for name, param in model.named_parameters():
-                param.requires_grad_(name in names)
-            order = torch.cat([streams.epoch_order(train_seqs.shape[0], seed, e)
-                               for e in range(math.ceil(budget / train_seqs.shape[0]))])[:budget]
-            dataset = [{"input_ids": train_seqs[i], "labels": train_seqs[i]} for i in order]
-            found = {}
+    t0 = time.perf_counter()
+    torch.manual_seed(seed)
+    model = copy.deepcopy(trained)
+    names = set(reset.draw(model, family, f"L{layer}", "full", "fresh", seed))
+    for name, param in model.named_parameters():
+        param.requires_grad_(name in names)
+    order = torch.cat([streams.epoch_order(train_seqs.shape[0], seed, e)
+                       for e in range(math.ceil(budget / train_seqs.shape[0]))])[:budget]
+    dataset = [{"input_ids": train_seqs[i], "labels": train_seqs[i]} for i in order]
+    found = {}
 
-            class StopAtThreshold(TrainerCallback):
-                def on_train_begin(self, a, state, control, model=None, **kw):
-                    if val_loss(model) <= limit:
-                        found["examples"] = 0
-                        control.should_training_stop = True
+    class StopAtThreshold(TrainerCallback):
+        def on_train_begin(self, a, state, control, model=None, **kw):
+            if val_loss(model) <= limit:
+                found["examples"] = 0
+                control.should_training_stop = True
 
-                def on_step_end(self, a, state, control, model=None, **kw):
-                    if state.global_step % every == 0 and "examples" not in found and val_loss(model) <= limit:
-                        found["examples"] = state.global_step * r["batch_size"]
-                        control.should_training_stop = True
+        def on_step_end(self, a, state, control, model=None, **kw):
+            if state.global_step % every == 0 and "examples" not in found and val_loss(model) <= limit:
+                found["examples"] = state.global_step * r["batch_size"]
+                control.should_training_stop = True
 
-            with tempfile.TemporaryDirectory() as tmp:
-                targs = TrainingArguments(
-                    output_dir=tmp, per_device_train_batch_size=r["batch_size"], learning_rate=r["lr"],
-                    lr_scheduler_type="constant_with_warmup", warmup_steps=r["warmup_steps"], weight_decay=0.0,
-                    adam_beta1=0.9, adam_beta2=0.95, max_grad_norm=r["grad_clip"], optim="adamw_torch",
-                    max_steps=math.ceil(budget / r["batch_size"]), logging_strategy="no", save_strategy="no",
-                    eval_strategy="no", report_to="none", use_cpu=True, disable_tqdm=True,
-                    dataloader_num_workers=0, seed=seed)
-                InOrder(model=model, args=targs, train_dataset=dataset, callbacks=[StopAtThreshold()]).train()
-            out.append({"target": f"L{layer}", "seed": seed, "examples": found.get("examples"),
-                        "wall_s": time.perf_counter() - t0})
-    print(json.dumps(out))
+    with tempfile.TemporaryDirectory() as tmp:
+        targs = TrainingArguments(
+            output_dir=tmp, per_device_train_batch_size=r["batch_size"], learning_rate=r["lr"],
+            lr_scheduler_type="constant_with_warmup", warmup_steps=r["warmup_steps"], weight_decay=0.0,
+            adam_beta1=0.9, adam_beta2=0.95, max_grad_norm=r["grad_clip"], optim="adamw_torch",
+            max_steps=math.ceil(budget / r["batch_size"]), logging_strategy="no", save_strategy="no",
+            eval_strategy="no", report_to="none", use_cpu=True, disable_tqdm=True,
+            dataloader_num_workers=0, seed=seed)
+        InOrder(model=model, args=targs, train_dataset=dataset, callbacks=[StopAtThreshold()]).train()
+    return {"target": f"L{layer}", "seed": seed, "examples": found.get("examples"),
+            "wall_s": time.perf_counter() - t0}
 
 
 def main():
@@ -181,8 +193,12 @@ def main():
         for model in names:
             cells = summary[summary["model"] == model]
             tokens = next(iter(sorted(results.glob("corpus/bpe/**/tokens.safetensors"))))
-            job = {"config": str(workdir / "config.yaml"), "model": model, "trained": str(trained_dir(results, model)),
-                   "tokens": str(tokens), "baseline": float(cells["baseline_loss"].iloc[0]), "threshold": a.threshold}
+            seeds = sorted(cells["pretrain_seed"].unique()) if "pretrain_seed" in cells else [0]
+            networks = [{"pretrain_seed": int(ps), "trained": str(trained_dir(results, model, int(ps))),
+                         "baseline": float(cells[cells.get("pretrain_seed", 0) == ps]["baseline_loss"].iloc[0])}
+                        for ps in seeds]
+            job = {"config": str(workdir / "config.yaml"), "model": model, "tokens": str(tokens),
+                   "networks": networks, "threshold": a.threshold}
             t0 = time.perf_counter()
             proc = subprocess.run([sys.executable, __file__, "--threads", str(a.threads), "--peer", json.dumps(job)],
                                   capture_output=True, text=True, env=ENV)
@@ -194,8 +210,8 @@ def main():
             share = len(cells) / len(summary)
             resolved = config.resolve(yaml.safe_load((workdir / "config.yaml").read_text()))
             interval = grid.model_by_name(resolved, model)["retrain"]["eval_every_examples"]
-            merged = cells[["target", "seed", "recovered", "examples"]].merge(peer_cells, on=["target", "seed"],
-                                                                             suffixes=("", "_peer"))
+            keys = ["pretrain_seed", "target", "seed"] if "pretrain_seed" in cells else ["target", "seed"]
+            merged = cells[[*keys, "recovered", "examples"]].merge(peer_cells, on=keys, suffixes=("", "_peer"))
             merged["agree"] = [bool(rec) and e2 is not None and not pd.isna(e2) and abs(e - e2) <= interval
                                for rec, e, e2 in zip(merged["recovered"], merged["examples"],
                                                      merged["examples_peer"])]
