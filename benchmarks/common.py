@@ -15,13 +15,16 @@ from selfheal.training import objectives
 from selfheal.heal import reset  # noqa: E402
 
 
-def load_setup(results: Path, model_name: str | None):
-    """(model config, eval config, trained dir, tokens path, baseline loss) of a model of the default grid."""
+def load_setup(results: Path, model_name: str | None, pretrain_seed: int | None = None):
+    """(network config, eval config, trained dir, tokens path, baseline loss) of one network of the default grid
+    (a model and a pretraining seed: the model's first seed unless given)."""
     cfg = config.load(ROOT / "config" / "config.yaml")
-    model_cfg = grid.model_by_name(cfg, model_name) if model_name else cfg["models"][-1]
-    trained = results / "models" / model_cfg["name"] / "trained"
+    model = grid.model_by_name(cfg, model_name) if model_name else cfg["models"][-1]
+    seed = model["pretrain"]["seeds"][0] if pretrain_seed is None else pretrain_seed
+    model_cfg = grid.network_config(model, seed)
+    trained = results / "models" / model_cfg["name"] / f"p{seed}" / "trained"
     tokens = results / "corpus" / "bpe" / "tokens.safetensors"
-    baseline = results / "baselines" / f"{model_cfg['name']}.json"
+    baseline = results / "baselines" / model_cfg["name"] / f"p{seed}.json"
     if not (trained.is_dir() and tokens.is_file() and baseline.is_file()):
         sys.exit(f"{results} lacks the default workflow's outputs: run `.venv/bin/snakemake --cores 2` first")
     return model_cfg, cfg["eval"], trained, tokens, results_io.read_json(baseline)["val_loss"]
