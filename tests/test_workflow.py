@@ -201,9 +201,9 @@ def test_finished_cells_survive_a_failure_elsewhere(tmp_path):
     configfile.write_text(yaml.safe_dump(config))
     proc = snakemake(tmp_path, configfile, "--keep-going")
     assert proc.returncode != 0
-    assert "train_sequences" in (tmp_path / "results" / "logs" / "tinyA" / "pretrain.log").read_text()
+    assert "train_sequences" in (tmp_path / "results" / "logs" / "tinyA" / "p0" / "pretrain.log").read_text()
     done = sorted(p.parent.name for p in (tmp_path / "results" / "cells").rglob("recovery.json"))
-    assert done == ["L0-full-fresh", "all-full-fresh", "none-none-none"]  # tinyB's three cells
-    assert not (tmp_path / "results" / "models" / "tinyA" / "pretrain.json").exists()
+    assert done == ["L0-full-fresh", "L0-full-trained", "all-full-fresh", "none-none-none"]  # tinyB's cells
+    assert not (tmp_path / "results" / "models" / "tinyA" / "p0" / "pretrain.json").exists()
     assert not (tmp_path / "results" / "cells" / "tinyA").exists()
     assert not (tmp_path / "results" / "summary.parquet").exists()
