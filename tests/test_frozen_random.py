@@ -9,6 +9,8 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
+from test_pretrained import save_local_model
+
 from selfheal import config, grid, models
 from selfheal.models import families
 from selfheal.experiments import frozen_random
@@ -116,8 +118,8 @@ def test_config_expands_derived_models_that_make_no_cells():
     assert [m["name"] for m in resolved["models"]] == ["a", "b"]
 
 
-def test_default_config_pretrains_frozen_variants_but_no_extra_cells():
-    resolved = config.load(Path(__file__).resolve().parents[1] / "config" / "config.yaml")
+def test_bogoychev_config_pretrains_frozen_variants_but_no_extra_cells():
+    resolved = config.load(Path(__file__).resolve().parents[1] / "config" / "bogoychev.yaml")
     variants = [v["name"] for v in grid.frozen_random_models(resolved)]
     assert variants and all(v.startswith("gpt2-n2-d64.frozen-") for v in variants)
     assert not {c.model for c in grid.cells(resolved)} & set(variants)
@@ -141,8 +143,9 @@ def test_bad_frozen_random_names_the_key(sets, key):
 
 def test_frozen_random_refused_for_a_downloaded_model_and_name_clashes(tmp_path):
     raw = _raw([["ffn"]])
-    raw["models"][1] = {"name": "mine", "source": "pretrained", "name_or_path": str(tmp_path), "arch": "llama",
-                        "n_layer": 2, "frozen_random": [["ffn"]]}
+    save_local_model(tmp_path / "mine")  # a real brought model, so only frozen_random is wrong
+    raw["models"][1] = {"name": "mine", "source": "pretrained", "name_or_path": str(tmp_path / "mine"),
+                        "arch": "llama", "n_layer": 2, "frozen_random": [["ffn"]]}
     with pytest.raises(config.ConfigError, match=r"'models\[1\].frozen_random': .*downloaded"):
         config.resolve(raw)
     raw = _raw([["ffn"]])
