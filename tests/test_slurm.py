@@ -108,9 +108,9 @@ def test_grouped_workflow_runs_through_slurm_and_matches_a_local_run(cluster, tm
     submit()
     _, err = local_run.communicate(timeout=600)
     assert local_run.returncode == 0, err[-3000:]
-    # 9 Snakemake jobs (corpus, tokenizer, tokenize, pretrain, baseline, 2 heal units, aggregate, plots) in 3 sbatch
-    # submissions: data, the network's model group (pretraining, baseline and both units), report
-    assert _jobs(remote) == _jobs(local) == 9
+    # 10 Snakemake jobs (corpus, tokenizer, tokenize, pretrain, baseline, 2 heal units, aggregate, plots, answer) in
+    # 3 sbatch submissions: data, the network's model group (pretraining, baseline and both units), report
+    assert _jobs(remote) == _jobs(local) == 10
     assert _submissions(remote) == {"data": 1, "model": 1, "report": 1}
 
     want = pd.read_parquet(local / "results" / "summary.parquet")[NUMBERS]
@@ -122,7 +122,7 @@ def test_grouped_workflow_runs_through_slurm_and_matches_a_local_run(cluster, tm
     config["grid"]["seeds"] = [0, 1, 2]
     (remote / "config.yaml").write_text(yaml.safe_dump(config))
     submit()
-    assert _jobs(remote) == 10
+    assert _jobs(remote) == 11
     assert _submissions(remote) == {"data": 1, "model": 2, "report": 2}
     assert sorted(p.stat().st_mtime_ns for p in (remote / "results" / "models").rglob("*") if p.is_file()) == \
         pretrained
