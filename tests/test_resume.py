@@ -19,11 +19,11 @@ CONFIG = {
     "corpus": {"source": "shakespeare"},
     "tokenizer": {"vocab_size": 300},
     "models": [{"name": "k", "n_layer": 2, "d_model": 16, "n_head": 2, "context": 32}],
-    "pretrain": {"epochs": 6, "train_sequences": 2048, "batch_size": 16, "lr": 1.0e-2, "eval_every_examples": 1024,
+    "pretrain": {"epochs": 4, "train_sequences": 2048, "batch_size": 16, "lr": 1.0e-2, "eval_every_examples": 1024,
                  "seeds": [0],
                  "checkpoint_every_steps": 3},
     "eval": {"val_sequences": 32, "batch_size": 32},
-    "grid": {"layers": [1], "seeds": [0], "controls": False},
+    "grid": {"layers": [1], "seeds": [0], "controls": False, "matched_controls": "none"},
     "retrain": {"batch_size": 16, "lr": 1.0e-2, "eval_every_examples": 64, "budget_fraction": 1.0,
                 "thresholds": [0.001], "checkpoint_every_steps": 3},
 }
