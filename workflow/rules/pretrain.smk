@@ -35,7 +35,7 @@ rule adapt:
         model=pretrain_params,
         eval=EVAL,
     script:
-        "../scripts/adapt.py"
+        "../scripts/pretrain.py"
 
 
 rule import_pretrained:

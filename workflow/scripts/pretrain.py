@@ -1,4 +1,4 @@
-"""Shim: pretrain one model from scratch."""
+"""Shim: pretrain one network from scratch (rule pretrain), or adapt a downloaded model to the corpus (rule adapt)."""
 import sys
 from pathlib import Path
 
@@ -12,9 +12,10 @@ pretrain.pretrain(
     snakemake.params.model,
     snakemake.params.eval,
     snakemake.input.tokens,
-    theta0_dir=snakemake.output.theta0,
+    theta0_dir=snakemake.output.get("theta0"),  # none when adapting a downloaded model (rule adapt)
     trained_dir=snakemake.output.trained,
     curve_path=snakemake.output.curve,
     summary_path=snakemake.output.summary,
     threads=snakemake.threads,
+    start_dir=snakemake.input.get("start"),  # rule adapt: the downloaded model to start from
 )
