@@ -72,8 +72,9 @@ def _settings(job, max_examples=256):
 
 
 def test_replay_locates_crossings_without_changing_the_run(job):
-    """The replayed run ends bit-identical to the plain run; its coarse evaluations are the plain run's, and every
-    level it crosses is located within 10 % (or one step)."""
+    """The replayed run ends bit-identical to the plain run; its regular evaluations are the plain run's (those
+    placed ahead of predicted crossings and those of replays come on top), and every level it crosses is located
+    within 10 % (or one step)."""
     base, job_, seqs, _ = job
 
     def run(levels, resolution):
@@ -88,9 +89,10 @@ def test_replay_locates_crossings_without_changing_the_run(job):
     assert len(levels) >= 2
     model, replayed = run(levels, 0.1)
     assert all(torch.equal(a, b) for a, b in zip(plain_model.parameters(), model.parameters()))
-    coarse = [(p.examples, p.val_loss) for p in replayed.curve if not p.replay]
+    coarse = [(p.examples, p.val_loss) for p in replayed.curve if not (p.replay or p.ahead)]
     assert coarse == [(p.examples, p.val_loss) for p in plain.curve]
-    assert any(p.replay for p in replayed.curve) and replayed.replay_s > 0
+    assert any(p.ahead for p in replayed.curve)  # evaluations placed ahead of predicted crossings
+    assert all(p.train_loss is not None for p in replayed.curve if p.ahead)  # they are ordinary evaluations
     found = thresholds.recoveries(replayed.curve, 1.0, [level - 1 for level in levels])
     assert all(r.recovered for r in found)
     for r in found:

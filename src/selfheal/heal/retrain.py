@@ -96,6 +96,7 @@ def retrain(
         cache=cache,
         levels=[] if control else [thresholds.threshold_loss(baseline, eps) for eps in levels],
         resolution=r["resolution"],
+        start_loss=damaged,
     )
     recoveries = thresholds.recoveries(result.curve, baseline, levels)
     log.info("training throughput %.0f tokens/s; evaluation took %.0f%% of the cell's wall time",

@@ -9,6 +9,8 @@ of linear algebra, tested on its defining invariances.
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import nn
 
@@ -16,12 +18,14 @@ from torch import nn
 CKA_TOKENS = 2048
 
 
-def _hsic_unbiased(k: torch.Tensor, l: torch.Tensor) -> torch.Tensor:
-    n = k.shape[0]
-    k = k.clone().fill_diagonal_(0)
-    l = l.clone().fill_diagonal_(0)
-    ones_k, ones_l = k.sum(), l.sum()
-    term = (k * l).sum() + ones_k * ones_l / ((n - 1) * (n - 2)) - 2.0 / (n - 2) * (k.sum(0) @ l.sum(1))
+def _hsic_unbiased(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """The unbiased HSIC of the linear kernels K = x xᵀ and L = y yᵀ with zeroed diagonals, computed in feature
+    space (O(n d²) instead of forming the n x n kernels, O(n² d); the same value up to float rounding)."""
+    n = x.shape[0]
+    kx, ky = (x * x).sum(1), (y * y).sum(1)  # the kernels' diagonals
+    kl = (x.T @ y).square().sum() - (kx * ky).sum()  # sum_ij K~_ij L~_ij
+    k1, l1 = x @ x.sum(0) - kx, y @ y.sum(0) - ky  # K~ 1 and L~ 1
+    term = kl + k1.sum() * l1.sum() / ((n - 1) * (n - 2)) - 2.0 / (n - 2) * (k1 @ l1)
     return term / (n * (n - 3))
 
 
@@ -30,9 +34,8 @@ def linear_cka(x: torch.Tensor, y: torch.Tensor) -> float:
     if x.shape[0] != y.shape[0] or x.shape[0] < 4:
         raise ValueError(f"need the same number (>= 4) of rows, got {x.shape[0]} and {y.shape[0]}")
     x, y = x.double(), y.double()
-    k, l = x @ x.T, y @ y.T
-    denominator = torch.sqrt(_hsic_unbiased(k, k) * _hsic_unbiased(l, l))
-    return float(_hsic_unbiased(k, l) / denominator) if denominator > 0 else float("nan")
+    denominator = torch.sqrt(_hsic_unbiased(x, x) * _hsic_unbiased(y, y))
+    return float(_hsic_unbiased(x, y) / denominator) if denominator > 0 else float("nan")
 
 
 @torch.no_grad()
@@ -50,14 +53,17 @@ def layer_outputs(model: nn.Module, family, layer, val_batches: list[dict], toke
     model.eval()
     handle = module.register_forward_hook(hook)
     try:
-        seen = 0
+        device = next(model.parameters()).device
         for batch in val_batches:
-            device = next(model.parameters()).device
-            batch = {k: v.to(device) if torch.is_tensor(v) else v for k, v in batch.items()}
-            family.loss(model, batch, family.n_layers(model) + 1)
             seen = sum(c.shape[0] for c in captured)
             if seen >= tokens:
                 break
+            # only the sequences still needed (rows are independent): a quarter of a validation batch by default
+            rows = batch["input_ids"].shape[0]
+            needed = min(rows, math.ceil((tokens - seen) / batch["input_ids"].shape[1]))
+            batch = {k: (v[:needed] if v.ndim and v.shape[0] == rows else v).to(device) if torch.is_tensor(v) else v
+                     for k, v in batch.items()}
+            family.loss(model, batch, family.n_layers(model) + 1)
     finally:
         handle.remove()
         model.train(was_training)

@@ -27,7 +27,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from selfheal import models, records, results_io
+from selfheal import grid, models, records, results_io
 from selfheal.grid import Cell
 from selfheal.heal import prefix_cache, reset, retrain, similarity
 from selfheal.heal.prefix_cache import PrefixCache
@@ -64,18 +64,44 @@ def check_frozen(model, base, trainable: set[str]) -> None:
         raise FrozenTensorChanged(f"frozen tensors changed during retraining: {changed[:5]}")
 
 
+class TrainedReference:
+    """What the trained model gives on the fixed validation set, computed at most once per job and shared by its
+    cells: its validation loss (the damage of a cell that resets nothing) and each layer's outputs on the CKA tokens.
+    """
+
+    def __init__(self, base, job: setup.Setup):
+        self.base, self.job = base, job
+        self._loss: float | None = None
+        self._outputs: dict = {}
+
+    def val_loss(self) -> float:
+        if self._loss is None:
+            self._loss = evaluate(self.base, self.job.family, self.job.val_batches, hw=self.job.hardware)
+        return self._loss
+
+    def layer_outputs(self, layer) -> torch.Tensor:
+        key = (layer.stack, layer.index)
+        if key not in self._outputs:
+            self._outputs[key] = similarity.layer_outputs(self.base, self.job.family, layer, self.job.val_batches)
+        return self._outputs[key]
+
+
 def heal_cell(base, job: setup.Setup, train_seqs, model_cfg: dict, cell: Cell, theta0, baseline: float,
               pre: PretrainSummary, cache: PrefixCache | None, checkpoint_path: str,
-              control_examples: int | None = None):
-    """Reset, measure the damage, retrain: one cell on a copy of the trained ``base``."""
+              control_examples: int | None = None, reference: TrainedReference | None = None):
+    """Reset, measure the damage, retrain: one cell on a copy of the trained ``base``. ``reference``: the trained
+    model's loss and layer outputs, shared by the cells of a job (a cell that resets nothing reuses them)."""
+    reference = reference or TrainedReference(base, job)
     setup.seed_everything(cell.seed)
     model = copy.deepcopy(base)
     names = reset.draw(model, job.family, cell.target, cell.policy, cell.init, cell.seed, theta0)
-    damaged = evaluate(model, job.family, job.val_batches, hw=job.hardware)
+    untouched = cell.init == grid.TRAINED or cell.target == grid.NONE  # the weights are the trained ones, bit for bit
+    damaged = reference.val_loss() if untouched else evaluate(model, job.family, job.val_batches, hw=job.hardware)
     layer = job.family.layer(model, cell.target) if cell.parsed_target.is_layer else None
     if layer is not None:
-        original = similarity.layer_outputs(base, job.family, layer, job.val_batches)
-        floor = similarity.linear_cka(original, similarity.layer_outputs(model, job.family, layer, job.val_batches))
+        original = reference.layer_outputs(layer)
+        reset_outputs = original if untouched else similarity.layer_outputs(model, job.family, layer, job.val_batches)
+        floor = similarity.linear_cka(original, reset_outputs)
     params = dict(model.named_parameters())
     damage = Damage(model=cell.model, target=cell.target, policy=cell.policy, init=cell.init, seed=cell.seed,
                     reset_tensors=len(names), reset_params=int(sum(params[n].numel() for n in names)),
@@ -124,6 +150,7 @@ def run(model_cfg: dict, eval_cfg: dict, cells: list[dict], tokens_path: str, tr
     work = Path(work_dir)
     cache = None
     spent: dict[Cell, int] = {}  # examples each reset cell trained for: the length of its matched control
+    reference = TrainedReference(base, job)
     for cell in _order(cells, depths):
         folder = work / cell_folder.format(**cell.as_dict())
         fingerprint = _fingerprint(model_cfg, eval_cfg, cell, inputs)
@@ -145,7 +172,7 @@ def run(model_cfg: dict, eval_cfg: dict, cells: list[dict], tokens_path: str, tr
         checkpoint = folder / "retrain.ckpt"
         control_examples = max((n for c, n in spent.items() if cell.matches(c)), default=None)
         damage, result, curve = heal_cell(base, job, train_seqs, model_cfg, cell, theta0, baseline, pre, cache,
-                                          str(checkpoint), control_examples)
+                                          str(checkpoint), control_examples, reference)
         spent[cell] = int(curve["examples"].max())
         records.write(folder / "damage.json", damage)
         results_io.write_parquet(folder / "curve.parquet", curve)

@@ -29,6 +29,8 @@ from selfheal.training.state import CurvePoint, Position, Result, Settings
 log = logging.getLogger("selfheal")
 # A training loss this many times the validation loss before training counts as divergence (as does NaN/inf).
 DIVERGENCE_FACTOR = 3.0
+# At most this many evaluations ahead of predicted crossings per regular evaluation interval (a replay covers the rest).
+MAX_AHEAD = 4
 
 
 def first_trainable_depth(family, model: nn.Module, trainable: set[str]) -> int:
@@ -61,6 +63,7 @@ def run(
     cache=None,
     levels: Sequence[float] = (),
     resolution: float = 0.0,
+    start_loss: float | None = None,
 ) -> Result:
     """Train ``trainable`` on ``train_seqs`` (epochs reshuffled by seed) for up to ``s.max_examples`` examples.
 
@@ -73,6 +76,9 @@ def run(
     an uninterrupted run. A non-finite loss, or one above DIVERGENCE_FACTOR x the starting validation loss,
     stops training and sets ``result.diverged_step``.
 
+    ``start_loss``: the validation loss of ``model`` as given, when the caller has just evaluated it (e.g. the
+    damage of a reset), so the first point of the curve is not evaluated twice.
+
     ``levels`` (validation losses, e.g. the recovery thresholds) with ``resolution`` > 0: when an evaluation is the
     first at or below a level and the interval since the previous evaluation is wider than ``resolution`` x its
     end (and wider than one step), the crossing is located by bisection: the state at the last evaluation above the
@@ -82,6 +88,14 @@ def run(
     exactly as without the replay. The replay's
     evaluations join the curve (``CurvePoint.replay``). With ``levels``, checkpoints are written at evaluations
     only, so a resumed run restarts from an interval's start state and ends with the same numbers.
+
+    Replays are the fallback. With ``levels`` and ``resolution`` > 0, evaluations are also placed *ahead* of a
+    predicted crossing (``ahead``): after each evaluation the loss is extrapolated along the line through the last
+    two evaluations to the next level not yet reached; when that point lies before the next regular evaluation, one
+    evaluation is scheduled just after it (if that still brackets the crossing within ``resolution``) or just before
+    it (so that the next one can), at most ``MAX_AHEAD`` per regular interval, and one after the first step. Where
+    the prediction holds, the crossing is bracketed on the way, with no replay. Evaluations do not touch the
+    training state, so the run (weights, data order, regular evaluations) is the same with or without them.
     """
     for name, p in model.named_parameters():
         p.requires_grad_(name in trainable)
@@ -97,9 +111,12 @@ def run(
     pos = Position(next_eval=s.eval_every_examples)
     t0 = time.perf_counter()
 
-    def measure(replay: bool = False) -> CurvePoint:
+    def measure(replay: bool = False, ahead: bool = False) -> CurvePoint:
         started = time.perf_counter()
-        val_loss = evaluate(model, family, val_batches, cache, hw)
+        if start_loss is not None and not result.curve and pos.steps == 0:
+            val_loss = start_loss  # the same evaluation of the same weights, already made by the caller
+        else:
+            val_loss = evaluate(model, family, val_batches, cache, hw)
         result.eval_s += time.perf_counter() - started
         return CurvePoint(
             examples=pos.examples,
@@ -109,10 +126,11 @@ def run(
             val_loss=val_loss,
             train_loss=None if replay or not pos.running_n else pos.running / pos.running_n,
             replay=replay,
+            ahead=ahead,
         )
 
-    def record() -> bool:
-        point = measure()
+    def record(ahead: bool = False) -> bool:
+        point = measure(ahead=ahead)
         pos.running, pos.running_n = 0.0, 0
         result.curve.append(point)
         rate = pos.examples / point.wall_s if point.wall_s > 0 else 0.0
@@ -147,6 +165,39 @@ def run(
         for f in dataclasses.fields(Position):
             setattr(pos, f.name, getattr(position, f.name))
 
+    def ahead_of_crossing() -> int | None:
+        """Examples at which to evaluate ahead of the next level's predicted crossing, or None (see ``run``)."""
+        points = sorted(result.curve, key=lambda p: p.steps)
+        now = points[-1]
+        pending = [l for l in levels if l < now.val_loss and not any(p.val_loss <= l for p in points)]
+        if not pending or now.examples >= s.max_examples:
+            return None
+        if len(points) == 1:
+            return now.examples + s.batch_size  # one step in: the first slope
+        since = sum(1 for p in points if p.ahead and p.examples > now.examples - now.examples % s.eval_every_examples)
+        before = points[-2]
+        drop = (before.val_loss - now.val_loss) / max(1, now.examples - before.examples)  # loss per example
+        if drop <= 0 or since >= MAX_AHEAD:
+            return None
+        crossing = now.examples + (now.val_loss - max(pending)) / drop
+        # the farthest evaluation from here whose bracket meets the resolution
+        reach = now.examples / (1 - resolution) if resolution < 1 else math.inf
+        if crossing <= reach:  # just after the crossing, within reach: brackets it if the prediction holds
+            steps = min(math.floor((reach - now.examples) / s.batch_size),
+                        math.ceil((crossing * (1 + resolution / 2) - now.examples) / s.batch_size))
+        else:  # just before it, so that the next evaluation's reach covers it
+            steps = math.floor((crossing * (1 - resolution / 2) - now.examples) / s.batch_size)
+        return now.examples + max(1, steps) * s.batch_size
+
+    def plan_next_evaluation() -> None:
+        """The next evaluation: the next multiple of ``eval_every_examples``, or earlier, ahead of a crossing."""
+        pos.next_eval = (pos.examples // s.eval_every_examples + 1) * s.eval_every_examples
+        if refining and pos.next_eval - pos.examples < s.batch_size:
+            pos.next_eval += s.eval_every_examples  # an evaluation ahead, less than a step before, stands in for it
+        early = ahead_of_crossing() if refining else None
+        if early is not None and early < pos.next_eval:
+            pos.next_eval = early
+
     start = None  # the state at the last evaluation, for a replay of the interval after it
     resumed = optimizer is not None and checkpoints.restore(s, model, optimizer, batch_generator, pos, result)
     if resumed:
@@ -157,6 +208,8 @@ def run(
         return result
     if refining and trainable:
         start = snapshot()  # at the first evaluation, or at the evaluation a resumed run's checkpoint was taken
+        if not resumed:
+            plan_next_evaluation()
 
     hw.compile_modules([l for l in family.stack_modules(model, "")][grad_from:] if hw.compile and
                        isinstance(family, SingleStack) else [])
@@ -206,7 +259,7 @@ def run(
         if start is None or not new:
             return
         began, evaluating = time.perf_counter(), result.eval_s
-        first = next(p for p in reversed(result.curve[:-1]) if not p.replay)  # the evaluation ``start`` was taken at
+        first = max(result.curve[:-1], key=lambda p: p.steps)  # the evaluation ``start`` was taken at
         finish = snapshot()
         known = [(first, start), (end, finish)]  # this interval's evaluations and the states they were taken in
         for level in new:  # loosest first: its crossing comes first
@@ -237,12 +290,13 @@ def run(
         advance(info)
         evaluated = pos.examples >= pos.next_eval or pos.examples >= s.max_examples
         if evaluated:
-            while pos.next_eval <= pos.examples:
-                pos.next_eval += s.eval_every_examples
-            stop = record()
+            last = max(result.curve, key=lambda p: p.steps).examples
+            regular = pos.examples // s.eval_every_examples > last // s.eval_every_examples
+            stop = record(ahead=not regular and pos.examples < s.max_examples)
             if refining:
                 refine()
                 start = snapshot() if not stop else None
+            plan_next_evaluation()
             if stop:
                 result.stopped_early = True
                 return True

@@ -49,6 +49,7 @@ class CurvePoint:
     val_loss: float
     train_loss: float | None
     replay: bool = False  # an evaluation of a replayed interval (loop.run's crossing refinement)
+    ahead: bool = False  # an evaluation placed ahead of a predicted crossing, between two regular ones
 
 
 @dataclass
