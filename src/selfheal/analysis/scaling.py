@@ -89,7 +89,7 @@ def identifiable(x: pd.DataFrame) -> tuple[list[str], dict[str, str]]:
     rank = np.linalg.matrix_rank(base)
     for term in x.columns:
         column = x[term].to_numpy(float)
-        if np.ptp(column) == 0:
+        if len(column) == 0 or np.ptp(column) == 0:
             why[term] = "not determined by this grid: it does not vary"
             continue
         trial = np.column_stack([base, column])
@@ -153,6 +153,14 @@ def fit(cells: pd.DataFrame, max_resamples: int = MAX_FIT_RESAMPLES) -> pd.DataF
     out = []
     layers = _layer_cells(cells)
     for (regime, policy, init, threshold), rows in layers.groupby(survival.SETTING + ["threshold"], sort=True):
+        # A cell already within eps before any training cost nothing: a log-cost model cannot hold a cost of 0 (it
+        # would stand in as "below one example" and drive the coefficients to absurd sizes), and such a cell says
+        # nothing about healing. The fit is of the cost given damage beyond eps; the survival tables count them
+        # (n_at_zero).
+        at_zero = rows["upper"].to_numpy(float) == 0
+        rows = rows[~at_zero]
+        left_out = (f"{int(at_zero.sum())} cell(s) within eps before any training left out (no cost to model)"
+                    if at_zero.any() else "")
         unit = cost_unit(rows)
         x = _design(rows)
         kept, why = identifiable(x)
@@ -177,18 +185,19 @@ def fit(cells: pd.DataFrame, max_resamples: int = MAX_FIT_RESAMPLES) -> pd.DataF
             row = {**base, "term": term, "label": TERM_LABELS.get(term, term.replace("family", "family ")),
                    "n_resamples": len(probs), "n_failed": failed, "interval_over": col if probs else "none"}
             if term not in kept:
-                out.append({**row, "determined": False, "note": why[term]})
+                out.append({**row, "determined": False, "note": "; ".join(filter(None, [why[term], left_out]))})
                 continue
             if point is None:
                 note = ("not fitted: every cell censored" if not np.isfinite(upper).any()
                         else f"not fitted: {len(rows)} cells for {len(kept) + 2} parameters" if too_few
                         else "not fitted: the model did not converge on this grid")
-                out.append({**row, "determined": False, "note": note})
+                out.append({**row, "determined": False, "note": "; ".join(filter(None, [note, left_out]))})
                 continue
             coef = float(point.loc[("mu_", term)])
             lo, hi = survival.weighted_interval([float(b[term]) for b in boot], probs) if probs else (coef, coef)
             out.append({**row, "determined": True,
-                        "note": "" if probs else "no interval: one pretrained network and one seed per model",
+                        "note": "; ".join(filter(None, ["" if probs else "no interval: one pretrained network and one "
+                                                        "seed per model", left_out])),
                         "coef": coef, "coef_lo": lo, "coef_hi": hi, "factor": math.exp(coef),
                         "factor_lo": math.exp(lo), "factor_hi": math.exp(hi)})
     table = pd.DataFrame(out, columns=FIT_COLUMNS)
