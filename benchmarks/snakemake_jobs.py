@@ -62,14 +62,21 @@ def breakdown(workdir: Path, results: Path, since: float = 0.0) -> dict[str, flo
     rec = curves[curves["kind"] == "recovery"].groupby(keys, dropna=False)
     pretrain_s = float(pre["wall_s"].max().sum()) if per_rule.get("pretrain") else 0.0
     walls = rec["wall_s"].max() if per_rule.get("heal") else pd.Series(dtype=float)
-    retrain_s, eval_s, shares = float(walls.sum()), 0.0, []
+    retrain_s, eval_s, replay_s, shares = float(walls.sum()), 0.0, 0.0, []
     for path in results.rglob("recovery.json"):  # each cell's documented record (the staged copies under work/ too)
         cell = json.loads(path.read_text())
         key = tuple(cell.get(k) for k in keys)
         if cell.get("eval_share") is None or key not in walls.index or "work" in path.relative_to(results).parts:
             continue
-        shares.append(cell["eval_share"])
+        if cell.get("target") != "none":  # the no-reset control is one evaluation and no training: 100 % by itself
+            shares.append(cell["eval_share"])
         eval_s += float(walls.loc[key]) * cell["eval_share"]
+        replay_s += float(walls.loc[key]) * (cell.get("replay_share") or 0.0)
+    recovery = curves[curves["kind"] == "recovery"]
+    counts = {"evaluations": int(len(recovery)),
+              "ahead_evaluations": int(recovery["ahead"].sum()) if "ahead" in recovery else 0,
+              "replay_evaluations": int(recovery["replay"].sum()) if "replay" in recovery else 0}
+    out.update(counts, replay_share_of_retrain=replay_s / retrain_s if retrain_s else float("nan"))
     out.update(pretrain_s=pretrain_s, retrain_train_s=retrain_s - eval_s, retrain_eval_s=eval_s,
                cells=int(len(walls)), eval_share_mean=(sum(shares) / len(shares)) if shares else float("nan"),
                eval_share_max=max(shares) if shares else float("nan"),
@@ -82,7 +89,22 @@ def describe(b: dict[str, float], wall: float, cores: int) -> str:
     core = wall * cores
     return (f"{b['jobs']} jobs, {b['job_core_s']:.0f} job core-s of {core:.0f} ({cores} x {wall:.0f} s wall): "
             f"pretraining {b['pretrain_s']:.0f} s, retraining {b['retrain_train_s']:.0f} s + evaluation "
-            f"{b['retrain_eval_s']:.0f} s ({b['cells']} cells; evaluation {b['eval_share_of_retrain']:.1%} of retraining, per cell mean {b['eval_share_mean']:.1%}, max "
-            f"{b['eval_share_max']:.1%}), fixed per-job cost of the {b['training_jobs']} training jobs "
+            f"{b['retrain_eval_s']:.0f} s ({b['cells']} cells; evaluation {b['eval_share_of_retrain']:.1%} of retraining, "
+            f"per cell mean {b['eval_share_mean']:.1%}, max {b['eval_share_max']:.1%}, no-reset controls left out of "
+            f"the mean; {b['evaluations']} evaluations, {b['ahead_evaluations']} of them ahead of a predicted "
+            f"crossing and {b['replay_evaluations']} in replays; replays {b['replay_share_of_retrain']:.1%} of "
+            f"retraining), fixed per-job cost of the {b['training_jobs']} training jobs "
             f"{b['fixed_s']:.0f} s = {b['fixed_s'] / core:.1%} of core time, data/report jobs "
             f"{b['other_job_core_s']:.0f} s")
+
+
+if __name__ == "__main__":  # the breakdown of a finished run: snakemake_jobs.py WORKDIR --wall SECONDS [--cores 2]
+    import argparse
+
+    parser = argparse.ArgumentParser(description="where a finished Snakemake run's time went")
+    parser.add_argument("workdir", type=Path)
+    parser.add_argument("--wall", type=float, required=True, help="the run's wall seconds (default_grid.py prints it)")
+    parser.add_argument("--cores", type=int, default=2)
+    a = parser.parse_args()
+    table = sorted(a.workdir.glob("results/**/curves.parquet"))[0]
+    print(describe(breakdown(a.workdir, table.parent), a.wall, a.cores))
