@@ -60,7 +60,7 @@ def breakdown(workdir: Path, results: Path, since: float = 0.0) -> dict[str, flo
     keys = [c for c in ("model", "pretrain_seed", "target", "policy", "init", "regime", "seed") if c in curves]
     pre = curves[curves["kind"] == "pretrain"].groupby([k for k in ("model", "pretrain_seed") if k in curves])
     rec = curves[curves["kind"] == "recovery"].groupby(keys, dropna=False)
-    pretrain_s = float(pre["wall_s"].max().sum()) if per_rule.get("pretrain") else 0.0
+    pretrain_s = float(pre["wall_s"].max().sum()) if per_rule.get("pretrain") or per_rule.get("adapt") else 0.0
     walls = rec["wall_s"].max() if per_rule.get("heal") else pd.Series(dtype=float)
     retrain_s, eval_s, replay_s, shares = float(walls.sum()), 0.0, 0.0, []
     for path in results.rglob("recovery.json"):  # each cell's documented record (the staged copies under work/ too)
