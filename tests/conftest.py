@@ -9,6 +9,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# Every Snakemake start (any executor) imports snakemake-executor-plugin-slurm, which runs `scontrol show config`
+# while defining its settings. Where SLURM's client is installed but no controller answers (CI installs it for
+# tests/test_slurm.py, which starts the controller only for itself), that call blocks about 10 s: without a
+# slurm.conf scontrol retries until the plugin's 10 s timeout, with one whose controller is down it gives up after
+# 9 s. Pointed at an empty configuration it fails at once, and Snakemake starts as it does without SLURM. The
+# Snakemake runs the tests start inherit this; tests/test_slurm.py removes it for the cluster and its submissions.
+os.environ.setdefault("SLURM_CONF", "/dev/null")
 
 from selfheal import models
 from selfheal.models import families
@@ -56,3 +63,60 @@ def sequences():
     train = torch.randint(0, 64, (96, 16), generator=g)
     val = torch.randint(0, 64, (16, 16), generator=g)
     return train, objectives.CausalLM(SPECIAL).val_batches(val, 16)
+
+
+@pytest.fixture(scope="session")
+def corpus_seed(tmp_path_factory):
+    """Seeds a workflow folder with the data stages of tests/tiny.yaml (Shakespeare, the 300-token BPE): the real
+    Snakemake runs them once per session (corpus, tokenizer, tokenize: about 20 s of CPU), and every end-to-end run
+    on that corpus and tokenizer starts from them instead of re-running them. Call it with the folder to seed."""
+    from snakemake_helpers import TINY_TOKENS, seed_corpus, snakemake
+
+    source = tmp_path_factory.mktemp("corpus")
+    configfile = source / "config.yaml"
+    configfile.write_text((ROOT / "tests" / "tiny.yaml").read_text())
+    proc = snakemake(source, configfile, TINY_TOKENS)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return lambda workdir: seed_corpus(source, Path(workdir))
+
+
+# The shared end-to-end run: tests/tiny.yaml's two GPT-2 models first (tinyA with two frozen-random variants, tinyB),
+# then the other families and a model the user brings (tests/test_workflow_families.py).
+GPT2_MODELS = ["tinyA", "tinyB"]
+FAMILY_MODELS = ["tinyBert", "tinyBart", "myLlama", "asIs"]
+
+
+@pytest.fixture(scope="session")
+def tiny_run(tmp_path_factory, corpus_seed):
+    """One finished run of the whole real workflow, shared by tests/test_workflow.py and
+    tests/test_workflow_families.py (one Snakemake run, one aggregate/plots/answer/frozen-random report instead of
+    two): tests/tiny.yaml, plus an encoder-only (BERT, masked LM) and an encoder-decoder (BART, denoising) with the
+    cross-attention wipe, the encoder swap and two frozen-random variants, and a model the user brings from a local
+    folder (adapted first, and as downloaded). Each model's cells are its own, and the grid's cross_attn policy and
+    encoder swap make cells only for the encoder-decoder, so tinyA's and tinyB's cells are exactly tests/tiny.yaml's.
+    Returns (folder, config file). tests/test_workflow.py's editing test changes tinyB's retrain settings in that
+    config and re-runs tinyB's cells: tests that read the run later see it finished again, tinyB's cells new."""
+    import yaml
+    from snakemake_helpers import snakemake
+    from test_pretrained import LLAMA, save_local_model
+
+    workdir = tmp_path_factory.mktemp("run")
+    save_local_model(workdir / "my-llama", LLAMA)
+    config = yaml.safe_load((ROOT / "tests" / "tiny.yaml").read_text())
+    assert [m["name"] for m in config["models"]] == GPT2_MODELS
+    config["models"] += [
+        {"name": "tinyBert", "arch": "bert", "n_layer": 2, "d_model": 32, "n_head": 2, "context": 32},
+        {"name": "tinyBart", "arch": "bart", "n_layer": 1, "n_dec_layer": 1, "d_model": 32, "n_head": 2,
+         "context": 32, "frozen_random": [["attention"], ["embeddings", "ffn"]]},
+        {"name": "myLlama", "source": "pretrained", "name_or_path": str(workdir / "my-llama"), "arch": "llama",
+         "n_layer": 2, "context": 16},
+        {"name": "asIs", "source": "pretrained", "name_or_path": str(workdir / "my-llama"), "arch": "llama",
+         "n_layer": 2, "context": 16, "adapt": False},
+    ]
+    config["grid"].update({"policies": ["full", "cross_attn"], "targets": ["all"], "encoder_swap": [16]})
+    configfile = workdir / "config.yaml"
+    configfile.write_text(yaml.safe_dump(config))
+    corpus_seed(workdir)  # the data stages of tests/tiny.yaml (myLlama's and asIs's own tokenizer still tokenize)
+    proc = snakemake(workdir, configfile)
+    assert proc.returncode == 0, proc.stderr[-5000:]
+    return workdir, configfile

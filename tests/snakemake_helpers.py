@@ -42,3 +42,31 @@ def run_many(runs: dict[str, tuple[str, str]], executor: str = "dryrun") -> dict
     lines = [line for line in proc.stdout.splitlines() if line.startswith("REPORT ")]
     assert proc.returncode == 0 and lines, proc.stderr[-3000:]
     return json.loads(lines[-1].removeprefix("REPORT "))
+
+
+def snakemake(workdir: Path, configfile: Path, *args: str, timeout: int = 900) -> subprocess.CompletedProcess:
+    """The real Snakemake command line on the project's Snakefile, in ``workdir``, with 2 cores."""
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory", str(workdir),
+           "--configfile", str(configfile), "--cores", "2", *args]
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
+
+
+# The data stages' outputs (corpus, tokenizer, token streams) of tests/tiny.yaml's corpus and tokenizer sections.
+TINY_CORPUS = "results/corpus"
+TINY_TOKENS = f"{TINY_CORPUS}/bpe/tokens.safetensors"
+
+
+def seed_corpus(source: Path, workdir: Path) -> None:
+    """Place the finished data stages of ``source`` (a folder the real workflow ran them in) into ``workdir``, as if
+    they had run there: the files with their modification times, and Snakemake's provenance records of them (so a
+    config whose corpus or tokenizer settings differ still re-runs them: Snakemake sees the changed params)."""
+    import base64
+    import shutil
+
+    shutil.copytree(source / TINY_CORPUS, workdir / TINY_CORPUS)  # copy2: modification times kept
+    records = workdir / ".snakemake" / "metadata"
+    records.mkdir(parents=True, exist_ok=True)
+    for record in (source / ".snakemake" / "metadata").iterdir():
+        if base64.b64decode(record.name).decode().startswith(TINY_CORPUS + "/"):
+            shutil.copy2(record, records / record.name)

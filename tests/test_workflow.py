@@ -1,9 +1,8 @@
-"""End to end: the real Snakemake workflow on a tiny config, in a temporary directory."""
+"""End to end: the real Snakemake workflow on a tiny config, in a temporary directory. The finished run is the
+session's shared one (tests/conftest.py: tests/tiny.yaml's GPT-2 models tinyA and tinyB, plus the other families,
+which tests/test_workflow_families.py checks); the tests here look at tinyA and tinyB unless they say otherwise."""
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -11,28 +10,22 @@ import pytest
 import torch
 import yaml
 
+from conftest import FAMILY_MODELS, GPT2_MODELS
 from selfheal.analysis.tables import CURVE_COLUMNS, NETWORK_COLUMNS, SUMMARY_COLUMNS
+from snakemake_helpers import snakemake
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.e2e
 
 
-def snakemake(workdir: Path, configfile: Path, *args: str) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory", str(workdir),
-           "--configfile", str(configfile), "--cores", "2", *args]
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
-    return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900)
-
-
-
 @pytest.fixture(scope="module")
-def finished(tmp_path_factory):
-    workdir = tmp_path_factory.mktemp("run")
-    configfile = workdir / "config.yaml"
-    configfile.write_text((ROOT / "tests" / "tiny.yaml").read_text())
-    proc = snakemake(workdir, configfile)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    return workdir, configfile
+def finished(tiny_run):
+    return tiny_run
+
+
+def _gpt2(table: pd.DataFrame) -> pd.DataFrame:
+    """tests/tiny.yaml's models' rows."""
+    return table[table["model"].isin(GPT2_MODELS)]
 
 
 def test_tables_have_the_documented_schema(finished):
@@ -43,11 +36,14 @@ def test_tables_have_the_documented_schema(finished):
     assert list(summary.columns) == SUMMARY_COLUMNS
     assert list(curves.columns) == CURVE_COLUMNS
     assert list(networks.columns) == NETWORK_COLUMNS
-    assert list(zip(networks["model"], networks["pretrain_seed"])) == [("tinyA", 0), ("tinyB", 0)]
+    # one network per model (one pretraining seed), in the order of their names
+    assert list(zip(networks["model"], networks["pretrain_seed"])) == [
+        (m, 0) for m in sorted(GPT2_MODELS + FAMILY_MODELS)]
+    gpt2 = _gpt2(summary)
     # tinyA: L0, L1, none, all and the matched controls of L0, L1; tinyB: L0, none, all and L0's matched control;
     # one seed; four thresholds each
-    assert len(summary) == (6 + 4) * 4
-    assert set(summary[summary["init"] == "trained"]["target"]) == {"L0", "L1"}
+    assert len(gpt2) == (6 + 4) * 4
+    assert set(gpt2[gpt2["init"] == "trained"]["target"]) == {"L0", "L1"}
     assert set(summary["threshold"]) == {0.01, 0.02, 0.05, 0.10}
     assert set(curves["kind"]) == {"pretrain", "recovery"}
     assert summary["recovered"].dtype == bool
@@ -55,7 +51,7 @@ def test_tables_have_the_documented_schema(finished):
 
 def test_controls(finished):
     workdir, _ = finished
-    summary = pd.read_parquet(workdir / "results" / "summary.parquet")
+    summary = _gpt2(pd.read_parquet(workdir / "results" / "summary.parquet"))
     none = summary[summary["target"] == "none"]
     assert none["recovered"].all() and (none["examples"] == 0).all()
     assert (none["damaged_loss"] == none["baseline_loss"]).all()
@@ -95,6 +91,7 @@ def test_frozen_random_table_and_plot(finished):
     workdir, _ = finished
     table = pd.read_parquet(workdir / "results" / "frozen_random.parquet")
     assert list(table.columns) == COLUMNS
+    table = table[table["model"].str.startswith("tinyA")]  # tinyBart's rows: tests/test_workflow_families.py
     assert list(zip(table["model"], table["frozen"])) == [
         ("tinyA", "none"), ("tinyA.frozen-embeddings", "embeddings"), ("tinyA.frozen-attention-ffn", "attention+ffn")]
     assert (table["base_model"] == "tinyA").all() and table["delta_loss"].iloc[0] == 0
@@ -107,7 +104,7 @@ def test_frozen_random_table_and_plot(finished):
     base_theta0 = load_file(str(workdir / "results" / "models" / "tinyA" / "p0" / "theta0" / "model.safetensors"))
     assert all(torch.equal(base_theta0[k], theta0[k]) for k in theta0)  # same seed: the same θ0 as its base
     summary = pd.read_parquet(workdir / "results" / "summary.parquet")
-    assert set(summary["model"]) == {"tinyA", "tinyB"}
+    assert set(summary["model"]) == set(GPT2_MODELS + FAMILY_MODELS)  # the variants make no cells
     assert "frozen" in (workdir / "results" / "plots" / "frozen_random.html").read_text()
     assert (workdir / "results" / "plots" / "frozen_random.png").read_bytes()[:4] == b"\x89PNG"
 
@@ -139,7 +136,8 @@ def test_editing_one_models_retrain_reruns_only_its_cells(finished):
         "cells/tinyB/p0/frozen-s0/none-none-none/recovery.json",
         "cells/tinyB/p0/frozen-s0/all-full-fresh/recovery.json",
     }
-    assert not any(c.startswith(("models/", "baselines/", "corpus/", "cells/tinyA")) for c in changed)
+    assert not any(c.startswith(("models/", "adapted/", "pretrained/", "baselines/", "corpus/")) for c in changed)
+    assert not any(c.startswith("cells/") and not c.startswith("cells/tinyB/") for c in changed)
     assert not (workdir / "results" / "work").exists()  # a finished heal job leaves no staging folder
     assert "summary.parquet" in changed
 
@@ -154,12 +152,11 @@ def test_adding_a_pretraining_seed_runs_only_the_new_networks_jobs(finished):
     config["models"][1]["pretrain"] = {"seeds": [0, 1]}  # a second network of tinyB
     added = workdir / "added.yaml"
     added.write_text(yaml.safe_dump(config))
-    proc = snakemake(workdir, added, "-n", "--quiet", "rules")
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    rows = [line.split() for line in proc.stdout.splitlines()]
+    proc = snakemake(workdir, added, "-n")  # one dry run: its job stats table and its jobs' outputs
+    assert proc.returncode == 0 and "Job stats:" in proc.stdout, proc.stderr[-3000:]
+    rows = [line.split() for line in proc.stdout.split("Job stats:")[1].splitlines()]
     jobs = {r[0]: r[1] for r in rows if len(r) == 2 and r[0] in {"pretrain", "baseline", "heal", "aggregate", "plots"}}
     assert jobs == {"pretrain": "1", "baseline": "1", "heal": "1", "aggregate": "1", "plots": "1"}, proc.stdout
-    proc = snakemake(workdir, added, "-n")
     assert "results/models/tinyB/p1/pretrain.json" in proc.stdout
 
 
@@ -190,15 +187,17 @@ def test_bad_config_fails_before_any_job(tmp_path):
     assert not (tmp_path / "results").exists()
 
 
-def test_finished_cells_survive_a_failure_elsewhere(tmp_path):
+def test_finished_cells_survive_a_failure_elsewhere(tmp_path, corpus_seed):
     """One model's pretraining fails at run time (it asks for more sequences than the corpus has); with
     --keep-going every cell of the other model still finishes, and nothing of the failed one is taken as done."""
     config = yaml.safe_load((ROOT / "tests" / "tiny.yaml").read_text())
     # more than the 106,911 blocks of 32 tokens the 300-token BPE makes of the train split, yet within the pre-run
     # bound (a token is at least one byte: 145,290 blocks), so only the pretrain job can know it is too many
     config["models"][0]["pretrain"] = {"train_sequences": 120_000}
+    del config["models"][0]["frozen_random"]  # its variants would only fail the same way
     configfile = tmp_path / "config.yaml"
     configfile.write_text(yaml.safe_dump(config))
+    corpus_seed(tmp_path)  # same corpus and tokenizer: the data stages are done
     proc = snakemake(tmp_path, configfile, "--keep-going")
     assert proc.returncode != 0
     assert "train_sequences" in (tmp_path / "results" / "logs" / "tinyA" / "p0" / "pretrain.log").read_text()

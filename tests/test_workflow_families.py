@@ -1,37 +1,19 @@
 """End to end for the other families: encoder-only (BERT, masked LM), encoder-decoder (BART, denoising) with the
-cross-attention wipe, the encoder swap and frozen-random variants, and a model the user brings from a local folder;
-one Snakemake run."""
+cross-attention wipe, the encoder swap and frozen-random variants, and a model the user brings from a local folder.
+Their finished run is the session's shared one (tests/conftest.py), which also holds tests/tiny.yaml's GPT-2 models
+(tests/test_workflow.py)."""
 
 import json
 
 import pandas as pd
 import pytest
-import yaml
-from test_pretrained import LLAMA, save_local_model
-from test_workflow import ROOT, snakemake
 
 pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture(scope="module")
-def finished(tmp_path_factory):
-    workdir = tmp_path_factory.mktemp("families")
-    save_local_model(workdir / "my-llama", LLAMA)
-    config = yaml.safe_load((ROOT / "tests" / "tiny.yaml").read_text())
-    config["models"] = [
-        {"name": "tinyBert", "arch": "bert", "n_layer": 2, "d_model": 32, "n_head": 2, "context": 32},
-        {"name": "tinyBart", "arch": "bart", "n_layer": 1, "n_dec_layer": 1, "d_model": 32, "n_head": 2,
-         "context": 32, "frozen_random": [["attention"], ["embeddings", "ffn"]]},
-        {"name": "myLlama", "source": "pretrained", "name_or_path": str(workdir / "my-llama"), "arch": "llama",
-         "n_layer": 2, "context": 16},
-        {"name": "asIs", "source": "pretrained", "name_or_path": str(workdir / "my-llama"), "arch": "llama",
-         "n_layer": 2, "context": 16, "adapt": False},
-    ]
-    config["grid"].update({"policies": ["full", "cross_attn"], "targets": ["all"], "encoder_swap": [16]})
-    configfile = workdir / "config.yaml"
-    configfile.write_text(yaml.safe_dump(config))
-    proc = snakemake(workdir, configfile)
-    assert proc.returncode == 0, proc.stderr[-5000:]
+def finished(tiny_run):
+    workdir, _ = tiny_run
     return workdir
 
 
@@ -101,6 +83,7 @@ def test_plots_include_every_family(finished):
 
 def test_frozen_random_for_the_encoder_decoder(finished):
     table = pd.read_parquet(finished / "results" / "frozen_random.parquet")
+    table = table[table["base_model"] == "tinyBart"]  # tinyA's rows: tests/test_workflow.py
     assert list(zip(table["model"], table["frozen"])) == [
         ("tinyBart", "none"), ("tinyBart.frozen-attention", "attention"),
         ("tinyBart.frozen-embeddings-ffn", "embeddings+ffn")]
