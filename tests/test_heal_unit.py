@@ -2,6 +2,8 @@
 tensors bit-identical, and finished cells of a killed job kept by its re-run."""
 
 import json
+import shutil
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -14,7 +16,7 @@ from selfheal.grid import Cell
 from selfheal.heal import unit
 from selfheal.records import CellResult, Damage
 
-PATTERN = "{target}-{policy}-{init}"
+PATTERN = "s{seed}/{target}-{policy}-{init}"  # as the workflow lays out a unit (every retrain seed)
 
 
 @pytest.fixture
@@ -52,7 +54,8 @@ CELLS = [Cell("t", "L0", "full", "fresh", "frozen", 0), Cell("t", "L2", "full", 
 def test_unit_heals_every_cell_like_a_cell_alone(inputs):
     tmp_path, model_cfg, eval_cfg = inputs
     together = _run(tmp_path, model_cfg, eval_cfg, CELLS)
-    assert not (tmp_path / "work").exists()
+    assert not list((tmp_path / "work").rglob("*.ckpt"))  # finished: no checkpoint left, the cells staged
+    assert len(list((tmp_path / "work").rglob("fingerprint.txt"))) == len(CELLS)
     for cell in CELLS:
         folder = tmp_path / "out" / PATTERN.format(**cell.as_dict())
         curve = pd.read_parquet(folder / "curve.parquet")
@@ -98,13 +101,29 @@ def test_finished_cells_of_a_killed_job_are_kept(inputs):
     assert again[CELLS[1]].final_loss > 0
 
     # a changed setting invalidates the staged cell
-    first.mkdir(parents=True)
+    first.mkdir(parents=True, exist_ok=True)
     for name in unit.OUTPUTS:
         (first / name).write_bytes((unit_folder / PATTERN.format(**CELLS[0].as_dict()) / name).read_bytes())
     (first / "recovery.json").write_text(json.dumps(marker))
     (first / "fingerprint.txt").write_text(unit._fingerprint(model_cfg, eval_cfg, CELLS[0], inputs_list))
     changed = {**model_cfg, "retrain": {**model_cfg["retrain"], "lr": 5e-3}}
     assert _run(tmp_path, changed, eval_cfg, CELLS[:1], out="again")[CELLS[0]].final_loss > 0
+
+
+def test_an_added_retrain_seed_trains_only_its_cells(inputs):
+    """The unit is a network and regime: a re-run with one more retrain seed (Snakemake removes the unit's outputs
+    first) keeps the finished cells' files as they were and heals only the new seed's."""
+    tmp_path, model_cfg, eval_cfg = inputs
+    _run(tmp_path, model_cfg, eval_cfg, CELLS[:2])
+    out = tmp_path / "out"
+    before = {p.relative_to(out): p.stat().st_mtime_ns for p in out.rglob("*.json")}
+    shutil.rmtree(out)
+    added = [Cell("t", "L0", "full", "fresh", "frozen", 1)]
+    results = _run(tmp_path, model_cfg, eval_cfg, CELLS[:2] + added)
+    assert {p: (out / p).stat().st_mtime_ns for p in before} == before  # kept, not recomputed
+    assert set(p.relative_to(out) for p in out.rglob("*.json")) - set(before) == {
+        Path("s1/L0-full-fresh/damage.json"), Path("s1/L0-full-fresh/recovery.json")}
+    assert results[added[0]].final_loss > 0 and results[added[0]].seed == 1
 
 
 def test_a_changed_frozen_tensor_is_caught(trained_model):

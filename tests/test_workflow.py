@@ -49,6 +49,30 @@ def test_tables_have_the_documented_schema(finished):
     assert summary["recovered"].dtype == bool
 
 
+def test_the_pretraining_job_writes_the_baseline_of_the_saved_weights(finished):
+    """No baseline job for a network trained here: its pretraining job's last evaluation is the baseline, and it
+    equals, bit for bit, an evaluation of the saved weights on the fixed validation set (as a baseline job made it)."""
+    from selfheal import models, records
+    from selfheal.training import setup
+    from selfheal.training.evaluation import evaluate
+
+    workdir, configfile = finished
+    config = yaml.safe_load(configfile.read_text())
+    assert not (workdir / "results" / "logs" / "tinyA" / "p0" / "baseline.log").exists()
+    threads = torch.get_num_threads()
+    torch.set_num_threads(config.get("threads", 1))  # as the jobs ran
+    for name in ("tinyA", "tinyBert"):
+        model_cfg = next(m for m in config["models"] if m["name"] == name)
+        model_cfg = {**model_cfg, "pretrain": {**config["pretrain"], **model_cfg.get("pretrain", {}), "seed": 0}}
+        model = models.load(workdir / "results" / "models" / name / "p0" / "trained")
+        tokens = workdir / "results" / "corpus" / "bpe" / "tokens.safetensors"
+        job = setup.prepare(model, model_cfg, config["eval"], str(tokens))
+        baseline = records.read(workdir / "results" / "baselines" / name / "p0.json", records.Baseline)
+        loss = evaluate(model, job.family, job.val_batches)
+        assert baseline.val_loss == loss, name
+    torch.set_num_threads(threads)
+
+
 def test_controls(finished):
     workdir, _ = finished
     summary = _gpt2(pd.read_parquet(workdir / "results" / "summary.parquet"))
@@ -128,17 +152,18 @@ def test_editing_one_models_retrain_reruns_only_its_cells(finished):
     changed = sorted(
         str(p.relative_to(workdir / "results")) for p, t in mtimes.items() if p.exists() and p.stat().st_mtime_ns != t
     )
-    changed = [c for c in changed if not c.startswith("logs/")]
+    changed = [c for c in changed if not c.startswith(("logs/", "work/"))]  # work/: the outputs' staged copies
     retrained = {c for c in changed if c.endswith("recovery.json")}
-    assert retrained == {  # tinyB's one heal job (unit: network, regime, seed), every cell of it
-        "cells/tinyB/p0/frozen-s0/L0-full-fresh/recovery.json",
-        "cells/tinyB/p0/frozen-s0/L0-full-trained/recovery.json",
-        "cells/tinyB/p0/frozen-s0/none-none-none/recovery.json",
-        "cells/tinyB/p0/frozen-s0/all-full-fresh/recovery.json",
+    assert retrained == {  # tinyB's one heal job (unit: network and regime), every cell of it
+        "cells/tinyB/p0/frozen/s0/L0-full-fresh/recovery.json",
+        "cells/tinyB/p0/frozen/s0/L0-full-trained/recovery.json",
+        "cells/tinyB/p0/frozen/s0/none-none-none/recovery.json",
+        "cells/tinyB/p0/frozen/s0/all-full-fresh/recovery.json",
     }
     assert not any(c.startswith(("models/", "adapted/", "pretrained/", "baselines/", "corpus/")) for c in changed)
     assert not any(c.startswith("cells/") and not c.startswith("cells/tinyB/") for c in changed)
-    assert not (workdir / "results" / "work").exists()  # a finished heal job leaves no staging folder
+    # a finished heal job leaves its finished cells staged for its next run, and no checkpoint
+    assert not list((workdir / "results" / "work").rglob("*.ckpt"))
     assert "summary.parquet" in changed
 
     # and with nothing changed, nothing runs
@@ -156,7 +181,8 @@ def test_adding_a_pretraining_seed_runs_only_the_new_networks_jobs(finished):
     assert proc.returncode == 0 and "Job stats:" in proc.stdout, proc.stderr[-3000:]
     rows = [line.split() for line in proc.stdout.split("Job stats:")[1].splitlines()]
     jobs = {r[0]: r[1] for r in rows if len(r) == 2 and r[0] in {"pretrain", "baseline", "heal", "aggregate", "plots"}}
-    assert jobs == {"pretrain": "1", "baseline": "1", "heal": "1", "aggregate": "1", "plots": "1"}, proc.stdout
+    # the baseline is written by the pretraining job (its last evaluation): no baseline job
+    assert jobs == {"pretrain": "1", "heal": "1", "aggregate": "1", "plots": "1"}, proc.stdout
     assert "results/models/tinyB/p1/pretrain.json" in proc.stdout
 
 

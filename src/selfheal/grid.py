@@ -15,8 +15,8 @@ A *cell* is one retrain run: model, pretraining seed, target, policy, init, regi
 
 from __future__ import annotations
 
-import re
 import copy
+import re
 from dataclasses import astuple, dataclass, fields
 
 from selfheal.models.families import FAMILIES
@@ -141,7 +141,7 @@ class Cell:
 
     def matches(self, cell: "Cell") -> bool:
         """Whether this matched control trains the same tensors, data order and schedule as ``cell``."""
-        if not self.is_matched_control or cell.is_matched_control or self.unit != cell.unit:
+        if not self.is_matched_control or cell.is_matched_control or self.unit != cell.unit or self.seed != cell.seed:
             return False
         return self.target == NONE or (self.target, self.policy) == (cell.target, cell.policy)
 
@@ -151,19 +151,19 @@ class Cell:
 
     @property
     def unit(self) -> "Unit":
-        return Unit(self.model, self.regime, self.seed, self.pretrain_seed)
+        return Unit(self.model, self.regime, self.pretrain_seed)
 
 
 @dataclass(frozen=True)
 class Unit:
-    """The unit of work of the heal stage: every cell of one network (model and pretraining seed), retrain regime
-    and retrain seed runs in one job (the trained model, data and prefix caches loaded once). Adding a pretraining
-    seed, retrain seed, regime or model adds units; changing which cells a unit holds (layers, policies, inits,
-    targets, controls) re-runs that unit."""
+    """The unit of work of the heal stage: every cell of one network (model and pretraining seed) and retrain
+    regime, all retrain seeds, runs in one job (the trained model, data and prefix caches loaded once). Adding a
+    pretraining seed, regime or model adds units; changing which cells a unit holds (layers, policies, inits,
+    targets, controls, retrain seeds) re-runs that unit's job, which keeps the cells it finished before whose
+    inputs and settings are unchanged (``heal.unit``) and trains only the new ones."""
 
     model: str
     regime: str
-    seed: int
     pretrain_seed: int = 0
 
 
@@ -266,6 +266,11 @@ def _network_cells(grid: dict, model: dict, pretrain_seed: int) -> list[Cell]:
 
 def _cell_maker(model: str, regime: str, seed: int, pretrain_seed: int):
     return lambda target, policy, init: Cell(model, target, policy, init, regime, seed, pretrain_seed)
+
+
+def one_of(names: list[str]) -> str:
+    """A wildcard constraint matching exactly these names (and nothing when there are none)."""
+    return "|".join(re.escape(n) for n in names) or "(?!)"
 
 
 def columns(records: list) -> dict[str, list]:

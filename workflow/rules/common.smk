@@ -17,6 +17,17 @@ SCRATCH_MODELS = [m["name"] for m in CONFIG["models"] if m["source"] == "scratch
 PRETRAINED_MODELS = [m["name"] for m in CONFIG["models"] if m["source"] == "pretrained"]
 ADAPTED_MODELS = [m["name"] for m in CONFIG["models"] if m["source"] == "pretrained" and m["adapt"]]
 UNADAPTED_MODELS = [m for m in PRETRAINED_MODELS if m not in ADAPTED_MODELS]
+# The job that writes a network's baseline is the one that trained it (pretrain: the models pretrained here and the
+# frozen-random variants; adapt), or else the baseline job (a downloaded model healed as imported).
+PRETRAIN_MODELS_RE = selfheal.grid.one_of(
+    [
+        m["name"]
+        for m in CONFIG["models"] + selfheal.grid.frozen_random_models(CONFIG)
+        if m.get("source", "scratch") == "scratch"
+    ]
+)
+ADAPT_MODELS_RE = selfheal.grid.one_of(ADAPTED_MODELS)
+BASELINE_MODELS_RE = selfheal.grid.one_of(UNADAPTED_MODELS)
 # every pretrained network (model x pretraining seed): those built here, those adapted from a downloaded model
 NETWORK_COLUMNS = selfheal.grid.columns(selfheal.grid.networks(CONFIG))
 SCRATCH_NETWORKS = selfheal.grid.columns(
@@ -35,9 +46,10 @@ SCRATCH = f"{RESULTS}/models/{{model}}/p{{pretrain_seed}}"  # a network pretrain
 IMPORTED = f"{RESULTS}/pretrained/{{model}}"  # a downloaded model, as imported
 ADAPTED = f"{RESULTS}/adapted/{{model}}/p{{pretrain_seed}}"  # a downloaded model adapted to the corpus
 BASELINE = f"{RESULTS}/baselines/{{model}}/p{{pretrain_seed}}.json"
-UNIT = f"{RESULTS}/cells/{{model}}/p{{pretrain_seed}}/{{regime}}-s{{seed}}"  # one heal job's cells (grid.Unit)
-CELL_IN_UNIT = "{target}-{policy}-{init}"  # a cell's folder inside its unit's
-WORK = f"{RESULTS}/work/{{model}}/p{{pretrain_seed}}/{{regime}}-s{{seed}}"  # a running heal job's checkpoints
+UNIT = f"{RESULTS}/cells/{{model}}/p{{pretrain_seed}}/{{regime}}"  # one heal job's cells (grid.Unit)
+CELL_IN_UNIT = "s{seed}/{target}-{policy}-{init}"  # a cell's folder inside its unit's
+# a heal job's checkpoints and its finished cells, kept for its next run (an added seed trains only its cells)
+WORK = f"{RESULTS}/work/{{model}}/p{{pretrain_seed}}/{{regime}}"
 LOGS = f"{RESULTS}/logs"
 
 
@@ -131,7 +143,7 @@ def cell_folder(wildcards):
 
 def unit_cells(wildcards):
     """The cells one heal job runs."""
-    unit = selfheal.grid.Unit(wildcards.model, wildcards.regime, int(wildcards.seed), int(wildcards.pretrain_seed))
+    unit = selfheal.grid.Unit(wildcards.model, wildcards.regime, int(wildcards.pretrain_seed))
     return [c.as_dict() for c in selfheal.grid.cells_of(CELLS, unit)]
 
 

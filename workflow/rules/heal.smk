@@ -8,7 +8,7 @@ rule heal:
     output:
         directory(UNIT),
     log:
-        f"{LOGS}/cells/{{model}}/p{{pretrain_seed}}/{{regime}}-s{{seed}}.log",
+        f"{LOGS}/cells/{{model}}/p{{pretrain_seed}}/{{regime}}.log",
     conda:
         "../../envs/training.yaml"
     threads: THREADS

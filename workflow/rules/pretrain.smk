@@ -1,3 +1,5 @@
+# A network's baseline (its trained weights on the fixed validation set) is written by the job that trained it
+# (pretrain, adapt) from its last evaluation; only a downloaded model healed as imported has a baseline job.
 rule pretrain:
     input:
         tokens=TOKENS.format(tokenizer="bpe"),
@@ -6,8 +8,11 @@ rule pretrain:
         trained=directory(f"{SCRATCH}/trained"),
         curve=f"{SCRATCH}/pretrain_curve.parquet",
         summary=f"{SCRATCH}/pretrain.json",
+        baseline=BASELINE,
     log:
         f"{LOGS}/{{model}}/p{{pretrain_seed}}/pretrain.log",
+    wildcard_constraints:
+        model=PRETRAIN_MODELS_RE,
     conda:
         "../../envs/training.yaml"
     threads: THREADS
@@ -26,8 +31,11 @@ rule adapt:
         trained=directory(f"{ADAPTED}/trained"),
         curve=f"{ADAPTED}/pretrain_curve.parquet",
         summary=f"{ADAPTED}/pretrain.json",
+        baseline=BASELINE,
     log:
         f"{LOGS}/{{model}}/p{{pretrain_seed}}/adapt.log",
+    wildcard_constraints:
+        model=ADAPT_MODELS_RE,
     conda:
         "../../envs/training.yaml"
     threads: THREADS
@@ -61,6 +69,8 @@ rule baseline:
         BASELINE,
     log:
         f"{LOGS}/{{model}}/p{{pretrain_seed}}/baseline.log",
+    wildcard_constraints:
+        model=BASELINE_MODELS_RE,
     conda:
         "../../envs/training.yaml"
     threads: THREADS

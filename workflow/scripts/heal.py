@@ -1,4 +1,4 @@
-"""Shim: heal every cell of one unit (model, regime, retrain seed): reset, damage, retrain to threshold."""
+"""Shim: heal every cell of one unit (network, regime: every retrain seed): reset, damage, retrain to threshold."""
 import sys
 from pathlib import Path
 

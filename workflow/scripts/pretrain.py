@@ -18,4 +18,5 @@ pretrain.pretrain(
     summary_path=snakemake.output.summary,
     threads=snakemake.threads,
     start_dir=snakemake.input.get("start"),  # rule adapt: the downloaded model to start from
+    baseline_path=snakemake.output.baseline,
 )

@@ -10,8 +10,10 @@ outputs are compared with the original's (``similarity.linear_cka``; the reset l
 
 Outputs per cell (in the unit's folder, under the layout the rules pass in): ``damage.json`` (``Damage``),
 ``recovery.json`` (``CellResult``) and ``curve.parquet``. Work is never lost: a running cell checkpoints into the
-unit's work folder, and each finished cell is staged there with a fingerprint of what it depends on; a re-run of a
-killed job reuses finished cells whose fingerprint matches and resumes the cell in progress from its checkpoint.
+unit's work folder, and each finished cell is staged there with a fingerprint of what it depends on (its settings
+and its input files' sizes and times); the outputs are hard links to the staged files, which stay. The next run of
+the job (killed, or re-run because a retrain seed or a cell was added) keeps every finished cell whose fingerprint
+matches, resumes the cell in progress from its checkpoint and trains only the rest.
 """
 
 from __future__ import annotations
@@ -118,6 +120,13 @@ def heal_cell(base, job: setup.Setup, train_seqs, model_cfg: dict, cell: Cell, t
     return damage, result, curve
 
 
+def _link_or_copy(source: Path, target: Path) -> None:
+    try:
+        os.link(source, target)
+    except OSError:  # a file system without hard links, or the staging on another device
+        shutil.copy2(source, target)
+
+
 def _order(cells: list[Cell], depths: dict) -> list[Cell]:
     """Cells without a prefix cache first, then by cache depth (each cache is built once and freed after its last
     cell); within each, the matched controls after the cells they are matched with."""
@@ -180,15 +189,10 @@ def run(model_cfg: dict, eval_cfg: dict, cells: list[dict], tokens_path: str, tr
         checkpoint.unlink(missing_ok=True)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    for cell in cells:
+    for cell in cells:  # the outputs are hard links to the staged copies, which stay for this job's next run
         name = cell_folder.format(**cell.as_dict())
         (out / name).mkdir(parents=True, exist_ok=True)
         for o in OUTPUTS:
-            shutil.copy2(work / name / o, out / name / o)
-    shutil.rmtree(work)
-    try:
-        os.removedirs(work.parent)  # and any parents left empty
-    except OSError:
-        pass
+            _link_or_copy(work / name / o, out / name / o)
     log.info("healed %d cells of %s", len(cells), cells[0].unit if cells else "an empty unit")
 

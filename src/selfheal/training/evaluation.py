@@ -46,10 +46,18 @@ def evaluate(model: nn.Module, family, val_batches: list[dict], cache=None, hw: 
 
 def baseline(model_cfg: dict, eval_cfg: dict, tokens_path: str, trained_dir: str, out_path: str,
              threads: int = 1) -> Baseline:
-    """The baseline: validation loss and perplexity of the trained model on the fixed validation set."""
+    """The baseline of a model trained elsewhere (a downloaded model healed as imported): its validation loss on
+    the fixed validation set. Networks trained here write theirs at the end of their training job
+    (``write_baseline`` with the last evaluation's loss: the same weights, batches and function)."""
     setup.seed_everything(0, threads)
     job = setup.prepare(models.load(trained_dir), model_cfg, eval_cfg, tokens_path)
     loss = evaluate(job.model, job.family, job.val_batches, hw=job.hardware)
+    return write_baseline(model_cfg, job, loss, tokens_path, out_path)
+
+
+def write_baseline(model_cfg: dict, job: setup.Setup, loss: float, tokens_path: str, out_path: str) -> Baseline:
+    """Write ``baselines/{model}/p{seed}.json``: the trained model's validation loss and perplexity, with the
+    unigram and bigram reference losses of the same validation targets."""
     unigram, bigram = ngrams.reference_losses(load_file(str(tokens_path))["train"], job.val_batches,
                                               job.family.objective, streams.vocabulary(tokens_path)["vocab_size"])
     out = Baseline(model=model_cfg["name"], val_loss=loss, perplexity=math.exp(loss),

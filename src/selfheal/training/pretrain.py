@@ -18,7 +18,7 @@ from selfheal import models, records, results_io
 from selfheal.data import streams
 from selfheal.experiments import frozen_random
 from selfheal.records import PretrainSummary
-from selfheal.training import checkpoints, loop, setup
+from selfheal.training import checkpoints, evaluation, loop, setup
 from selfheal.training.state import Settings
 
 log = logging.getLogger("selfheal")
@@ -34,9 +34,12 @@ def pretrain(
     summary_path: str,
     threads: int = 1,
     start_dir: str | None = None,
+    baseline_path: str | None = None,
 ) -> PretrainSummary:
     """Pretrain one network (``model_cfg`` with its ``pretrain.seed``) from its step-0 weights, saved to
-    ``theta0_dir``; or, with ``start_dir`` (a downloaded model's folder), adapt that model with the same schedule."""
+    ``theta0_dir``; or, with ``start_dir`` (a downloaded model's folder), adapt that model with the same schedule.
+    With ``baseline_path``, the trained network's baseline is written there too: the last evaluation is the
+    baseline (the trained weights on the fixed validation batches), so no separate job evaluates it again."""
     p = model_cfg["pretrain"]
     setup.seed_everything(p["seed"], threads)
     if start_dir is None:
@@ -111,6 +114,8 @@ def pretrain(
         last_quarter_val_drop=_val_at(result.curve, 0.75 * max_examples) - final.val_loss,
     )
     records.write(summary_path, summary)
+    if baseline_path:
+        evaluation.write_baseline(model_cfg, job, final.val_loss, tokens_path, baseline_path)
     checkpoints.remove(settings)
     log.info("pretraining done: val loss %.4f -> %.4f in %.0fs", summary.initial_val_loss, final.val_loss,
              final.wall_s)

@@ -49,6 +49,9 @@ class GPT2(SingleStack):
             eos_token_id=special["eos"],
             pad_token_id=special["pad"],
             tie_word_embeddings=True,
+            # GPT-2's tanh-approximated GELU as one fused kernel: the same function as the original "gelu_new"
+            # (to 2.4e-7) at about a quarter of its time; that activation was a third of a CPU forward pass at D = 64
+            activation_function="gelu_pytorch_tanh",
         )
         return GPT2LMHeadModel(config)
 
