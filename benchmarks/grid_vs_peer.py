@@ -7,7 +7,7 @@ one run (target: selfheal >= 1.3x faster, per model).
 
     .venv/bin/python benchmarks/grid_vs_peer.py   # [--models gpt2-n4-d64] [--threads 1] [--threshold 0.01] [--keep DIR]
 
-1. In a fresh folder, the real workflow pretrains the models (`snakemake --until baseline`; not timed: both sides
+1. In a fresh folder, the real workflow pretrains the models (`snakemake --until pretrain`; not timed: both sides
    start from the trained model), with `grid.controls` (and `grid.matched_controls`) off so that the grid is
    exactly the layer x seed cells, and `threads` set to --threads.
 2. selfheal, timed: `snakemake --until heal --cores <threads>` (wall clock of the whole command), then, untimed,
@@ -180,7 +180,7 @@ def main():
         workdir = (a.keep or Path(tmp)).resolve()
         workdir.mkdir(parents=True, exist_ok=True)
         (workdir / "config.yaml").write_text(yaml.safe_dump(grid_config(names, a.threads)))
-        snakemake(workdir, "--until", "baseline", "--cores", "2")  # trained models for both sides, not timed
+        snakemake(workdir, "--until", "pretrain", "--cores", "2")  # trained models and baselines for both sides, not timed
         since = time.time()
         ours = snakemake(workdir, "--until", "heal", "--cores", str(a.threads))
         snakemake(workdir, "--until", "aggregate", "--cores", "2")
