@@ -30,6 +30,7 @@ rule answer:
         f"{LOGS}/answer.log",
     conda:
         "../../envs/analysis.yaml"
+    threads: 2  # the scaling fit's bootstrap refits run in parallel (Snakemake gives fewer where --cores is lower)
     params:
         tables=ANSWER_TABLES,
         figures=ANSWER_PLOTS,

@@ -18,4 +18,5 @@ answer.write_all(
     snakemake.output.html,
     dict(zip(names, snakemake.output.plots_html, strict=True)),
     dict(zip(names, snakemake.output.plots_png, strict=True)),
+    workers=snakemake.threads,  # the scaling fit's bootstrap refits, in parallel
 )

@@ -142,13 +142,15 @@ def _damage_cells(cells: pd.DataFrame) -> pd.DataFrame:
     return rows[DAMAGE_CELL_COLUMNS].reset_index(drop=True)
 
 
-def compute(summary: pd.DataFrame, curves: pd.DataFrame, networks: pd.DataFrame) -> dict[str, pd.DataFrame]:
+def compute(summary: pd.DataFrame, curves: pd.DataFrame, networks: pd.DataFrame,
+            workers: int = 1) -> dict[str, pd.DataFrame]:
+    """Every answer table. ``workers``: processes for the scaling fit's bootstrap refits (the same numbers)."""
     cells = survival.prepare(summary, networks)
     thresholds = sorted(summary["threshold"].unique())
     return {
         "survival": survival.estimate(cells),
         "recovered_curves": survival.recovered_curves(cells),
-        "fit": scaling.fit(cells),
+        "fit": scaling.fit(cells, workers=workers),
         "damage_cost": scaling.damage_cost(cells),
         "damage_cells": _damage_cells(cells),
         "cka": _cka(cells),
@@ -535,13 +537,13 @@ def _fit_table(doc: Page, fit: pd.DataFrame, settings: list[tuple], terms: list[
 
 
 def write_all(summary_path: str, curves_path: str, networks_path: str, table_paths: dict[str, str], md_path: str,
-              html_path: str, plot_html: dict[str, str], plot_png: dict[str, str]) -> None:
+              html_path: str, plot_html: dict[str, str], plot_png: dict[str, str], workers: int = 1) -> None:
     """Everything the ``answer`` rule makes: the answer tables, the page (Markdown and HTML) and its figures.
     Plot links on the page are relative to the page's folder."""
     summary = pd.read_parquet(summary_path)
     curves = pd.read_parquet(curves_path)
     networks = pd.read_parquet(networks_path)
-    tables = compute(summary, curves, networks)
+    tables = compute(summary, curves, networks, workers)
     for name in TABLES:
         results_io.write_parquet(table_paths[name], tables[name])
     folder = Path(md_path).parent
