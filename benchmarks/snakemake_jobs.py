@@ -3,8 +3,9 @@
 Snakemake records, for every output file, the rule and the start and end time of the job that wrote it
 (`.snakemake/metadata/`, one JSON per output; `starttime` / `endtime`, seconds since the epoch). One job = one
 (rule, log files): every rule has its own log. Inside the training jobs, the tables say how much was training and evaluating:
-`curves.parquet` `wall_s` (the last row of each pretraining run and of each recovery curve: that run's wall
-seconds, evaluations included), and each cell's `recovery.json` (documented per-cell output) its `eval_share`.
+`curves.parquet` `wall_s` (the largest of each pretraining run and of each recovery curve: that run's wall
+seconds, evaluations included; an evaluation made after the fact to locate a crossing is recorded later than the
+one that closed its interval), and each cell's `recovery.json` (documented per-cell output) its `eval_share`.
 Whatever a job spent besides that (process start, imports, loading the model and data, the damage and CKA
 measurements, writing) is its fixed per-job cost.
 """
@@ -73,9 +74,11 @@ def breakdown(workdir: Path, results: Path, since: float = 0.0) -> dict[str, flo
         eval_s += float(walls.loc[key]) * cell["eval_share"]
         replay_s += float(walls.loc[key]) * (cell.get("replay_share") or 0.0)
     recovery = curves[curves["kind"] == "recovery"]
+    # evaluations made after the fact inside an interval already trained, to locate crossings (``replay`` column:
+    # of weights kept at every step, or of a replayed interval); tables of older runs also had an ``ahead`` column
     counts = {"evaluations": int(len(recovery)),
-              "ahead_evaluations": int(recovery["ahead"].sum()) if "ahead" in recovery else 0,
-              "replay_evaluations": int(recovery["replay"].sum()) if "replay" in recovery else 0}
+              "located_evaluations": int(recovery["replay"].fillna(False).astype(bool).sum())
+              if "replay" in recovery else 0}
     out.update(counts, replay_share_of_retrain=replay_s / retrain_s if retrain_s else float("nan"))
     out.update(pretrain_s=pretrain_s, retrain_train_s=retrain_s - eval_s, retrain_eval_s=eval_s,
                cells=int(len(walls)), eval_share_mean=(sum(shares) / len(shares)) if shares else float("nan"),
@@ -91,9 +94,9 @@ def describe(b: dict[str, float], wall: float, cores: int) -> str:
             f"pretraining {b['pretrain_s']:.0f} s, retraining {b['retrain_train_s']:.0f} s + evaluation "
             f"{b['retrain_eval_s']:.0f} s ({b['cells']} cells; evaluation {b['eval_share_of_retrain']:.1%} of retraining, "
             f"per cell mean {b['eval_share_mean']:.1%}, max {b['eval_share_max']:.1%}, no-reset controls left out of "
-            f"the mean; {b['evaluations']} evaluations, {b['ahead_evaluations']} of them ahead of a predicted "
-            f"crossing and {b['replay_evaluations']} in replays; replays {b['replay_share_of_retrain']:.1%} of "
-            f"retraining), fixed per-job cost of the {b['training_jobs']} training jobs "
+            f"the mean; {b['evaluations']} evaluations, {b['located_evaluations']} of them made after the fact to "
+            f"locate crossings; replays {b['replay_share_of_retrain']:.1%} of retraining), fixed per-job cost of the "
+            f"{b['training_jobs']} training jobs "
             f"{b['fixed_s']:.0f} s = {b['fixed_s'] / core:.1%} of core time, data/report jobs "
             f"{b['other_job_core_s']:.0f} s")
 

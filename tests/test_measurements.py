@@ -1,7 +1,9 @@
 """What makes a measurement trustworthy: pretraining seeds in the grid, the matched no-reset control, crossings as
-intervals located by replay (without changing the run), reference losses and quality flags, healed-layer CKA."""
+intervals located on kept weights or by replay (without changing the run), reference losses and quality flags,
+healed-layer CKA."""
 
 import copy
+import dataclasses
 
 import pandas as pd
 import pytest
@@ -71,32 +73,47 @@ def _settings(job, max_examples=256):
                     max_examples=max_examples, warmup_steps=2, data_seed=0, hardware=job.hardware)
 
 
-def test_replay_locates_crossings_without_changing_the_run(job):
-    """The replayed run ends bit-identical to the plain run; its regular evaluations are the plain run's (those
-    placed ahead of predicted crossings and those of replays come on top), and every level it crosses is located
-    within 10 % (or one step)."""
+def test_crossings_are_located_on_kept_weights_without_changing_the_run(job, monkeypatch):
+    """With levels, the run ends bit-identical to the plain run and its regular evaluations are the plain run's;
+    the evaluations made after the fact (``replay``) are of the weights kept at their steps (the same losses as a
+    run evaluated at every step), no training is redone, and every level it crosses is located within 10 % (or one
+    step). A run whose kept weights would exceed the budget replays its intervals instead, to the same run."""
     base, job_, seqs, _ = job
 
-    def run(levels, resolution):
+    def run(levels, resolution, every=64):
         model = copy.deepcopy(base)
         names = reset.draw(model, job_.family, "L1", "full", "fresh", 0)
-        return model, loop.run(model, job_.family, job_.objective, seqs, job_.val_batches, set(names),
-                               _settings(job_), levels=levels, resolution=resolution)
+        s = dataclasses.replace(_settings(job_), eval_every_examples=every)
+        return model, loop.run(model, job_.family, job_.objective, seqs, job_.val_batches, set(names), s,
+                               levels=levels, resolution=resolution)
 
     plain_model, plain = run([], 0.0)
+    truth = {p.steps: p.val_loss for p in run([], 0.0, every=8)[1].curve}  # an evaluation after every step
     # levels crossed between two coarse evaluations (64 examples = 8 steps apart: wider than 10 %)
     levels = [(a.val_loss + b.val_loss) / 2 for a, b in zip(plain.curve, plain.curve[1:]) if b.val_loss < a.val_loss]
     assert len(levels) >= 2
+
+    def check(model, result):
+        assert all(torch.equal(a, b) for a, b in zip(plain_model.parameters(), model.parameters()))
+        regular = [(p.examples, p.val_loss, p.train_loss) for p in result.curve if not p.replay]
+        assert regular == [(p.examples, p.val_loss, p.train_loss) for p in plain.curve]
+        after = [p for p in result.curve if p.replay]
+        assert after and all(p.train_loss is None for p in after)
+        assert all(p.val_loss == truth[p.steps] for p in after)  # the weights of that step
+        assert [p.steps for p in result.curve] == sorted(p.steps for p in result.curve)
+        found = thresholds.recoveries(result.curve, 1.0, [level - 1 for level in levels])
+        assert all(r.recovered for r in found)
+        for r in found:
+            assert r.examples - r.examples_lo <= 0.1 * r.examples or r.steps - r.steps_lo <= 1
+        return after
+
+    model, kept = run(levels, 0.1)
+    check(model, kept)
+    assert kept.replay_s == 0 and kept.replay_train_s == 0  # located without training
+    monkeypatch.setattr(loop, "SNAPSHOT_BUDGET_MB", 0)  # the kept weights would not fit: replays
     model, replayed = run(levels, 0.1)
-    assert all(torch.equal(a, b) for a, b in zip(plain_model.parameters(), model.parameters()))
-    coarse = [(p.examples, p.val_loss) for p in replayed.curve if not (p.replay or p.ahead)]
-    assert coarse == [(p.examples, p.val_loss) for p in plain.curve]
-    assert any(p.ahead for p in replayed.curve)  # evaluations placed ahead of predicted crossings
-    assert all(p.train_loss is not None for p in replayed.curve if p.ahead)  # they are ordinary evaluations
-    found = thresholds.recoveries(replayed.curve, 1.0, [level - 1 for level in levels])
-    assert all(r.recovered for r in found)
-    for r in found:
-        assert r.examples - r.examples_lo <= 0.1 * r.examples or r.steps - r.steps_lo <= 1
+    check(model, replayed)
+    assert replayed.replay_train_s > 0
 
 
 def test_matched_control_trains_from_trained_values_and_only_its_tensors(job):

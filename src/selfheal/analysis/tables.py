@@ -39,7 +39,6 @@ SUMMARY_COLUMNS = [
 CURVE_COLUMNS = [
     "kind", "model", "pretrain_seed", "target", "stack", "layer", "depth", "policy", "init", "regime", "seed",
     "examples", "tokens", "steps", "fraction_of_pretrain", "wall_s", "val_loss", "train_loss", "replay",
-    "ahead",
 ]
 NETWORK_COLUMNS = [
     "model", "pretrain_seed", "arch", "family_kind", "source", "n_layer", "d_model", "n_params", "pretrain_examples",
@@ -111,8 +110,7 @@ def curves_table(recovery_paths: list[str], recovery_curve_paths: list[str],
         curve["fraction_of_pretrain"] = _fraction(curve["examples"], cell["pretrain_examples"])
         parts.append(curve)
     table = pd.concat(parts, ignore_index=True).reindex(columns=CURVE_COLUMNS)
-    for column in ("replay", "ahead"):
-        table[column] = table[column].fillna(False).astype(bool)
+    table["replay"] = table["replay"].fillna(False).astype(bool)
     for column in ("layer", "depth", "seed", "pretrain_seed"):
         table[column] = table[column].astype("Int64")
     table["fraction_of_pretrain"] = table["fraction_of_pretrain"].astype("float64")

@@ -1,6 +1,7 @@
 """Language-model training on the one trainer (``training.trainer``): pretraining, retraining a reset layer and
 the no-reset control. Adds what these share on top of the trainer: epochs reshuffled by seed, evaluation on the fixed
-validation batches with a stopping rule, divergence detection, resumable checkpoints and the prefix cache.
+validation batches with a stopping rule, threshold crossings located between evaluations (``run``), divergence
+detection, resumable checkpoints and the prefix cache.
 
 Only the parameters named trainable get gradients. Layers below the first trainable one run under ``no_grad``
 (they are a fixed function of the input); layers above it need activation gradients only, which autograd gives
@@ -29,8 +30,10 @@ from selfheal.training.state import CurvePoint, Position, Result, Settings
 log = logging.getLogger("selfheal")
 # A training loss this many times the validation loss before training counts as divergence (as does NaN/inf).
 DIVERGENCE_FACTOR = 3.0
-# At most this many evaluations ahead of predicted crossings per regular evaluation interval (a replay covers the rest).
-MAX_AHEAD = 4
+# Locating a crossing on kept weights holds a copy of the trainable tensors after every step of an evaluation
+# interval, on their device (memory of the accelerator on one). A run whose copies would take more than this many
+# MB (trainable bytes x steps per interval) locates its crossings by replaying the interval instead.
+SNAPSHOT_BUDGET_MB = 1024
 
 
 def first_trainable_depth(family, model: nn.Module, trainable: set[str]) -> int:
@@ -79,23 +82,27 @@ def run(
     ``start_loss``: the validation loss of ``model`` as given, when the caller has just evaluated it (e.g. the
     damage of a reset), so the first point of the curve is not evaluated twice.
 
-    ``levels`` (validation losses, e.g. the recovery thresholds) with ``resolution`` > 0: when an evaluation is the
-    first at or below a level and the interval since the previous evaluation is wider than ``resolution`` x its
-    end (and wider than one step), the crossing is located by bisection: the state at the last evaluation above the
-    level (weights, optimizer, RNGs, position; kept in memory at every evaluation) is restored, training runs to the
-    middle step and is evaluated, and so on in the half that holds the crossing, until its interval (a, b] has
-    b - a <= resolution x b or one step; then the state at the interval's end is restored and training goes on
-    exactly as without the replay. The replay's
-    evaluations join the curve (``CurvePoint.replay``). With ``levels``, checkpoints are written at evaluations
-    only, so a resumed run restarts from an interval's start state and ends with the same numbers.
+    ``levels`` (validation losses, e.g. the recovery thresholds) with ``resolution`` > 0: every crossing of a level
+    is located to an interval (a, b] between two evaluations, the one at b the first at or below the level, with
+    b - a <= resolution x b or one optimizer step. While training, a copy of the trainable tensors is kept after
+    every step of the current evaluation interval (cleared at each evaluation). When an evaluation is the first at
+    or below one or more levels, each new crossing (loosest level first) is located on those copies: a kept step is
+    copied into the trainable parameters, evaluated (the same function and prefix cache), and the current weights
+    are put back, so the training state (weights, optimizer, RNGs, position) is untouched and the run goes on
+    exactly as without these evaluations. Each probe step is interpolated linearly between the losses of the two
+    evaluations that bracket the crossing (regula falsi, strictly inside the bracket; after a probe that leaves more
+    than half the bracket, the next one bisects it), using every evaluation already known in the interval, until
+    the bracket meets the resolution. No training is redone.
 
-    Replays are the fallback. With ``levels`` and ``resolution`` > 0, evaluations are also placed *ahead* of a
-    predicted crossing (``ahead``): after each evaluation the loss is extrapolated along the line through the last
-    two evaluations to the next level not yet reached; when that point lies before the next regular evaluation, one
-    evaluation is scheduled just after it (if that still brackets the crossing within ``resolution``) or just before
-    it (so that the next one can), at most ``MAX_AHEAD`` per regular interval, and one after the first step. Where
-    the prediction holds, the crossing is bracketed on the way, with no replay. Evaluations do not touch the
-    training state, so the run (weights, data order, regular evaluations) is the same with or without them.
+    When the copies would take more than ``SNAPSHOT_BUDGET_MB`` (trainable bytes x steps per interval), the run
+    replays instead: the state at the last evaluation above the level (weights, optimizer, RNGs, position; kept in
+    memory at every evaluation) is restored, training runs to the middle step and is evaluated, and so on in the
+    half that holds the crossing until it is narrow enough; then the state at the interval's end is restored and
+    training goes on exactly as without the replay. Either way the evaluations made after the fact inside an
+    interval already trained join the curve in step order (``CurvePoint.replay``, no train loss), their time counts
+    in ``result.eval_s`` (a replay's training in ``result.replay_s`` / ``replay_train_s``), and the regular
+    evaluations and final weights are those of a run without ``levels``. With ``levels``, checkpoints are written
+    at evaluations only, where no copies are held, so a resumed run ends with the same numbers.
     """
     for name, p in model.named_parameters():
         p.requires_grad_(name in trainable)
@@ -111,7 +118,7 @@ def run(
     pos = Position(next_eval=s.eval_every_examples)
     t0 = time.perf_counter()
 
-    def measure(replay: bool = False, ahead: bool = False) -> CurvePoint:
+    def measure(replay: bool = False) -> CurvePoint:
         started = time.perf_counter()
         if start_loss is not None and not result.curve and pos.steps == 0:
             val_loss = start_loss  # the same evaluation of the same weights, already made by the caller
@@ -126,11 +133,10 @@ def run(
             val_loss=val_loss,
             train_loss=None if replay or not pos.running_n else pos.running / pos.running_n,
             replay=replay,
-            ahead=ahead,
         )
 
-    def record(ahead: bool = False) -> bool:
-        point = measure(ahead=ahead)
+    def record() -> bool:
+        point = measure()
         pos.running, pos.running_n = 0.0, 0
         result.curve.append(point)
         rate = pos.examples / point.wall_s if point.wall_s > 0 else 0.0
@@ -143,7 +149,16 @@ def run(
         return should_stop(point)
 
     optimizer = _optimizer(model, trainable, s) if trainable else None
-    refining = bool(levels) and resolution > 0
+    refining = bool(levels) and resolution > 0 and bool(trainable)
+    params = {n: p for n, p in model.named_parameters() if n in trainable}
+    step_bytes = sum(p.numel() * p.element_size() for p in params.values())
+    interval_steps = math.ceil(s.eval_every_examples / s.batch_size)
+    keeping = refining and step_bytes * interval_steps <= SNAPSHOT_BUDGET_MB * 2**20  # else replays
+    kept: dict[int, tuple[int, dict[str, torch.Tensor]]] = {}  # step -> (examples, trainable tensors after it)
+    if refining:
+        log.info("%s locates crossings %s (trainable tensors %.1f MB x %d steps per evaluation interval, budget %d MB)",
+                 label, "on weights kept at every step" if keeping else "by replaying intervals",
+                 step_bytes / 2**20, interval_steps, SNAPSHOT_BUDGET_MB)
 
     def snapshot():
         """Everything the next steps depend on (the frozen tensors never change)."""
@@ -165,38 +180,9 @@ def run(
         for f in dataclasses.fields(Position):
             setattr(pos, f.name, getattr(position, f.name))
 
-    def ahead_of_crossing() -> int | None:
-        """Examples at which to evaluate ahead of the next level's predicted crossing, or None (see ``run``)."""
-        points = sorted(result.curve, key=lambda p: p.steps)
-        now = points[-1]
-        pending = [l for l in levels if l < now.val_loss and not any(p.val_loss <= l for p in points)]
-        if not pending or now.examples >= s.max_examples:
-            return None
-        if len(points) == 1:
-            return now.examples + s.batch_size  # one step in: the first slope
-        since = sum(1 for p in points if p.ahead and p.examples > now.examples - now.examples % s.eval_every_examples)
-        before = points[-2]
-        drop = (before.val_loss - now.val_loss) / max(1, now.examples - before.examples)  # loss per example
-        if drop <= 0 or since >= MAX_AHEAD:
-            return None
-        crossing = now.examples + (now.val_loss - max(pending)) / drop
-        # the farthest evaluation from here whose bracket meets the resolution
-        reach = now.examples / (1 - resolution) if resolution < 1 else math.inf
-        if crossing <= reach:  # just after the crossing, within reach: brackets it if the prediction holds
-            steps = min(math.floor((reach - now.examples) / s.batch_size),
-                        math.ceil((crossing * (1 + resolution / 2) - now.examples) / s.batch_size))
-        else:  # just before it, so that the next evaluation's reach covers it
-            steps = math.floor((crossing * (1 - resolution / 2) - now.examples) / s.batch_size)
-        return now.examples + max(1, steps) * s.batch_size
-
     def plan_next_evaluation() -> None:
-        """The next evaluation: the next multiple of ``eval_every_examples``, or earlier, ahead of a crossing."""
+        """The next multiple of ``eval_every_examples`` (the budget's end is evaluated too)."""
         pos.next_eval = (pos.examples // s.eval_every_examples + 1) * s.eval_every_examples
-        if refining and pos.next_eval - pos.examples < s.batch_size:
-            pos.next_eval += s.eval_every_examples  # an evaluation ahead, less than a step before, stands in for it
-        early = ahead_of_crossing() if refining else None
-        if early is not None and early < pos.next_eval:
-            pos.next_eval = early
 
     start = None  # the state at the last evaluation, for a replay of the interval after it
     resumed = optimizer is not None and checkpoints.restore(s, model, optimizer, batch_generator, pos, result)
@@ -206,10 +192,8 @@ def run(
     elif record() or not trainable or s.max_examples <= 0:
         result.stopped_early = bool(result.curve) and should_stop(result.curve[-1])
         return result
-    if refining and trainable:
+    if refining and not keeping:
         start = snapshot()  # at the first evaluation, or at the evaluation a resumed run's checkpoint was taken
-        if not resumed:
-            plan_next_evaluation()
 
     hw.compile_modules([l for l in family.stack_modules(model, "")][grad_from:] if hw.compile and
                        isinstance(family, SingleStack) else [])
@@ -220,8 +204,9 @@ def run(
             while pos.index < len(order) and pos.examples < limit:
                 index = order[pos.index : pos.index + min(s.batch_size, s.max_examples - pos.examples)]
                 yield index, to_device(objective.batch(train_seqs[index], batch_generator), device)
-            pos.epoch += 1
-            pos.index = 0
+            if pos.index >= len(order):  # not when stopped at ``limit`` mid-epoch (a replay goes on from there)
+                pos.epoch += 1
+                pos.index = 0
 
     def loss_of(item) -> torch.Tensor:
         index, batch = item
@@ -251,7 +236,8 @@ def run(
         return any(p.val_loss <= level for p in result.curve[:-1])
 
     def refine() -> None:
-        """Locate each level the last evaluation crossed first, by bisecting the interval it closed: restore the
+        """The fallback of ``locate`` for a run whose kept weights would exceed ``SNAPSHOT_BUDGET_MB``.
+        Locate each level the last evaluation crossed first, by bisecting the interval it closed: restore the
         state at the last evaluation above the level, train to the middle step, evaluate, and repeat on the half
         that holds the crossing until it is narrow enough. Then restore the state at the interval's end."""
         end = result.curve[-1]
@@ -271,8 +257,8 @@ def run(
                     break
                 restore(lo_state)
                 middle = lo.examples + (hi.steps - lo.steps) // 2 * s.batch_size
-                trainer.train(optimizer, batches(middle), loss_of, schedule, s.grad_clip, params, pos.steps,
-                              on_step=lambda info: advance(info) or False)
+                trainer.train(optimizer, batches(middle), loss_of, schedule, s.grad_clip, list(params.values()),
+                              pos.steps, on_step=lambda info: advance(info) or False)
                 known.append((measure(replay=True), snapshot()))
         restore(finish)
         points = [p for p, _ in known if p.replay]
@@ -283,17 +269,77 @@ def run(
             log.info("%s located %d crossing(s) in examples %d-%d with %d more evaluations", label, len(new),
                      first.examples, end.examples, len(points))
 
+    def evaluate_kept(step: int) -> CurvePoint:
+        """An evaluation of the weights kept after ``step``, copied into the model (``locate`` puts them back)."""
+        examples, weights = kept[step]
+        started = time.perf_counter()
+        with torch.no_grad():
+            for n, p in params.items():
+                p.copy_(weights[n])
+        val_loss = evaluate(model, family, val_batches, cache, hw)
+        result.eval_s += time.perf_counter() - started
+        return CurvePoint(examples=examples, tokens=examples * context, steps=step, wall_s=time.perf_counter() - t0,
+                          val_loss=val_loss, train_loss=None, replay=True)
+
+    def locate() -> None:
+        """Locate each level the last evaluation crossed first on the weights kept in the interval it closed:
+        probe steps by regula falsi (a bisection after a probe that left more than half the bracket) until the
+        bracket is narrow enough, then put the current weights back. Nothing is trained."""
+        end = result.curve[-1]
+        new = sorted((l for l in levels if end.val_loss <= l and not located(l)), reverse=True)
+        if not new:
+            return
+        first = max(result.curve[:-1], key=lambda p: p.steps)  # the evaluation the interval started at
+        missing = [k for k in range(first.steps + 1, end.steps) if k not in kept]
+        if missing:
+            raise RuntimeError(f"no weights kept for steps {missing[0]}-{missing[-1]} of the interval to locate in")
+        current = {n: p.detach().clone() for n, p in params.items()}
+        known = [first, end]  # this interval's evaluations
+        try:
+            for level in new:  # loosest first: its crossing comes first
+                bisect = False
+                while True:
+                    known.sort(key=lambda p: p.steps)
+                    i = next(i for i, p in enumerate(known) if p.val_loss <= level)
+                    lo, hi = known[i - 1], known[i]
+                    if hi.examples - lo.examples <= resolution * hi.examples or hi.steps - lo.steps <= 1:
+                        break
+                    # where the line through the bracket's two losses meets the level
+                    at = lo.steps + (lo.val_loss - level) / (lo.val_loss - hi.val_loss) * (hi.steps - lo.steps)
+                    if bisect or not math.isfinite(at):
+                        step = (lo.steps + hi.steps) // 2
+                    else:
+                        step = min(hi.steps - 1, max(lo.steps + 1, round(at)))
+                    probe = evaluate_kept(step)
+                    known.append(probe)
+                    width = step - lo.steps if probe.val_loss <= level else hi.steps - step
+                    bisect = not bisect and 2 * width > hi.steps - lo.steps  # the slow side: bisect next
+        finally:
+            started = time.perf_counter()
+            with torch.no_grad():
+                for n, p in params.items():
+                    p.copy_(current[n])
+            result.eval_s += time.perf_counter() - started
+        points = sorted((p for p in known if p.replay), key=lambda p: p.steps)
+        result.curve[-1:-1] = points
+        if points:
+            log.info("%s located %d crossing(s) in examples %d-%d with %d evaluations of kept weights", label,
+                     len(new), first.examples, end.examples, len(points))
+
     saved_at = pos.steps
 
     def after_step(info: trainer.StepInfo) -> bool:
         nonlocal start, saved_at
         advance(info)
         evaluated = pos.examples >= pos.next_eval or pos.examples >= s.max_examples
+        if keeping and not evaluated:
+            kept[pos.steps] = (pos.examples, {n: p.detach().clone() for n, p in params.items()})
         if evaluated:
-            last = max(result.curve, key=lambda p: p.steps).examples
-            regular = pos.examples // s.eval_every_examples > last // s.eval_every_examples
-            stop = record(ahead=not regular and pos.examples < s.max_examples)
-            if refining:
+            stop = record()
+            if keeping:
+                locate()
+                kept.clear()
+            elif refining:
                 refine()
                 start = snapshot() if not stop else None
             plan_next_evaluation()
@@ -311,9 +357,8 @@ def run(
 
     model.train()
     schedule = trainer.warmup_cosine(s.warmup_steps, total_steps, s.cosine, s.min_lr_fraction)
-    params = [p for n, p in model.named_parameters() if n in trainable]
-    trainer.train(optimizer, batches(s.max_examples), loss_of, schedule, s.grad_clip, params, pos.steps, diverged,
-                  after_step)
+    trainer.train(optimizer, batches(s.max_examples), loss_of, schedule, s.grad_clip, list(params.values()),
+                  pos.steps, diverged, after_step)
     model.eval()
     return result
 

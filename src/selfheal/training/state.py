@@ -48,8 +48,10 @@ class CurvePoint:
     wall_s: float
     val_loss: float
     train_loss: float | None
-    replay: bool = False  # an evaluation of a replayed interval (loop.run's crossing refinement)
-    ahead: bool = False  # an evaluation placed ahead of a predicted crossing, between two regular ones
+    # An evaluation made after the fact inside an interval already trained, to locate a threshold crossing
+    # (loop.run): of weights kept at that step, or of a replay of the interval. No train_loss; its wall_s is the
+    # time it was made, after the evaluation that closed the interval.
+    replay: bool = False
 
 
 @dataclass
@@ -57,14 +59,14 @@ class Result:
     curve: list[CurvePoint] = field(default_factory=list)
     stopped_early: bool = False
     diverged_step: int | None = None  # the step whose loss was NaN/inf, if any
-    eval_s: float = 0.0  # wall seconds spent evaluating (the rest of the last point's wall_s is training)
+    eval_s: float = 0.0  # wall seconds spent evaluating, those after the fact included (the rest of wall_s trains)
     replay_s: float = 0.0  # wall seconds spent replaying intervals (their training and evaluations)
     replay_train_s: float = 0.0  # of which training (their evaluations count in eval_s too)
     resumed_elapsed: float = 0.0  # wall seconds already spent before a resume
 
     @property
     def wall_s(self) -> float:
-        """Wall seconds of the whole run (a replay's evaluations are recorded after later ones)."""
+        """Wall seconds of the whole run (an evaluation made after the fact is later than the one after it in steps)."""
         return max(p.wall_s for p in self.curve)
 
     @property
