@@ -8,6 +8,8 @@ that does not match the run is ignored, never applied.
 
 from __future__ import annotations
 
+import dataclasses
+
 import hashlib
 import json
 import logging
@@ -72,7 +74,8 @@ def restore(s, model, optimizer, batch_generator, pos, result) -> bool:
     batch_generator.set_state(state["batch_rng"])
     for key, value in state["position"].items():
         setattr(pos, key, value)
-    result.curve = [CurvePoint(**p) for p in state["curve"]]
+    known = {f.name for f in dataclasses.fields(CurvePoint)}  # a checkpoint of older code may carry retired fields
+    result.curve = [CurvePoint(**{k: v for k, v in p.items() if k in known}) for p in state["curve"]]
     result.eval_s = state["eval_s"]
     result.resumed_elapsed = state["elapsed"]
     return True
