@@ -8,7 +8,6 @@ that does not match the run is ignored, never applied.
 
 from __future__ import annotations
 
-import dataclasses
 
 import hashlib
 import json
@@ -74,7 +73,7 @@ def restore(s, model, optimizer, batch_generator, pos, result) -> bool:
     batch_generator.set_state(state["batch_rng"])
     for key, value in state["position"].items():
         setattr(pos, key, value)
-    known = {f.name for f in dataclasses.fields(CurvePoint)}  # a checkpoint of older code may carry retired fields
+    known = {f.name for f in fields(CurvePoint)}  # a checkpoint of older code may carry retired fields
     result.curve = [CurvePoint(**{k: v for k, v in p.items() if k in known}) for p in state["curve"]]
     result.eval_s = state["eval_s"]
     result.resumed_elapsed = state["elapsed"]
