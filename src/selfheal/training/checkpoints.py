@@ -8,7 +8,6 @@ that does not match the run is ignored, never applied.
 
 from __future__ import annotations
 
-
 import hashlib
 import json
 import logging
