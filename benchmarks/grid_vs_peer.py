@@ -46,6 +46,7 @@ from snakemake_jobs import breakdown, describe  # noqa: E402
 
 from selfheal import config, grid, models  # noqa: E402
 from selfheal.config.defaults import DEFAULTS  # noqa: E402
+from selfheal.config.merge import merge  # noqa: E402
 from selfheal.data import streams  # noqa: E402
 from selfheal.heal import reset  # noqa: E402
 from selfheal.models import families  # noqa: E402
@@ -90,7 +91,10 @@ def peer(args) -> None:
     """The peer loop, run in its own process: every cell of one model, Trainer + threshold callback."""
     torch.set_num_threads(args.threads)
     job = json.loads(args.peer)
-    cfg = config.resolve(yaml.safe_load(Path(job["config"]).read_text()))
+    # the config the workflow ran: its own config file merged over config/config.yaml, as Snakemake merges them
+    # (the default's retrain section, lr 3e-3 and budget 0.25, is not in the benchmark's file)
+    cfg = config.resolve(merge(yaml.safe_load((ROOT / "config" / "config.yaml").read_text()),
+                               yaml.safe_load(Path(job["config"]).read_text())))
     model_cfg = grid.model_by_name(cfg, job["model"])
     r, ev = model_cfg["retrain"], cfg["eval"]
     tokens = job["tokens"]
@@ -208,7 +212,8 @@ def main():
             peer_cells = pd.DataFrame(json.loads(proc.stdout.strip().splitlines()[-1]))
             # selfheal's time for this model: its heal jobs' share of the snakemake wall (the whole wall for one model)
             share = len(cells) / len(summary)
-            resolved = config.resolve(yaml.safe_load((workdir / "config.yaml").read_text()))
+            resolved = config.resolve(merge(yaml.safe_load((ROOT / "config" / "config.yaml").read_text()),
+                                            yaml.safe_load((workdir / "config.yaml").read_text())))
             interval = grid.model_by_name(resolved, model)["retrain"]["eval_every_examples"]
             keys = ["pretrain_seed", "target", "seed"] if "pretrain_seed" in cells else ["target", "seed"]
             merged = cells[[*keys, "recovered", "examples"]].merge(peer_cells, on=keys, suffixes=("", "_peer"))
