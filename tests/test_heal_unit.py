@@ -2,6 +2,7 @@
 tensors bit-identical, and finished cells of a killed job kept by its re-run."""
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -92,7 +93,7 @@ def test_finished_cells_of_a_killed_job_are_kept(inputs):
     for name in unit.OUTPUTS:
         (first / name).write_bytes((unit_folder / PATTERN.format(**CELLS[0].as_dict()) / name).read_bytes())
     inputs_list = [str(tmp_path / p) for p in ("tokens.safetensors", "trained", "baseline.json", "pretrain.json")]
-    (first / "fingerprint.txt").write_text(unit._fingerprint(model_cfg, eval_cfg, CELLS[0], inputs_list))
+    (first / "fingerprint.txt").write_text(unit._fingerprint(model_cfg, eval_cfg, CELLS[0], unit._digest(inputs_list)))
     marker = json.loads((first / "recovery.json").read_text())
     marker["final_loss"] = -1.0  # so the test sees whether the staged record was kept or recomputed
     (first / "recovery.json").write_text(json.dumps(marker))
@@ -105,7 +106,7 @@ def test_finished_cells_of_a_killed_job_are_kept(inputs):
     for name in unit.OUTPUTS:
         (first / name).write_bytes((unit_folder / PATTERN.format(**CELLS[0].as_dict()) / name).read_bytes())
     (first / "recovery.json").write_text(json.dumps(marker))
-    (first / "fingerprint.txt").write_text(unit._fingerprint(model_cfg, eval_cfg, CELLS[0], inputs_list))
+    (first / "fingerprint.txt").write_text(unit._fingerprint(model_cfg, eval_cfg, CELLS[0], unit._digest(inputs_list)))
     changed = {**model_cfg, "retrain": {**model_cfg["retrain"], "lr": 5e-3}}
     assert _run(tmp_path, changed, eval_cfg, CELLS[:1], out="again")[CELLS[0]].final_loss > 0
 
@@ -118,6 +119,9 @@ def test_an_added_retrain_seed_trains_only_its_cells(inputs):
     out = tmp_path / "out"
     before = {p.relative_to(out): p.stat().st_mtime_ns for p in out.rglob("*.json")}
     shutil.rmtree(out)
+    for touched in (tmp_path / "trained" / "model.safetensors", tmp_path / "baseline.json"):
+        os.utime(touched, ns=(touched.stat().st_atime_ns, touched.stat().st_mtime_ns + 10**9))  # as a cluster's
+        # Snakemake touches a finished group job's outputs: new times, same content
     added = [Cell("t", "L0", "full", "fresh", "frozen", 1)]
     results = _run(tmp_path, model_cfg, eval_cfg, CELLS[:2] + added)
     assert {p: (out / p).stat().st_mtime_ns for p in before} == before  # kept, not recomputed

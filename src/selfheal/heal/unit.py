@@ -11,7 +11,7 @@ outputs are compared with the original's (``similarity.linear_cka``; the reset l
 Outputs per cell (in the unit's folder, under the layout the rules pass in): ``damage.json`` (``Damage``),
 ``recovery.json`` (``CellResult``) and ``curve.parquet``. Work is never lost: a running cell checkpoints into the
 unit's work folder, and each finished cell is staged there with a fingerprint of what it depends on (its settings
-and its input files' sizes and times); the outputs are hard links to the staged files, which stay. The next run of
+and the content of its input files); the outputs are hard links to the staged files, which stay. The next run of
 the job (killed, or re-run because a retrain seed or a cell was added) keeps every finished cell whose fingerprint
 matches, resumes the cell in progress from its checkpoint and trains only the rest.
 """
@@ -45,12 +45,26 @@ class FrozenTensorChanged(RuntimeError):
     pass
 
 
-def _fingerprint(model_cfg: dict, eval_cfg: dict, cell: Cell, inputs: list[str]) -> str:
-    """What a finished cell depends on: its settings and the identity (size, mtime) of every input file."""
-    files = sorted(str(p) for path in map(Path, inputs) for p in ([path] if path.is_file() else path.rglob("*"))
-                   if p.is_file())
-    stamp = [(p, Path(p).stat().st_size, Path(p).stat().st_mtime_ns) for p in files]
-    blob = json.dumps({"model": model_cfg, "eval": eval_cfg, "cell": cell.as_dict(), "files": stamp},
+def _digest(inputs: list[str]) -> str:
+    """The content of every input file (files under a folder included; Snakemake's hidden markers left out): a
+    SHA-256 over their paths, sizes and bytes. Content, not times: a cluster's Snakemake touches a finished group
+    job's outputs after the fact, which must not invalidate the cells healed from them."""
+    h = hashlib.sha256()
+    for path in map(Path, inputs):
+        files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
+        for f in files:
+            if f.name.startswith(".snakemake"):
+                continue
+            h.update(f"{f}\0{f.stat().st_size}\0".encode())
+            with f.open("rb") as handle:
+                for chunk in iter(lambda: handle.read(1 << 24), b""):
+                    h.update(chunk)
+    return h.hexdigest()
+
+
+def _fingerprint(model_cfg: dict, eval_cfg: dict, cell: Cell, inputs_digest: str) -> str:
+    """What a finished cell depends on: its settings and the content of its inputs (``_digest``)."""
+    blob = json.dumps({"model": model_cfg, "eval": eval_cfg, "cell": cell.as_dict(), "inputs": inputs_digest},
                       sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()
 
@@ -155,7 +169,7 @@ def run(model_cfg: dict, eval_cfg: dict, cells: list[dict], tokens_path: str, tr
         log.info("prefix caches at depths %s: %.1f MB each, one at a time", sorted(set(depths.values())), mb)
     elif any(prefix_cache.cache_depth(model_cfg, c.target, c.policy, c.regime) for c in cells):
         log.info("no prefix cache: %.1f MB each exceeds retrain.prefix_cache_mb or does not pay", mb)
-    inputs = [p for p in (tokens_path, trained_dir, theta0_dir, baseline_path, pretrain_summary_path) if p]
+    inputs = _digest([p for p in (tokens_path, trained_dir, theta0_dir, baseline_path, pretrain_summary_path) if p])
     work = Path(work_dir)
     cache = None
     spent: dict[Cell, int] = {}  # examples each reset cell trained for: the length of its matched control
