@@ -43,7 +43,8 @@ def main():
         if proc.returncode:
             sys.exit(proc.stderr[-3000:])
         startups = []
-        for log in (workdir / "results" / "logs").rglob("*.log"):
+        # every job's log, under results/logs/ or a config's own results_dir (e.g. results/families/logs/)
+        for log in (p for p in (workdir / "results").rglob("*.log") if "logs" in p.parts):
             m = re.search(r"job start-up: ([0-9.]+) s", log.read_text())
             if m:
                 startups.append(float(m.group(1)))
