@@ -96,9 +96,9 @@ def test_fit_recovers_the_depth_effect_and_reports_undetermined_terms(steep, fla
     # two thresholds and a few bootstrap draws: each AFT fit takes about a second on a busy CPU
     fit_steep = scaling.fit(steep[steep["threshold"].isin([0.01, 0.05])], max_resamples=4)
     fit_flat = scaling.fit(flat[flat["threshold"].isin([0.01, 0.05])], max_resamples=4, workers=2)
-    # the bootstrap refits in two processes give the numbers of the serial fit
-    pd.testing.assert_frame_equal(fit_flat, scaling.fit(flat[flat["threshold"] == 0.05], max_resamples=4).pipe(
-        lambda one: pd.concat([fit_flat[fit_flat["threshold"] == 0.01], one], ignore_index=True)))
+    # the bootstrap refits in two processes give the numbers of the serial fit (checked on one threshold)
+    serial = scaling.fit(flat[flat["threshold"] == 0.05], max_resamples=4)
+    pd.testing.assert_frame_equal(fit_flat[fit_flat["threshold"] == 0.05].reset_index(drop=True), serial)
     for fit in (fit_steep, fit_flat):
         d = fit[fit["term"] == "log_d_model"]
         assert (~d["determined"]).all() and d["note"].str.contains("not determined by this grid").all()

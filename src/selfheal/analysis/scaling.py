@@ -157,13 +157,6 @@ def fit(cells: pd.DataFrame, max_resamples: int = MAX_FIT_RESAMPLES, workers: in
         return _fit(cells, max_resamples, pool)
 
 
-def _map(pool, function, arguments: list[tuple]) -> list:
-    """``function`` over ``arguments``, in order: in the pool's processes, or here when there is no pool."""
-    if pool is None:
-        return [function(*a) for a in arguments]
-    return list(pool.map(function, *zip(*arguments))) if arguments else []
-
-
 def _fit(cells: pd.DataFrame, max_resamples: int, pool) -> pd.DataFrame:
     out = []
     layers = _layer_cells(cells)
@@ -190,7 +183,8 @@ def _fit(cells: pd.DataFrame, max_resamples: int, pool) -> pd.DataFrame:
             col, strata, keys = _units(rows)
             if sum(len(s) for s in strata) > len(strata):
                 draws = survival.cluster_resamples(strata, max_resamples)
-                refits = _map(pool, _aft, [(x[kept], lower, upper, _weights(keys, draw), point) for draw, _ in draws])
+                jobs = [(x[kept], lower, upper, _weights(keys, draw), point) for draw, _ in draws]
+                refits = list(pool.map(_aft, *zip(*jobs))) if pool else [_aft(*job) for job in jobs]
                 for coef, (_, prob) in zip(refits, draws):
                     if coef is None:
                         failed += 1

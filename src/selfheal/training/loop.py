@@ -232,6 +232,10 @@ def run(
         pos.examples += n
         pos.running_n += n
 
+    def narrow_enough(lo: CurvePoint, hi: CurvePoint) -> bool:
+        """The resolution rule of a located crossing (lo, hi]: at most ``resolution`` x hi wide, or one step."""
+        return hi.examples - lo.examples <= resolution * hi.examples or hi.steps - lo.steps <= 1
+
     def located(level: float) -> bool:
         return any(p.val_loss <= level for p in result.curve[:-1])
 
@@ -253,7 +257,7 @@ def run(
                 known.sort(key=lambda k: k[0].steps)
                 i = next(i for i, (p, _) in enumerate(known) if p.val_loss <= level)
                 (lo, lo_state), (hi, _) = known[i - 1], known[i]
-                if hi.examples - lo.examples <= resolution * hi.examples or hi.steps - lo.steps <= 1:
+                if narrow_enough(lo, hi):
                     break
                 restore(lo_state)
                 middle = lo.examples + (hi.steps - lo.steps) // 2 * s.batch_size
@@ -302,7 +306,7 @@ def run(
                     known.sort(key=lambda p: p.steps)
                     i = next(i for i, p in enumerate(known) if p.val_loss <= level)
                     lo, hi = known[i - 1], known[i]
-                    if hi.examples - lo.examples <= resolution * hi.examples or hi.steps - lo.steps <= 1:
+                    if narrow_enough(lo, hi):
                         break
                     # where the line through the bracket's two losses meets the level
                     at = lo.steps + (lo.val_loss - level) / (lo.val_loss - hi.val_loss) * (hi.steps - lo.steps)
