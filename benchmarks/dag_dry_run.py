@@ -21,15 +21,19 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from selfheal import config#noqa:E402, grid
+from selfheal import config  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from snakemake_jobs import snakemake_env  # noqa: E402
 
 TARGET_S = 10.0
+ENV = snakemake_env()
 
 
 def snakemake(workdir: Path, *args: str) -> subprocess.CompletedProcess:
     cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory", str(workdir),
            "--configfile", str(workdir / "config.yaml"), *args]
-    return subprocess.run(cmd, capture_output=True, text=True)
+    return subprocess.run(cmd, capture_output=True, text=True, env=ENV)
 
 
 def main():

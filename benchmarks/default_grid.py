@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from snakemake_jobs import breakdown, describe
+from snakemake_jobs import breakdown, describe, snakemake_env
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -34,11 +34,12 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         workdir = a.keep or Path(tmp)
         workdir.mkdir(parents=True, exist_ok=True)
+        env = snakemake_env()
         t0 = time.perf_counter()
         proc = subprocess.run([sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory",
                                str(workdir), "--cores", str(a.cores), "--quiet",
                                *(["--configfile", str(a.configfile.resolve())] if a.configfile else [])],
-                              capture_output=True, text=True)
+                              capture_output=True, text=True, env=env)
         wall = time.perf_counter() - t0
         if proc.returncode:
             sys.exit(proc.stderr[-3000:])

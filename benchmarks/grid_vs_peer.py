@@ -42,7 +42,7 @@ from transformers import Trainer, TrainerCallback, TrainingArguments
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(ROOT / "src"))
-from snakemake_jobs import breakdown, describe  # noqa: E402
+from snakemake_jobs import breakdown, describe, snakemake_env  # noqa: E402
 
 from selfheal import config, grid, models  # noqa: E402
 from selfheal.config.defaults import DEFAULTS  # noqa: E402
@@ -52,7 +52,7 @@ from selfheal.heal import reset  # noqa: E402
 from selfheal.models import families  # noqa: E402
 from selfheal.training import setup  # noqa: E402
 
-ENV = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+ENV = snakemake_env(str(ROOT / "src"))  # the peer runs in it too
 
 
 def snakemake(workdir: Path, *args: str) -> float:

@@ -66,6 +66,20 @@ def test_cached_prefix_matches_plain_forward(setup):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6, msg=name)
 
 
+def test_deeper_cache_built_on_a_shallower_one_is_bit_identical(setup):
+    """A heal job builds each depth's cache on the previous one (only the layers between them run)."""
+    tmp_path, model_cfg, eval_cfg = setup
+    job = training_setup.prepare(models.load(tmp_path / "trained"), model_cfg, eval_cfg,
+                                 str(tmp_path / "tokens.safetensors"))
+    train_seqs = training_setup.train_sequences(model_cfg, str(tmp_path / "tokens.safetensors"))
+    build = prefix_cache.PrefixCache.build
+    shallow = build(job.model, job.family, train_seqs, job.val_batches, 1, job.device)
+    direct = build(job.model, job.family, train_seqs, job.val_batches, 2, job.device)
+    on_top = build(job.model, job.family, train_seqs, job.val_batches, 2, job.device, shallower=shallow)
+    assert on_top.depth == 2 and torch.equal(on_top.train, direct.train) and torch.equal(on_top.val, direct.val)
+    assert not torch.equal(direct.train, shallow.train)  # the layer between them ran
+
+
 def test_cache_deeper_than_a_trainable_tensor_is_refused(setup):
     tmp_path, model_cfg, eval_cfg = setup
     cache = _cache(tmp_path, model_cfg, eval_cfg, 2)

@@ -77,19 +77,28 @@ class PrefixCache:
     @classmethod
     @torch.no_grad()
     def build(cls, model, family, train_seqs: torch.Tensor, val_batches: list[dict], depth: int,
-              device: torch.device) -> "PrefixCache":
+              device: torch.device, shallower: "PrefixCache | None" = None) -> "PrefixCache":
         """Run the frozen layers below ``depth`` once over the train sequences and the validation batches (fp32
-        on any device: exact)."""
+        on any device: exact). From ``shallower``, a cache at a lower depth, only the layers between the two run:
+        the same layer calls on the same chunks, so the cache is bit-identical to one built from the embeddings."""
         val_seqs = torch.cat([batch["input_ids"] for batch in val_batches])  # causal LM: the sequences themselves
+        start = shallower if shallower is not None and shallower.depth < depth else None
 
-        def prefix(seqs: torch.Tensor) -> torch.Tensor:
-            chunks = [family.prefix(model, {"input_ids": seqs[i : i + CHUNK].to(device)}, depth).float().cpu()
-                      for i in range(0, seqs.shape[0], CHUNK)]
+        def prefix(seqs: torch.Tensor, cached: torch.Tensor | None) -> torch.Tensor:
+            chunks = []
+            for i in range(0, seqs.shape[0], CHUNK):
+                batch = {"input_ids": seqs[i : i + CHUNK].to(device)}
+                if cached is None:
+                    hidden = family.prefix(model, batch, depth)
+                else:
+                    hidden = family.prefix(model, batch, depth, cached[i : i + CHUNK].to(device), start.depth)
+                chunks.append(hidden.float().cpu())
             return torch.cat(chunks)
 
-        cache = cls(depth, prefix(train_seqs), prefix(val_seqs))
-        log.info("prefix cache at depth %d: %d train + %d val sequences, %.1f MB in memory", depth,
-                 cache.train.shape[0], cache.val.shape[0], (cache.train.nbytes + cache.val.nbytes) / 1e6)
+        cache = cls(depth, prefix(train_seqs, start and start.train), prefix(val_seqs, start and start.val))
+        log.info("prefix cache at depth %d%s: %d train + %d val sequences, %.1f MB in memory", depth,
+                 f" (from depth {start.depth})" if start else "", cache.train.shape[0], cache.val.shape[0],
+                 (cache.train.nbytes + cache.val.nbytes) / 1e6)
         return cache
 
     def train_rows(self, index: torch.Tensor) -> torch.Tensor:

@@ -142,8 +142,8 @@ def _link_or_copy(source: Path, target: Path) -> None:
 
 
 def _order(cells: list[Cell], depths: dict) -> list[Cell]:
-    """Cells without a prefix cache first, then by cache depth (each cache is built once and freed after its last
-    cell); within each, the matched controls after the cells they are matched with."""
+    """Cells without a prefix cache first, then by cache depth (each cache is built once, on the shallower one before
+    it, and freed after its last cell); within each, the matched controls after the cells they are matched with."""
     return sorted(cells, key=lambda c: (depths.get(c, -1), c.is_matched_control))
 
 
@@ -187,9 +187,8 @@ def run(model_cfg: dict, eval_cfg: dict, cells: list[dict], tokens_path: str, tr
         depth = depths.get(cell)
         if depth is None:
             cache = None
-        elif cache is None or cache.depth != depth:
-            cache = None  # free the previous depth's cache before building the next
-            cache = PrefixCache.build(base, job.family, train_seqs, job.val_batches, depth, job.device)
+        elif cache is None or cache.depth != depth:  # deeper than the last one (``_order``): built on it, then freed
+            cache = PrefixCache.build(base, job.family, train_seqs, job.val_batches, depth, job.device, cache)
         folder.mkdir(parents=True, exist_ok=True)
         stamp.write_text(fingerprint)
         checkpoint = folder / "retrain.ckpt"

@@ -8,7 +8,10 @@ Attention uses PyTorch SDPA (the models are built and loaded with ``attn_impleme
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import ctypes.util
 import os
+import sys
 from dataclasses import dataclass
 
 import torch
@@ -67,6 +70,31 @@ class Hardware:
         """AdamW over ``groups`` (fused when configured); ``defaults`` (e.g. weight_decay) for groups without."""
         kwargs = {"fused": True} if self.fused_adamw else {}
         return torch.optim.AdamW(groups, lr=lr, betas=betas, **defaults, **kwargs)
+
+
+# glibc's mallopt parameters (malloc.h) and the values ``keep_freed_memory`` sets
+M_TRIM_THRESHOLD, M_TOP_PAD, M_MMAP_THRESHOLD = -1, -2, -3
+HEAP_SETTINGS = {M_MMAP_THRESHOLD: 32 * 2**20, M_TRIM_THRESHOLD: 2**30, M_TOP_PAD: 64 * 2**20}
+
+
+def keep_freed_memory() -> bool:
+    """Let glibc's malloc keep freed memory for reuse instead of handing it back to the kernel after every step.
+
+    A CPU training step allocates and frees tensors of several MB (the logits, their softmax and its gradient:
+    8 MB each for 32 x 64 tokens over a 1,024-token vocabulary). By default glibc serves such blocks with a fresh
+    mmap, or trims the heap top once they are freed, so every step touches new pages and pays their page faults
+    (a zero-fill of 8 MB took 6 ms). Blocks up to 32 MB now come from the heap, which is trimmed only beyond 1 GB
+    free. Measured on a trained gpt2-n4-d64, one thread (benchmarks/README.md): a training step 113 -> 93 ms, an
+    evaluation batch 106 -> 87 ms. Numbers are unchanged (it only moves where memory comes from); the price is a
+    resident size that stays at its peak. A no-op (False) off glibc."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):  # musl and other C libraries have no mallopt
+        return False
+    return all(mallopt(param, value) == 1 for param, value in HEAP_SETTINGS.items())
 
 
 def to_device(batch: dict, device: torch.device) -> dict:

@@ -12,10 +12,13 @@ from torch import nn
 from selfheal.data import streams
 from selfheal.models import families
 from selfheal.training import objectives
-from selfheal.training.hardware import Hardware
+from selfheal.training.hardware import Hardware, keep_freed_memory
 
 
 def seed_everything(seed: int, threads: int | None = None) -> None:
+    """The start of every job that runs a model: threads, the global seed, deterministic algorithms, and a heap
+    that keeps freed memory (``hardware.keep_freed_memory``)."""
+    keep_freed_memory()
     if threads:
         torch.set_num_threads(threads)
     torch.manual_seed(seed)

@@ -186,11 +186,14 @@ class SingleStack(Family):
         return self.head_loss(model, hidden, batch)
 
     @torch.no_grad()
-    def prefix(self, model: nn.Module, batch: dict, depth: int) -> torch.Tensor:
-        """Hidden states entering layer ``depth`` (the output of the frozen layers below it)."""
-        hidden = self.embed(model, batch)
+    def prefix(self, model: nn.Module, batch: dict, depth: int, hidden: torch.Tensor | None = None,
+               from_depth: int = 0) -> torch.Tensor:
+        """Hidden states entering layer ``depth`` (the output of the frozen layers below it), from the embeddings or
+        from ``hidden``, the states entering layer ``from_depth`` (a shallower prefix)."""
+        if hidden is None:
+            hidden, from_depth = self.embed(model, batch), 0
         pieces = self.pieces(model, batch, hidden)
-        for layer in self.stack_modules(model, "")[:depth]:
+        for layer in self.stack_modules(model, "")[from_depth:depth]:
             hidden = self.call_layer(layer, hidden, pieces)
         return hidden
 

@@ -49,9 +49,10 @@ class GPT2(SingleStack):
             eos_token_id=special["eos"],
             pad_token_id=special["pad"],
             tie_word_embeddings=True,
-            # GPT-2's tanh-approximated GELU as one fused kernel: the same function as the original "gelu_new"
-            # (to 2.4e-7) at about a quarter of its time; that activation was a third of a CPU forward pass at D = 64
-            activation_function="gelu_pytorch_tanh",
+            # the exact (erf) GELU, as nanoGPT builds GPT-2, rather than GPT-2's tanh approximation ("gelu_new"):
+            # on a CPU (PyTorch's AVX2 kernels) the tanh GELU and its gradient took 4x the erf one's time, about 16 %
+            # of a training step at D = 64 (benchmarks/README.md). Downloaded GPT-2 checkpoints keep their own.
+            activation_function="gelu",
         )
         return GPT2LMHeadModel(config)
 
