@@ -83,9 +83,10 @@ def keep_freed_memory() -> bool:
     A CPU training step allocates and frees tensors of several MB (the logits, their softmax and its gradient:
     8 MB each for 32 x 64 tokens over a 1,024-token vocabulary). By default glibc serves such blocks with a fresh
     mmap, or trims the heap top once they are freed, so every step touches new pages and pays their page faults
-    (a zero-fill of 8 MB took 6 ms). Blocks up to 32 MB now come from the heap, which is trimmed only beyond 1 GB
-    free. Measured on a trained gpt2-n4-d64, one thread (benchmarks/README.md): a training step 113 -> 93 ms, an
-    evaluation batch 106 -> 87 ms. Numbers are unchanged (it only moves where memory comes from); the price is a
+    (the profiler showed a zero-fill of 8 MB at 6 ms). Blocks up to 32 MB now come from the heap, which is trimmed
+    only beyond 1 GB free. The gain varies with the machine's memory state: 1.05-1.2x a training step of a trained
+    gpt2-n4-d64 on one thread of the development machine, 1.2-1.3x an evaluation batch with the exact GELU
+    (benchmarks/step_costs.py). Numbers are unchanged (it only moves where memory comes from); the price is a
     resident size that stays at its peak. A no-op (False) off glibc."""
     if not sys.platform.startswith("linux"):
         return False
