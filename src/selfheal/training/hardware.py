@@ -95,7 +95,7 @@ def keep_freed_memory() -> bool:
         mallopt = libc.mallopt
     except (OSError, AttributeError):  # musl and other C libraries have no mallopt
         return False
-    return all(mallopt(param, value) == 1 for param, value in HEAP_SETTINGS.items())
+    return all([mallopt(param, value) == 1 for param, value in HEAP_SETTINGS.items()])  # every one, even after a refusal
 
 
 def to_device(batch: dict, device: torch.device) -> dict:
