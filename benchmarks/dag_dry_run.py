@@ -21,7 +21,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from selfheal import config  # noqa: E402
+from selfheal import config, grid  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from snakemake_jobs import snakemake_env  # noqa: E402
@@ -37,22 +37,22 @@ def snakemake(workdir: Path, *args: str) -> subprocess.CompletedProcess:
 
 
 def main():
-    grid = {
+    cfg = {
         "models": [{"name": f"gpt2-d{d}", "n_layer": 12, "d_model": d, "n_head": 4} for d in (64, 128, 192, 256)],
         "grid": {"layers": "all", "policies": ["full", "attn"], "inits": ["fresh", "original"],
                  "seeds": [0, 1, 2, 3, 4], "controls": True},
     }
-    n_cells = len(grid.cells(config.resolve(grid)))
+    n_cells = len(grid.cells(config.resolve(cfg)))
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
-        (workdir / "config.yaml").write_text(yaml.safe_dump(grid))
+        (workdir / "config.yaml").write_text(yaml.safe_dump(cfg))
         summary = snakemake(workdir, "--summary", "--cores", "1")
         if summary.returncode:
             sys.exit(summary.stderr[-3000:])
         outputs = [line.split("\t")[0] for line in summary.stdout.splitlines()[1:] if "\t" in line]
         for out in outputs:
             path = workdir / out
-            if re.search(r"/(theta0|trained)$", out):
+            if re.search(r"/(theta0|trained)$|^results/cells/[^/]+/p\d+/[^/.]+$", out):  # directory() outputs
                 path.mkdir(parents=True, exist_ok=True)
             else:
                 path.parent.mkdir(parents=True, exist_ok=True)

@@ -95,7 +95,8 @@ class PrefixCache:
                 chunks.append(hidden.float().cpu())
             return torch.cat(chunks)
 
-        cache = cls(depth, prefix(train_seqs, start and start.train), prefix(val_seqs, start and start.val))
+        cache = cls(depth, prefix(train_seqs, start.train if start else None),
+                    prefix(val_seqs, start.val if start else None))
         log.info("prefix cache at depth %d%s: %d train + %d val sequences, %.1f MB in memory", depth,
                  f" (from depth {start.depth})" if start else "", cache.train.shape[0], cache.val.shape[0],
                  (cache.train.nbytes + cache.val.nbytes) / 1e6)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import ctypes.util
 import os
 import sys
@@ -77,6 +78,7 @@ M_TRIM_THRESHOLD, M_TOP_PAD, M_MMAP_THRESHOLD = -1, -2, -3
 HEAP_SETTINGS = {M_MMAP_THRESHOLD: 32 * 2**20, M_TRIM_THRESHOLD: 2**30, M_TOP_PAD: 64 * 2**20}
 
 
+@functools.cache  # once per process: jobs seed every cell through setup.seed_everything
 def keep_freed_memory() -> bool:
     """Let glibc's malloc keep freed memory for reuse instead of handing it back to the kernel after every step.
 
@@ -95,7 +97,8 @@ def keep_freed_memory() -> bool:
         mallopt = libc.mallopt
     except (OSError, AttributeError):  # musl and other C libraries have no mallopt
         return False
-    return all([mallopt(param, value) == 1 for param, value in HEAP_SETTINGS.items()])  # every one, even after a refusal
+    applied = [mallopt(param, value) == 1 for param, value in HEAP_SETTINGS.items()]  # every one, even after a refusal
+    return all(applied)
 
 
 def to_device(batch: dict, device: torch.device) -> dict:
