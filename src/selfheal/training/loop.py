@@ -35,9 +35,9 @@ DIVERGENCE_FACTOR = 3.0
 # MB (trainable bytes x steps per interval) locates its crossings by replaying the interval instead.
 SNAPSHOT_BUDGET_MB = 1024
 # Locating a crossing of a level predicts it on log(loss - LOCATE_FLOOR x level), an exponential approach to a floor
-# 10 % below the level (``probe_step``). On the per-step validation curves of 17 single-layer cells of the default
-# grid (benchmarks/README.md) this took 140 probes where linear interpolation with a bisection fallback took 189;
-# any floor from 0.5 to 0.93 x level took 151-158.
+# 10 % below the level (``probe_step``). Replayed on per-step validation curves of single-layer cells of the default
+# grid, it takes about a quarter fewer evaluations than regula falsi on the loss itself with a bisection fallback
+# (benchmarks/probe_rules.py; figures in benchmarks/README.md); floors from 0.5 to 0.93 x level did about as well.
 LOCATE_FLOOR = 0.9
 
 
