@@ -71,14 +71,13 @@ def probe_step(lo: CurvePoint, hi: CurvePoint, level: float, examples_at, resolu
     log(loss - floor) on the line through the bracket's two evaluations meets log(level - floor), with the floor
     ``LOCATE_FLOOR`` x level (regula falsi on that scale; on the loss itself it aims late, the curve being convex).
     When the predicted step lies within the resolution of hi, the probe goes to the earliest step whose evaluation
-    above the level would close the bracket (one probe instead of two). A bracket whose losses reach the floor is
-    bisected. Every probe lies strictly inside the bracket, so a level takes at most hi - lo - 1 probes."""
+    above the level would close the bracket (one probe instead of two). A bracket whose losses reach the floor, or
+    that starts from an infinite loss, is bisected. Every probe lies strictly inside the bracket, so a level takes at most hi - lo - 1 probes."""
     floor = LOCATE_FLOOR * level
-    if hi.val_loss > floor:
+    at = (lo.steps + hi.steps) / 2
+    if floor < hi.val_loss and math.isfinite(lo.val_loss):
         drop = math.log(lo.val_loss - floor) - math.log(hi.val_loss - floor)
         at = lo.steps + (math.log(lo.val_loss - floor) - math.log(level - floor)) / drop * (hi.steps - lo.steps)
-    else:
-        at = (lo.steps + hi.steps) / 2
     edge = next(k for k in range(lo.steps + 1, hi.steps)
                 if k == hi.steps - 1 or hi.examples - examples_at(k) <= resolution * hi.examples)
     step = edge if at >= edge else round(at)
