@@ -72,7 +72,8 @@ def probe_step(lo: CurvePoint, hi: CurvePoint, level: float, examples_at, resolu
     ``LOCATE_FLOOR`` x level (regula falsi on that scale; on the loss itself it aims late, the curve being convex).
     When the predicted step lies within the resolution of hi, the probe goes to the earliest step whose evaluation
     above the level would close the bracket (one probe instead of two). A bracket whose losses reach the floor, or
-    that starts from an infinite loss, is bisected. Every probe lies strictly inside the bracket, so a level takes at most hi - lo - 1 probes."""
+    that starts from an infinite loss, is bisected. Every probe lies strictly inside the bracket, so a level takes
+    at most hi - lo - 1 probes."""
     floor = LOCATE_FLOOR * level
     at = (lo.steps + hi.steps) / 2
     if floor < hi.val_loss and math.isfinite(lo.val_loss):
