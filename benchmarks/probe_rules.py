@@ -9,7 +9,7 @@ RESULTS: a finished default run's results folder (its trained networks, baseline
 (model:layer:retrain seed:pretraining seed; default: every layer of both retrain seeds of one network per size)
 the reset layer is retrained as a heal job does (policy full, fresh init, frozen regime, the prefix cache below
 it), but evaluated after every step, until it is below the tightest threshold; those curves (cached in
-``--curves``) are then located with the default cadence (16 steps), resolution (10 %) and thresholds, both rules
+``--curves``, by default beside the results) are then located with the default cadence (16 steps), resolution (10 %) and thresholds, both rules
 counting the evaluations of kept weights they need. Both rules bracket a real crossing; the rule of the loop
 ends at least as narrow as the rule asks.
 """
@@ -119,8 +119,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("results", type=Path)
     parser.add_argument("--cells", nargs="+", default=DEFAULT_CELLS, help="model:layer:retrain seed:pretraining seed")
-    parser.add_argument("--curves", type=Path, default=Path("probe_rules_curves.json"), help="per-step curves (cache)")
+    parser.add_argument("--curves", type=Path, default=None,
+                        help="per-step curves (cache; default RESULTS/probe_rules_curves.json)")
     a = parser.parse_args()
+    a.curves = a.curves or a.results / "probe_rules_curves.json"
     curves = json.loads(a.curves.read_text()) if a.curves.exists() else []
     have = {c["cell"] for c in curves}
     for spec in a.cells:
