@@ -10,8 +10,8 @@ RESULTS: a finished default run's results folder (its trained networks, baseline
 the reset layer is retrained as a heal job does (policy full, fresh init, frozen regime, the prefix cache below
 it), but evaluated after every step, until it is below the tightest threshold; those curves (cached in
 ``--curves``, by default beside the results) are then located with the default cadence (16 steps), resolution
-(10 %) and thresholds, both rules counting the evaluations of kept weights they need. Both rules bracket a real crossing; the rule of the loop
-ends at least as narrow as the rule asks.
+(10 %) and thresholds, both rules counting the evaluations of kept weights they need. Both rules bracket a real
+crossing; the rule of the loop ends at least as narrow as the rule asks.
 """
 
 from __future__ import annotations
