@@ -18,8 +18,7 @@ configfile: os.path.join(workflow.basedir, "config", "config.yaml")
 
 include: "workflow/rules/common.smk"
 include: "workflow/rules/data.smk"
-include: "workflow/rules/pretrain.smk"
-include: "workflow/rules/heal.smk"
+include: "workflow/rules/models.smk"
 include: "workflow/rules/report.smk"
 include: "workflow/rules/answer.smk"
 include: "workflow/rules/transfer.smk"

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pandas as pd
 
-TRAINING_RULES = ("pretrain", "adapt", "baseline", "heal")
+TRAINING_RULES = ("model", "pretrain", "adapt", "baseline", "heal")  # model: one job per model; the rest: older runs
 
 
 def snakemake_env(pythonpath: str | None = None) -> dict:
@@ -87,8 +87,8 @@ def breakdown(workdir: Path, results: Path, since: float = 0.0) -> dict[str, flo
     keys = [c for c in ("model", "pretrain_seed", "target", "policy", "init", "regime", "seed") if c in curves]
     pre = curves[curves["kind"] == "pretrain"].groupby([k for k in ("model", "pretrain_seed") if k in curves])
     rec = curves[curves["kind"] == "recovery"].groupby(keys, dropna=False)
-    pretrain_s = float(pre["wall_s"].max().sum()) if per_rule.get("pretrain") or per_rule.get("adapt") else 0.0
-    walls = rec["wall_s"].max() if per_rule.get("heal") else pd.Series(dtype=float)
+    pretrain_s = float(pre["wall_s"].max().sum()) if {"model", "pretrain", "adapt"} & set(per_rule) else 0.0
+    walls = rec["wall_s"].max() if {"model", "heal"} & set(per_rule) else pd.Series(dtype=float)
     retrain_s, eval_s, replay_s, shares = float(walls.sum()), 0.0, 0.0, []
     for path in results.rglob("recovery.json"):  # each cell's documented record (the staged copies under work/ too)
         cell = json.loads(path.read_text())

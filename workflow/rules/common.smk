@@ -8,33 +8,19 @@ import selfheal.grid
 CONFIG = selfheal.config.resolve(config)
 CELLS = selfheal.grid.cells(CONFIG)
 CELL_COLUMNS = selfheal.grid.columns(CELLS)
-UNITS = selfheal.grid.units(CELLS)
-UNIT_COLUMNS = selfheal.grid.columns(UNITS)
 PLOTS = list(selfheal.analysis.plots.FIGURES)
 THREADS = CONFIG["threads"]
 EVAL = selfheal.config.canonical(CONFIG["eval"])
-SCRATCH_MODELS = [m["name"] for m in CONFIG["models"] if m["source"] == "scratch"]
 PRETRAINED_MODELS = [m["name"] for m in CONFIG["models"] if m["source"] == "pretrained"]
 ADAPTED_MODELS = [m["name"] for m in CONFIG["models"] if m["source"] == "pretrained" and m["adapt"]]
 UNADAPTED_MODELS = [m for m in PRETRAINED_MODELS if m not in ADAPTED_MODELS]
-# The job that writes a network's baseline is the one that trained it (pretrain: the models pretrained here and the
-# frozen-random variants; adapt), or else the baseline job (a downloaded model healed as imported).
-PRETRAIN_MODELS_RE = selfheal.grid.one_of(
-    [
-        m["name"]
-        for m in CONFIG["models"] + selfheal.grid.frozen_random_models(CONFIG)
-        if m.get("source", "scratch") == "scratch"
-    ]
-)
-ADAPT_MODELS_RE = selfheal.grid.one_of(ADAPTED_MODELS)
-BASELINE_MODELS_RE = selfheal.grid.one_of(UNADAPTED_MODELS)
+# Every model's job (rule model): those of the grid and the frozen-random variants (pretrained only, no cells).
+JOB_MODELS = [m["name"] for m in CONFIG["models"] + selfheal.grid.frozen_random_models(CONFIG)]
 # every pretrained network (model x pretraining seed): those built here, those adapted from a downloaded model
 NETWORK_COLUMNS = selfheal.grid.columns(selfheal.grid.networks(CONFIG))
-SCRATCH_NETWORKS = selfheal.grid.columns(
-    selfheal.grid.networks(CONFIG, [m for m in CONFIG["models"] if m["source"] == "scratch"])
-)
-ADAPTED_NETWORKS = selfheal.grid.columns(
-    selfheal.grid.networks(CONFIG, [m for m in CONFIG["models"] if m["name"] in ADAPTED_MODELS])
+# the networks trained here (from scratch, or adapted from a downloaded model): they have a pretraining record
+TRAINED_NETWORKS = selfheal.grid.columns(
+    selfheal.grid.networks(CONFIG, [m for m in CONFIG["models"] if m["name"] not in UNADAPTED_MODELS])
 )
 
 # Paths, each spelled once, under the config's results_dir ("results" for the default config; each shipped
@@ -42,14 +28,21 @@ ADAPTED_NETWORKS = selfheal.grid.columns(
 RESULTS = CONFIG["results_dir"].rstrip("/")
 CORPUS = f"{RESULTS}/corpus"
 TOKENS = f"{RESULTS}/corpus/{{tokenizer}}/tokens.safetensors"
-SCRATCH = f"{RESULTS}/models/{{model}}/p{{pretrain_seed}}"  # a network pretrained here (grid.Network)
 IMPORTED = f"{RESULTS}/pretrained/{{model}}"  # a downloaded model, as imported
-ADAPTED = f"{RESULTS}/adapted/{{model}}/p{{pretrain_seed}}"  # a downloaded model adapted to the corpus
-BASELINE = f"{RESULTS}/baselines/{{model}}/p{{pretrain_seed}}.json"
-UNIT = f"{RESULTS}/cells/{{model}}/p{{pretrain_seed}}/{{regime}}"  # one heal job's cells (grid.Unit)
+# A model job's three output folders, and what lies in them (grid.Network: a model and a pretraining seed)
+NETWORKS = f"{RESULTS}/models/{{model}}"  # its networks trained here (from scratch or adapted)
+NETWORK_IN_MODEL = "p{pretrain_seed}"  # theta0/, trained/, pretrain_curve.parquet, pretrain.json
+BASELINES = f"{RESULTS}/baselines/{{model}}"
+BASELINE_IN_MODEL = "p{pretrain_seed}.json"
+CELLS_OF_MODEL = f"{RESULTS}/cells/{{model}}"
+UNIT_IN_MODEL = "p{pretrain_seed}/{regime}"  # one heal unit's cells (grid.Unit)
 CELL_IN_UNIT = "s{seed}/{target}-{policy}-{init}"  # a cell's folder inside its unit's
-# a heal job's checkpoints and its finished cells, kept for its next run (an added seed trains only its cells)
-WORK = f"{RESULTS}/work/{{model}}/p{{pretrain_seed}}/{{regime}}"
+NETWORK = f"{NETWORKS}/{NETWORK_IN_MODEL}"
+BASELINE = f"{BASELINES}/{BASELINE_IN_MODEL}"
+UNIT = f"{CELLS_OF_MODEL}/{UNIT_IN_MODEL}"
+# a model job's staged networks and finished cells, kept for its next run (an added seed trains only what is new)
+WORK = f"{RESULTS}/work/{{model}}"
+NETWORK_WORK_IN_MODEL = "p{pretrain_seed}/network"  # (its units' cells are staged under UNIT_IN_MODEL)
 LOGS = f"{RESULTS}/logs"
 
 
@@ -65,29 +58,23 @@ wildcard_constraints:
 
 
 def model_cfg(wildcards):
-    """The settings of one network (model and pretraining seed), or of a model where no seed is in the path."""
-    m = selfheal.grid.model_by_name(CONFIG, wildcards.model)
-    if "pretrain_seed" in wildcards.keys():
-        return selfheal.grid.network_config(m, int(wildcards.pretrain_seed))
-    return m
+    """The settings of one model (of the grid, or a frozen-random variant)."""
+    return selfheal.grid.model_by_name(CONFIG, wildcards.model)
 
 
-def model_dir(wildcards):
-    """Where a network's trained weights and summary live: pretrained here, adapted from a downloaded model, or
-    imported as is (a downloaded model healed without adaptation)."""
+def model_source(wildcards):
+    """How a model job makes its networks (selfheal.heal.job.SOURCES)."""
     if wildcards.model in ADAPTED_MODELS:
-        return ADAPTED.format(model=wildcards.model, pretrain_seed=wildcards.pretrain_seed)
-    if wildcards.model in PRETRAINED_MODELS:
-        return IMPORTED.format(model=wildcards.model)
-    return SCRATCH.format(model=wildcards.model, pretrain_seed=wildcards.pretrain_seed)
+        return "adapt"
+    return "as_downloaded" if wildcards.model in PRETRAINED_MODELS else "scratch"
 
 
-def trained_dir(wildcards):
-    return f"{model_dir(wildcards)}/trained"
-
-
-def model_summary(wildcards):
-    return f"{model_dir(wildcards)}/pretrain.json"
+def network_params(wildcards):
+    """Each network's settings (pretrain.seed set; the seed list left out, so adding a seed never changes an
+    existing network's settings). Editing one model's settings re-runs only that model's job, which keeps every
+    staged network and cell whose own settings and inputs did not change."""
+    m = model_cfg(wildcards)
+    return [selfheal.config.canonical(selfheal.grid.network_config(m, s)) for s in m["pretrain"]["seeds"]]
 
 
 def tokens(wildcards):
@@ -103,19 +90,6 @@ def tokenizer_source(wildcards):
     return f"{IMPORTED.format(model=wildcards.tokenizer)}/trained"
 
 
-def theta0(wildcards):
-    """The step-0 weights (only models pretrained here have them; init 'original' is refused otherwise)."""
-    if wildcards.model in PRETRAINED_MODELS:
-        return []
-    return f"{model_dir(wildcards)}/theta0"
-
-
-def pretrain_params(wildcards):
-    """Everything that defines a model's pretraining (and nothing about retraining, so retrain edits keep it)."""
-    m = model_cfg(wildcards)
-    return selfheal.config.canonical({k: v for k, v in m.items() if k != "retrain"})
-
-
 def import_params(wildcards):
     """What identifies a downloaded model (editing its retrain or eval settings does not re-import it)."""
     m = model_cfg(wildcards)
@@ -123,28 +97,39 @@ def import_params(wildcards):
     return selfheal.config.canonical({k: m[k] for k in keys if k in m})
 
 
-def retrain_params(wildcards):
-    """The cell's own retrain settings: editing one model's retrain section re-runs only that model's cells."""
-    return selfheal.config.canonical(model_cfg(wildcards))
+def imported_dir(wildcards):
+    """A downloaded model's folder, as imported (nothing for a model pretrained here)."""
+    return f"{IMPORTED.format(model=wildcards.model)}/trained" if wildcards.model in PRETRAINED_MODELS else []
+
+
+def imported_summary(wildcards):
+    return f"{IMPORTED.format(model=wildcards.model)}/pretrain.json" if wildcards.model in PRETRAINED_MODELS else []
 
 
 def work_dir(wildcards):
-    return WORK.format(**wildcards)
+    return WORK.format(model=wildcards.model)
 
 
-def imported_dir(wildcards):
-    return f"{IMPORTED.format(model=wildcards.model)}/trained"
+def layout(wildcards):
+    """The patterns inside a model job's folders, passed as they are (a function, so that Snakemake does not
+    expand their wildcards)."""
+    return {
+        "network": NETWORK_IN_MODEL,
+        "baseline": BASELINE_IN_MODEL,
+        "unit": UNIT_IN_MODEL,
+        "cell": CELL_IN_UNIT,
+        "network_work": NETWORK_WORK_IN_MODEL,
+    }
 
 
-def cell_folder(wildcards):
-    """The per-cell folder pattern, passed as is (a function, so Snakemake does not expand its wildcards)."""
-    return CELL_IN_UNIT
+def model_cells(wildcards):
+    """The cells one model job heals (every network's; none for a frozen-random variant)."""
+    return [c.as_dict() for c in CELLS if c.model == wildcards.model]
 
 
-def unit_cells(wildcards):
-    """The cells one heal job runs."""
-    unit = selfheal.grid.Unit(wildcards.model, wildcards.regime, int(wildcards.pretrain_seed))
-    return [c.as_dict() for c in selfheal.grid.cells_of(CELLS, unit)]
+def network_files(name, networks):
+    """A file of each of ``networks`` (grid.columns), inside its model job's networks folder."""
+    return expand(f"{NETWORK}/{name}", zip, **networks) if networks else []
 
 
 def corpus_params():

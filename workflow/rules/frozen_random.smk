@@ -1,5 +1,5 @@
 # Frozen random components (Bogoychev 2021), on only when some model has a frozen_random list: the derived models
-# ('<model>.frozen-<components>') are pretrained by the pretrain rule and make no cells; one table and one plot
+# ('<model>.frozen-<components>') are pretrained by model jobs of their own and make no cells; one table and one plot
 # compare them with their all-trainable base models.
 FROZEN_RANDOM_VARIANTS = [m["name"] for m in selfheal.grid.frozen_random_models(CONFIG)]
 FROZEN_RANDOM_BASES = list(dict.fromkeys(m["base_model"] for m in selfheal.grid.frozen_random_models(CONFIG)))
@@ -18,14 +18,16 @@ FROZEN_RANDOM_OUTPUTS = (
 
 rule frozen_random_table:
     input:
-        references=expand(f"{SCRATCH}/pretrain.json", zip, **FROZEN_RANDOM_BASE_NETWORKS),
-        variants=expand(f"{SCRATCH}/pretrain.json", zip, **FROZEN_RANDOM_NETWORKS),
+        expand(NETWORKS, model=FROZEN_RANDOM_BASES + FROZEN_RANDOM_VARIANTS),  # their model jobs' networks
     output:
         f"{RESULTS}/frozen_random.parquet",
     log:
         f"{LOGS}/frozen_random_table.log",
     conda:
         "../../envs/analysis.yaml"
+    params:
+        references=network_files("pretrain.json", FROZEN_RANDOM_BASE_NETWORKS),
+        variants=network_files("pretrain.json", FROZEN_RANDOM_NETWORKS),
     script:
         "../scripts/frozen_random_table.py"
 

@@ -1,11 +1,9 @@
 rule aggregate:
     input:
-        units=expand(UNIT, zip, **UNIT_COLUMNS) if CELLS else [],
-        pretrain=expand(f"{SCRATCH}/pretrain.json", zip, **SCRATCH_NETWORKS)
-        + expand(f"{ADAPTED}/pretrain.json", zip, **ADAPTED_NETWORKS),
-        pretrain_curves=expand(f"{SCRATCH}/pretrain_curve.parquet", zip, **SCRATCH_NETWORKS)
-        + expand(f"{ADAPTED}/pretrain_curve.parquet", zip, **ADAPTED_NETWORKS),
-        baselines=expand(BASELINE, zip, **NETWORK_COLUMNS),
+        # the model jobs' folders (networks, baselines, cells); the files read in them are named in params
+        networks=expand(NETWORKS, model=JOB_MODELS),
+        baselines=expand(BASELINES, model=JOB_MODELS),
+        cells=expand(CELLS_OF_MODEL, model=JOB_MODELS),
         unadapted=expand(f"{IMPORTED}/pretrain.json", model=UNADAPTED_MODELS),
     output:
         summary=f"{RESULTS}/summary.parquet",
@@ -16,6 +14,9 @@ rule aggregate:
     conda:
         "../../envs/analysis.yaml"
     params:
+        pretrain=network_files("pretrain.json", TRAINED_NETWORKS),
+        pretrain_curves=network_files("pretrain_curve.parquet", TRAINED_NETWORKS),
+        baselines=expand(BASELINE, zip, **NETWORK_COLUMNS),
         recoveries=expand(f"{UNIT}/{CELL_IN_UNIT}/recovery.json", zip, **CELL_COLUMNS) if CELLS else [],
         curves=expand(f"{UNIT}/{CELL_IN_UNIT}/curve.parquet", zip, **CELL_COLUMNS) if CELLS else [],
         thresholds={m["name"]: m["retrain"]["thresholds"] for m in CONFIG["models"]},

@@ -9,11 +9,11 @@ from selfheal.analysis import tables
 
 logs.to_file(snakemake.log[0])
 tables.write(
-    snakemake.params.recoveries,  # inside the heal jobs' unit folders (snakemake.input.units)
+    snakemake.params.recoveries,  # inside the model jobs' folders (snakemake.input)
     snakemake.params.curves,
-    snakemake.input.pretrain,
-    snakemake.input.pretrain_curves,
-    snakemake.input.baselines,
+    snakemake.params.pretrain,
+    snakemake.params.pretrain_curves,
+    snakemake.params.baselines,
     snakemake.input.unadapted,  # downloaded models healed as downloaded: no pretraining curve
     snakemake.params.thresholds,
     summary_out=snakemake.output.summary,

@@ -8,4 +8,4 @@ from selfheal import logs
 from selfheal.experiments import frozen_random
 
 logs.to_file(snakemake.log[0])
-frozen_random.write(snakemake.input.references, snakemake.input.variants, snakemake.output[0])
+frozen_random.write(snakemake.params.references, snakemake.params.variants, snakemake.output[0])

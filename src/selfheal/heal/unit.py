@@ -19,11 +19,7 @@ matches, resumes the cell in progress from its checkpoint and trains only the re
 from __future__ import annotations
 
 import copy
-import hashlib
-import json
 import logging
-import os
-import shutil
 from pathlib import Path
 
 import pandas as pd
@@ -31,7 +27,7 @@ import torch
 
 from selfheal import grid, models, records, results_io
 from selfheal.grid import Cell
-from selfheal.heal import prefix_cache, reset, retrain, similarity
+from selfheal.heal import prefix_cache, reset, retrain, similarity, staging
 from selfheal.heal.prefix_cache import PrefixCache
 from selfheal.records import Baseline, Damage, PretrainSummary
 from selfheal.training import setup
@@ -45,28 +41,9 @@ class FrozenTensorChanged(RuntimeError):
     pass
 
 
-def _digest(inputs: list[str]) -> str:
-    """The content of every input file (files under a folder included; Snakemake's hidden markers left out): a
-    SHA-256 over their paths, sizes and bytes. Content, not times: a cluster's Snakemake touches a finished group
-    job's outputs after the fact, which must not invalidate the cells healed from them."""
-    h = hashlib.sha256()
-    for path in map(Path, inputs):
-        files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
-        for f in files:
-            if f.name.startswith(".snakemake"):
-                continue
-            h.update(f"{f}\0{f.stat().st_size}\0".encode())
-            with f.open("rb") as handle:
-                for chunk in iter(lambda: handle.read(1 << 24), b""):
-                    h.update(chunk)
-    return h.hexdigest()
-
-
 def _fingerprint(model_cfg: dict, eval_cfg: dict, cell: Cell, inputs_digest: str) -> str:
-    """What a finished cell depends on: its settings and the content of its inputs (``_digest``)."""
-    blob = json.dumps({"model": model_cfg, "eval": eval_cfg, "cell": cell.as_dict(), "inputs": inputs_digest},
-                      sort_keys=True, default=str)
-    return hashlib.sha256(blob.encode()).hexdigest()
+    """What a finished cell depends on: its settings and the content of its inputs (``staging.digest``)."""
+    return staging.fingerprint(model=model_cfg, eval=eval_cfg, cell=cell.as_dict(), inputs=inputs_digest)
 
 
 def check_frozen(model, base, trainable: set[str]) -> None:
@@ -134,13 +111,6 @@ def heal_cell(base, job: setup.Setup, train_seqs, model_cfg: dict, cell: Cell, t
     return damage, result, curve
 
 
-def _link_or_copy(source: Path, target: Path) -> None:
-    try:
-        os.link(source, target)
-    except OSError:  # a file system without hard links, or the staging on another device
-        shutil.copy2(source, target)
-
-
 def _order(cells: list[Cell], depths: dict) -> list[Cell]:
     """Cells without a prefix cache first, then by cache depth (each cache is built once, on the shallower one before
     it, and freed after its last cell); within each, the matched controls after the cells they are matched with."""
@@ -169,7 +139,7 @@ def run(model_cfg: dict, eval_cfg: dict, cells: list[dict], tokens_path: str, tr
         log.info("prefix caches at depths %s: %.1f MB each, one at a time", sorted(set(depths.values())), mb)
     elif any(prefix_cache.cache_depth(model_cfg, c.target, c.policy, c.regime) for c in cells):
         log.info("no prefix cache: %.1f MB each exceeds retrain.prefix_cache_mb or does not pay", mb)
-    inputs = _digest([p for p in (tokens_path, trained_dir, theta0_dir, baseline_path, pretrain_summary_path) if p])
+    inputs = staging.digest([p for p in (tokens_path, trained_dir, theta0_dir, baseline_path, pretrain_summary_path) if p])
     work = Path(work_dir)
     cache = None
     spent: dict[Cell, int] = {}  # examples each reset cell trained for: the length of its matched control
@@ -177,20 +147,16 @@ def run(model_cfg: dict, eval_cfg: dict, cells: list[dict], tokens_path: str, tr
     for cell in _order(cells, depths):
         folder = work / cell_folder.format(**cell.as_dict())
         fingerprint = _fingerprint(model_cfg, eval_cfg, cell, inputs)
-        stamp = folder / "fingerprint.txt"
-        if all((folder / o).exists() for o in OUTPUTS) and stamp.exists() and stamp.read_text() == fingerprint:
+        if staging.is_staged(folder, fingerprint, OUTPUTS):
             log.info("cell %s finished in an earlier run of this job: kept", cell.as_dict())
             spent[cell] = int(pd.read_parquet(folder / "curve.parquet")["examples"].max())
             continue
-        for o in OUTPUTS:
-            (folder / o).unlink(missing_ok=True)
         depth = depths.get(cell)
         if depth is None:
             cache = None
         elif cache is None or cache.depth != depth:  # deeper than the last one (``_order``): built on it, then freed
             cache = PrefixCache.build(base, job.family, train_seqs, job.val_batches, depth, job.device, cache)
-        folder.mkdir(parents=True, exist_ok=True)
-        stamp.write_text(fingerprint)
+        staging.begin(folder, fingerprint, OUTPUTS)
         checkpoint = folder / "retrain.ckpt"
         control_examples = max((n for c, n in spent.items() if cell.matches(c)), default=None)
         damage, result, curve = heal_cell(base, job, train_seqs, model_cfg, cell, theta0, baseline, pre, cache,
@@ -204,8 +170,7 @@ def run(model_cfg: dict, eval_cfg: dict, cells: list[dict], tokens_path: str, tr
     out.mkdir(parents=True, exist_ok=True)
     for cell in cells:  # the outputs are hard links to the staged copies, which stay for this job's next run
         name = cell_folder.format(**cell.as_dict())
-        (out / name).mkdir(parents=True, exist_ok=True)
         for o in OUTPUTS:
-            _link_or_copy(work / name / o, out / name / o)
+            staging.link(work / name / o, out / name / o)
     log.info("healed %d cells of %s", len(cells), cells[0].unit if cells else "an empty unit")
 

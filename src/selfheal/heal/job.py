@@ -1,0 +1,97 @@
+"""The unit of work: one job per model. In one process (imports and start-up paid once), for each of the model's
+networks (pretraining seeds) in turn: the network is made, then every heal unit of it (``grid.Unit``: a retrain
+regime, all retrain seeds) is healed (``unit.run``).
+
+Making a network depends on the model's source: pretrained here from its step-0 weights (``scratch``, the
+frozen-random variants too, which make no cells), adapted to the corpus from a downloaded model (``adapt``), or
+a downloaded model healed as downloaded, whose baseline is evaluated (``as_downloaded``). Its outputs go to three
+folders the rule declares: the networks (``p{pretrain_seed}/``: ``theta0/``, ``trained/``,
+``pretrain_curve.parquet``, ``pretrain.json``), their baselines (``p{pretrain_seed}.json``) and their cells
+(``p{pretrain_seed}/{regime}/`` + the cell folder). ``layout`` spells those patterns (the rules own every path).
+
+Work is never lost (``staging``): each made network is staged in the work folder with a fingerprint of its
+pretraining settings, the evaluation settings and the content of its inputs, and the outputs are hard links to
+it. So a job re-run because a pretraining seed was added trains only the new network, one re-run because a retrain
+seed or cell was added keeps every network and finished cell, and a killed job resumes (a network from its
+pretraining checkpoint, a unit from its finished cells and the checkpoint of the cell in progress).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from selfheal.grid import Cell
+from selfheal.heal import staging, unit
+from selfheal.training import evaluation, pretrain
+
+log = logging.getLogger("selfheal")
+
+SOURCES = ("scratch", "adapt", "as_downloaded")
+BASELINE = "baseline.json"  # a staged network's baseline (linked to the baselines folder)
+MADE = {  # what making a network stages, by source
+    "scratch": ("theta0", "trained", "pretrain_curve.parquet", "pretrain.json", BASELINE),
+    "adapt": ("trained", "pretrain_curve.parquet", "pretrain.json", BASELINE),
+    "as_downloaded": (BASELINE,),
+}
+
+
+def make_network(source: str, network_cfg: dict, eval_cfg: dict, tokens_path: str, start_dir: str | None,
+                 folder: Path, threads: int) -> None:
+    """Pretrain, adapt or evaluate one network into ``folder``, unless it is staged there under the same
+    fingerprint (settings, evaluation, inputs' content)."""
+    settings = {k: v for k, v in network_cfg.items() if k != "retrain"}  # retrain edits keep the network
+    fingerprint = staging.fingerprint(model=settings, eval=eval_cfg, source=source,
+                                      inputs=staging.digest([p for p in (tokens_path, start_dir) if p]))
+    made = MADE[source]
+    if staging.is_staged(folder, fingerprint, made):
+        log.info("network %s (pretraining seed %d) made in an earlier run of this job: kept",
+                 settings["name"], settings["pretrain"]["seed"])
+        return
+    staging.begin(folder, fingerprint, made)
+    if source == "as_downloaded":
+        evaluation.baseline(settings, eval_cfg, tokens_path, start_dir, str(folder / BASELINE), threads=threads)
+        return
+    pretrain.pretrain(settings, eval_cfg, tokens_path,
+                      theta0_dir=str(folder / "theta0") if source == "scratch" else None,
+                      trained_dir=str(folder / "trained"), curve_path=str(folder / "pretrain_curve.parquet"),
+                      summary_path=str(folder / "pretrain.json"), threads=threads,
+                      start_dir=start_dir if source == "adapt" else None, baseline_path=str(folder / BASELINE))
+
+
+def run(source: str, networks: list[dict], eval_cfg: dict, cells: list[dict], tokens_path: str,
+        start_dir: str | None, imported_summary: str | None, networks_dir: str, baselines_dir: str,
+        cells_dir: str, work_dir: str, layout: dict[str, str], threads: int = 1) -> None:
+    """Make every network of one model (``networks``: each one's settings, ``pretrain.seed`` set) and heal its
+    cells. ``start_dir``: a downloaded model's folder (``adapt``, ``as_downloaded``); ``imported_summary``: its
+    ``pretrain.json`` (the pretraining record of a model healed as downloaded). ``layout``: the patterns of a
+    network's folder (``network``), its baseline (``baseline``), a unit's folder (``unit``), a cell's folder in its
+    unit (``cell``) and a network's staging folder in ``work_dir`` (``network_work``)."""
+    if source not in SOURCES:
+        raise ValueError(f"source {source!r}: expected one of {SOURCES}")
+    cells = [Cell(**c) for c in cells]
+    work = Path(work_dir)
+    for network_cfg in networks:
+        seed = network_cfg["pretrain"]["seed"]
+        staged = work / layout["network_work"].format(pretrain_seed=seed)
+        make_network(source, network_cfg, eval_cfg, tokens_path, start_dir, staged, threads)
+        network = Path(networks_dir) / layout["network"].format(pretrain_seed=seed)
+        for name in MADE[source]:
+            if name != BASELINE:
+                staging.link(staged / name, network / name)
+        network.mkdir(parents=True, exist_ok=True)  # (empty for a model healed as downloaded)
+        baseline = Path(baselines_dir) / layout["baseline"].format(pretrain_seed=seed)
+        staging.link(staged / BASELINE, baseline)
+        trained = start_dir if source == "as_downloaded" else str(network / "trained")
+        theta0 = str(network / "theta0") if source == "scratch" else None
+        summary = imported_summary if source == "as_downloaded" else str(network / "pretrain.json")
+        mine = [c for c in cells if c.pretrain_seed == seed]
+        for u in dict.fromkeys(c.unit for c in mine):
+            folder = layout["unit"].format(pretrain_seed=seed, regime=u.regime)
+            unit.run(network_cfg, eval_cfg, [c.as_dict() for c in mine if c.unit == u], tokens_path, trained,
+                     theta0, str(baseline), summary, out_dir=str(Path(cells_dir) / folder),
+                     work_dir=str(work / folder), cell_folder=layout["cell"], threads=threads)
+    Path(cells_dir).mkdir(parents=True, exist_ok=True)  # (empty for a model that makes no cells)
+    Path(baselines_dir).mkdir(parents=True, exist_ok=True)
+    Path(networks_dir).mkdir(parents=True, exist_ok=True)
+    log.info("model done: %d networks, %d cells", len(networks), len(cells))

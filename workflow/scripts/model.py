@@ -1,0 +1,25 @@
+"""Shim: make every network of one model (pretrain, adapt or evaluate it) and heal each network's cells."""
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(snakemake.scriptdir).parents[1] / "src"))  # the selfheal package, installed or not
+
+from selfheal import logs
+from selfheal.heal import job
+
+logs.to_file(snakemake.log[0])
+job.run(
+    snakemake.params.source,
+    snakemake.params.networks,
+    snakemake.params.eval,
+    snakemake.params.cells,
+    snakemake.input.tokens,
+    str(snakemake.input.start) if snakemake.input.start else None,  # a downloaded model's folder
+    str(snakemake.input.imported) if snakemake.input.imported else None,  # its pretrain.json
+    networks_dir=snakemake.output.networks,
+    baselines_dir=snakemake.output.baselines,
+    cells_dir=snakemake.output.cells,
+    work_dir=snakemake.params.work,
+    layout=snakemake.params.layout,
+    threads=snakemake.threads,
+)
