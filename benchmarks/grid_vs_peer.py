@@ -7,12 +7,13 @@ one run (target: selfheal >= 1.3x faster, per model).
 
     .venv/bin/python benchmarks/grid_vs_peer.py   # [--models gpt2-n4-d64] [--threads 1] [--threshold 0.01] [--keep DIR]
 
-1. In a fresh folder, the real workflow pretrains the models (`snakemake --until pretrain`; not timed: both sides
-   start from the trained model), with `grid.controls` (and `grid.matched_controls`) off so that the grid is
-   exactly the layer x seed cells, and `threads` set to --threads.
-2. selfheal, timed: `snakemake --until heal --cores <threads>` (wall clock of the whole command), then, untimed,
-   `--until aggregate` for the tables. The breakdown of its time comes from Snakemake's job timestamps
-   (benchmarks/snakemake_jobs.py).
+1. In a fresh folder, the real workflow runs each model's job once (`snakemake --until model`; not timed: both
+   sides start from the trained networks), with `grid.controls` (and `grid.matched_controls`) off so that the grid
+   is exactly the layer x seed cells, and `threads` set to --threads. Then the healed cells are removed (their
+   outputs and their staged copies under `results/work/`), the trained networks stay staged.
+2. selfheal, timed: `snakemake --until model --forcerun model --cores <threads>` (wall clock of the whole
+   command): each model's job keeps its staged networks and heals every cell. Then, untimed, `--until aggregate`
+   for the tables. The breakdown of its time comes from Snakemake's job timestamps (benchmarks/snakemake_jobs.py).
 3. The peer, timed: one `python` process per model (its start-up and imports included), --threads threads.
 
 Prints per model the two wall times and their ratio, and per cell the examples to the threshold of both (which
@@ -26,6 +27,7 @@ import argparse
 import copy
 import json
 import math
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -183,15 +185,20 @@ def main():
         workdir = (a.keep or Path(tmp)).resolve()
         workdir.mkdir(parents=True, exist_ok=True)
         (workdir / "config.yaml").write_text(yaml.safe_dump(grid_config(names, a.threads)))
-        snakemake(workdir, "--until", "pretrain", "--cores", "2")  # trained models and baselines for both sides, not timed
-        since = time.time()
-        ours = snakemake(workdir, "--until", "heal", "--cores", str(a.threads))
-        snakemake(workdir, "--until", "aggregate", "--cores", "2")
+        snakemake(workdir, "--until", "model", "--cores", "2")  # trained networks and baselines for both sides, not timed
         results = workdir / "results"
-        b = breakdown(workdir, results, since)
+        for name in names:  # the healed cells go, the staged networks stay
+            shutil.rmtree(results / "cells" / name, ignore_errors=True)
+            for staged in (results / "work" / name).glob("p*/*"):
+                if staged.name != "network":
+                    shutil.rmtree(staged)
+        since = time.time()
+        ours = snakemake(workdir, "--until", "model", "--forcerun", "model", "--cores", str(a.threads))
+        snakemake(workdir, "--until", "aggregate", "--cores", "2")
+        b = breakdown(workdir, results, since, pretrained=False)
         summary = pd.read_parquet(results / "summary.parquet")
         summary = summary[summary["threshold"].round(6) == round(a.threshold, 6)]
-        print(f"selfheal `snakemake --until heal --cores {a.threads}`: {ours:.1f} s wall for {len(summary)} cells "
+        print(f"selfheal `snakemake --until model --forcerun model --cores {a.threads}`: {ours:.1f} s wall for {len(summary)} cells "
               f"of {', '.join(names)}; {describe(b, ours, a.threads)}")
         for model in names:
             cells = summary[summary["model"] == model]

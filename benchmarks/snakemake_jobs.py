@@ -72,9 +72,10 @@ def jobs(workdir: Path) -> list[Job]:
     return sorted(found, key=lambda j: j.start)
 
 
-def breakdown(workdir: Path, results: Path, since: float = 0.0) -> dict[str, float]:
+def breakdown(workdir: Path, results: Path, since: float = 0.0, pretrained: bool = True) -> dict[str, float]:
     """Core-seconds of the jobs that started at or after ``since``: by rule kind, and the training jobs split into
-    pretraining, retraining (training), evaluation (retrain evaluations) and fixed per-job cost."""
+    pretraining, retraining (training), evaluation (retrain evaluations) and fixed per-job cost. ``pretrained``:
+    whether those jobs pretrained their networks (False: they kept networks staged by an earlier run)."""
     run = [j for j in jobs(workdir) if j.start >= since]
     per_rule = defaultdict(float)
     for j in run:
@@ -87,7 +88,7 @@ def breakdown(workdir: Path, results: Path, since: float = 0.0) -> dict[str, flo
     keys = [c for c in ("model", "pretrain_seed", "target", "policy", "init", "regime", "seed") if c in curves]
     pre = curves[curves["kind"] == "pretrain"].groupby([k for k in ("model", "pretrain_seed") if k in curves])
     rec = curves[curves["kind"] == "recovery"].groupby(keys, dropna=False)
-    pretrain_s = float(pre["wall_s"].max().sum()) if {"model", "pretrain", "adapt"} & set(per_rule) else 0.0
+    pretrain_s = float(pre["wall_s"].max().sum()) if pretrained and {"model", "pretrain", "adapt"} & set(per_rule) else 0.0
     walls = rec["wall_s"].max() if {"model", "heal"} & set(per_rule) else pd.Series(dtype=float)
     retrain_s, eval_s, replay_s, shares = float(walls.sum()), 0.0, 0.0, []
     for path in results.rglob("recovery.json"):  # each cell's documented record (the staged copies under work/ too)

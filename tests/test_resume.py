@@ -42,14 +42,13 @@ def _start(workdir, stderr=subprocess.DEVNULL):
 
 
 def _training_job(proc):
-    """The running pretrain/retrain job process under a snakemake process, if any."""
+    """The running model job process (it pretrains, then retrains) under a snakemake process, if any."""
     try:
         for child in psutil.Process(proc.pid).children(recursive=True):
             cmdline = child.cmdline()
             script = cmdline[1] if len(cmdline) > 1 else ""
             # the python process itself, not the bash wrapper Snakemake starts it with
-            if "python" in child.name() and ".snakemake/scripts" in script and script.endswith(("pretrain.py",
-                                                                                                "heal.py")):
+            if "python" in child.name() and ".snakemake/scripts" in script and script.endswith("model.py"):
                 return child
     except psutil.NoSuchProcess:
         pass

@@ -92,14 +92,15 @@ def _jobs(workdir) -> int:
 def test_grouped_workflow_runs_through_slurm_and_matches_a_local_run(cluster, tmp_path, request):
     config = yaml.safe_load((ROOT / "tests" / "tiny.yaml").read_text())
     config["models"] = [config["models"][1]]  # tinyB: one layer
-    config["grid"]["seeds"] = [0, 1]  # two retrain seeds: one heal unit (the network's), in its model group job
+    config["grid"]["seeds"] = [0, 1]  # two retrain seeds: one heal unit (the network's), in its model's job
     local, remote = tmp_path / "local", tmp_path / "slurm"
     for workdir in (local, remote):
         workdir.mkdir()
         (workdir / "config.yaml").write_text(yaml.safe_dump(config))
     # The local reference runs while SLURM works (the SLURM run mostly waits on submissions and polling), and only
     # what the comparison reads: from the session's finished data stages (same corpus and tokenizer) to the summary
-    # table (pretrain, which writes the baseline, the heal unit, aggregate). The SLURM run is the whole workflow.
+    # table (the model's job, which pretrains the network, writes its baseline and heals its unit; aggregate). The
+    # SLURM run is the whole workflow.
     request.getfixturevalue("corpus_seed")(local)  # asked for here, so that a machine without SLURM skips first
     local_run = subprocess.Popen([sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory",
                                   str(local), "--configfile", str(local / "config.yaml"), "--cores", "1",
@@ -118,17 +119,17 @@ def test_grouped_workflow_runs_through_slurm_and_matches_a_local_run(cluster, tm
     submit()
     _, err = local_run.communicate(timeout=600)
     assert local_run.returncode == 0, err[-3000:]
-    # 8 Snakemake jobs (corpus, tokenizer, tokenize, pretrain, heal, aggregate, plots, answer) in 3 sbatch
-    # submissions: data, the network's model group (pretraining and its heal unit), report; the local reference ran
-    # the 3 of them between the data stages and the summary
-    assert _jobs(remote) == 8 and _jobs(local) == 3
+    # 7 Snakemake jobs (corpus, tokenizer, tokenize, model, aggregate, plots, answer) in 3 sbatch submissions:
+    # data, the model's job (pretraining and its heal unit), report; the local reference ran the 2 of them between
+    # the data stages and the summary
+    assert _jobs(remote) == 7 and _jobs(local) == 2
     assert _submissions(remote) == {"data": 1, "model": 1, "report": 1}
 
     want = pd.read_parquet(local / "results" / "summary.parquet")[NUMBERS]
     got = pd.read_parquet(remote / "results" / "summary.parquet")[NUMBERS]
     pd.testing.assert_frame_equal(got, want)
 
-    # an added retrain seed submits the network's heal unit (in a model group job without the pretraining) and the
+    # an added retrain seed submits the model's job again (it keeps the staged network: no pretraining) and the
     # report; the unit keeps the cells of seeds 0 and 1 (their staged files, untouched) and trains only seed 2's
     pretrained = sorted(p.stat().st_mtime_ns for p in (remote / "results" / "models").rglob("*") if p.is_file())
     cells = remote / "results" / "cells"
@@ -136,7 +137,7 @@ def test_grouped_workflow_runs_through_slurm_and_matches_a_local_run(cluster, tm
     config["grid"]["seeds"] = [0, 1, 2]
     (remote / "config.yaml").write_text(yaml.safe_dump(config))
     submit()
-    assert _jobs(remote) == 8  # the same jobs' logs, rewritten
+    assert _jobs(remote) == 7  # the same jobs' logs, rewritten
     assert _submissions(remote) == {"data": 1, "model": 2, "report": 2}
     assert {p: p.stat().st_mtime_ns for p in kept} == kept
     assert {p.parent.parent.name for p in set(cells.rglob("recovery.json")) - set(kept)} == {"s2"}

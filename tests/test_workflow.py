@@ -3,6 +3,7 @@ session's shared one (tests/conftest.py: tests/tiny.yaml's GPT-2 models tinyA an
 which tests/test_workflow_families.py checks); the tests here look at tinyA and tinyB unless they say otherwise."""
 
 import json
+import shutil
 from pathlib import Path
 
 import pandas as pd
@@ -101,7 +102,7 @@ def test_plots_and_logs_written(finished):
         png = workdir / "results" / "plots" / f"{plot}.png"
         assert "vega" in html.read_text().lower()
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    log = (workdir / "results" / "logs" / "tinyA" / "p0" / "pretrain.log").read_text()
+    log = (workdir / "results" / "logs" / "tinyA" / "model.log").read_text()
     assert "examples 512/512" in log and "val" in log
 
 
@@ -154,15 +155,15 @@ def test_editing_one_models_retrain_reruns_only_its_cells(finished):
     )
     changed = [c for c in changed if not c.startswith(("logs/", "work/"))]  # work/: the outputs' staged copies
     retrained = {c for c in changed if c.endswith("recovery.json")}
-    assert retrained == {  # tinyB's one heal job (unit: network and regime), every cell of it
+    assert retrained == {  # tinyB's one heal unit (network and regime), every cell of it, in tinyB's job
         "cells/tinyB/p0/frozen/s0/L0-full-fresh/recovery.json",
         "cells/tinyB/p0/frozen/s0/L0-full-trained/recovery.json",
         "cells/tinyB/p0/frozen/s0/none-none-none/recovery.json",
         "cells/tinyB/p0/frozen/s0/all-full-fresh/recovery.json",
     }
-    assert not any(c.startswith(("models/", "adapted/", "pretrained/", "baselines/", "corpus/")) for c in changed)
+    assert not any(c.startswith(("models/", "pretrained/", "baselines/", "corpus/")) for c in changed)
     assert not any(c.startswith("cells/") and not c.startswith("cells/tinyB/") for c in changed)
-    # a finished heal job leaves its finished cells staged for its next run, and no checkpoint
+    # a finished model job leaves its networks and finished cells staged for its next run, and no checkpoint
     assert not list((workdir / "results" / "work").rglob("*.ckpt"))
     assert "summary.parquet" in changed
 
@@ -171,19 +172,36 @@ def test_editing_one_models_retrain_reruns_only_its_cells(finished):
     assert "Nothing to be done" in proc.stdout + proc.stderr
 
 
-def test_adding_a_pretraining_seed_runs_only_the_new_networks_jobs(finished):
+def test_adding_a_pretraining_seed_trains_only_the_new_network(finished, tmp_path):
+    """The unit of work is the model: an added pretraining seed re-runs that model's job (and the report), which
+    keeps the staged network and cells of the seed it had, bit for bit, and trains and heals only the new one."""
     workdir, configfile = finished
+    copy = tmp_path / "copy"  # (the module's other tests keep the finished run as it is)
+    shutil.copytree(workdir, copy, symlinks=True)
     config = yaml.safe_load(configfile.read_text())
     config["models"][1]["pretrain"] = {"seeds": [0, 1]}  # a second network of tinyB
-    added = workdir / "added.yaml"
+    added = copy / "added.yaml"
     added.write_text(yaml.safe_dump(config))
-    proc = snakemake(workdir, added, "-n")  # one dry run: its job stats table and its jobs' outputs
+    proc = snakemake(copy, added, "-n")  # one dry run: its job stats table
     assert proc.returncode == 0 and "Job stats:" in proc.stdout, proc.stderr[-3000:]
     rows = [line.split() for line in proc.stdout.split("Job stats:")[1].splitlines()]
-    jobs = {r[0]: r[1] for r in rows if len(r) == 2 and r[0] in {"pretrain", "baseline", "heal", "aggregate", "plots"}}
-    # the baseline is written by the pretraining job (its last evaluation): no baseline job
-    assert jobs == {"pretrain": "1", "heal": "1", "aggregate": "1", "plots": "1"}, proc.stdout
-    assert "results/models/tinyB/p1/pretrain.json" in proc.stdout
+    jobs = {r[0]: r[1] for r in rows if len(r) == 2 and r[0] in {"model", "import_pretrained", "aggregate", "plots"}}
+    assert jobs == {"model": "1", "aggregate": "1", "plots": "1"}, proc.stdout
+    assert "results/models/tinyB" in proc.stdout and "results/models/tinyA" not in proc.stdout
+
+    results = copy / "results"
+    old = [p for d in ("models/tinyB/p0", "baselines/tinyB", "cells/tinyB/p0") for p in (results / d).rglob("*")
+           if p.is_file()]
+    before = {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in old}
+    proc = snakemake(copy, added)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in old} == before
+    assert "made in an earlier run of this job: kept" in (results / "logs" / "tinyB" / "model.log").read_text()
+    assert (results / "models" / "tinyB" / "p1" / "pretrain.json").is_file()
+    assert (results / "baselines" / "tinyB" / "p1.json").is_file()
+    assert len(list((results / "cells" / "tinyB" / "p1").rglob("recovery.json"))) == 4
+    assert sorted(pd.read_parquet(results / "summary.parquet").query("model == 'tinyB'")["pretrain_seed"].unique()) \
+        == [0, 1]
 
 
 def test_crossings_are_intervals_within_the_resolution(finished):
@@ -218,7 +236,7 @@ def test_finished_cells_survive_a_failure_elsewhere(tmp_path, corpus_seed):
     --keep-going every cell of the other model still finishes, and nothing of the failed one is taken as done."""
     config = yaml.safe_load((ROOT / "tests" / "tiny.yaml").read_text())
     # more than the 106,911 blocks of 32 tokens the 300-token BPE makes of the train split, yet within the pre-run
-    # bound (a token is at least one byte: 145,290 blocks), so only the pretrain job can know it is too many
+    # bound (a token is at least one byte: 145,290 blocks), so only the model's job can know it is too many
     config["models"][0]["pretrain"] = {"train_sequences": 120_000}
     del config["models"][0]["frozen_random"]  # its variants would only fail the same way
     configfile = tmp_path / "config.yaml"
@@ -226,7 +244,7 @@ def test_finished_cells_survive_a_failure_elsewhere(tmp_path, corpus_seed):
     corpus_seed(tmp_path)  # same corpus and tokenizer: the data stages are done
     proc = snakemake(tmp_path, configfile, "--keep-going")
     assert proc.returncode != 0
-    assert "train_sequences" in (tmp_path / "results" / "logs" / "tinyA" / "p0" / "pretrain.log").read_text()
+    assert "train_sequences" in (tmp_path / "results" / "logs" / "tinyA" / "model.log").read_text()
     done = sorted(p.parent.name for p in (tmp_path / "results" / "cells").rglob("recovery.json"))
     assert done == ["L0-full-fresh", "L0-full-trained", "all-full-fresh", "none-none-none"]  # tinyB's cells
     assert not (tmp_path / "results" / "models" / "tinyA" / "p0" / "pretrain.json").exists()

@@ -46,7 +46,7 @@ def test_a_downloaded_model_is_adapted_before_healing(finished):
     """By default a downloaded model is adapted to the corpus first (every tensor trains, S x E of the adaptation
     is the budget unit); with adapt: false it is healed as downloaded and has no fraction of S x E."""
     summary = pd.read_parquet(finished / "results" / "summary.parquet")
-    adapted = json.loads((finished / "results" / "adapted" / "myLlama" / "p0" / "pretrain.json").read_text())
+    adapted = json.loads((finished / "results" / "models" / "myLlama" / "p0" / "pretrain.json").read_text())
     assert adapted["source"] == "pretrained" and adapted["train_sequences"] * adapted["epochs"] == 512
     assert adapted["final_val_loss"] < adapted["initial_val_loss"]
     imported = json.loads((finished / "results" / "pretrained" / "myLlama" / "pretrain.json").read_text())
@@ -58,7 +58,7 @@ def test_a_downloaded_model_is_adapted_before_healing(finished):
     assert (mine.tokens == mine.examples * 16).all()
     as_is = summary[summary.model == "asIs"]
     assert as_is.fraction_of_pretrain.isna().all() and as_is.pretrain_examples.isna().all()
-    assert not (finished / "results" / "adapted" / "asIs").exists()
+    assert not list((finished / "results" / "models" / "asIs").rglob("*.*"))  # healed as downloaded: nothing trained
     assert (finished / "results" / "corpus" / "myLlama" / "tokens.safetensors").is_file()  # its own tokenizer
     networks = pd.read_parquet(finished / "results" / "networks.parquet").set_index("model")
     assert networks.loc["myLlama", "source"] == "pretrained" and networks.loc["tinyBart", "family_kind"] == \
