@@ -1,7 +1,8 @@
 # selfheal: how much data does a trained transformer need to heal one re-initialised layer?
-# Stages: corpus -> tokenizer -> pretrain -> baseline -> reset (per cell) -> retrain (per cell) -> aggregate -> plots;
+# Stages: corpus -> tokenizer -> model (one job per model: pretrain -> baseline -> reset and retrain per cell)
+# -> aggregate -> plots;
 # and, with a `transfer:` section, the Tamkin et al. 2020 finetuning experiments (workflow/rules/transfer.smk).
-# With models[].frozen_random: pretrain (frozen-random variants) -> frozen_random_table -> frozen_random_plot.
+# With models[].frozen_random: model (frozen-random variants: pretrain only) -> frozen_random_table -> plot.
 # Every config key is documented in config/README.md; the config is validated before any job runs.
 
 import os

@@ -52,7 +52,7 @@ def main():
         outputs = [line.split("\t")[0] for line in summary.stdout.splitlines()[1:] if "\t" in line]
         for out in outputs:
             path = workdir / out
-            if re.search(r"/(theta0|trained)$|^results/cells/[^/]+/p\d+/[^/.]+$", out):  # directory() outputs
+            if re.search(r"^results/(models|baselines|cells)/[^/]+$|/trained$", out):  # directory() outputs
                 path.mkdir(parents=True, exist_ok=True)
             else:
                 path.parent.mkdir(parents=True, exist_ok=True)

@@ -89,11 +89,13 @@ def only_known_keys(cfg: dict) -> dict:
 
 
 def run(workdir: Path, cfg: dict) -> dict[str, dict]:
-    """One snakemake run (data, pretraining, baseline, the retrain cells) of every model; per model its figures."""
+    """One snakemake run (data, then each model's job: pretraining, baseline, the retrain cells); per model its
+    figures."""
     workdir.mkdir(parents=True, exist_ok=True)
     (workdir / "config.yaml").write_text(yaml.safe_dump(only_known_keys(cfg)))
     cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory", str(workdir),
-           "--configfile", str(workdir / "config.yaml"), "--cores", str(cfg["threads"]), "--quiet", "--until", "heal"]
+           "--configfile", str(workdir / "config.yaml"), "--cores", str(cfg["threads"]), "--quiet",
+           "--until", "model"]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=ENV)
     if proc.returncode:
         sys.exit(proc.stderr[-3000:])

@@ -185,7 +185,7 @@ def main():
         workdir = (a.keep or Path(tmp)).resolve()
         workdir.mkdir(parents=True, exist_ok=True)
         (workdir / "config.yaml").write_text(yaml.safe_dump(grid_config(names, a.threads)))
-        snakemake(workdir, "--until", "model", "--cores", "2")  # trained networks and baselines for both sides, not timed
+        snakemake(workdir, "--until", "model", "--cores", "2")  # trained networks and baselines for both, not timed
         results = workdir / "results"
         for name in names:  # the healed cells go, the staged networks stay
             shutil.rmtree(results / "cells" / name, ignore_errors=True)

@@ -156,11 +156,10 @@ class Cell:
 
 @dataclass(frozen=True)
 class Unit:
-    """The unit of work of the heal stage: every cell of one network (model and pretraining seed) and retrain
-    regime, all retrain seeds, runs in one job (the trained model, data and prefix caches loaded once). Adding a
-    pretraining seed, regime or model adds units; changing which cells a unit holds (layers, policies, inits,
-    targets, controls, retrain seeds) re-runs that unit's job, which keeps the cells it finished before whose
-    inputs and settings are unchanged (``heal.unit``) and trains only the new ones."""
+    """A heal unit: every cell of one network (model and pretraining seed) and retrain regime, all retrain seeds,
+    healed together (the trained model, data and prefix caches loaded once; ``heal.unit``) inside its model's job
+    (``heal.job``, the unit of work). A re-run keeps the cells it finished before whose inputs and settings are
+    unchanged and trains only the new ones."""
 
     model: str
     regime: str

@@ -14,7 +14,7 @@ EVAL = selfheal.config.canonical(CONFIG["eval"])
 PRETRAINED_MODELS = [m["name"] for m in CONFIG["models"] if m["source"] == "pretrained"]
 ADAPTED_MODELS = [m["name"] for m in CONFIG["models"] if m["source"] == "pretrained" and m["adapt"]]
 UNADAPTED_MODELS = [m for m in PRETRAINED_MODELS if m not in ADAPTED_MODELS]
-# Every model's job (rule model): those of the grid and the frozen-random variants (pretrained only, no cells).
+# The models that get a job of their own (the model rule): the grid's and the frozen-random variants (no cells).
 JOB_MODELS = [m["name"] for m in CONFIG["models"] + selfheal.grid.frozen_random_models(CONFIG)]
 # every pretrained network (model x pretraining seed): those built here, those adapted from a downloaded model
 NETWORK_COLUMNS = selfheal.grid.columns(selfheal.grid.networks(CONFIG))

@@ -1,4 +1,4 @@
-"""One heal job: every cell of one unit (a network, a retrain regime, a retrain seed; ``grid.Unit``) in one process.
+"""Healing one unit: every cell of one unit (a network, a retrain regime, a retrain seed; ``grid.Unit``) in one process.
 
 The trained model, its token streams, validation batches and step-0 weights are loaded once. Per cell, in an order
 that builds each frozen-prefix cache once and runs each matched no-reset control after the cells it is matched
@@ -9,11 +9,11 @@ cell did not train is checked bit-identical to the trained model's, and for a on
 outputs are compared with the original's (``similarity.linear_cka``; the reset layer before training is the floor).
 
 Outputs per cell (in the unit's folder, under the layout the rules pass in): ``damage.json`` (``Damage``),
-``recovery.json`` (``CellResult``) and ``curve.parquet``. Work is never lost: a running cell checkpoints into the
-unit's work folder, and each finished cell is staged there with a fingerprint of what it depends on (its settings
-and the content of its input files); the outputs are hard links to the staged files, which stay. The next run of
-the job (killed, or re-run because a retrain seed or a cell was added) keeps every finished cell whose fingerprint
-matches, resumes the cell in progress from its checkpoint and trains only the rest.
+``recovery.json`` (``CellResult``) and ``curve.parquet``. Work is never lost (``staging``): a running cell
+checkpoints into the unit's work folder, and each finished cell is staged there with a fingerprint of what it
+depends on (its settings and the content of its input files); the outputs are hard links to the staged files,
+which stay. The next run (killed, or re-run because a retrain seed or a cell was added) keeps every finished cell
+whose fingerprint matches, resumes the cell in progress from its checkpoint and trains only the rest.
 """
 
 from __future__ import annotations
