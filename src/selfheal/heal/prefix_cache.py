@@ -1,8 +1,8 @@
-"""The frozen prefix, computed once per heal job: hidden states entering layer L for every training and validation
+"""The frozen prefix, computed once per heal unit: hidden states entering layer L for every training and validation
 sequence.
 
 In the ``frozen`` (and ``layer``) regime of a single-layer reset, layers below L never change: their output is a
-fixed function of the input. For a causal LM without dropout the heal job (``heal.unit``) computes it once, in
+fixed function of the input. For a causal LM without dropout the heal unit (``heal.unit``) computes it once, in
 memory, for the cells of its unit that reset a layer at depth L, and frees it after the last of them.
 
 Size: (S + V) x context x d_model x 4 bytes (float32, so losses match the plain forward to float tolerance). It is
@@ -56,7 +56,7 @@ def footprint_mb(sequences: int, context: int, width: int) -> float:
 
 
 def plan(model_cfg: dict, cells: list, mb: float) -> dict:
-    """Which cells of one heal job start from a prefix cache: {cell: depth} for the cells where the cache is
+    """Which cells of one heal unit start from a prefix cache: {cell: depth} for the cells where the cache is
     valid (``cache_depth``), pays for itself (``worth_building``, counted over the job's cells sharing a depth) and
     fits the budget (``mb``, one cache's footprint, at most ``retrain.prefix_cache_mb``); the other cells run the
     plain forward."""
