@@ -93,7 +93,8 @@ def test_finished_cells_of_a_killed_job_are_kept(inputs):
     for name in unit.OUTPUTS:
         (first / name).write_bytes((unit_folder / PATTERN.format(**CELLS[0].as_dict()) / name).read_bytes())
     inputs_list = [str(tmp_path / p) for p in ("tokens.safetensors", "trained", "baseline.json", "pretrain.json")]
-    (first / "fingerprint.txt").write_text(unit._fingerprint(model_cfg, eval_cfg, CELLS[0], staging.digest(inputs_list)))
+    (first / staging.FINGERPRINT).write_text(unit._fingerprint(model_cfg, eval_cfg, CELLS[0],
+                                                                staging.digest(inputs_list)))
     marker = json.loads((first / "recovery.json").read_text())
     marker["final_loss"] = -1.0  # so the test sees whether the staged record was kept or recomputed
     (first / "recovery.json").write_text(json.dumps(marker))
@@ -106,7 +107,8 @@ def test_finished_cells_of_a_killed_job_are_kept(inputs):
     for name in unit.OUTPUTS:
         (first / name).write_bytes((unit_folder / PATTERN.format(**CELLS[0].as_dict()) / name).read_bytes())
     (first / "recovery.json").write_text(json.dumps(marker))
-    (first / "fingerprint.txt").write_text(unit._fingerprint(model_cfg, eval_cfg, CELLS[0], staging.digest(inputs_list)))
+    (first / staging.FINGERPRINT).write_text(unit._fingerprint(model_cfg, eval_cfg, CELLS[0],
+                                                                staging.digest(inputs_list)))
     changed = {**model_cfg, "retrain": {**model_cfg["retrain"], "lr": 5e-3}}
     assert _run(tmp_path, changed, eval_cfg, CELLS[:1], out="again")[CELLS[0]].final_loss > 0
 

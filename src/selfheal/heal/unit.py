@@ -1,4 +1,4 @@
-"""Healing one unit: every cell of one unit (a network, a retrain regime, a retrain seed; ``grid.Unit``) in one process.
+"""Healing one unit: every cell of a network and retrain regime, all retrain seeds (``grid.Unit``), in one process.
 
 The trained model, its token streams, validation batches and step-0 weights are loaded once. Per cell, in an order
 that builds each frozen-prefix cache once and runs each matched no-reset control after the cells it is matched
@@ -139,7 +139,8 @@ def run(model_cfg: dict, eval_cfg: dict, cells: list[dict], tokens_path: str, tr
         log.info("prefix caches at depths %s: %.1f MB each, one at a time", sorted(set(depths.values())), mb)
     elif any(prefix_cache.cache_depth(model_cfg, c.target, c.policy, c.regime) for c in cells):
         log.info("no prefix cache: %.1f MB each exceeds retrain.prefix_cache_mb or does not pay", mb)
-    inputs = staging.digest([p for p in (tokens_path, trained_dir, theta0_dir, baseline_path, pretrain_summary_path) if p])
+    inputs = staging.digest([p for p in (tokens_path, trained_dir, theta0_dir, baseline_path, pretrain_summary_path)
+                             if p])
     work = Path(work_dir)
     cache = None
     spent: dict[Cell, int] = {}  # examples each reset cell trained for: the length of its matched control
