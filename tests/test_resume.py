@@ -48,7 +48,7 @@ def _training_job(proc):
             cmdline = child.cmdline()
             script = cmdline[1] if len(cmdline) > 1 else ""
             # the python process itself, not the bash wrapper Snakemake starts it with
-            if "python" in child.name() and ".snakemake/scripts" in script and script.endswith("model.py"):
+            if "python" in child.name() and ".snakemake/scripts" in script and script.endswith("train.py"):
                 return child
     except psutil.NoSuchProcess:
         pass

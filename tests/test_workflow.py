@@ -205,6 +205,34 @@ def test_adding_a_pretraining_seed_trains_only_the_new_network(finished, tmp_pat
         == [0, 1]
 
 
+def test_one_job_per_network_makes_the_same_numbers(finished, tmp_path, corpus_seed):
+    """job_unit: network runs one job per network (a model's pretraining seeds side by side) and writes the same
+    files under the same paths as one job per model: tinyB's first network, its baseline and its cells' damage are
+    bit for bit the finished run's."""
+    workdir, _ = finished
+    config = yaml.safe_load((ROOT / "tests" / "tiny.yaml").read_text())
+    config["models"] = [config["models"][1]]  # tinyB
+    config["models"][0]["pretrain"] = {"seeds": [0, 1]}
+    config["job_unit"] = "network"
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+    corpus_seed(tmp_path)
+    proc = snakemake(tmp_path, tmp_path / "config.yaml", "results/summary.parquet")
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert sorted(str(p.relative_to(tmp_path / "results" / "logs")) for p in
+                  (tmp_path / "results" / "logs").rglob("network.log")) == ["tinyB/p0/network.log",
+                                                                            "tinyB/p1/network.log"]
+    got = pd.read_parquet(tmp_path / "results" / "summary.parquet")
+    want = pd.read_parquet(workdir / "results" / "summary.parquet").query("model == 'tinyB'")
+    # (what an earlier test's retrain edit of tinyB leaves alone: the networks, their baselines and each reset)
+    numbers = ["target", "policy", "init", "seed", "threshold", "baseline_loss", "damaged_loss"]
+    pd.testing.assert_frame_equal(got.query("pretrain_seed == 0")[numbers].reset_index(drop=True),
+                                  want[numbers].reset_index(drop=True))
+    assert sorted(got["pretrain_seed"].unique()) == [0, 1]
+    for name in ("models/tinyB/p0/trained/model.safetensors", "models/tinyB/p0/pretrain_curve.parquet",
+                 "baselines/tinyB/p0.json"):
+        assert (tmp_path / "results" / name).read_bytes() == (workdir / "results" / name).read_bytes()
+
+
 def test_crossings_are_intervals_within_the_resolution(finished):
     """Every recovered threshold is an interval (lo, hi] of at most retrain.resolution x hi (or one step), located
     by replaying the interval; a censored one has no hi."""

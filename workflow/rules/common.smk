@@ -14,8 +14,13 @@ EVAL = selfheal.config.canonical(CONFIG["eval"])
 PRETRAINED_MODELS = [m["name"] for m in CONFIG["models"] if m["source"] == "pretrained"]
 ADAPTED_MODELS = [m["name"] for m in CONFIG["models"] if m["source"] == "pretrained" and m["adapt"]]
 UNADAPTED_MODELS = [m for m in PRETRAINED_MODELS if m not in ADAPTED_MODELS]
-# The models that get a job of their own (the model rule): the grid's and the frozen-random variants (no cells).
-JOB_MODELS = [m["name"] for m in CONFIG["models"] + selfheal.grid.frozen_random_models(CONFIG)]
+# The training jobs (job_unit): one per model (the model rule) or one per network (the network rule), for the
+# grid's models and the frozen-random variants (which make no cells).
+ALL_MODELS = CONFIG["models"] + selfheal.grid.frozen_random_models(CONFIG)
+MODEL_NAMES = [m["name"] for m in ALL_MODELS]
+JOB_MODELS = MODEL_NAMES if CONFIG["job_unit"] == "model" else []
+JOB_NETWORKS = selfheal.grid.networks(CONFIG, ALL_MODELS) if CONFIG["job_unit"] == "network" else []
+NETWORK_JOB_MODELS = list(dict.fromkeys(n.model for n in JOB_NETWORKS))
 # every pretrained network (model x pretraining seed): those built here, those adapted from a downloaded model
 NETWORK_COLUMNS = selfheal.grid.columns(selfheal.grid.networks(CONFIG))
 # the networks trained here (from scratch, or adapted from a downloaded model): they have a pretraining record
@@ -35,10 +40,11 @@ NETWORK_IN_MODEL = "p{pretrain_seed}"  # theta0/, trained/, pretrain_curve.parqu
 BASELINES = f"{RESULTS}/baselines/{{model}}"
 BASELINE_IN_MODEL = "p{pretrain_seed}.json"
 CELLS_OF_MODEL = f"{RESULTS}/cells/{{model}}"
-UNIT_IN_MODEL = "p{pretrain_seed}/{regime}"  # one heal unit's cells (grid.Unit)
+UNIT_IN_MODEL = NETWORK_IN_MODEL + "/{regime}"  # one heal unit's cells (grid.Unit)
 CELL_IN_UNIT = "s{seed}/{target}-{policy}-{init}"  # a cell's folder inside its unit's
-NETWORK = f"{NETWORKS}/{NETWORK_IN_MODEL}"
+NETWORK = f"{NETWORKS}/{NETWORK_IN_MODEL}"  # a network job's three outputs: the same places, one network
 BASELINE = f"{BASELINES}/{BASELINE_IN_MODEL}"
+CELLS_OF_NETWORK = f"{CELLS_OF_MODEL}/{NETWORK_IN_MODEL}"
 UNIT = f"{CELLS_OF_MODEL}/{UNIT_IN_MODEL}"
 # a model job's staged networks and finished cells, kept for its next run (an added seed trains only what is new)
 WORK = f"{RESULTS}/work/{{model}}"
@@ -69,12 +75,19 @@ def model_source(wildcards):
     return "as_downloaded" if wildcards.model in PRETRAINED_MODELS else "scratch"
 
 
+def job_seeds(wildcards):
+    """The pretraining seeds a training job makes: its network's (the network rule), or all of its model's."""
+    if "pretrain_seed" in wildcards.keys():
+        return [int(wildcards.pretrain_seed)]
+    return model_cfg(wildcards)["pretrain"]["seeds"]
+
+
 def network_params(wildcards):
     """Each network's settings (pretrain.seed set; the seed list left out, so adding a seed never changes an
-    existing network's settings). Editing one model's settings re-runs only that model's job, which keeps every
+    existing network's settings). Editing one model's settings re-runs only that model's jobs, which keep every
     staged network and cell whose own settings and inputs did not change."""
     m = model_cfg(wildcards)
-    return [selfheal.config.canonical(selfheal.grid.network_config(m, s)) for s in m["pretrain"]["seeds"]]
+    return [selfheal.config.canonical(selfheal.grid.network_config(m, s)) for s in job_seeds(wildcards)]
 
 
 def tokens(wildcards):
@@ -122,13 +135,31 @@ def layout(wildcards):
     }
 
 
-def model_cells(wildcards):
-    """The cells one model job heals (every network's; none for a frozen-random variant)."""
-    return [c.as_dict() for c in CELLS if c.model == wildcards.model]
+def job_cells(wildcards):
+    """The cells one training job heals (those of its networks; none for a frozen-random variant)."""
+    seeds = job_seeds(wildcards)
+    return [c.as_dict() for c in CELLS if c.model == wildcards.model and c.pretrain_seed in seeds]
+
+
+def job_folders(wildcards):
+    """Where a training job writes (its model's folders; a network job's outputs are its network's part of them)."""
+    return {
+        "networks": NETWORKS.format(model=wildcards.model),
+        "baselines": BASELINES.format(model=wildcards.model),
+        "cells": CELLS_OF_MODEL.format(model=wildcards.model),
+    }
+
+
+def trained(pattern_of_model, pattern_of_network, models):
+    """The training jobs' outputs for ``models`` (names): each model's folder, or each of its networks' part."""
+    if CONFIG["job_unit"] == "model":
+        return expand(pattern_of_model, model=models)
+    networks = selfheal.grid.networks(CONFIG, [m for m in ALL_MODELS if m["name"] in models])
+    return expand(pattern_of_network, zip, **selfheal.grid.columns(networks)) if networks else []
 
 
 def network_files(name, networks):
-    """A file of each of ``networks`` (grid.columns), inside its model job's networks folder."""
+    """A file of each of ``networks`` (grid.columns), inside its network's folder."""
     return expand(f"{NETWORK}/{name}", zip, **networks) if networks else []
 
 

@@ -18,7 +18,7 @@ FROZEN_RANDOM_OUTPUTS = (
 
 rule frozen_random_table:
     input:
-        expand(NETWORKS, model=FROZEN_RANDOM_BASES + FROZEN_RANDOM_VARIANTS),  # their model jobs' networks
+        trained(NETWORKS, NETWORK, FROZEN_RANDOM_BASES + FROZEN_RANDOM_VARIANTS),  # their training jobs' networks
     output:
         f"{RESULTS}/frozen_random.parquet",
     log:

@@ -1,7 +1,7 @@
-# The unit of work is the model: one job per model makes each of its networks (pretraining seeds) in turn and
-# heals every cell of it (selfheal.heal.job), so a model's imports and start-up are paid once. Its networks and
-# finished cells are staged under work/, so a re-run after an added pretraining seed, retrain seed or cell trains
-# only what is new. A downloaded model is imported by a job of its own first.
+# The unit of work (job_unit) is the model: one job per model makes each of its networks (pretraining seeds) in
+# turn and heals every cell of it (selfheal.heal.job), so a model's imports and start-up are paid once; or, with
+# job_unit: network, one job per network. Networks and finished cells are staged under work/, so a re-run after an
+# added pretraining seed, retrain seed or cell trains only what is new. A downloaded model is imported first.
 rule import_pretrained:
     output:
         trained=directory(f"{IMPORTED}/trained"),
@@ -37,8 +37,38 @@ rule model:
         source=model_source,
         networks=network_params,
         eval=EVAL,
-        cells=model_cells,
+        cells=job_cells,
+        folders=job_folders,
         work=work_dir,
         layout=layout,
     script:
-        "../scripts/model.py"
+        "../scripts/train.py"
+
+
+# job_unit: network. The same job for one network, writing its part of the model's folders.
+rule network:
+    input:
+        tokens=tokens,
+        start=imported_dir,
+        imported=imported_summary,
+    output:
+        network=directory(NETWORK),
+        baseline=BASELINE,
+        cells=directory(CELLS_OF_NETWORK),
+    log:
+        f"{LOGS}/{{model}}/p{{pretrain_seed}}/network.log",
+    wildcard_constraints:
+        model=selfheal.grid.one_of(NETWORK_JOB_MODELS),
+    conda:
+        "../../envs/training.yaml"
+    threads: THREADS
+    params:
+        source=model_source,
+        networks=network_params,
+        eval=EVAL,
+        cells=job_cells,
+        folders=job_folders,
+        work=work_dir,
+        layout=layout,
+    script:
+        "../scripts/train.py"

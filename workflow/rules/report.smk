@@ -1,9 +1,9 @@
 rule aggregate:
     input:
-        # the model jobs' folders (networks, baselines, cells); the files read in them are named in params
-        networks=expand(NETWORKS, model=JOB_MODELS),
-        baselines=expand(BASELINES, model=JOB_MODELS),
-        cells=expand(CELLS_OF_MODEL, model=JOB_MODELS),
+        # the training jobs' outputs (networks, baselines, cells); the files read in them are named in params
+        networks=trained(NETWORKS, NETWORK, MODEL_NAMES),
+        baselines=trained(BASELINES, BASELINE, MODEL_NAMES),
+        cells=trained(CELLS_OF_MODEL, CELLS_OF_NETWORK, MODEL_NAMES),
         unadapted=expand(f"{IMPORTED}/pretrain.json", model=UNADAPTED_MODELS),
     output:
         summary=f"{RESULTS}/summary.parquet",

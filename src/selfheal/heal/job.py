@@ -1,13 +1,14 @@
-"""The unit of work: one job per model. In one process (imports and start-up paid once), for each of the model's
-networks (pretraining seeds) in turn: the network is made, then every heal unit of it (``grid.Unit``: a retrain
-regime, all retrain seeds) is healed (``unit.run``).
+"""A training job: by default one per model (``job_unit: model``; or one per network). In one process (imports and
+start-up paid once), for each of the job's networks (pretraining seeds) in turn: the network is made, then every
+heal unit of it (``grid.Unit``: a retrain regime, all retrain seeds) is healed (``unit.run``).
 
 Making a network depends on the model's source: pretrained here from its step-0 weights (``scratch``, the
 frozen-random variants too, which make no cells), adapted to the corpus from a downloaded model (``adapt``), or
 a downloaded model healed as downloaded, whose baseline is evaluated (``as_downloaded``). Its outputs go to three
 folders the rule declares: the networks (``p{pretrain_seed}/``: ``theta0/``, ``trained/``,
 ``pretrain_curve.parquet``, ``pretrain.json``), their baselines (``p{pretrain_seed}.json``) and their cells
-(``p{pretrain_seed}/{regime}/`` + the cell folder). ``layout`` spells those patterns (the rules own every path).
+(``p{pretrain_seed}/{regime}/`` + the cell folder). ``layout`` spells those patterns (the rules own every path). A
+network job writes its network's part of the same folders.
 
 Work is never lost (``staging``): each made network is staged in the work folder with a fingerprint of its
 pretraining settings, the evaluation settings and the content of its inputs, and the outputs are hard links to
@@ -62,7 +63,7 @@ def make_network(source: str, network_cfg: dict, eval_cfg: dict, tokens_path: st
 def run(source: str, networks: list[dict], eval_cfg: dict, cells: list[dict], tokens_path: str,
         start_dir: str | None, imported_summary: str | None, networks_dir: str, baselines_dir: str,
         cells_dir: str, work_dir: str, layout: dict[str, str], threads: int = 1) -> None:
-    """Make every network of one model (``networks``: each one's settings, ``pretrain.seed`` set) and heal its
+    """Make the networks of one job (``networks``: each one's settings, ``pretrain.seed`` set) and heal their
     cells. ``start_dir``: a downloaded model's folder (``adapt``, ``as_downloaded``); ``imported_summary``: its
     ``pretrain.json`` (the pretraining record of a model healed as downloaded). ``layout``: the patterns of a
     network's folder (``network``), its baseline (``baseline``), a unit's folder (``unit``), a cell's folder in its
@@ -85,6 +86,7 @@ def run(source: str, networks: list[dict], eval_cfg: dict, cells: list[dict], to
         trained = start_dir if source == "as_downloaded" else str(network / "trained")
         theta0 = str(network / "theta0") if source == "scratch" else None
         summary = imported_summary if source == "as_downloaded" else str(network / "pretrain.json")
+        (Path(cells_dir) / layout["network"].format(pretrain_seed=seed)).mkdir(parents=True, exist_ok=True)
         mine = [c for c in cells if c.pretrain_seed == seed]
         for u in dict.fromkeys(c.unit for c in mine):
             folder = layout["unit"].format(pretrain_seed=seed, regime=u.regime)
@@ -94,4 +96,4 @@ def run(source: str, networks: list[dict], eval_cfg: dict, cells: list[dict], to
     Path(cells_dir).mkdir(parents=True, exist_ok=True)  # (empty for a model that makes no cells)
     Path(baselines_dir).mkdir(parents=True, exist_ok=True)
     Path(networks_dir).mkdir(parents=True, exist_ok=True)
-    log.info("model done: %d networks, %d cells", len(networks), len(cells))
+    log.info("job done: %d networks, %d cells", len(networks), len(cells))

@@ -1,4 +1,4 @@
-"""Shim: make every network of one model (pretrain, adapt or evaluate it) and heal each network's cells."""
+"""Shim: make the networks of one training job (pretrain, adapt or evaluate each) and heal each network's cells."""
 import sys
 from pathlib import Path
 
@@ -16,9 +16,9 @@ job.run(
     snakemake.input.tokens,
     str(snakemake.input.start) if snakemake.input.start else None,  # a downloaded model's folder
     str(snakemake.input.imported) if snakemake.input.imported else None,  # its pretrain.json
-    networks_dir=snakemake.output.networks,
-    baselines_dir=snakemake.output.baselines,
-    cells_dir=snakemake.output.cells,
+    networks_dir=snakemake.params.folders["networks"],  # the model's folders (rule network: its outputs are in them)
+    baselines_dir=snakemake.params.folders["baselines"],
+    cells_dir=snakemake.params.folders["cells"],
     work_dir=snakemake.params.work,
     layout=snakemake.params.layout,
     threads=snakemake.threads,
