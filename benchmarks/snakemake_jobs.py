@@ -22,7 +22,8 @@ from pathlib import Path
 
 import pandas as pd
 
-TRAINING_RULES = ("model", "pretrain", "adapt", "baseline", "heal")  # model: one job per model; the rest: older runs
+# model, network: the training jobs (job_unit); pretrain, adapt, baseline, heal: runs of the layout before them
+TRAINING_RULES = ("model", "network", "pretrain", "adapt", "baseline", "heal")
 
 
 def snakemake_env(pythonpath: str | None = None) -> dict:
@@ -88,9 +89,9 @@ def breakdown(workdir: Path, results: Path, since: float = 0.0, pretrained: bool
     keys = [c for c in ("model", "pretrain_seed", "target", "policy", "init", "regime", "seed") if c in curves]
     pre = curves[curves["kind"] == "pretrain"].groupby([k for k in ("model", "pretrain_seed") if k in curves])
     rec = curves[curves["kind"] == "recovery"].groupby(keys, dropna=False)
-    pretraining_rules = {"model", "pretrain", "adapt"} & set(per_rule)
+    pretraining_rules = {"model", "network", "pretrain", "adapt"} & set(per_rule)
     pretrain_s = float(pre["wall_s"].max().sum()) if pretrained and pretraining_rules else 0.0
-    walls = rec["wall_s"].max() if {"model", "heal"} & set(per_rule) else pd.Series(dtype=float)
+    walls = rec["wall_s"].max() if {"model", "network", "heal"} & set(per_rule) else pd.Series(dtype=float)
     retrain_s, eval_s, replay_s, shares = float(walls.sum()), 0.0, 0.0, []
     for path in results.rglob("recovery.json"):  # each cell's documented record (the staged copies under work/ too)
         cell = json.loads(path.read_text())
