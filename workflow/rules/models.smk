@@ -46,11 +46,7 @@ rule model:
 
 
 # job_unit: network. The same job for one network, writing its part of the model's folders.
-rule network:
-    input:
-        tokens=tokens,
-        start=imported_dir,
-        imported=imported_summary,
+use rule model as network with:
     output:
         network=directory(NETWORK),
         baseline=BASELINE,
@@ -59,16 +55,3 @@ rule network:
         f"{LOGS}/{{model}}/p{{pretrain_seed}}/network.log",
     wildcard_constraints:
         model=selfheal.grid.one_of(NETWORK_JOB_MODELS),
-    conda:
-        "../../envs/training.yaml"
-    threads: THREADS
-    params:
-        source=model_source,
-        networks=network_params,
-        eval=EVAL,
-        cells=job_cells,
-        folders=job_folders,
-        work=work_dir,
-        layout=layout,
-    script:
-        "../scripts/train.py"
