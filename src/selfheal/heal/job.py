@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+from selfheal import grid
 from selfheal.grid import Cell
 from selfheal.heal import staging, unit
 from selfheal.training import evaluation, pretrain
@@ -38,12 +39,11 @@ MADE = {  # what making a network stages, by source
 
 
 def make_network(source: str, network_cfg: dict, eval_cfg: dict, tokens_path: str, start_dir: str | None,
-                 folder: Path, threads: int) -> None:
+                 inputs_digest: str, folder: Path, threads: int) -> None:
     """Pretrain, adapt or evaluate one network into ``folder``, unless it is staged there under the same
-    fingerprint (settings, evaluation, inputs' content)."""
+    fingerprint (settings, evaluation, ``inputs_digest``: the content of the token streams and start folder)."""
     settings = {k: v for k, v in network_cfg.items() if k != "retrain"}  # retrain edits keep the network
-    fingerprint = staging.fingerprint(model=settings, eval=eval_cfg, source=source,
-                                      inputs=staging.digest([p for p in (tokens_path, start_dir) if p]))
+    fingerprint = staging.fingerprint(model=settings, eval=eval_cfg, source=source, inputs=inputs_digest)
     made = MADE[source]
     if staging.is_staged(folder, fingerprint, made):
         log.info("network %s (pretraining seed %d) made in an earlier run of this job: kept",
@@ -72,10 +72,11 @@ def run(source: str, networks: list[dict], eval_cfg: dict, cells: list[dict], to
         raise ValueError(f"source {source!r}: expected one of {SOURCES}")
     cells = [Cell(**c) for c in cells]
     work = Path(work_dir)
+    inputs = staging.digest([p for p in (tokens_path, start_dir) if p])  # once: a downloaded model can be large
     for network_cfg in networks:
         seed = network_cfg["pretrain"]["seed"]
         staged = work / layout["network_work"].format(pretrain_seed=seed)
-        make_network(source, network_cfg, eval_cfg, tokens_path, start_dir, staged, threads)
+        make_network(source, network_cfg, eval_cfg, tokens_path, start_dir, inputs, staged, threads)
         network = Path(networks_dir) / layout["network"].format(pretrain_seed=seed)
         for name in MADE[source]:
             if name != BASELINE:
@@ -88,9 +89,9 @@ def run(source: str, networks: list[dict], eval_cfg: dict, cells: list[dict], to
         summary = imported_summary if source == "as_downloaded" else str(network / "pretrain.json")
         (Path(cells_dir) / layout["network"].format(pretrain_seed=seed)).mkdir(parents=True, exist_ok=True)
         mine = [c for c in cells if c.pretrain_seed == seed]
-        for u in dict.fromkeys(c.unit for c in mine):
+        for u in grid.units(mine):
             folder = layout["unit"].format(pretrain_seed=seed, regime=u.regime)
-            unit.run(network_cfg, eval_cfg, [c.as_dict() for c in mine if c.unit == u], tokens_path, trained,
+            unit.run(network_cfg, eval_cfg, [c.as_dict() for c in grid.cells_of(mine, u)], tokens_path, trained,
                      theta0, str(baseline), summary, out_dir=str(Path(cells_dir) / folder),
                      work_dir=str(work / folder), cell_folder=layout["cell"], threads=threads)
     Path(cells_dir).mkdir(parents=True, exist_ok=True)  # (empty for a model that makes no cells)
