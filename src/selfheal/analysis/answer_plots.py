@@ -1,14 +1,22 @@
 """The answer page's figures (Altair, HTML + PNG), drawn only from the answer tables and ``curves.parquet``.
 
-- ``answer_cost_depth``: median recovery cost (survival estimate, 95 % cluster-bootstrap interval) against relative
-  depth, one line per model (N, D); medians not reached within the budget drawn as triangles at the budget.
-- ``answer_recovered``: the NPMLE share of cells recovered against examples seen (log x), one line per layer.
-- ``answer_curves``: recovery curves on a log x axis, with the matched no-reset controls (grey) and pretraining's own
-  curve (black).
-- ``answer_effects``: the scaling fit's coefficients on log cost, with intervals (terms not determined are listed
-  in the answer table, not drawn).
-- ``answer_cka``: CKA between the original and the healed layer against L, with the unhealed floor.
-- ``answer_damage_cost``: zero-step damage against cost per cell, censored cells at the budget as triangles.
+Costs span decades and can be exactly 0 (a cell already within eps of its baseline before any training), so every
+cost axis is symlog (``plots.cost_axis``): log-like decades with an explicit 0 set apart below the smallest cost,
+ticks at 0 and the powers of ten, and a domain computed from the values drawn. A cost not reached within the budget
+is drawn as an open triangle at the budget ("beyond the budget"), a lower bound, not a cost. Thresholds eps are
+the panel columns.
+
+- ``answer_cost_depth``: median recovery cost (survival estimate, error bar: 95 % cluster-bootstrap interval, its
+  upper end at the budget where it is beyond) against relative depth, one colour and line per model (N, D), points
+  of different models side by side at the same depth; rows: policy / init / regime.
+- ``answer_recovered``: the NPMLE share of cells recovered against examples seen (symlog x, 0 included), one line
+  per layer.
+- ``answer_curves``: recovery curves against examples seen or the fraction of S x E (symlog x, 0 included), with
+  the matched no-reset controls (grey) and pretraining's own curve (black); one panel per model.
+- ``answer_effects``: the scaling fit's coefficients on log cost, with intervals and a rule at 0 (terms not
+  determined are listed in the answer table, not drawn).
+- ``answer_cka``: CKA between the original and the healed layer against L, with the unhealed floor (dashed).
+- ``answer_damage_cost``: zero-step damage against cost per cell, censored cells as open triangles at the budget.
 """
 
 from __future__ import annotations
@@ -21,9 +29,19 @@ from selfheal.analysis import plots
 
 alt.data_transformers.disable_max_rows()
 
+COST_STATUS = ["median reached", "median " + plots.BEYOND]
+CELL_STATUS = ["recovered", plots.BEYOND]
+# The estimates leave out controls and cells of degenerate networks (survival.estimable): say both reasons.
+NO_LAYER_CELLS = ("no single-layer cell to estimate: the grid has none, or every network is flagged degenerate "
+                  "(results/answer/networks_flags.parquet)")
+
 
 def _eps(table: pd.DataFrame) -> pd.DataFrame:
     return table.assign(eps=table["threshold"].map(lambda e: f"ε = {e:g}"))
+
+
+def _float(column: pd.Series) -> np.ndarray:
+    return pd.to_numeric(column, errors="coerce").astype(float).to_numpy()
 
 
 def _cost_unit(table: pd.DataFrame) -> tuple[str, str, str]:
@@ -37,32 +55,38 @@ def cost_depth(survival: pd.DataFrame) -> alt.Chart:
     title = "Recovery cost against relative depth (median, 95 % interval over pretrained networks)"
     layers = survival[survival["kind"] == "layer"].copy() if len(survival) else survival
     if not len(layers):
-        return plots.empty_chart(title, "no single-layer cells in this grid")
+        return plots.empty_chart(title, NO_LAYER_CELLS)
     value, budget, axis = _cost_unit(layers)
     lo, hi = value + "_lo", value + "_hi"
-    layers["reached"] = np.isfinite(layers[value])
-    layers["y"] = np.where(layers["reached"], layers[value], layers[budget])
-    layers["y_lo"] = layers[lo].clip(lower=1e-6)
-    layers["y_hi"] = np.where(np.isfinite(layers[hi]), layers[hi], layers[budget])
-    layers["y"] = layers["y"].clip(lower=1e-6)
+    median, low, high, cap = (_float(layers[c]) for c in (value, lo, hi, budget))
+    layers["reached"] = np.isfinite(median)
+    # beyond the budget (inf) is drawn at the budget: the point, and an interval end that the budget bounds
+    layers["y"] = np.where(np.isfinite(median), median, cap)
+    layers["y_lo"] = np.where(np.isfinite(low), low, np.where(np.isnan(low), layers["y"], cap))
+    layers["y_hi"] = np.where(np.isfinite(high), high, np.where(np.isnan(high), layers["y"], cap))
     layers["setting"] = layers["policy"] + " / " + layers["init"] + " / " + layers["regime"]
     layers["model (N, D)"] = layers["model"] + " (" + layers["n_layer"].astype(str) + ", " + layers[
         "d_model"].astype(str) + ")"
-    layers["status"] = np.where(layers["reached"], "median reached", "median beyond the budget")
+    layers["status"] = np.where(layers["reached"], COST_STATUS[0], COST_STATUS[1])
+    layers["x"] = plots.dodge(layers, "rel_depth", "model (N, D)", 0.025)
     data = _eps(layers)
-    y = alt.Y("y:Q", scale=alt.Scale(type="log"), title=axis)
+    scale, y_axis = plots.cost_axis(layers["y"], layers["y_lo"], layers["y_hi"])
+    y = alt.Y("y:Q", scale=scale, axis=y_axis, title=axis + " (symlog)")
     color = alt.Color("model (N, D):N")
-    x = alt.X("rel_depth:Q", title="relative depth L / (N − 1)", scale=alt.Scale(domain=[0, 1]))
+    x = alt.X("x:Q", title="relative depth L / (N − 1)",
+              scale=alt.Scale(domain=[min(0.0, float(data["x"].min())) - 0.06, max(1.0, float(data["x"].max())) + 0.06],
+                              nice=False, zero=False),
+              axis=alt.Axis(values=[0, 0.25, 0.5, 0.75, 1], format=".2~f"))
+    tooltip = ["model", "target", "rel_depth", "threshold", "n_cells", "n_censored", "n_at_zero", value, lo, hi,
+               "p_recover"]
     base = alt.Chart()
-    line = base.mark_line().encode(x=x, y=y, color=color)
-    points = base.mark_point(filled=True, size=60).encode(
-        x=x, y=y, color=color,
-        shape=alt.Shape("status:N", scale=alt.Scale(domain=["median reached", "median beyond the budget"],
-                                                    range=["circle", "triangle-up"])),
-        tooltip=["model", "target", "threshold", "n_cells", "n_censored", value, lo, hi, "p_recover"])
-    bars = base.mark_errorbar().encode(x=x, y=alt.Y("y_lo:Q", scale=alt.Scale(type="log"), title=""), y2="y_hi:Q",
-                                       color=color)
-    return alt.layer(bars, line, points, data=data).properties(width=220, height=200).facet(
+    line = base.mark_line(strokeWidth=1.2, opacity=0.7).encode(x=x, y=y, color=color)
+    bars = base.mark_errorbar(ticks=True).encode(
+        x=x, y=alt.Y("y_lo:Q", scale=scale, axis=y_axis, title=""), y2="y_hi:Q", color=color)
+    points = plots.status_points(base, x, y, "model (N, D)", "status", COST_STATUS, ["circle", plots.OPEN_TRIANGLE],
+                                 None, tooltip)
+    return alt.layer(bars, line, points, data=data).properties(
+        width=240, height=220).facet(
         column=alt.Column("eps:N", title="recovered within ε of baseline"),
         row=alt.Row("setting:N", title="policy / init / regime"),
     ).properties(title=title)
@@ -70,63 +94,76 @@ def cost_depth(survival: pd.DataFrame) -> alt.Chart:
 
 def recovered(curves_table: pd.DataFrame) -> alt.Chart:
     title = "Share of cells recovered against examples seen (Turnbull NPMLE), per reset layer"
-    table = curves_table[(curves_table["kind"] == "layer") & (curves_table["examples"] > 0)] if len(
-        curves_table) else curves_table
+    table = curves_table[curves_table["kind"] == "layer"] if len(curves_table) else curves_table
     if not len(table):
-        return plots.empty_chart(title, "no single-layer cells recovered after the first evaluation")
+        return plots.empty_chart(title, NO_LAYER_CELLS)
     data = _eps(table).assign(setting=lambda t: t["policy"] + " / " + t["init"] + " / " + t["regime"])
-    return alt.Chart(data).mark_line(interpolate="step-after", point=True).encode(
-        x=alt.X("examples:Q", scale=alt.Scale(type="log"), title="examples seen (log)"),
-        y=alt.Y("recovered_share:Q", title="share of cells recovered", scale=alt.Scale(domain=[0, 1])),
-        color=alt.Color("target:N", title="reset layer"),
-        strokeDash=alt.StrokeDash("setting:N", title="policy / init / regime"),
-        tooltip=["model", "target", "threshold", "examples", "recovered_share"],
-    ).properties(width=200, height=170).facet(
+    scale, axis = plots.cost_axis(data["examples"], headroom=1.0)
+    x = alt.X("examples:Q", scale=scale, axis=axis, title="examples seen (symlog)")
+    y = alt.Y("recovered_share:Q", title="share of cells recovered", scale=alt.Scale(domain=[0, 1], nice=False),
+              axis=alt.Axis(values=[0, 0.25, 0.5, 0.75, 1], format=".2~f"))
+    color = alt.Color("target:N", title="reset layer")
+    steps = alt.Chart().mark_line(interpolate="step-after").encode(
+        x=x, y=y, color=color, detail="setting:N",
+        strokeDash=alt.StrokeDash("setting:N", title="policy / init / regime",
+                                  legend=alt.Legend(symbolStrokeColor="black")))
+    points = alt.Chart().mark_point(filled=True, size=30).encode(
+        x=x, y=y, color=color, tooltip=["model", "target", "setting", "threshold", "examples", "recovered_share"])
+    return alt.layer(steps, points, data=data).properties(width=220, height=170).facet(
         row=alt.Row("model:N"), column=alt.Column("eps:N", title="within ε of baseline")).properties(title=title)
 
 
 def log_curves(curves: pd.DataFrame) -> alt.Chart:
-    title = "Recovery curves (log x): reset layers (colour), matched no-reset controls (grey), pretraining (black)"
+    title = ("Recovery curves (symlog x): reset layers (colour), matched no-reset controls (grey dashed), "
+             "pretraining (black)")
     rec = curves[(curves["kind"] == "recovery") & curves["layer"].notna()].copy() if len(curves) else curves
     if not len(rec):
         return plots.empty_chart(title, "no single-layer recovery curves in this grid")
     x_col = "fraction_of_pretrain" if curves["fraction_of_pretrain"].notna().all() else "examples"
     pre = curves[curves["kind"] == "pretrain"].copy()
-    positive = pd.concat([rec[x_col], pre[x_col]])
-    floor = float(positive[positive > 0].min()) / 2 if (positive > 0).any() else 1e-6
-    rec["x"] = rec[x_col].clip(lower=floor)
-    pre["x"] = pre[x_col].clip(lower=floor)
+    rec["x"] = _float(rec[x_col])
+    pre["x"] = _float(pre[x_col])
     rec["run"] = rec["target"] + " p" + rec["pretrain_seed"].astype(str) + " s" + rec["seed"].astype(str)
     rec["role"] = np.where(rec["init"] == "trained", "matched control", "reset layer")
     pre["run"] = "pretrain p" + pre["pretrain_seed"].astype(str)
-    x = alt.X("x:Q", scale=alt.Scale(type="log"), title=f"{x_col.replace('_', ' ')} (log; 0 drawn at the left edge)")
-    y = alt.Y("val_loss:Q", scale=alt.Scale(zero=False), title="validation loss")
+    x_title = ("examples seen / (S × E)" if x_col == "fraction_of_pretrain" else "examples seen") + " (symlog)"
     charts = []
     for model in sorted(rec["model"].unique()):
-        cells = alt.Chart(rec[(rec["model"] == model) & (rec["role"] == "reset layer")]).mark_line(opacity=0.6).encode(
+        mine, own_pre = rec[rec["model"] == model], pre[pre["model"] == model]
+        x_scale, x_axis = plots.cost_axis(mine["x"], own_pre["x"], headroom=1.0)
+        x = alt.X("x:Q", scale=x_scale, axis=x_axis, title=x_title)
+        y = alt.Y("val_loss:Q", scale=plots.linear_scale(mine["val_loss"], own_pre["val_loss"]),
+                  title="validation loss")
+        cells = alt.Chart(mine[mine["role"] == "reset layer"]).mark_line(opacity=0.6).encode(
             x=x, y=y, color=alt.Color("target:N", title="reset layer"), detail="run:N",
             tooltip=["target", "pretrain_seed", "seed", "examples", "val_loss"])
-        controls = alt.Chart(rec[(rec["model"] == model) & (rec["role"] == "matched control")]).mark_line(
+        controls = alt.Chart(mine[mine["role"] == "matched control"]).mark_line(
             color="gray", strokeDash=[3, 2], opacity=0.6).encode(x=x, y=y, detail="run:N")
-        pretrain = alt.Chart(pre[pre["model"] == model]).mark_line(color="black", strokeWidth=2).encode(
-            x=x, y=y, detail="run:N")
-        charts.append(alt.layer(pretrain, controls, cells).properties(width=380, height=220, title=model))
-    return alt.vconcat(*charts).properties(title=title)
+        pretrain = alt.Chart(own_pre).mark_line(color="black", strokeWidth=2).encode(x=x, y=y, detail="run:N")
+        # a run with one evaluation (within eps at 0 examples) has no line to draw: a point instead
+        single = mine[(mine["role"] == "reset layer") & (mine.groupby(["role", "run"])["run"].transform("size") == 1)]
+        once = alt.Chart(single).mark_point(filled=True, size=40).encode(
+            x=x, y=y, color=alt.Color("target:N", title="reset layer"),
+            tooltip=["target", "pretrain_seed", "seed", "examples", "val_loss"])
+        charts.append(alt.layer(pretrain, controls, cells, once).properties(width=380, height=220, title=model))
+    return alt.vconcat(*charts).resolve_scale(x="independent", y="independent").properties(title=title)
 
 
 def effects(fit: pd.DataFrame) -> alt.Chart:
     title = "Scaling fit: effect on log cost (log-normal AFT, 95 % cluster-bootstrap interval)"
-    table = fit[fit["determined"]] if len(fit) else fit
+    table = fit[fit["determined"].astype(bool)] if len(fit) else fit
     if not len(table):
         return plots.empty_chart(title, "no term determined by this grid (see results/answer/fit.parquet)")
     data = _eps(table).assign(setting=lambda t: t["policy"] + " / " + t["init"] + " / " + t["regime"])
+    scale = plots.linear_scale(data["coef"], data["coef_lo"], data["coef_hi"], zero=True)
     y = alt.Y("label:N", title=None)
     points = alt.Chart().mark_point(filled=True, size=60).encode(
-        x=alt.X("coef:Q", title="coefficient on log cost (0: no change)"), y=y,
+        x=alt.X("coef:Q", title="coefficient on log cost (0: no change)", scale=scale), y=y,
         tooltip=["term", "coef", "coef_lo", "coef_hi", "factor", "n_cells", "n_clusters"])
-    bars = alt.Chart().mark_errorbar().encode(x=alt.X("coef_lo:Q", title=""), x2="coef_hi:Q", y=y)
-    zero = alt.Chart().mark_rule(strokeDash=[4, 3], color="gray").encode(x=alt.datum(0))
-    return alt.layer(zero, bars, points, data=data).properties(width=220, height=140).facet(
+    bars = alt.Chart().mark_errorbar(ticks=True).encode(x=alt.X("coef_lo:Q", title="", scale=scale), x2="coef_hi:Q",
+                                                        y=y)
+    zero = alt.Chart().mark_rule(strokeDash=[4, 3], color="gray").encode(x=alt.datum(0, scale=scale))
+    return alt.layer(zero, bars, points, data=data).properties(width=240, height=140).facet(
         column=alt.Column("eps:N", title="within ε of baseline"), row=alt.Row("setting:N", title=None),
     ).properties(title=title)
 
@@ -137,32 +174,35 @@ def cka(table: pd.DataFrame) -> alt.Chart:
     if not len(data):
         return plots.empty_chart(title, "no CKA measured (the tables have no cka values)")
     data = _eps(data)
+    scale = alt.Scale(domain=plots.linear_domain(data["cka"], data["cka_lo"], data["cka_hi"], data["cka_floor"],
+                                                 include=[0, 1], pad=0), nice=False)
     x = alt.X("depth:O", title="reset layer L (depth)", axis=alt.Axis(labelAngle=0))
     color = alt.Color("model:N")
-    line = alt.Chart().mark_line(point=True).encode(x=x, y=alt.Y("cka:Q", title="linear CKA", scale=alt.Scale(
-        domain=[0, 1])), color=color, tooltip=["model", "target", "cka", "cka_lo", "cka_hi", "cka_floor"])
-    bars = alt.Chart().mark_errorbar().encode(x=x, y=alt.Y("cka_lo:Q", title=""), y2="cka_hi:Q", color=color)
-    floor = alt.Chart().mark_line(strokeDash=[4, 3]).encode(x=x, y="cka_floor:Q", color=color)
+    line = alt.Chart().mark_line(point=True).encode(
+        x=x, y=alt.Y("cka:Q", title="linear CKA", scale=scale), color=color,
+        tooltip=["model", "target", "cka", "cka_lo", "cka_hi", "cka_floor"])
+    bars = alt.Chart().mark_errorbar(ticks=True).encode(x=x, y=alt.Y("cka_lo:Q", title="", scale=scale),
+                                                        y2="cka_hi:Q", color=color)
+    floor = alt.Chart().mark_line(strokeDash=[4, 3]).encode(x=x, y=alt.Y("cka_floor:Q", scale=scale), color=color)
     return alt.layer(bars, line, floor, data=data).properties(width=220, height=180).facet(
         column=alt.Column("eps:N", title="healed to within ε")).properties(title=title)
 
 
 def damage_cost(cells: pd.DataFrame) -> alt.Chart:
-    title = "Zero-step damage against recovery cost, per single-layer cell (triangles: censored at the budget)"
+    title = "Zero-step damage against recovery cost, per single-layer cell (open triangles: beyond the budget)"
     data = cells.copy()
     if not len(data):
-        return plots.empty_chart(title, "no single-layer cells in this grid")
-    data["status"] = np.where(data["recovered"], "recovered", "censored (≥ budget)")
+        return plots.empty_chart(title, NO_LAYER_CELLS)
+    data["status"] = np.where(data["recovered"].astype(bool), CELL_STATUS[0], CELL_STATUS[1])
     data = _eps(data)
-    return alt.Chart(data).mark_point(filled=True, size=45).encode(
-        x=alt.X("damage:Q", title="val loss right after the reset − baseline"),
-        y=alt.Y("cost:Q", scale=alt.Scale(type="log"), title="cost (crossing evaluation, or budget if censored)"),
-        color=alt.Color("model:N"),
-        shape=alt.Shape("status:N", scale=alt.Scale(domain=["recovered", "censored (≥ budget)"],
-                                                    range=["circle", "triangle-up"])),
-        tooltip=["model", "target", "pretrain_seed", "seed", "damage", "cost", "recovered"],
-    ).properties(width=200, height=180).facet(column=alt.Column("eps:N", title="within ε of baseline")).properties(
-        title=title)
+    scale, axis = plots.cost_axis(data["cost"])
+    x = alt.X("damage:Q", title="val loss right after the reset − baseline", scale=plots.linear_scale(data["damage"]))
+    y = alt.Y("cost:Q", scale=scale, axis=axis, title="cost (crossing evaluation, or the budget; symlog)")
+    tooltip = ["model", "target", "pretrain_seed", "seed", "damage", "cost", "recovered"]
+    points = plots.status_points(alt.Chart(data), x, y, "model", "status", CELL_STATUS, ["circle", plots.OPEN_TRIANGLE],
+                                 "cell", tooltip, size=50)
+    return points.properties(width=220, height=200).facet(
+        column=alt.Column("eps:N", title="within ε of baseline")).properties(title=title)
 
 
 # name (the file under plots/) -> how it is drawn from the answer tables and curves.parquet

@@ -1,29 +1,47 @@
 """Altair figures, drawn only from the Parquet tables the workflow wrote (saved as HTML and PNG).
 
-- recovery cost: fraction of S x E needed to get back within eps of the baseline, against the reset layer L, one
-  line per model, mean and t 95 % CI over seeds; censored seeds drawn as hollow triangles at their budget (a lower
-  bound), and the reset-all control as a dashed rule.
-- recovery curves: validation loss against examples seen (as a fraction of S x E), every recovery curve over the
-  model's own pretraining curve, with the baseline as a rule.
-- damage: validation loss right after the reset minus the baseline, against L.
+- recovery cost (``recovery_cost``; ``recovery_examples`` in examples, for every model): the fraction of S x E
+  needed to get back within eps of the baseline, against the reset layer L, one panel per threshold eps (columns)
+  and setting (rows), one colour per model, models side by side at each layer. Every seed is a point (filled
+  circle: recovered; open triangle at its budget: censored, a lower bound; cross: diverged), the mean over seeds a
+  line (dashed where a seed was censored) with its t 95 % CI as an error bar, the reset-all control and encoder
+  swaps as rules. The y axis is symlog (``cost_axis``): decades like a log axis, and an explicit 0 below them for
+  cells that were within eps before any training.
+- recovery curves: validation loss against examples seen (as a fraction of S x E), one panel per model, every
+  recovery curve (one line per network and seed; a one-evaluation curve as a point) over the model's own
+  pretraining curve, with the baseline as a rule.
+- damage: validation loss right after the reset minus the baseline, against L (mean and t 95 % CI over seeds), the
+  reset-all control as a dashed rule; 0 is always on the axis.
 - frozen random: validation perplexity of models pretrained with components frozen at their random init, against
-  the all-trainable model (``results/frozen_random.parquet``).
+  the all-trainable model (``results/frozen_random.parquet``), on a log axis.
 
-A figure whose table has nothing to draw (a grid of downloaded models has no fraction of S x E; a grid without
-layer cells has no per-layer damage) is drawn as ``empty_chart``: its title and an explicit "no data for this
-panel" line saying why, instead of failing. Every figure handles empty and one-row tables.
+Every quantitative axis has an explicit domain computed from the values it draws (``linear_domain``,
+``log_domain``, ``cost_axis``), so that its ticks span the data; the answer figures (``answer_plots``) use the same
+helpers. A figure whose table has nothing to draw (a grid of downloaded models has no fraction of S x E; a grid
+without layer cells has no per-layer damage) is drawn as ``empty_chart``: its title and an explicit "no data for
+this panel" line saying why, instead of failing. Every figure handles empty and one-row tables.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Iterable
 from pathlib import Path
 
 import altair as alt
+import numpy as np
 import pandas as pd
 
 from selfheal.analysis import stats
 
 alt.data_transformers.disable_max_rows()
+
+# Legend words for a cost that was not reached within the budget (drawn at the budget: a lower bound).
+BEYOND = "beyond the budget (drawn at it)"
+# An upward triangle with a triangular hole (the inner path runs the other way): an open triangle that a filled
+# point mark and its legend both draw as an outline.
+OPEN_TRIANGLE = "M0,-1L1,0.8L-1,0.8Z M0,-0.45L-0.55,0.5L0.55,0.5Z"
+ZERO_LABEL = "datum.value == 0 ? '0' : format(datum.value, datum.value >= 10000 ? '~s' : '~g')"
 
 
 def empty_chart(title: str, reason: str) -> alt.Chart:
@@ -35,6 +53,115 @@ def empty_chart(title: str, reason: str) -> alt.Chart:
         text="text:N",
         size=alt.Size("line:O", scale=alt.Scale(domain=[0, 1], range=[16, 12]), legend=None),
     ).properties(width=max(360, 7 * max(len(reason), len(title))), height=90, title=title)
+
+
+# ---------------------------------------------------------------- axes that span the data
+
+
+def finite(*columns: Iterable) -> np.ndarray:
+    """The finite values of the given columns (None, NaN, ±inf and pd.NA dropped), as one float array."""
+    parts = [pd.to_numeric(pd.Series(list(c), dtype="object"), errors="coerce").to_numpy(float) for c in columns]
+    values = np.concatenate(parts) if parts else np.array([], dtype=float)
+    return values[np.isfinite(values)]
+
+
+def _step(span: float) -> float:
+    """A 1-2-5 step giving about five intervals over ``span``."""
+    raw = span / 5
+    power = 10.0 ** math.floor(math.log10(raw))
+    return next(m * power for m in (1, 2, 5, 10) if m * power >= raw * (1 - 1e-9))
+
+
+def _nice_up(x: float, steps: tuple = (1, 2, 5, 10)) -> float:
+    """The smallest 1-2-5 x 10^k (or ``steps`` x 10^k) at or above x > 0."""
+    power = 10.0 ** math.floor(math.log10(x))
+    return float(f"{next(m * power for m in steps if m * power >= x * (1 - 1e-9)):.12g}")
+
+
+def _nice_down(x: float) -> float:
+    """The largest 1-2-5 x 10^k at or below x > 0."""
+    power = 10.0 ** math.floor(math.log10(x))
+    return next(m * power for m in (5, 2, 1) if m * power <= x * (1 + 1e-9))
+
+
+def linear_domain(*columns: Iterable, include: Iterable[float] = (), pad: float = 0.06) -> list[float]:
+    """[lo, hi] covering every finite value of ``columns`` and ``include``, padded by ``pad`` of the span on both
+    sides (an end at 0 with nothing on its other side stays at 0) and rounded out to half the 1-2-5 tick step."""
+    values = finite(*columns, list(include))
+    if not len(values):
+        return [0.0, 1.0]
+    lo, hi = float(values.min()), float(values.max())
+    if hi - lo <= 1e-12 * max(abs(lo), abs(hi), 1.0):
+        half = 0.5 * abs(lo) if lo else 0.5
+        lo, hi = lo - half, hi + half
+    span = hi - lo
+    lo = lo if lo == 0 else lo - pad * span
+    hi = hi if hi == 0 else hi + pad * span
+    step = _step(hi - lo) / 2
+    return [float(f"{math.floor(lo / step + 1e-9) * step:.12g}"), float(f"{math.ceil(hi / step - 1e-9) * step:.12g}")]
+
+
+def log_domain(*columns: Iterable) -> list[float]:
+    """[lo, hi] for a log axis: the positive finite values, rounded out to 1-2-5 x 10^k with a little room."""
+    values = finite(*columns)
+    values = values[values > 0]
+    if not len(values):
+        return [1.0, 10.0]
+    return [_nice_down(float(values.min()) / 1.1), _nice_up(float(values.max()) * 1.1)]
+
+
+def cost_axis(*columns: Iterable, headroom: float = 1.25) -> tuple[alt.Scale, alt.Axis]:
+    """Scale and axis for a non-negative cost spanning decades, zeros included: a symlog scale (log-like above its
+    constant, linear below) whose constant is a quarter of the power of ten at or below the smallest positive
+    value, so that 0 sits apart below the smallest cost (about two thirds of a decade), labelled "0". Domain
+    [0, top], top the 1-2-3-5 x 10^k at or above ``headroom`` times the largest value; ticks at 0, every power of
+    ten in between (with the 2s and 5s when the axis spans one decade) and the top. NaN and inf are ignored (the
+    caller draws a cost beyond the budget at the budget)."""
+    values = finite(*columns)
+    positive = values[values > 0]
+    if not len(positive):
+        return alt.Scale(type="symlog", constant=0.1, domain=[0.0, 1.0], nice=False), alt.Axis(
+            values=[0.0, 1.0], labelExpr=ZERO_LABEL)
+    low = math.floor(math.log10(float(positive.min())) + 1e-9)
+    top = _nice_up(float(positive.max()) * headroom, (1, 2, 3, 5, 10))
+    high = math.ceil(math.log10(top) - 1e-9)
+    multiples = (1, 2, 5) if high - low <= 1 else (1,)
+    ticks = [0.0] + [float(f"{m * 10.0 ** k:.12g}") for k in range(low, high + 1) for m in multiples
+                     if m * 10.0 ** k <= top * (1 + 1e-9)]
+    if ticks[-1] < top * (1 - 1e-9):
+        ticks.append(top)
+    constant = float(f"{10.0 ** low / 4:.12g}")
+    return (alt.Scale(type="symlog", constant=constant, domain=[0.0, top], nice=False),
+            alt.Axis(values=ticks, labelExpr=ZERO_LABEL, grid=True))
+
+
+def linear_scale(*columns: Iterable, include: Iterable[float] = (), zero: bool = False) -> alt.Scale:
+    """A linear scale with ``linear_domain``'s explicit domain (``zero``: 0 always on it)."""
+    return alt.Scale(domain=linear_domain(*columns, include=[*include, *([0.0] if zero else [])]), nice=False,
+                     zero=False)
+
+
+def status_points(base: alt.Chart, x, y, color_field: str, status_field: str, statuses: list[str],
+                  shapes: list[str], title: str | None, tooltip: list, size: int = 60,
+                  labels: dict[str, str] | None = None):
+    """Points coloured by ``color_field`` whose shape follows ``status_field`` (``statuses`` -> ``shapes``), in one
+    legend (``labels``: the legend's words for some statuses); ``OPEN_TRIANGLE`` among the shapes is an outline
+    (beyond the budget), drawn as a filled path with a hole so that the legend shows it open too."""
+    label_expr = "datum.label"
+    for status, words in (labels or {}).items():
+        label_expr = f"datum.label == '{status}' ? '{words}' : ({label_expr})"
+    return base.mark_point(filled=True, size=size, opacity=0.85).encode(
+        x=x, y=y, color=alt.Color(f"{color_field}:N"),
+        shape=alt.Shape(f"{status_field}:N", title=title, scale=alt.Scale(domain=statuses, range=shapes),
+                        legend=alt.Legend(labelLimit=320, symbolSize=90, labelExpr=label_expr)),
+        tooltip=tooltip)
+
+
+def dodge(table: pd.DataFrame, x: str, by: str, width: float) -> pd.Series:
+    """``x`` shifted per value of ``by`` (sorted) so that groups at the same x sit side by side, ``width`` apart."""
+    groups = sorted(table[by].dropna().unique()) if len(table) else []
+    offset = {g: (i - (len(groups) - 1) / 2) * width for i, g in enumerate(groups)}
+    return table[x].astype(float) + table[by].map(offset).astype(float)
 
 
 def _setting(table: pd.DataFrame) -> pd.Series:
@@ -55,32 +182,38 @@ COST_UNITS = {
     "fraction_of_pretrain": "examples to recover / (S × E)",
     "examples": "examples (sequences) to recover",
 }
+SEED_STATUS = ["recovered", "censored (≥ budget)", "diverged"]
+
+
+def _layer_axis(layers: Iterable) -> tuple[alt.Scale, alt.Axis]:
+    """A quantitative x for integer layer indices (points dodged around them): every index a tick."""
+    values = sorted({int(v) for v in finite(layers)}) or [0]
+    return (alt.Scale(domain=[values[0] - 0.5, values[-1] + 0.5], nice=False, zero=False),
+            alt.Axis(values=values, format="d", labelAngle=0, grid=False))
 
 
 def recovery_cost(summary: pd.DataFrame, unit: str = "fraction_of_pretrain") -> alt.Chart:
     """Cost against the reset layer's depth. ``unit`` fraction_of_pretrain (models pretrained here) or examples
     (every model, including downloaded ones whose S x E is unknown)."""
-    title = "Recovery cost against reset layer (mean, 95 % CI over seeds; triangles: censored)"
+    title = "Recovery cost against reset layer (mean, 95 % CI over seeds; open triangles: beyond the budget)"
     table = summary[summary[unit].notna()].copy()
     if table.empty:
         reason = ("no cell of a model pretrained here (S × E is unknown for a downloaded model: see "
                   "recovery_examples)" if unit == "fraction_of_pretrain" and len(summary) else "no retrain cells")
         return empty_chart(title, reason)
     table["setting"] = _setting(table)
-    positive = table.loc[table[unit] > 0, unit]
-    # Log scale: a cell that was already within eps at 0 examples is drawn at half the smallest positive cost.
-    floor = float(positive.min()) / 2 if len(positive) else 1e-4
-    table["cost"] = table[unit].astype(float).clip(lower=floor)
-    table["status"] = [
-        "diverged" if d else ("recovered" if r else "censored (≥ budget)")
-        for r, d in zip(table["recovered"], table["diverged"])
-    ]
+    table["cost"] = table[unit].astype(float)  # 0: within eps before any training, drawn at the axis's 0
+    table["status"] = [SEED_STATUS[2] if d else (SEED_STATUS[0] if r else SEED_STATUS[1])
+                       for r, d in zip(table["recovered"], table["diverged"])]
     layers = table[table["depth"].notna()].copy()
     layers["layer"] = layers["depth"].astype(int)
     keys = ["model", "setting", "threshold", "layer"]
     means = _mean_ci(layers, keys, "cost")
-    # With few seeds the t interval's lower end can fall below zero, which a log axis cannot show: clip it there.
-    means["ci_lo"] = means["ci_lo"].clip(lower=floor)
+    # With few seeds the t interval's lower end can fall below zero, which no cost can: clip it at 0 (on the axis).
+    means["ci_lo"] = means["ci_lo"].clip(lower=0)
+    means["dashed"] = means["n_censored"] > 0
+    layers["x"] = dodge(layers, "layer", "model", 0.12)
+    means["x"] = dodge(means, "layer", "model", 0.12)
     # horizontal references: every layer reset (the from-scratch comparison) and encoder swaps
     controls = table[(table["target"] == "all") | table["target"].str.startswith("swap")]
     control_means = _mean_ci(controls, ["model", "setting", "threshold", "target"], "cost") if len(controls) else None
@@ -91,36 +224,36 @@ def recovery_cost(summary: pd.DataFrame, unit: str = "fraction_of_pretrain") -> 
     data = pd.concat(frames, ignore_index=True)
     data["threshold"] = data["threshold"].map(lambda e: f"ε = {e:g}")
 
-    y_scale = alt.Scale(type="log")
+    y_scale, y_axis = cost_axis(layers["cost"], means["mean"], means["ci_lo"], means["ci_hi"],
+                                [] if control_means is None else control_means["mean"])
+    x_scale, x_axis = _layer_axis(layers["layer"])
+    x = alt.X("x:Q", title="reset layer L (depth; encoder first)", scale=x_scale, axis=x_axis)
+    y = alt.Y("cost:Q", scale=y_scale, axis=y_axis, title=COST_UNITS[unit])
     color = alt.Color("model:N", title="model")
+    tooltip = ["model", "target", "seed", "examples", "tokens", "fraction_of_pretrain", "recovered", "status"]
     base = alt.Chart()
-    seeds = base.transform_filter(alt.datum.row == "seed").mark_point(size=45, filled=True).encode(
-        x=alt.X("layer:O", title="reset layer L (depth; encoder first)", axis=alt.Axis(labelAngle=0)),
-        y=alt.Y("cost:Q", scale=y_scale, title=COST_UNITS[unit]),
-        color=color,
-        shape=alt.Shape("status:N", scale=alt.Scale(domain=["recovered", "censored (≥ budget)", "diverged"],
-                                                    range=["circle", "triangle-up", "cross"]), title="seed"),
-        opacity=alt.condition(alt.datum.status == "recovered", alt.value(0.9), alt.value(0.35)),
-        tooltip=["model", "target", "seed", "examples", "tokens", "fraction_of_pretrain", "recovered"],
-    )
-    line = base.transform_filter(alt.datum.row == "mean").mark_line().encode(
-        x="layer:O", y=alt.Y("mean:Q", scale=y_scale), color=color,
-        strokeDash=alt.condition(alt.datum.n_censored > 0, alt.value([4, 3]), alt.value([1, 0])),
+    seeds = status_points(base.transform_filter(alt.datum.row == "seed"), x, y, "model", "status",
+                          SEED_STATUS, ["circle", OPEN_TRIANGLE, "cross"], "seed", tooltip,
+                          labels={SEED_STATUS[1]: "censored: " + BEYOND})
+    mean_y = alt.Y("mean:Q", scale=y_scale, axis=y_axis, title=COST_UNITS[unit])
+    line = base.transform_filter(alt.datum.row == "mean").mark_line(strokeWidth=1.5).encode(
+        x=x, y=mean_y, color=color,
+        strokeDash=alt.condition(alt.datum.dashed, alt.value([4, 3]), alt.value([1, 0])),
     )
     bars = base.transform_filter(alt.datum.row == "mean").mark_errorbar(ticks=True).encode(
-        x="layer:O", y=alt.Y("ci_lo:Q", scale=y_scale, title=""), y2="ci_hi:Q", color=color,
+        x=x, y=alt.Y("ci_lo:Q", scale=y_scale, axis=y_axis, title=""), y2="ci_hi:Q", color=color,
         tooltip=["model", "layer", "mean", "ci_lo", "ci_hi", "n_seeds", "n_censored"],
     )
     charts = [bars, line, seeds]
     if control_means is not None:
         charts.append(base.transform_filter(alt.datum.row == "control_all").mark_rule().encode(
-            y=alt.Y("mean:Q", scale=y_scale), color=color,
+            y=mean_y, color=color,
             strokeDash=alt.StrokeDash("target:N", title="reference (rule)",
                                       legend=alt.Legend(labelExpr="datum.label == 'all' ? 'every layer reset' : "
-                                                                  "'encoder swap ' + datum.label")),
+                                                                  "'encoder swap (' + datum.label + ')'")),
             tooltip=[alt.Tooltip("model:N"), alt.Tooltip("target:N"), alt.Tooltip("mean:Q", title="cost")],
         ))
-    return alt.layer(*charts, data=data).properties(width=220, height=200).facet(
+    return alt.layer(*charts, data=data).properties(width=240, height=220).facet(
         column=alt.Column("threshold:N", title="recovered within ε of baseline"),
         row=alt.Row("setting:N", title="policy / init / regime"),
     ).properties(title=title)
@@ -133,31 +266,45 @@ def recovery_curves(curves: pd.DataFrame, summary: pd.DataFrame) -> alt.Chart:
                            "no model pretrained here: no curves against S × E")
     rec = curves[curves["kind"] == "recovery"].copy()
     rec["setting"] = _setting(rec)
-    rec["run"] = rec["target"] + " s" + rec["seed"].astype(str)
-    pre = curves[curves["kind"] == "pretrain"]
+    # one line per run: a cell (its network's pretraining seed and its retrain seed), a network's pretraining
+    network = (" p" + rec["pretrain_seed"].astype(str)) if "pretrain_seed" in rec else ""
+    rec["run"] = rec["target"] + network + " s" + rec["seed"].astype(str)
+    pre = curves[curves["kind"] == "pretrain"].copy()
+    pre["run"] = "pretrain" + ((" p" + pre["pretrain_seed"].astype(str)) if "pretrain_seed" in pre else "")
     baselines = summary.drop_duplicates("model")[["model", "baseline_loss"]]
-    x = alt.X("fraction_of_pretrain:Q", title="examples seen / (S × E)")
-    y = alt.Y("val_loss:Q", title="validation loss", scale=alt.Scale(zero=False))
-    cells = alt.Chart(rec).mark_line(opacity=0.7).encode(
-        x=x, y=y, color=alt.Color("target:N", title="reset target"), detail="run:N",
-        strokeDash=alt.StrokeDash("setting:N", title="policy / init / regime"),
-        tooltip=["model", "target", "seed", "examples", "val_loss"],
-    )
-    pretrain = alt.Chart(pre).mark_line(color="black", strokeWidth=2.5).encode(
-        x=x, y=y, tooltip=["model", "examples", "val_loss"])
-    base_rule = alt.Chart(baselines).mark_rule(color="gray", strokeDash=[2, 2]).encode(y="baseline_loss:Q")
     charts = []
     for model in sorted(curves["model"].unique()):
-        pick = alt.datum.model == model
-        charts.append(alt.layer(
-            pretrain.transform_filter(pick), cells.transform_filter(pick), base_rule.transform_filter(pick)
-        ).properties(width=360, height=240, title=f"{model}: recovery (colour) vs pretraining (black)"))
-    return alt.vconcat(*charts).resolve_scale(color="independent")
+        mine = curves[curves["model"] == model]
+        base_loss = baselines.loc[baselines["model"] == model, "baseline_loss"]
+        x = alt.X("fraction_of_pretrain:Q", title="examples seen / (S × E)",
+                  scale=alt.Scale(domain=linear_domain(mine["fraction_of_pretrain"], include=[0], pad=0), nice=False))
+        y_scale = linear_scale(mine["val_loss"], base_loss)
+        y = alt.Y("val_loss:Q", title="validation loss", scale=y_scale)
+        cells = alt.Chart(rec[rec["model"] == model]).mark_line(opacity=0.7).encode(
+            x=x, y=y, color=alt.Color("target:N", title="reset target"), detail="run:N",
+            strokeDash=alt.StrokeDash("setting:N", title="policy / init / regime"),
+            tooltip=["model", "target", "seed", "examples", "val_loss"],
+        )
+        pretrain = alt.Chart(pre[pre["model"] == model]).mark_line(color="black", strokeWidth=2.5).encode(
+            x=x, y=y, detail="run:N", tooltip=["model", "run", "examples", "val_loss"])
+        base_rule = alt.Chart(baselines[baselines["model"] == model]).mark_rule(
+            color="gray", strokeDash=[2, 2]).encode(y=alt.Y("baseline_loss:Q", scale=y_scale))
+        # a run with one evaluation (within eps at 0 examples) has no line to draw: a point instead
+        mine_rec = rec[rec["model"] == model]
+        single = mine_rec[mine_rec.groupby(["setting", "run"])["run"].transform("size") == 1]
+        once = alt.Chart(single).mark_point(filled=True, size=40).encode(
+            x=x, y=y, color=alt.Color("target:N", title="reset target"),
+            tooltip=["model", "target", "seed", "examples", "val_loss"])
+        charts.append(alt.layer(pretrain, cells, once, base_rule).properties(
+            width=360, height=240, title=f"{model}: recovery (colour) vs pretraining (black); dotted: baseline"))
+    return alt.vconcat(*charts).resolve_scale(color="independent", x="independent", y="independent")
 
 
 def damage(summary: pd.DataFrame) -> alt.Chart:
     title = "Damage: validation loss right after the reset (dashed: every layer reset)"
-    cells = summary.drop_duplicates(["model", "target", "policy", "init", "regime", "seed"]).copy()
+    cell_keys = ["model", *(["pretrain_seed"] if "pretrain_seed" in summary else []), "target", "policy", "init",
+                 "regime", "seed"]
+    cells = summary.drop_duplicates(cell_keys).copy()  # one row per cell (its thresholds share the damage)
     cells = cells[cells["regime"] == cells["regime"].iloc[0]] if len(cells) else cells
     if not (cells["depth"].notna().any() or (cells["target"] == "all").any()):
         return empty_chart(title, "no layer cells and no reset-all control" if len(cells) else "no retrain cells")
@@ -167,21 +314,33 @@ def damage(summary: pd.DataFrame) -> alt.Chart:
     layers["layer"] = layers["depth"].astype(int)
     layers["recovered"] = True  # not used for damage; keeps _mean_ci's censor count at 0
     means = _mean_ci(layers, ["model", "setting", "layer"], "damage")
-    color = alt.Color("model:N")
-    line = alt.Chart(means).mark_line(point=True).encode(
-        x=alt.X("layer:O", title="reset layer L", axis=alt.Axis(labelAngle=0)),
-        y=alt.Y("mean:Q", title="val loss after reset − baseline"), color=color,
-        strokeDash=alt.StrokeDash("setting:N", title="policy / init"),
-        tooltip=["model", "layer", "mean", "ci_lo", "ci_hi", "n_seeds"],
-    )
-    bars = alt.Chart(means).mark_errorbar(ticks=True).encode(
-        x="layer:O", y=alt.Y("ci_lo:Q", title=""), y2="ci_hi:Q", color=color)
-    charts = [bars, line]
     controls = cells[cells["target"] == "all"]
-    if len(controls):
-        control_means = controls.groupby("model", as_index=False)["damage"].mean()
+    control_means = controls.groupby("model", as_index=False)["damage"].mean() if len(controls) else None
+    # no interval (one seed): the bar is the point
+    means["ci_lo"] = means["ci_lo"].fillna(means["mean"])
+    means["ci_hi"] = means["ci_hi"].fillna(means["mean"])
+    y_scale = linear_scale(means["mean"], means["ci_lo"], means["ci_hi"],
+                           [] if control_means is None else control_means["damage"], zero=True)
+    x_scale, x_axis = _layer_axis(layers["layer"]) if len(layers) else _layer_axis([0])
+    means["x"] = dodge(means, "layer", "model", 0.08)
+    color = alt.Color("model:N")
+    x = alt.X("x:Q", title="reset layer L", scale=x_scale, axis=x_axis)
+    y = alt.Y("mean:Q", title="val loss after reset − baseline", scale=y_scale)
+    line = alt.Chart(means).mark_line().encode(
+        x=x, y=y, color=color, detail="setting:N",
+        strokeDash=alt.StrokeDash("setting:N", title="policy / init", legend=alt.Legend(symbolStrokeColor="black")),
+    )
+    points = alt.Chart(means).mark_point(filled=True, size=40).encode(
+        x=x, y=y, color=color, tooltip=["model", "setting", "layer", "mean", "ci_lo", "ci_hi", "n_seeds"])
+    bars = alt.Chart(means).mark_errorbar(ticks=True).encode(
+        x=x, y=alt.Y("ci_lo:Q", title="", scale=y_scale), y2="ci_hi:Q", color=color)
+    zero = alt.Chart(pd.DataFrame({"zero": [0.0]})).mark_rule(color="lightgray").encode(
+        y=alt.Y("zero:Q", scale=y_scale))
+    charts = [zero, bars, line, points]
+    if control_means is not None:
         charts.append(alt.Chart(control_means).mark_rule(strokeDash=[6, 4]).encode(
-            y="damage:Q", color=color, tooltip=["model", alt.Tooltip("damage:Q", title="reset-all damage")]))
+            y=alt.Y("damage:Q", scale=y_scale), color=color,
+            tooltip=["model", alt.Tooltip("damage:Q", title="reset-all damage")]))
     return alt.layer(*charts).properties(width=420, height=260, title=title)
 
 
@@ -194,7 +353,9 @@ def frozen_random(table: pd.DataFrame) -> alt.Chart:
     data = table.assign(n_frozen=[0 if f == "none" else len(f.split("+")) for f in table["frozen"]])
     x = alt.X("frozen:N", sort=list(dict.fromkeys(table["frozen"])), title="left at random init and frozen",
               axis=alt.Axis(labelAngle=-30))
-    y = alt.Y("val_perplexity:Q", title="validation perplexity after pretraining", scale=alt.Scale(type="log"))
+    y = alt.Y("val_perplexity:Q", title="validation perplexity after pretraining (log)",
+              scale=alt.Scale(type="log", domain=log_domain(table["val_perplexity"]), nice=False),
+              axis=alt.Axis(format="~g"))
     points = alt.Chart().mark_point(size=90, filled=True).encode(
         x=x, y=y,
         color=alt.Color("n_frozen:O", title="frozen components", scale=alt.Scale(scheme="tableau10")),
