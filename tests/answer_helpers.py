@@ -51,6 +51,8 @@ def synthetic(depth_effect: float = 1.5, n_effect: float = 0.0, models=(("gpt2-n
                 "pretrain_examples": SXE, "pretrain_tokens": SXE * 64, "baseline_loss": baseline,
                 "unigram_loss": 5.5, "bigram_loss": 4.8, "last_quarter_val_drop": 0.05,
                 "off_plateau": (model, ps) in off_plateau, "degenerate": flagged, "source": "scratch",
+                "train_sequences": S, "epochs": E, "context": 64, "bigram_weight": 0.6,
+                "bigram_margin": 4.8 - baseline, "degenerate_reason": "reset_all_harmless" if flagged else "",
             })
             pre_grid = np.arange(0, SXE + 1, 4000)
             for e in pre_grid:
@@ -92,8 +94,28 @@ def synthetic(depth_effect: float = 1.5, n_effect: float = 0.0, models=(("gpt2-n
     for column in ("layer", "depth", "seed"):
         curves[column] = curves[column].astype("Int64")
     networks = pd.DataFrame(network_rows)
-    networks["pretrain_examples"] = networks["pretrain_examples"].astype("Int64")
+    for column in ("pretrain_examples", "train_sequences", "epochs", "context"):
+        networks[column] = networks[column].astype("Int64")
     return summary, curves, networks
+
+
+def toy_networks(baselines: dict, arch: str = "gpt2", source: str = "scratch") -> pd.DataFrame:
+    """A networks.parquet-shaped table from {(model, n_layer, d_model): [baseline per pretraining seed]}: for the
+    tables that read networks only (answer.size_ordering)."""
+    rows = []
+    for (model, n_layer, d_model), losses in baselines.items():
+        for ps, loss in enumerate(losses):
+            rows.append({"model": model, "pretrain_seed": ps, "arch": arch, "family_kind": "decoder-only",
+                         "source": source, "n_layer": n_layer, "d_model": d_model,
+                         "n_params": 12 * n_layer * d_model ** 2, "train_sequences": S, "epochs": E, "context": 64,
+                         "pretrain_examples": SXE, "pretrain_tokens": SXE * 64, "baseline_loss": loss,
+                         "unigram_loss": 5.5, "bigram_loss": 4.8, "bigram_weight": 0.6, "bigram_margin": 4.8 - loss,
+                         "last_quarter_val_drop": 0.0, "off_plateau": False, "degenerate": False,
+                         "degenerate_reason": ""})
+    table = pd.DataFrame(rows)
+    for column in ("train_sequences", "epochs", "context", "pretrain_examples", "pretrain_tokens"):
+        table[column] = table[column].astype("Int64")
+    return table
 
 
 def _cell(cell, a, tau, baseline, thresholds, budget, grid, summary_rows, curve_rows, cka, flagged):

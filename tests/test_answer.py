@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from answer_helpers import synthetic
+from answer_helpers import synthetic, toy_networks
 from selfheal import results
 from selfheal.analysis import answer, answer_plots
 
@@ -70,6 +70,73 @@ def test_page_numbers_and_verdicts_follow_the_tables(deeper_costs_more, deeper_c
     for section in range(1, 9):
         assert f"## {section}. " in more
     assert "Tamkin et al. 2020" in more and "Gromov et al. 2024" in more
+
+
+def test_page_states_the_cost_in_three_units(deeper_costs_more):
+    tables, md = deeper_costs_more
+    surv = tables["survival"]
+    layers = surv[(surv["model"] == "gpt2-n4-d64") & (surv["kind"] == "layer") & (surv["threshold"] == 0.05)]
+    ref = tables["pretrain_reference"]
+    scratch = ref[(ref["model"] == "gpt2-n4-d64") & (ref["threshold"] == 0.05)]["examples"].mean()
+    finite = layers[np.isfinite(layers["median_examples"])]
+    low = finite.loc[finite["median_examples"].idxmin()]
+    line = next(item for item in answer.headline(md).splitlines() if item.startswith("- **gpt2-n4-d64**"))
+    # fraction of S x E = examples (tokens: 64 per example) = x what pretraining needed, all from the tables
+    assert f"median {answer._num(low['median_fraction'])} to " in line and " of S × E = " in line
+    assert f"= {answer._num(low['median_examples'])} to " in line
+    assert f"({answer._compact(low['median_examples'] * 64)} to " in line and " tokens)" in line
+    assert f"= {answer._num(low['median_examples'] / scratch)} to " in line
+    assert "× what pretraining from scratch needed to first reach that loss" in line
+    assert "rough: the pretraining curve is coarse there" in line  # its evaluations are 4,000 examples apart
+    assert "| model | ε | fraction of S × E | examples | tokens | × pretraining from scratch |" in md
+    assert "survival median in examples divided by the mean" in md  # the page says how the relative unit is made
+    assert ref["coarse"].all() and ref["examples"].notna().all()
+
+
+def test_size_ordering_on_a_toy_networks_table():
+    networks = toy_networks({
+        ("n2d32", 2, 32): [4.50, 4.40], ("n2d64", 2, 64): [4.20, 4.25],  # D at N = 2: falls 0.225 > spread 0.1
+        ("n4d32", 4, 32): [4.50, 4.52],  # N at D = 32: rises 0.06 < spread 0.1
+        ("n4d64", 4, 64): [4.25, 4.45],  # D at N = 4: falls 0.16 < spread 0.2; N at D = 64: rises 0.125 < 0.2
+        ("n8d16", 8, 16): [3.0],  # differs from every other model in both N and D: in no pair
+    })
+    order = answer.size_ordering(networks)
+    assert list(order.columns) == answer.SIZE_ORDERING_COLUMNS
+    rows = {(r.model_a, r.model_b): r for r in order.itertuples()}
+    assert set(rows) == {("n2d32", "n2d64"), ("n4d32", "n4d64"), ("n2d32", "n4d32"), ("n2d64", "n4d64")}
+    d = rows[("n2d32", "n2d64")]
+    assert (d.varied, d.value_a, d.value_b, d.n_seeds) == ("d_model", 32, 64, 2)
+    assert (d.mean_loss_a, d.mean_loss_b) == pytest.approx((4.45, 4.225))
+    assert d.difference == pytest.approx(-0.225) and d.seed_spread == pytest.approx(0.1) and d.holds
+    assert not rows[("n4d32", "n4d64")].holds  # falls by 0.16, within the spread 0.2 of n4d64
+    assert rows[("n2d32", "n4d32")].varied == "n_layer" and rows[("n2d32", "n4d32")].holds
+    n = rows[("n2d64", "n4d64")]  # rises by 0.125, within the spread 0.2: holds (no rise beyond the seeds)
+    assert n.difference == pytest.approx(0.125) and n.seed_spread == pytest.approx(0.2) and n.holds
+    # a rise beyond the spread fails; one seed: spread 0; another family or source is never paired
+    rising = answer.size_ordering(toy_networks({("a", 2, 32): [4.0], ("b", 4, 32): [4.1]}))
+    assert rising["seed_spread"].tolist() == [0.0] and not rising["holds"].iloc[0] and rising["n_seeds"].iloc[0] == 1
+    mixed = pd.concat([toy_networks({("a", 2, 32): [4.0]}), toy_networks({("b", 4, 32): [4.1]}, arch="llama"),
+                       toy_networks({("c", 2, 64): [3.9]}, source="pretrained")])
+    assert answer.size_ordering(mixed).empty and answer.size_ordering(networks.iloc[:0]).empty
+    # the page lists every pair with its numbers, and a line per network
+    summary, curves, _ = synthetic(models=(("gpt2-n2-d64", 2, 64),), thresholds=(0.05,), seed=3)
+    tables = {**answer.compute(summary, curves, networks), "size_ordering": order}
+    md = answer.page(tables, summary, networks, LINKS).markdown()
+    assert "n2d32 → n2d64 (D 32 → 64): 4.450 → 4.225, difference -0.225 (spread 0.100 over 2 seeds): holds" in md
+    assert "n4d32 → n4d64 (D 32 → 64)" in md
+    assert "does not hold: it does not fall by more than the seed spread" in md
+    assert ("n4d64 seed 1: loss 4.450, unigram 5.500, bigram 4.800 (λ = 0.6), margin over the bigram +0.350 nats; "
+            "S = 8,000, E = 5 (40,000 examples, 2.56M tokens)") in md
+    assert "at fixed N the baseline falls with D in 1 of 2 pairs" in answer.headline(md)
+
+
+def test_degenerate_reason_reaches_the_caveats(deeper_costs_less):
+    tables, md = deeper_costs_less
+    flags = tables["networks_flags"].set_index(["model", "pretrain_seed"])
+    assert flags.loc[("gpt2-n2-d64", 1), "degenerate_reason"] == "reset_all_harmless"
+    assert flags.loc[("gpt2-n4-d64", 0), "degenerate_reason"] == ""
+    assert ("gpt2-n2-d64 pretraining seed 1 is **degenerate** (resetting every layer did less damage than ε_min)"
+            in md)
 
 
 def test_pages_that_cannot_answer_say_so():

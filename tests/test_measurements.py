@@ -16,7 +16,7 @@ from selfheal.analysis import tables
 from selfheal.data import ngrams
 from selfheal.heal import reset, retrain, similarity, thresholds
 from selfheal.records import Baseline, PretrainSummary
-from selfheal.training import loop, setup
+from selfheal.training import evaluation, loop, setup
 from selfheal.training.evaluation import evaluate
 from selfheal.training.state import CurvePoint, Settings
 
@@ -135,11 +135,23 @@ def test_matched_control_trains_from_trained_values_and_only_its_tensors(job):
 def test_reference_losses():
     stream = torch.tensor([5, 6] * 500)  # a strict alternation: bigram knows everything, unigram only the 50/50
     batches = [{"input_ids": torch.tensor([[5, 6, 5, 6, 5, 6]] * 4)}]
-    unigram, bigram = ngrams.reference_losses(stream, batches, "causal_lm", vocab_size=8)
+    unigram, bigram, weight = ngrams.reference_losses(stream, batches, "causal_lm", vocab_size=8)
     assert unigram == pytest.approx(torch.log(torch.tensor(1008 / 501)).item(), rel=1e-6)
-    assert bigram < 0.05 < unigram
+    assert bigram < 0.05 < unigram and weight == pytest.approx(ngrams.LAMBDA_MAX)
     masked = [{"input_ids": torch.zeros(2, 3), "labels": torch.tensor([[5, -100, 6], [-100, 6, -100]])}]
     assert ngrams.reference_losses(stream, masked, "masked_lm", vocab_size=8)[1] is None
+
+
+def test_baseline_records_the_bigram_and_the_margin(job, tmp_path):
+    """The baseline a training job writes carries the interpolated bigram, its weight and the network's margin."""
+    model, job_, _, model_cfg = job
+    loss = evaluate(model, job_.family, job_.val_batches)
+    out = evaluation.write_baseline(model_cfg, job_, loss, str(tmp_path / "tokens.safetensors"),
+                                    str(tmp_path / "baseline.json"))
+    again = records.read(tmp_path / "baseline.json", Baseline)
+    assert again == out and 0 <= out.bigram_weight <= ngrams.LAMBDA_MAX
+    assert out.bigram_loss <= out.unigram_loss + 1e-12  # λ = 0 is the unigram: never worse
+    assert out.bigram_margin == pytest.approx(out.bigram_loss - loss)
 
 
 def _network(tmp_path, name, val_loss, unigram, drop):

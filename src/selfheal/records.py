@@ -1,7 +1,8 @@
 """The per-job result records, written by one job and read by the next through the same dataclass.
 
 Each record is a JSON file (atomic write, ``results_io``); ``write(path, record)`` and ``read(path, Type)`` are
-the only way they are made and read, so a field added here is added for writer and reader at once.
+the only way they are made and read, so a field added here is added for writer and reader at once. A field added
+later has a default (None for a measurement), so records written before it read with that default.
 """
 
 from __future__ import annotations
@@ -57,10 +58,14 @@ class Baseline:
     val_sequences: int
     context: int
     pretrain_seed: int = 0
-    # cross-entropy of the validation targets under the train split's token counts (add-one smoothed): a model
-    # not clearly below the unigram loss has learned nothing a frequency table does not know
-    unigram_loss: float | None = None
-    bigram_loss: float | None = None  # next-token bigram; None for masked LMs
+    # cross-entropy of the validation targets under the train split's token counts (data/ngrams.py): a model not
+    # clearly below them has learned nothing a frequency table does not know (analysis/tables.py, ``degenerate``)
+    unigram_loss: float | None = None  # add-one smoothed unigram
+    # the bigram interpolated with the unigram, its weight tuned on the validation set; None for masked LMs (and
+    # in records written before it replaced the Dirichlet-smoothed bigram, read with bigram_weight None)
+    bigram_loss: float | None = None
+    bigram_weight: float | None = None  # λ of the bigram's maximum-likelihood term
+    bigram_margin: float | None = None  # bigram_loss - val_loss (nats; positive: the network beats the bigram)
 
 
 @dataclass

@@ -3,9 +3,20 @@ report), every number read from the Parquet tables the workflow wrote (summary, 
 
 ``compute`` builds the answer tables (schemas in the README, "The answer"); ``page`` writes the page from them, in
 the asker's order: cost per layer (vs. the reset-all control and pretraining's own curve), refusals, position of L,
-N and D, families, the encoder swap and cross-attention wipe, caveats, related work. ``write_all`` is what the
-``answer`` rule runs. ``python -m selfheal.analysis.answer --readme results/answer.md README.md`` copies the page's
-headline into the README (between its ``answer:headline`` markers).
+N and D (with every network against its n-gram references and the size ordering of the baselines), families, the
+encoder swap and cross-attention wipe, caveats, related work. ``write_all`` is what the ``answer`` rule runs.
+``python -m selfheal.analysis.answer --readme results/answer.md README.md`` copies the page's headline into the
+README (between its ``answer:headline`` markers).
+
+Costs are stated in three units: the fraction of S x E; examples and tokens; and relative to the from-scratch run,
+the survival median in examples over the mean (across the model's usable networks pretrained here) of the examples
+the network's own pretraining needed to first reach the same loss. That crossing is ``first_crossing`` (linear
+interpolation between the two evaluations around it, ``coarse`` when they are more than RESOLUTION of it apart),
+the one function behind ``pretrain_reference`` here and summary.parquet's scratch_* columns (analysis/tables.py).
+
+``size_ordering`` (networks.parquet only): per pair of models of one family that differ in exactly one of N and D,
+whether the mean baseline falls with D (by more than the spread between pretraining seeds) or does not rise with N
+(by more than that spread).
 """
 
 from __future__ import annotations
@@ -15,6 +26,7 @@ import html
 import math
 import re
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -23,13 +35,22 @@ from selfheal import results_io
 from selfheal.analysis import answer_plots, plots, scaling, survival
 
 TABLES = ["survival", "recovered_curves", "fit", "damage_cost", "damage_cells", "cka", "pretrain_reference",
-          "networks_flags"]
+          "networks_flags", "size_ordering"]
 CKA_COLUMNS = ["model", "target", "depth", "regime", "policy", "init", "threshold", "cka", "cka_lo", "cka_hi",
                "cka_floor", "n_cells", "n_clusters"]
 REFERENCE_COLUMNS = ["model", "pretrain_seed", "threshold", "baseline_loss", "examples_lo", "examples_hi",
-                     "fraction_lo", "fraction_hi"]
+                     "fraction_lo", "fraction_hi", "examples", "fraction", "coarse"]
 FLAG_COLUMNS = ["model", "pretrain_seed", "family_kind", "n_layer", "d_model", "n_params", "pretrain_tokens",
-                "degenerate", "off_plateau", "n_rows", "n_baseline_not_converged", "n_control_moved"]
+                "degenerate", "degenerate_reason", "off_plateau", "n_rows", "n_baseline_not_converged",
+                "n_control_moved"]
+SIZE_ORDERING_COLUMNS = ["model_a", "model_b", "varied", "value_a", "value_b", "mean_loss_a", "mean_loss_b",
+                         "difference", "seed_spread", "n_seeds", "holds"]
+# A crossing bracket wider than this share of the interpolated crossing is coarse (the retrain resolution).
+RESOLUTION = 0.1
+# Words for networks.parquet's degenerate_reason (analysis/tables.py: UNIGRAM_MARGIN, BIGRAM_MARGIN).
+DEGENERATE_WORDS = {"unigram": "its baseline is not clearly below the unigram loss",
+                    "bigram": "it does not beat the interpolated bigram by 0.1 nats",
+                    "reset_all_harmless": "resetting every layer did less damage than ε_min"}
 DAMAGE_CELL_COLUMNS = ["model", "pretrain_seed", "seed", "target", "depth", "regime", "policy", "init", "threshold",
                        "damage", "cost", "recovered"]
 HEADLINE = ("<!-- answer:headline -->", "<!-- /answer:headline -->")
@@ -84,9 +105,43 @@ def _cka(cells: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out, columns=CKA_COLUMNS)
 
 
+class Crossing(NamedTuple):
+    """Where a curve first reaches a level: ``examples`` interpolated linearly between the bracketing evaluations
+    ``examples_lo`` (the last above the level) and ``examples_hi`` (the first at or below it); both the first
+    evaluation when that one is already at or below. Never reached: examples NaN, examples_lo the last evaluation,
+    examples_hi None. ``coarse``: the bracket is wider than ``resolution`` x examples."""
+
+    examples: float
+    examples_lo: int | None
+    examples_hi: int | None
+    coarse: bool
+
+
+def first_crossing(examples, losses, level: float, resolution: float = RESOLUTION) -> Crossing:
+    """The first crossing of ``level`` on a curve (evaluations at ``examples`` with ``losses``, in any order),
+    interpolated: the one function behind summary.parquet's scratch_* columns (analysis/tables.py) and
+    ``pretrain_reference``."""
+    x = np.asarray(examples, dtype=float)
+    y = np.asarray(losses, dtype=float)
+    order = np.argsort(x, kind="stable")
+    x, y = x[order], y[order]
+    if not len(x):
+        return Crossing(math.nan, None, None, False)
+    at = np.flatnonzero(y <= level)
+    if not len(at):
+        return Crossing(math.nan, int(x[-1]), None, False)
+    i = int(at[0])
+    if i == 0:
+        return Crossing(float(x[0]), int(x[0]), int(x[0]), False)
+    x0, x1, y0, y1 = x[i - 1], x[i], y[i - 1], y[i]
+    value = float(x0 + (y0 - level) / (y0 - y1) * (x1 - x0))
+    return Crossing(value, int(x0), int(x1), bool(x1 - x0 > resolution * value))
+
+
 def pretrain_reference(curves: pd.DataFrame, networks: pd.DataFrame, thresholds) -> pd.DataFrame:
     """Pretraining's own curve as the reference: where the from-scratch run first got within eps of the network's
-    baseline (the crossing between two of its evaluations; censored when it never did)."""
+    baseline (``first_crossing``: the bracketing evaluations, the interpolated crossing and whether the bracket is
+    coarse; censored when it never did)."""
     out = []
     pre = curves[curves["kind"] == "pretrain"]
     if "pretrain_seed" not in pre.columns:
@@ -97,20 +152,76 @@ def pretrain_reference(curves: pd.DataFrame, networks: pd.DataFrame, thresholds)
             continue
         baseline = float(net["baseline_loss"].iloc[0])
         sxe = net["pretrain_examples"].iloc[0]
-        curve = curve.sort_values("examples")
+        known = sxe is not None and not pd.isna(sxe) and sxe > 0
         for eps in thresholds:
-            below = curve[curve["val_loss"] <= baseline * (1 + eps)]
-            hi = int(below["examples"].iloc[0]) if len(below) else None
-            earlier = curve[curve["examples"] < hi]["examples"] if hi is not None else curve["examples"]
-            lo = int(earlier.iloc[-1]) if len(earlier) else 0
-            known = sxe is not None and not pd.isna(sxe)
+            c = first_crossing(curve["examples"], curve["val_loss"], baseline * (1 + eps))
             out.append({"model": model, "pretrain_seed": ps, "threshold": eps, "baseline_loss": baseline,
-                        "examples_lo": lo, "examples_hi": hi,
-                        "fraction_lo": lo / sxe if known else math.nan,
-                        "fraction_hi": hi / sxe if known and hi is not None else math.nan})
+                        "examples_lo": c.examples_lo, "examples_hi": c.examples_hi,
+                        "fraction_lo": c.examples_lo / sxe if known else math.nan,
+                        "fraction_hi": c.examples_hi / sxe if known and c.examples_hi is not None else math.nan,
+                        "examples": c.examples, "fraction": c.examples / sxe if known else math.nan,
+                        "coarse": c.coarse})
     table = pd.DataFrame(out, columns=REFERENCE_COLUMNS)
     for column in ("examples_lo", "examples_hi"):
         table[column] = table[column].astype("Int64")
+    for column in ("fraction_lo", "fraction_hi", "examples", "fraction"):
+        table[column] = table[column].astype("float64")
+    table["coarse"] = table["coarse"].astype(bool)
+    return table
+
+
+def size_ordering(networks: pd.DataFrame) -> pd.DataFrame:
+    """Does the baseline fall with D at fixed N, and not rise with N at fixed D, by more than the spread between
+    pretraining seeds? One row per pair of models of the same family (arch) and source that differ in exactly one
+    of n_layer and d_model; a is the smaller, b the larger. mean_loss: the mean baseline over the model's
+    pretraining seeds; seed_spread: the larger of the two models' max - min baseline across seeds (0 with one seed);
+    n_seeds: the smaller of the two models' numbers of seeds. holds: varied d_model, difference (b - a) <
+    -seed_spread (it falls by more than the spread); varied n_layer, difference < seed_spread (it does not rise by
+    more than the spread)."""
+    needs = ["model", "pretrain_seed", "arch", "n_layer", "d_model", "baseline_loss"]
+    if not len(networks) or any(c not in networks.columns for c in needs):
+        return _typed_size_ordering([])
+    nets = networks.copy()
+    nets["source"] = nets["source"] if "source" in nets.columns else ""
+    per = nets.groupby("model", sort=True).agg(
+        arch=("arch", "first"), source=("source", "first"), n_layer=("n_layer", "first"),
+        d_model=("d_model", "first"), mean_loss=("baseline_loss", "mean"),
+        spread=("baseline_loss", lambda v: float(v.max() - v.min())), n_seeds=("pretrain_seed", "nunique"))
+    rows = []
+    models = list(per.index)
+    for i, a in enumerate(models):
+        for b in models[i + 1:]:
+            ra, rb = per.loc[a], per.loc[b]
+            if ra["arch"] != rb["arch"] or ra["source"] != rb["source"]:
+                continue
+            same_n, same_d = ra["n_layer"] == rb["n_layer"], ra["d_model"] == rb["d_model"]
+            if same_n == same_d:  # both differ, or neither
+                continue
+            varied = "d_model" if same_n else "n_layer"
+            if ra[varied] > rb[varied]:
+                a_, b_, ra_, rb_ = b, a, rb, ra
+            else:
+                a_, b_, ra_, rb_ = a, b, ra, rb
+            difference = float(rb_["mean_loss"] - ra_["mean_loss"])
+            spread = float(max(ra_["spread"], rb_["spread"]))
+            holds = difference < -spread if varied == "d_model" else difference < spread
+            rows.append({"model_a": a_, "model_b": b_, "varied": varied, "value_a": int(ra_[varied]),
+                         "value_b": int(rb_[varied]), "mean_loss_a": float(ra_["mean_loss"]),
+                         "mean_loss_b": float(rb_["mean_loss"]), "difference": difference, "seed_spread": spread,
+                         "n_seeds": int(min(ra_["n_seeds"], rb_["n_seeds"])), "holds": bool(holds)})
+    rows.sort(key=lambda r: (r["varied"], r["model_a"], r["model_b"]))
+    return _typed_size_ordering(rows)
+
+
+def _typed_size_ordering(rows: list[dict]) -> pd.DataFrame:
+    table = pd.DataFrame(rows, columns=SIZE_ORDERING_COLUMNS)
+    for column in ("model_a", "model_b", "varied"):
+        table[column] = table[column].astype(object)
+    for column in ("value_a", "value_b", "n_seeds"):
+        table[column] = table[column].astype("int64")
+    for column in ("mean_loss_a", "mean_loss_b", "difference", "seed_spread"):
+        table[column] = table[column].astype("float64")
+    table["holds"] = table["holds"].astype(bool)
     return table
 
 
@@ -119,6 +230,9 @@ def _flags(cells: pd.DataFrame, networks: pd.DataFrame) -> pd.DataFrame:
     for column in ("pretrain_tokens",):
         if column not in nets:
             nets[column] = pd.NA
+    if "degenerate_reason" not in nets:  # tables written before the reason was recorded
+        nets["degenerate_reason"] = ""
+    nets["degenerate_reason"] = nets["degenerate_reason"].fillna("").astype(str)
     counts = cells[~cells["is_control"]].groupby(survival.CLUSTER).agg(
         n_rows=("threshold", "size"), n_baseline_not_converged=("baseline_not_converged", "sum"),
         n_control_moved=("control_moved", "sum")).reset_index()
@@ -156,6 +270,7 @@ def compute(summary: pd.DataFrame, curves: pd.DataFrame, networks: pd.DataFrame,
         "cka": _cka(cells),
         "pretrain_reference": pretrain_reference(curves, networks, thresholds),
         "networks_flags": _flags(cells, networks),
+        "size_ordering": size_ordering(networks),
     }
 
 
@@ -301,6 +416,173 @@ def _clusters_sentence(networks: pd.DataFrame) -> str:
     return f"Intervals resample pretrained networks ({least} to {int(per_model.max())} per model)."
 
 
+def _compact(x: float) -> str:
+    """A count in few digits: '310k', '2.56M', '1.2B'."""
+    if x is None or pd.isna(x):
+        return "n/a"
+    for scale, suffix in ((1e9, "B"), (1e6, "M"), (1e3, "k")):
+        if abs(x) >= scale:
+            return f"{x / scale:.3g}{suffix}"
+    return _num(x)
+
+
+def _span(values, fmt=_num) -> str:
+    """'a to b' over the finite values ('a' when they agree), or '' when there are none."""
+    v = pd.Series(values, dtype="float64")
+    v = v[np.isfinite(v)]
+    if not len(v):
+        return ""
+    lo, hi = fmt(v.min()), fmt(v.max())
+    return lo if lo == hi else f"{lo} to {hi}"
+
+
+def _tokens_per_example(summary: pd.DataFrame, networks: pd.DataFrame, model: str) -> float:
+    """Tokens per example (sequence) of a model: its networks' ``context``, else the summary's tokens / examples."""
+    if "context" in networks.columns:
+        ctx = pd.to_numeric(networks.loc[networks["model"] == model, "context"], errors="coerce").dropna()
+        if len(ctx):
+            return float(ctx.iloc[0])
+    if {"tokens", "examples"} <= set(summary.columns):
+        rows = summary[(summary["model"] == model) & (pd.to_numeric(summary["examples"], errors="coerce") > 0)]
+        if len(rows):
+            return float((rows["tokens"].astype(float) / rows["examples"].astype(float)).median())
+    return math.nan
+
+
+def _usable(networks: pd.DataFrame) -> pd.DataFrame:
+    """The networks the estimates use (not degenerate)."""
+    if "degenerate" not in networks.columns:
+        return networks
+    return networks[~networks["degenerate"].fillna(False).astype(bool)]
+
+
+def _scratch_reference(ref: pd.DataFrame, networks: pd.DataFrame, model: str, eps: float) -> dict:
+    """The from-scratch reference of a model at one ε: the mean over its usable networks pretrained here of the
+    examples their own pretraining curve needed to first reach baseline x (1 + ε) (interpolated,
+    ``pretrain_reference.examples``, the same as summary.parquet's scratch_examples), how many of them reached it,
+    and whether any of those crossings is coarse."""
+    nets = _usable(networks)
+    nets = nets[nets["model"] == model]
+    if "source" in nets.columns:
+        nets = nets[nets["source"] == "scratch"]
+    out = {"examples": math.nan, "reached": 0, "networks": len(nets), "coarse": False}
+    if not len(nets) or not len(ref) or "examples" not in ref.columns:
+        return out
+    rows = ref[(ref["model"] == model) & (ref["threshold"] == eps)
+               & ref["pretrain_seed"].isin(set(nets["pretrain_seed"]))]
+    reached = rows[rows["examples"].notna()]
+    out["reached"] = len(reached)
+    if len(reached):
+        out["examples"] = float(reached["examples"].astype(float).mean())
+        out["coarse"] = bool(reached["coarse"].astype(bool).any()) if "coarse" in reached.columns else False
+    return out
+
+
+def _three_units(at: pd.DataFrame, unit: str, model: str, eps: float, summary: pd.DataFrame,
+                 networks: pd.DataFrame, ref: pd.DataFrame) -> dict:
+    """The per-layer survival medians of one model at one ε (``at``) in the three units: fraction of S x E,
+    examples (and tokens), and relative to the from-scratch run (the median in examples over the mean scratch
+    reference of ``_scratch_reference``). Values are spans over the layers, '' where unknown."""
+    examples = at["median_examples"].astype(float)
+    per_example = _tokens_per_example(summary, networks, model)
+    scratch = _scratch_reference(ref, networks, model, eps)
+    relative = examples / scratch["examples"] if scratch["examples"] > 0 else examples * math.nan
+    return {"fraction": _span(at["median_fraction"].astype(float)) if unit == "fraction" else "",
+            "examples": _span(examples), "tokens": _span(examples * per_example, _compact),
+            "relative": _span(relative), "scratch": scratch}
+
+
+def _three_units_words(units: dict) -> str:
+    """'0.081 to 0.115 of S × E = 4,900 to 6,900 examples (310k to 440k tokens) = 0.12 to 0.17 × what pretraining
+    from scratch needed to first reach that loss'."""
+    if not units["examples"]:
+        return "none reached"
+    parts = [f"{units['fraction']} of S × E = " if units["fraction"] else ""]
+    parts.append(f"{units['examples']} examples")
+    if units["tokens"]:
+        parts.append(f" ({units['tokens']} tokens)")
+    if not units["fraction"]:
+        parts.append(" (S × E unknown for downloaded models)")
+    scratch = units["scratch"]
+    if units["relative"]:
+        parts.append(f" = {units['relative']} × what pretraining from scratch needed to first reach that loss")
+        if scratch["reached"] < scratch["networks"]:
+            parts.append(f" (only {scratch['reached']} of {scratch['networks']} networks' pretraining reached it)")
+        if scratch["coarse"]:
+            parts.append(" (rough: the pretraining curve is coarse there)")
+    elif scratch["networks"] and not scratch["reached"]:
+        parts.append("; pretraining from scratch never reached that loss")
+    else:
+        parts.append("; no from-scratch pretraining curve to compare with")
+    return "".join(parts)
+
+
+def _network_line(r: pd.Series) -> str:
+    """One network: its loss against the n-gram references, S, E and its flags."""
+    def loss(column):
+        v = r.get(column)
+        return "n/a" if v is None or pd.isna(v) else f"{float(v):.3f}"
+
+    bigram = "none (masked LM)" if pd.isna(r.get("bigram_loss")) else loss("bigram_loss")
+    weight = r.get("bigram_weight")
+    if weight is not None and not pd.isna(weight):
+        bigram += f" (λ = {_num(float(weight))})"
+    margin = r.get("bigram_margin")
+    if (margin is None or pd.isna(margin)) and not pd.isna(r.get("bigram_loss")):
+        margin = float(r["bigram_loss"]) - float(r["baseline_loss"])
+    margin_text = "n/a" if margin is None or pd.isna(margin) else f"{float(margin):+.3f}"
+
+    def count(column):
+        v = r.get(column)
+        return "n/a" if v is None or pd.isna(v) else _num(float(v))
+
+    reason = r.get("degenerate_reason")
+    flags = []
+    if bool(r.get("degenerate", False)):
+        flags.append("**degenerate**" + (f" ({reason})" if isinstance(reason, str) and reason else ""))
+    if bool(r.get("off_plateau", False)):
+        flags.append("off its plateau")
+    return (f"{r['model']} seed {r['pretrain_seed']}: loss {loss('baseline_loss')}, unigram {loss('unigram_loss')}, "
+            f"bigram {bigram}, margin over the bigram {margin_text} nats; S = {count('train_sequences')}, "
+            f"E = {count('epochs')} ({count('pretrain_examples')} examples, "
+            f"{_compact(r.get('pretrain_tokens'))} tokens)" + (f"; {', '.join(flags)}" if flags else ""))
+
+
+def _ordering_sentence(order: pd.DataFrame) -> str:
+    """Each pair of size_ordering with its numbers."""
+    if not len(order):
+        return ("Size ordering: no two models of the same family differ in exactly one of N and D, so the grid "
+                "cannot show how the baseline moves with N or D.")
+    items = []
+    for _, r in order.iterrows():
+        letter = "D" if r["varied"] == "d_model" else "N"
+        if letter == "D":
+            verdict = ("holds: it falls by more than the seed spread" if r["holds"]
+                       else "does not hold: it does not fall by more than the seed spread")
+        else:
+            verdict = ("holds: it does not rise by more than the seed spread" if r["holds"]
+                       else "does not hold: it rises by more than the seed spread")
+        seeds = ("one pretraining seed: no spread to compare with" if r["n_seeds"] < 2
+                 else f"spread {r['seed_spread']:.3f} over {r['n_seeds']} seeds")
+        items.append(f"{r['model_a']} → {r['model_b']} ({letter} {r['value_a']} → {r['value_b']}): "
+                     f"{r['mean_loss_a']:.3f} → {r['mean_loss_b']:.3f}, difference {r['difference']:+.3f} ({seeds}): "
+                     f"{verdict}")
+    return ("Size ordering of the baselines (mean over pretraining seeds; the spread is the larger max − min across "
+            "seeds of the two models): " + "; ".join(items) + ".")
+
+
+def _ordering_headline(order: pd.DataFrame) -> str | None:
+    if not len(order):
+        return None
+    parts = []
+    for varied, words in (("d_model", "at fixed N the baseline falls with D"),
+                          ("n_layer", "at fixed D it does not rise with N")):
+        rows = order[order["varied"] == varied]
+        if len(rows):
+            parts.append(f"{words} in {int(rows['holds'].sum())} of {len(rows)} pairs")
+    return "Size ordering: " + "; ".join(parts) + ", each by more than the spread between pretraining seeds (§4)."
+
+
 def page(tables: dict[str, pd.DataFrame], summary: pd.DataFrame, networks: pd.DataFrame,
          plot_links: dict[str, str]) -> Page:
     surv, fit, flags = tables["survival"], tables["fit"], tables["networks_flags"]
@@ -326,8 +608,7 @@ def page(tables: dict[str, pd.DataFrame], summary: pd.DataFrame, networks: pd.Da
             for eps in sorted({rows["threshold"].min(), rows["threshold"].max()}):
                 at = rows[rows["threshold"] == eps]
                 med = at[f"median_{unit}"]
-                finite = med[np.isfinite(med)]
-                span = (f"{_num(finite.min())} to {_num(finite.max())}" if len(finite) else "none reached")
+                span = _three_units_words(_three_units(at, unit, model, eps, summary, networks, ref))
                 refused = int((at["n_censored"] + at["n_diverged"]).sum())
                 total = int(at["n_cells"].sum())
                 unreached = int((~np.isfinite(med)).sum())
@@ -336,7 +617,7 @@ def page(tables: dict[str, pd.DataFrame], summary: pd.DataFrame, networks: pd.Da
                 allc_text = (f"; resetting every layer: {_cost(allc.iloc[0], unit)}" if len(allc) else "")
                 headline.append(
                     f"**{model}** (N = {int(at['n_layer'].iloc[0])}, D = {int(at['d_model'].iloc[0])}), ε = "
-                    f"{eps:g}: one reset layer needs a median {span} ({_unit_words(unit)}) depending on the layer"
+                    f"{eps:g}: one reset layer needs a median {span}, depending on the layer"
                     f"{' (' + str(unreached) + ' layer(s) with the median beyond the budget)' if unreached else ''}"
                     f"{allc_text}; {refused} of {total} layer cells did not get there within the budget.")
     for setting in settings[:1]:
@@ -346,6 +627,12 @@ def page(tables: dict[str, pd.DataFrame], summary: pd.DataFrame, networks: pd.Da
             coef = (f"{_num(r['coef'])} [{_num(r['coef_lo'])}, {_num(r['coef_hi'])}]" if r["determined"] else "")
             headline.append(f"Fit at ε = {r['threshold']:g}, {r['label']}: {coef + ' — ' if coef else ''}"
                             f"{_verdict(r)}.")
+    ordering = tables.get("size_ordering")
+    if ordering is None:
+        ordering = size_ordering(networks)
+    ordering_line = _ordering_headline(ordering)
+    if ordering_line:
+        headline.append(ordering_line)
     if len(degenerate):
         headline.append(f"{len(degenerate)} network(s) flagged degenerate are left out of every verdict.")
     headline.append(_clusters_sentence(networks))
@@ -361,6 +648,12 @@ def page(tables: dict[str, pd.DataFrame], summary: pd.DataFrame, networks: pd.Da
           f"got there is censored at the budget, never averaged as a cost). Plots: [cost against depth]"
           f"({plot_links['answer_cost_depth']}), [share recovered against examples]"
           f"({plot_links['answer_recovered']}), [recovery curves, log x]({plot_links['answer_curves']}).")
+    doc.p("Three units, because E is a choice of the grid: the fraction of S × E; examples (sequences) and tokens; "
+          "and relative to the from-scratch run, the survival median in examples divided by the mean, over the "
+          "model's usable networks pretrained here, of the examples their own pretraining needed to first reach the "
+          "same loss, baseline × (1 + ε) (`scratch_examples` in summary.parquet, `examples` in "
+          "answer/pretrain_reference.parquet: linearly interpolated between the two evaluations around the crossing; "
+          "rough where those are more than 10 % of it apart).")
     if not settings:
         doc.p("No single-layer cells to estimate.")
     for setting in settings:
@@ -376,15 +669,32 @@ def page(tables: dict[str, pd.DataFrame], summary: pd.DataFrame, networks: pd.Da
             table_rows.append([f"{model} ({g['family_kind'].iloc[0]})", label]
                               + [_cost(g.loc[e], unit) if e in g.index else "" for e in eps_list])
         for model, g in ref.groupby("model", sort=True) if len(ref) else []:
-            col = "fraction_hi" if unit == "fraction" else "examples_hi"
+            col = "fraction" if unit == "fraction" else "examples"
             cells = []
             for e in eps_list:
-                v = g[g["threshold"] == e][col].astype(float)
-                cells.append("never" if v.isna().all() else f"{_num(v.median())} (median of {len(v)} network{'s' if len(v) > 1 else ''})")
+                at_e = g[g["threshold"] == e]
+                v = at_e[col].astype(float)
+                rough = " (rough)" if at_e["coarse"].astype(bool).any() else ""
+                cells.append("never" if v.isna().all() else f"{_num(v.median())}{rough} (median of {len(v)} "
+                                                            f"network{'s' if len(v) > 1 else ''})")
             if model in set(rows["model"]):
                 table_rows.append([model, "pretraining from scratch reached it at"] + cells)
         table_rows.sort(key=lambda r: r[0])
         doc.table(["model", "reset"] + [f"ε = {e:g}" for e in eps_list], table_rows)
+        unit_rows = []
+        layer_rows = rows[rows["kind"] == survival.LAYER]
+        for (model, eps), at in layer_rows.groupby(["model", "threshold"], sort=True):
+            u = _three_units(at, unit, model, eps, summary, networks, ref)
+            scratch = u["scratch"]
+            unit_rows.append([model, f"{eps:g}", u["fraction"] or "n/a", u["examples"] or "none reached",
+                              u["tokens"] or "n/a", u["relative"] or "n/a",
+                              (f"{_num(scratch['examples'])}{' (rough)' if scratch['coarse'] else ''} "
+                               f"({scratch['reached']} of {scratch['networks']})") if scratch["networks"] else "n/a"])
+        doc.p("The single-layer medians of this setting (range over the layers) in the three units; the last column "
+              "is the from-scratch reference: the mean examples to that loss over the networks whose pretraining "
+              "reached it (k of n: of the model's usable networks pretrained here).")
+        doc.table(["model", "ε", "fraction of S × E", "examples", "tokens", "× pretraining from scratch",
+                   "pretraining from scratch: examples to that loss"], unit_rows)
 
     # 2. refusals
     doc.h(2, "2. Does it ever refuse to train?")
@@ -421,6 +731,13 @@ def page(tables: dict[str, pd.DataFrame], summary: pd.DataFrame, networks: pd.Da
     d_values = sorted(networks["d_model"].unique()) if len(networks) else []
     doc.p(f"The grid's N: {', '.join(str(int(v)) for v in n_values) or 'none'}; D: "
           f"{', '.join(str(int(v)) for v in d_values) or 'none'}.")
+    doc.h(3, "The networks")
+    doc.p("Every network's validation loss against the n-gram tables of the whole train split (nats per token; the "
+          "bigram is interpolated with the unigram, its weight λ tuned on the validation set: the best such table). "
+          "A network must beat the bigram by at least 0.1 nats (the margin) not to be flagged degenerate.")
+    doc.ul([_network_line(r) for _, r in networks.sort_values(["model", "pretrain_seed"]).iterrows()]
+           if len(networks) else [])
+    doc.p(_ordering_sentence(ordering))
 
     # 5. families
     doc.h(2, "5. Encoder-only, decoder-only, encoder-decoder")
@@ -455,7 +772,7 @@ def page(tables: dict[str, pd.DataFrame], summary: pd.DataFrame, networks: pd.Da
             allc = surv[(surv["model"] == r["model"]) & (surv["target"] == "all") & (surv["policy"] == "full")
                         & (surv["threshold"] == r["threshold"]) & (surv["regime"] == r["regime"])]
             rf = ref[(ref["model"] == r["model"]) & (ref["threshold"] == r["threshold"])] if len(ref) else ref
-            col = "fraction_hi" if unit == "fraction" else "examples_hi"
+            col = "fraction" if unit == "fraction" else "examples"
             rows_out.append([r["model"], f"{r['target']} / {r['policy']}", f"{r['threshold']:g}", _cost(r, unit),
                              _cost(allc.iloc[0], unit) if len(allc) else "n/a",
                              _num(rf[col].astype(float).median()) if len(rf) else "n/a"])
@@ -466,8 +783,11 @@ def page(tables: dict[str, pd.DataFrame], summary: pd.DataFrame, networks: pd.Da
     doc.h(2, "7. Caveats the data shows")
     items = [_clusters_sentence(networks)]
     for _, r in degenerate.iterrows():
-        items.append(f"{r['model']} pretraining seed {r['pretrain_seed']} is **degenerate** (no better than unigram "
-                     f"statistics, or resetting every layer did little damage): excluded from every verdict above.")
+        reasons = [DEGENERATE_WORDS.get(k, k) for k in str(r.get("degenerate_reason") or "").split(",") if k]
+        why = ("; ".join(reasons) if reasons else
+               "no better than n-gram statistics, or resetting every layer did little damage")
+        items.append(f"{r['model']} pretraining seed {r['pretrain_seed']} is **degenerate** ({why}): excluded "
+                     f"from every verdict above.")
     off = flags[flags["off_plateau"].astype(bool)] if len(flags) else flags
     for _, r in off.iterrows():
         items.append(f"{r['model']} pretraining seed {r['pretrain_seed']} was still improving at the end of "

@@ -7,21 +7,46 @@ CURVE_COLUMNS / NETWORK_COLUMNS below.
 
 Flags (documented in the README):
 - ``off_plateau``: pretraining's val loss still fell by more than eps_min x baseline / 4 over its last quarter.
-- ``degenerate``: the baseline is not clearly below the unigram loss (by less than UNIGRAM_MARGIN of it), or the
-  network's reset-all control did less damage than eps_min: such a network "heals instantly" for no reason worth
-  reporting.
+- ``degenerate``: any of three conditions, named in networks.parquet's ``degenerate_reason`` (comma-separated,
+  "" when none): ``unigram``, the baseline is not clearly below the unigram loss (by less than UNIGRAM_MARGIN of
+  it); ``bigram``, it does not beat the interpolated bigram (validation-tuned weight, data/ngrams.py) by at least
+  BIGRAM_MARGIN nats (``bigram_margin`` = bigram_loss - baseline_loss < BIGRAM_MARGIN; masked LMs have no bigram);
+  ``reset_all_harmless``, the network's reset-all control did less damage than eps_min. Such a network "heals
+  instantly" or has learned no more than a frequency table: nothing worth reporting.
 - ``baseline_not_converged`` (per cell): its matched no-reset control went below baseline x (1 - eps_min / 2)
   within the examples the cell trained, so training alone moves the loss by more than the tightest margin.
+
+Networks (networks.parquet, beside the flags): ``train_sequences`` (S), ``epochs`` (E) and ``context`` (tokens per
+sequence) of its pretraining, or of its adaptation for an adapted downloaded model (null for a downloaded model
+healed as downloaded); ``pretrain_examples`` (S x E) and ``pretrain_tokens`` (tokens seen); ``unigram_loss``,
+``bigram_loss``, ``bigram_weight`` (the bigram's λ) and ``bigram_margin`` (nats; positive: the network beats it).
+
+Cost relative to the from-scratch run (summary.parquet, ``add_scratch_reference``): per (cell, threshold), where the
+network's own pretraining curve (curves.parquet, kind ``pretrain``) first reached the same threshold loss
+(baseline x (1 + eps)), linearly interpolated between the two evaluations that bracket it
+(``answer.first_crossing``, also behind the answer's ``pretrain_reference``):
+- ``scratch_examples`` (float): that interpolated number of pretraining examples; NaN for a network not pretrained
+  from scratch here (a downloaded model, adapted or not: its curve is no from-scratch run) or whose curve never
+  reached the threshold loss.
+- ``scratch_examples_lo``, ``scratch_examples_hi`` (Int64): the bracketing evaluations, the last above and the
+  first at or below (both the first evaluation when it is already at or below; never reached: lo = the last
+  evaluation, hi null).
+- ``scratch_coarse`` (bool): the bracket is wider than SCRATCH_RESOLUTION (10 %, the retrain resolution) of
+  ``scratch_examples``, so the interpolation is rough.
+- ``relative_to_scratch``, ``relative_lo``, ``relative_hi`` (float): examples, examples_lo and examples_hi over
+  ``scratch_examples`` (NaN where it is unknown or 0; relative_hi NaN when not recovered, as fraction_hi).
 """
 
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import asdict
 
 import pandas as pd
 
 from selfheal import records, results_io
+from selfheal.analysis.answer import RESOLUTION, first_crossing
 from selfheal.grid import TRAINED
 from selfheal.models.families import FAMILIES
 from selfheal.records import Baseline, CellResult, PretrainSummary
@@ -34,20 +59,24 @@ SUMMARY_COLUMNS = [
     "fraction_of_pretrain", "examples_lo", "examples_hi", "tokens_lo", "tokens_hi", "steps_lo", "steps_hi",
     "fraction_lo", "fraction_hi", "baseline_loss", "damaged_loss", "final_loss", "threshold_loss", "wall_s",
     "budget_examples", "pretrain_examples", "trainable_params", "n_params", "control_loss", "baseline_not_converged",
-    "degenerate", "off_plateau", "cka", "cka_floor",
+    "degenerate", "off_plateau", "cka", "cka_floor", "scratch_examples", "scratch_examples_lo", "scratch_examples_hi",
+    "scratch_coarse", "relative_to_scratch", "relative_lo", "relative_hi",
 ]
 CURVE_COLUMNS = [
     "kind", "model", "pretrain_seed", "target", "stack", "layer", "depth", "policy", "init", "regime", "seed",
     "examples", "tokens", "steps", "fraction_of_pretrain", "wall_s", "val_loss", "train_loss", "replay",
 ]
 NETWORK_COLUMNS = [
-    "model", "pretrain_seed", "arch", "family_kind", "source", "n_layer", "d_model", "n_params", "pretrain_examples",
-    "pretrain_tokens", "baseline_loss", "unigram_loss", "bigram_loss", "last_quarter_val_drop", "off_plateau",
-    "degenerate",
+    "model", "pretrain_seed", "arch", "family_kind", "source", "n_layer", "d_model", "n_params", "train_sequences",
+    "epochs", "context", "pretrain_examples", "pretrain_tokens", "baseline_loss", "unigram_loss", "bigram_loss",
+    "bigram_weight", "bigram_margin", "last_quarter_val_drop", "off_plateau", "degenerate", "degenerate_reason",
 ]
 CELL_KEYS = ["model", "pretrain_seed", "target", "policy", "init", "regime", "seed"]
 NETWORK_KEYS = ["model", "pretrain_seed"]
 UNIGRAM_MARGIN = 0.05  # a baseline must be at least 5 % below the unigram loss not to be degenerate
+BIGRAM_MARGIN = 0.1  # ... and at least 0.1 nats below the (validation-tuned) interpolated bigram loss
+SCRATCH_RESOLUTION = RESOLUTION  # 10 %: a pretraining bracket wider than this share of scratch_examples is coarse
+SCRATCH_SOURCE = "scratch"  # the networks whose pretraining curve is a from-scratch run
 
 
 def _fraction(examples, pretrain_examples):
@@ -82,8 +111,12 @@ def summary_table(recovery_paths: list[str]) -> pd.DataFrame:
     table = pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
     for column in ("layer", "depth", "pretrain_examples", "diverged_step", "examples_hi", "tokens_hi", "steps_hi"):
         table[column] = table[column].astype("Int64")
-    for column in ("fraction_of_pretrain", "fraction_lo", "fraction_hi", "cka", "cka_floor", "control_loss"):
+    for column in ("fraction_of_pretrain", "fraction_lo", "fraction_hi", "cka", "cka_floor", "control_loss",
+                   "scratch_examples", "relative_to_scratch", "relative_lo", "relative_hi"):
         table[column] = table[column].astype("float64")
+    for column in ("scratch_examples_lo", "scratch_examples_hi"):
+        table[column] = table[column].astype("Int64")
+    table["scratch_coarse"] = False  # filled by add_scratch_reference
     return table.sort_values(["model", "pretrain_seed", "regime", "policy", "init", "target", "seed", "threshold"],
                              ignore_index=True)
 
@@ -124,6 +157,20 @@ def family_kind(arch: str) -> str:
     return "encoder-only" if family.objective == "masked_lm" else "decoder-only"
 
 
+def degenerate_reasons(val_loss: float, unigram_loss: float | None, bigram_loss: float | None,
+                       harmless_reset: bool) -> list[str]:
+    """Which of the ``degenerate`` conditions fire (module docstring): ``unigram``, ``bigram``,
+    ``reset_all_harmless``."""
+    reasons = []
+    if unigram_loss is not None and not pd.isna(unigram_loss) and val_loss > unigram_loss * (1 - UNIGRAM_MARGIN):
+        reasons.append("unigram")
+    if bigram_loss is not None and not pd.isna(bigram_loss) and bigram_loss - val_loss < BIGRAM_MARGIN:
+        reasons.append("bigram")
+    if harmless_reset:
+        reasons.append("reset_all_harmless")
+    return reasons
+
+
 def networks_table(pretrain_summaries: list[str], baselines: list[str], summary: pd.DataFrame,
                    thresholds: dict[str, list[float]]) -> pd.DataFrame:
     """One row per network (a baseline file), with its quality flags; ``thresholds``: eps list per model."""
@@ -139,21 +186,25 @@ def networks_table(pretrain_summaries: list[str], baselines: list[str], summary:
         all_damage = damage[(damage["model"] == base.model) & (damage["pretrain_seed"] == base.pretrain_seed)]
         harmless_reset = bool(len(all_damage)) and bool(
             ((all_damage["damaged_loss"] - base.val_loss) / base.val_loss < eps_min).any())
+        reasons = degenerate_reasons(base.val_loss, base.unigram_loss, base.bigram_loss, harmless_reset)
         rows.append({
             "model": base.model, "pretrain_seed": base.pretrain_seed, "arch": pre.arch,
             "family_kind": family_kind(pre.arch), "source": pre.source, "n_layer": pre.n_layer,
-            "d_model": pre.d_model, "n_params": pre.params, "pretrain_examples": pre.pretrain_examples,
+            "d_model": pre.d_model, "n_params": pre.params, "train_sequences": pre.train_sequences,
+            "epochs": pre.epochs, "context": pre.context, "pretrain_examples": pre.pretrain_examples,
             "pretrain_tokens": pre.tokens, "baseline_loss": base.val_loss, "unigram_loss": base.unigram_loss,
-            "bigram_loss": base.bigram_loss, "last_quarter_val_drop": drop,
+            "bigram_loss": base.bigram_loss, "bigram_weight": base.bigram_weight,
+            "bigram_margin": None if base.bigram_loss is None else base.bigram_loss - base.val_loss,
+            "last_quarter_val_drop": drop,
             "off_plateau": drop is not None and drop > eps_min * base.val_loss / 4,
-            "degenerate": (base.unigram_loss is not None
-                           and base.val_loss > base.unigram_loss * (1 - UNIGRAM_MARGIN)) or harmless_reset,
+            "degenerate": bool(reasons), "degenerate_reason": ",".join(reasons),
         })
     table = pd.DataFrame(rows, columns=NETWORK_COLUMNS)
-    for column in ("pretrain_examples", "pretrain_tokens"):
+    for column in ("train_sequences", "epochs", "context", "pretrain_examples", "pretrain_tokens"):
         table[column] = table[column].astype("Int64")
-    table["bigram_loss"] = table["bigram_loss"].astype("float64")
-    table["last_quarter_val_drop"] = table["last_quarter_val_drop"].astype("float64")
+    for column in ("unigram_loss", "bigram_loss", "bigram_weight", "bigram_margin", "last_quarter_val_drop"):
+        table[column] = table[column].astype("float64")
+    table["degenerate_reason"] = table["degenerate_reason"].astype(str)
     return table.sort_values(NETWORK_KEYS, ignore_index=True)
 
 
@@ -197,6 +248,49 @@ def add_controls_and_flags(summary: pd.DataFrame, curves: pd.DataFrame, networks
     return out
 
 
+def add_scratch_reference(summary: pd.DataFrame, curves: pd.DataFrame, networks: pd.DataFrame) -> pd.DataFrame:
+    """The scratch_* and relative_* columns (module docstring): per (cell, threshold), where the network's own
+    from-scratch pretraining curve first reached the row's threshold_loss, interpolated, and the cell's cost over
+    it. Networks not pretrained from scratch here (``source`` other than scratch) and networks without a curve get
+    NaN / null."""
+    out = summary.copy()
+    pre = curves[curves["kind"] == "pretrain"] if "kind" in curves.columns else curves.iloc[:0]
+    if "source" in networks.columns:
+        scratch = {(m, int(p)) for m, p, src in zip(networks["model"], networks["pretrain_seed"], networks["source"])
+                   if src == SCRATCH_SOURCE}
+    else:
+        scratch = {(m, int(p)) for m, p in zip(networks["model"], networks["pretrain_seed"])}
+    by_network = {(model, int(ps)): (group["examples"].to_numpy(dtype=float), group["val_loss"].to_numpy(dtype=float))
+                  for (model, ps), group in pre.groupby(NETWORK_KEYS, sort=False)
+                  if (model, int(ps)) in scratch}
+    found: dict[tuple, tuple] = {}
+    value, lo, hi, coarse = [], [], [], []
+    for model, ps, level in zip(out["model"], out["pretrain_seed"], out["threshold_loss"]):
+        key = (model, int(ps), float(level))
+        if key not in found:
+            curve = by_network.get(key[:2])
+            found[key] = (first_crossing(*curve, key[2], resolution=SCRATCH_RESOLUTION) if curve is not None
+                          else None)
+        crossing = found[key]
+        value.append(crossing.examples if crossing else math.nan)
+        lo.append(crossing.examples_lo if crossing else None)
+        hi.append(crossing.examples_hi if crossing else None)
+        coarse.append(bool(crossing.coarse) if crossing else False)
+    out["scratch_examples"] = pd.Series(value, index=out.index, dtype="float64")
+    out["scratch_examples_lo"] = pd.array(lo, dtype="Int64")
+    out["scratch_examples_hi"] = pd.array(hi, dtype="Int64")
+    out["scratch_coarse"] = pd.Series(coarse, index=out.index, dtype=bool)
+    base = out["scratch_examples"].where(out["scratch_examples"] > 0)
+
+    def per(column):
+        return (pd.to_numeric(out[column], errors="coerce").astype("float64") / base).astype("float64")
+
+    out["relative_to_scratch"] = per("examples")
+    out["relative_lo"] = per("examples_lo")
+    out["relative_hi"] = per("examples_hi")
+    return out
+
+
 def write(recovery_paths, recovery_curve_paths, pretrain_summaries, pretrain_curve_paths, baselines,
           unadapted_summaries, thresholds: dict[str, list[float]], summary_out: str, curves_out: str,
           networks_out: str) -> None:
@@ -205,11 +299,13 @@ def write(recovery_paths, recovery_curve_paths, pretrain_summaries, pretrain_cur
     summary = summary_table(recovery_paths)
     curves = curves_table(recovery_paths, recovery_curve_paths, pretrain_summaries, pretrain_curve_paths)
     networks = networks_table(list(pretrain_summaries) + list(unadapted_summaries), baselines, summary, thresholds)
-    results_io.write_parquet(summary_out, add_controls_and_flags(summary, curves, networks))
+    summary = add_scratch_reference(add_controls_and_flags(summary, curves, networks), curves, networks)
+    results_io.write_parquet(summary_out, summary.reindex(columns=SUMMARY_COLUMNS))
     results_io.write_parquet(curves_out, curves)
     results_io.write_parquet(networks_out, networks)
     for row in networks.itertuples(index=False):
         for flag in ("degenerate", "off_plateau"):
             if getattr(row, flag):
-                log.warning("network %s (pretrain seed %d) is flagged %s: its cells say little about healing "
-                            "(README, Outputs)", row.model, row.pretrain_seed, flag)
+                reason = f" ({row.degenerate_reason})" if flag == "degenerate" else ""
+                log.warning("network %s (pretrain seed %d) is flagged %s%s: its cells say little about healing "
+                            "(README, Outputs)", row.model, row.pretrain_seed, flag, reason)

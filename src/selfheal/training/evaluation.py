@@ -57,15 +57,18 @@ def baseline(model_cfg: dict, eval_cfg: dict, tokens_path: str, trained_dir: str
 
 def write_baseline(model_cfg: dict, job: setup.Setup, loss: float, tokens_path: str, out_path: str) -> Baseline:
     """Write ``baselines/{model}/p{seed}.json``: the trained model's validation loss and perplexity, with the
-    unigram and bigram reference losses of the same validation targets."""
-    unigram, bigram = ngrams.reference_losses(load_file(str(tokens_path))["train"], job.val_batches,
-                                              job.family.objective, streams.vocabulary(tokens_path)["vocab_size"])
+    unigram and interpolated-bigram reference losses of the same validation targets (``ngrams``), the bigram's
+    weight and the network's margin over it."""
+    ref = ngrams.reference_losses(load_file(str(tokens_path))["train"], job.val_batches, job.family.objective,
+                                  streams.vocabulary(tokens_path)["vocab_size"])
     out = Baseline(model=model_cfg["name"], val_loss=loss, perplexity=math.exp(loss),
                    val_sequences=sum(int(b["input_ids"].shape[0]) for b in job.val_batches),
                    context=model_cfg["context"], pretrain_seed=model_cfg["pretrain"]["seed"],
-                   unigram_loss=unigram, bigram_loss=bigram)
+                   unigram_loss=ref.unigram, bigram_loss=ref.bigram, bigram_weight=ref.bigram_weight,
+                   bigram_margin=None if ref.bigram is None else ref.bigram - loss)
     records.write(out_path, out)
     log.info("baseline %s (pretrain seed %d): val loss %.4f, perplexity %.2f; unigram %.4f, bigram %s",
-             model_cfg["name"], out.pretrain_seed, loss, out.perplexity, unigram,
-             "-" if bigram is None else f"{bigram:.4f}")
+             model_cfg["name"], out.pretrain_seed, loss, out.perplexity, ref.unigram,
+             "-" if ref.bigram is None else f"{ref.bigram:.4f} (weight {ref.bigram_weight:.4f}, "
+                                            f"margin {out.bigram_margin:+.4f})")
     return out
