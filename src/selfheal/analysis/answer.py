@@ -35,7 +35,7 @@ from selfheal import results_io
 from selfheal.analysis import answer_plots, plots, scaling, survival
 
 TABLES = ["survival", "recovered_curves", "fit", "damage_cost", "damage_cells", "cka", "pretrain_reference",
-          "networks_flags", "size_ordering"]
+          "networks_flags", "size_ordering", "control_drift"]
 CKA_COLUMNS = ["model", "target", "depth", "regime", "policy", "init", "threshold", "cka", "cka_lo", "cka_hi",
                "cka_floor", "n_cells", "n_clusters"]
 REFERENCE_COLUMNS = ["model", "pretrain_seed", "threshold", "baseline_loss", "examples_lo", "examples_hi",
@@ -43,6 +43,8 @@ REFERENCE_COLUMNS = ["model", "pretrain_seed", "threshold", "baseline_loss", "ex
 FLAG_COLUMNS = ["model", "pretrain_seed", "family_kind", "n_layer", "d_model", "n_params", "pretrain_tokens",
                 "degenerate", "degenerate_reason", "off_plateau", "n_rows", "n_baseline_not_converged",
                 "n_control_moved"]
+CONTROL_DRIFT_COLUMNS = ["model", "pretrain_seed", "regime", "n_controls", "baseline_loss", "examples", "drift_median",
+                         "drift_min", "drift_max"]
 SIZE_ORDERING_COLUMNS = ["model_a", "model_b", "varied", "value_a", "value_b", "mean_loss_a", "mean_loss_b",
                          "difference", "seed_spread", "n_seeds", "holds"]
 # A crossing bracket wider than this share of the interpolated crossing is coarse (the retrain resolution).
@@ -271,7 +273,29 @@ def compute(summary: pd.DataFrame, curves: pd.DataFrame, networks: pd.DataFrame,
         "pretrain_reference": pretrain_reference(curves, networks, thresholds),
         "networks_flags": _flags(cells, networks),
         "size_ordering": size_ordering(networks),
+        "control_drift": control_drift(curves, networks),
     }
+
+
+def control_drift(curves: pd.DataFrame, networks: pd.DataFrame) -> pd.DataFrame:
+    """How far training alone moves each network's loss: per network and regime, its matched no-reset controls
+    (the reset cells' tensors trained from their trained values, init ``trained``) at the end of their runs, as
+    val loss / baseline − 1 (negative: training alone went below the baseline). A network off its plateau shows
+    here how much of a cell's "recovery" further training could account for."""
+    rec = curves[(curves["kind"] == "recovery") & (curves["init"] == survival.MATCHED_CONTROL_INIT)]
+    out = []
+    for (model, ps, regime), group in rec.groupby(["model", "pretrain_seed", "regime"], sort=True):
+        net = networks[(networks["model"] == model) & (networks["pretrain_seed"] == ps)]
+        if not len(net):
+            continue
+        baseline = float(net["baseline_loss"].iloc[0])
+        ends = group.sort_values("examples").groupby(["target", "policy", "seed"]).tail(1)
+        drift = ends["val_loss"].astype(float) / baseline - 1
+        out.append({"model": model, "pretrain_seed": int(ps), "regime": regime, "n_controls": len(ends),
+                    "baseline_loss": baseline, "examples": float(ends["examples"].median()),
+                    "drift_median": float(drift.median()), "drift_min": float(drift.min()),
+                    "drift_max": float(drift.max())})
+    return pd.DataFrame(out, columns=CONTROL_DRIFT_COLUMNS)
 
 
 # ---------------------------------------------------------------- the page
@@ -291,6 +315,10 @@ def _num(x: float) -> str:
 
 def _pct(x: float) -> str:
     return "n/a" if pd.isna(x) else f"{100 * x:.0f} %"
+
+
+def _signed_pct(x: float) -> str:
+    return "n/a" if pd.isna(x) else f"{100 * x:+.2f} %"
 
 
 def _cost(row: pd.Series, unit: str) -> str:
@@ -492,6 +520,14 @@ def _three_units(at: pd.DataFrame, unit: str, model: str, eps: float, summary: p
             "relative": _span(relative), "scratch": scratch}
 
 
+def _budget_words(row: pd.Series, unit: str) -> str:
+    """'0.2 of S × E = 6,184 examples', or 'N examples' when S × E is unknown."""
+    examples = f"{_num(float(row['budget_examples']))} examples"
+    if unit == "fraction" and not pd.isna(row.get("budget_fraction")):
+        return f"{_num(float(row['budget_fraction']))} of S × E = {examples}"
+    return examples
+
+
 def _three_units_words(units: dict) -> str:
     """'0.081 to 0.115 of S × E = 4,900 to 6,900 examples (310k to 440k tokens) = 0.12 to 0.17 × what pretraining
     from scratch needed to first reach that loss'."""
@@ -608,7 +644,9 @@ def page(tables: dict[str, pd.DataFrame], summary: pd.DataFrame, networks: pd.Da
             for eps in sorted({rows["threshold"].min(), rows["threshold"].max()}):
                 at = rows[rows["threshold"] == eps]
                 med = at[f"median_{unit}"]
-                span = _three_units_words(_three_units(at, unit, model, eps, summary, networks, ref))
+                span = (_three_units_words(_three_units(at, unit, model, eps, summary, networks, ref))
+                        if np.isfinite(med).any() else
+                        f"more than the budget ({_budget_words(at.iloc[0], unit)}) for every layer")
                 refused = int((at["n_censored"] + at["n_diverged"]).sum())
                 total = int(at["n_cells"].sum())
                 unreached = int((~np.isfinite(med)).sum())
@@ -617,8 +655,9 @@ def page(tables: dict[str, pd.DataFrame], summary: pd.DataFrame, networks: pd.Da
                 allc_text = (f"; resetting every layer: {_cost(allc.iloc[0], unit)}" if len(allc) else "")
                 headline.append(
                     f"**{model}** (N = {int(at['n_layer'].iloc[0])}, D = {int(at['d_model'].iloc[0])}), ε = "
-                    f"{eps:g}: one reset layer needs a median {span}, depending on the layer"
-                    f"{' (' + str(unreached) + ' layer(s) with the median beyond the budget)' if unreached else ''}"
+                    f"{eps:g}: one reset layer needs a median {span}"
+                    f"{', depending on the layer' if np.isfinite(med).any() else ''}"
+                    f"{' (' + str(unreached) + ' layer(s) with the median beyond the budget)' if unreached and np.isfinite(med).any() else ''}"
                     f"{allc_text}; {refused} of {total} layer cells did not get there within the budget.")
     for setting in settings[:1]:
         rows = _pick(fit, setting)
@@ -789,9 +828,26 @@ def page(tables: dict[str, pd.DataFrame], summary: pd.DataFrame, networks: pd.Da
         items.append(f"{r['model']} pretraining seed {r['pretrain_seed']} is **degenerate** ({why}): excluded "
                      f"from every verdict above.")
     off = flags[flags["off_plateau"].astype(bool)] if len(flags) else flags
+    drift = tables.get("control_drift", pd.DataFrame(columns=CONTROL_DRIFT_COLUMNS))
     for _, r in off.iterrows():
+        mine = drift[(drift["model"] == r["model"]) & (drift["pretrain_seed"] == r["pretrain_seed"])]
+        measured = "; ".join(
+            f"in the {d['regime']} regime its {d['n_controls']} matched no-reset control(s) ended "
+            f"{_signed_pct(d['drift_min'])} to {_signed_pct(d['drift_max'])} from the baseline (median "
+            f"{_signed_pct(d['drift_median'])}) "
+            f"after a median {_num(d['examples'])} examples" for _, d in mine.iterrows())
+        eps_min = float(summary["threshold"].min()) if len(summary) else math.nan
+        largest = float(mine[["drift_min", "drift_max"]].abs().max().max()) if len(mine) else math.nan
+        verdict = (f"at most {_signed_pct(largest)[1:]} either way, under ε_min / 2 = {100 * eps_min / 2:g} %: training "
+                   f"alone does not account for the recoveries at these thresholds" if largest < eps_min / 2 else
+                   f"as much as {_signed_pct(largest)[1:]}: a recovery to within an ε near that drift is partly "
+                   f"further training, not healing")
         items.append(f"{r['model']} pretraining seed {r['pretrain_seed']} was still improving at the end of "
-                     f"pretraining (off its plateau): part of any 'recovery' may be further training.")
+                     f"pretraining (off its plateau): "
+                     + (f"{measured}; {verdict} (summary.parquet's `control_loss` gives each cell's control at its "
+                        f"crossing)." if measured else
+                        "part of any 'recovery' may be further training (no matched control in this grid measures "
+                        "how much)."))
     bnc = int(flags["n_baseline_not_converged"].sum()) if len(flags) else 0
     moved = int(flags["n_control_moved"].sum()) if len(flags) else 0
     rows_total = int(flags["n_rows"].sum()) if len(flags) else 0

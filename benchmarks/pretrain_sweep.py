@@ -1,0 +1,89 @@
+"""The measured sweep behind the default config's pretraining settings: each row pretrains one GPT-2 network with
+the workflow's own code (`selfheal.training.pretrain`) on the default corpus and tokenizer, and reports its
+validation loss against the unigram and the validation-tuned interpolated bigram of the train split, the plateau
+check (val loss drop over the last quarter) and its wall time. Rows run two at a time, one thread each.
+
+    .venv/bin/python benchmarks/pretrain_sweep.py results           # the default grid's data (run it first)
+    .venv/bin/python benchmarks/pretrain_sweep.py results --only 'n=2 d=64'   # rows whose label contains this
+
+Prints a markdown table (docs/method.md, "Choosing the default", holds its output) and writes
+`<results>/sweep/pretrain_sweep.parquet`. A row's numbers depend only on its settings (same machine, same numbers).
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import tempfile
+import time
+from pathlib import Path
+
+import pandas as pd
+import yaml
+from common import ROOT
+
+from selfheal import config, grid, records
+from selfheal.records import Baseline
+from selfheal.training import pretrain
+
+# (n_layer, d_model, lr, batch_size, context, S or None = the whole train split, epochs)
+ROWS = [
+    (2, 32, 3e-3, 32, 64, None, 1), (4, 64, 3e-3, 32, 64, None, 1),          # the old learning rate, one epoch
+    (2, 32, 1e-2, 32, 64, None, 1), (4, 64, 1e-2, 32, 64, None, 1), (2, 64, 1e-2, 32, 64, None, 1),
+    (2, 96, 1e-2, 32, 64, None, 1), (2, 128, 1e-2, 32, 64, None, 1),          # D = 128 diverges at 1e-2
+    (2, 128, 4e-3, 32, 64, None, 1), (2, 128, 6e-3, 32, 64, None, 1), (4, 128, 5e-3, 32, 64, None, 1),
+    (2, 32, 1e-2, 32, 128, None, 1), (2, 64, 1e-2, 32, 128, None, 1),         # context 128: half the steps
+    (2, 32, 1e-2, 16, 64, None, 1), (4, 32, 1e-2, 16, 64, None, 1),           # batch 16: twice the steps
+    (2, 64, 6e-3, 16, 64, None, 1), (4, 64, 6e-3, 16, 64, None, 1), (2, 128, 6e-3, 16, 64, None, 1),
+]
+
+
+def label(row) -> str:
+    n, d, lr, batch, context, S, E = row
+    return f"n={n} d={d} lr={lr:g} batch={batch} context={context} S={'all' if S is None else S} E={E}"
+
+
+def run_one(row, results: str) -> dict:
+    n, d, lr, batch, context, S, E = row
+    raw = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    raw["models"] = [{"name": "sweep", "arch": "gpt2", "n_layer": n, "d_model": d, "n_head": 4, "context": context}]
+    raw["pretrain"].update(epochs=E, train_sequences=S, lr=lr, batch_size=batch, seeds=[0])
+    cfg = config.resolve(raw)
+    model_cfg = grid.network_config(grid.model_by_name(cfg, "sweep"), 0)
+    tokens = f"{results}/corpus/bpe/tokens.safetensors"
+    with tempfile.TemporaryDirectory() as d_:
+        t0 = time.perf_counter()
+        summary = pretrain.pretrain(model_cfg, cfg["eval"], tokens, f"{d_}/theta0", f"{d_}/trained",
+                                    f"{d_}/curve.parquet", f"{d_}/pretrain.json", threads=1,
+                                    baseline_path=f"{d_}/baseline.json")
+        wall = time.perf_counter() - t0
+        base = records.read(f"{d_}/baseline.json", Baseline)
+    return {"setting": label(row), "n_layer": n, "d_model": d, "lr": lr, "batch_size": batch, "context": context,
+            "S": summary.train_sequences, "E": E, "params": summary.params, "val_loss": base.val_loss,
+            "unigram_loss": base.unigram_loss, "bigram_loss": base.bigram_loss,
+            "bigram_margin": base.bigram_loss - base.val_loss,
+            "last_quarter_val_drop": summary.last_quarter_val_drop, "wall_s": wall}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("results", type=Path, help="a results folder with the default corpus and tokens")
+    parser.add_argument("--only", default="", help="run only rows whose label contains this text")
+    parser.add_argument("--workers", type=int, default=2)
+    a = parser.parse_args()
+    rows = [r for r in ROWS if a.only in label(r)]
+    with concurrent.futures.ProcessPoolExecutor(a.workers) as pool:
+        table = pd.DataFrame(list(pool.map(run_one, rows, [str(a.results)] * len(rows))))
+    out = a.results / "sweep" / "pretrain_sweep.parquet"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    table.to_parquet(out)
+    print("| setting | params | val loss | bigram | margin | last-quarter drop | wall |")
+    print("|---|---|---|---|---|---|---|")
+    for r in table.itertuples():
+        print(f"| {r.setting} | {r.params:,} | {r.val_loss:.3f} | {r.bigram_loss:.3f} | {r.bigram_margin:+.3f} | "
+              f"{r.last_quarter_val_drop:.3f} | {r.wall_s:.0f} s |")
+    print(f"written: {out}")
+
+
+if __name__ == "__main__":
+    main()
