@@ -21,15 +21,30 @@ def test_shipped_configs_are_valid(name):
     assert len(grid.cells(resolved)) > 0
 
 
-def test_default_grid_has_every_layer_two_seeds_and_controls():
+def test_default_grid_has_every_layer_two_networks_and_controls():
     resolved = config.resolve(_default())
     cells = grid.cells(resolved)
     n_layers = {m["name"]: m["n_layer"] for m in resolved["models"]}
     assert len(n_layers) >= 2 and len({(m["n_layer"], m["d_model"]) for m in resolved["models"]}) >= 2
-    for model, n in n_layers.items():
-        for seed in (0, 1):
-            targets = {c.target for c in cells if c.model == model and c.seed == seed}
+    for model in resolved["models"]:
+        assert len(model["pretrain"]["seeds"]) >= 2  # intervals resample pretrained networks
+        n = model["n_layer"]
+        for seed in resolved["grid"]["seeds"]:
+            targets = {c.target for c in cells if c.model == model["name"] and c.seed == seed}
             assert targets == {f"L{i}" for i in range(n)} | {"none", "all"}
+
+
+def test_default_sizes_share_data_and_schedule():
+    """Vary one thing at a time: every size of the default trains on the same S, E, context and schedule, so no
+    size axis is confounded with training length (docs/method.md, "Choosing the default")."""
+    resolved = config.resolve(_default())
+    keys = ("epochs", "train_sequences", "batch_size", "lr", "warmup_fraction", "min_lr_fraction", "weight_decay")
+    schedules = {tuple(m["pretrain"][k] for k in keys) + (m["context"],) for m in resolved["models"]}
+    assert len(schedules) == 1, schedules
+    sizes = {(m["n_layer"], m["d_model"]) for m in resolved["models"]}
+    # from some size, one other differs in N only and one in D only
+    assert any((n2, d) in sizes and n2 != n for n, d in sizes for n2, _ in sizes)
+    assert any((n, d2) in sizes and d2 != d for n, d in sizes for _, d2 in sizes)
 
 
 def _mutate(path, value):
