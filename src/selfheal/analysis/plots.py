@@ -33,6 +33,7 @@ import numpy as np
 import pandas as pd
 
 from selfheal.analysis import stats
+from selfheal.analysis.survival import MATCHED_CONTROL_INIT
 
 alt.data_transformers.disable_max_rows()
 
@@ -205,7 +206,8 @@ def recovery_cost(summary: pd.DataFrame, unit: str = "fraction_of_pretrain") -> 
     table["cost"] = table[unit].astype(float)  # 0: within eps before any training, drawn at the axis's 0
     table["status"] = [SEED_STATUS[2] if d else (SEED_STATUS[0] if r else SEED_STATUS[1])
                        for r, d in zip(table["recovered"], table["diverged"])]
-    layers = table[table["depth"].notna()].copy()
+    # matched no-reset controls (init "trained") start at the baseline: they have no cost to draw
+    layers = table[table["depth"].notna() & (table["init"] != MATCHED_CONTROL_INIT)].copy()
     layers["layer"] = layers["depth"].astype(int)
     keys = ["model", "setting", "threshold", "layer"]
     means = _mean_ci(layers, keys, "cost")
