@@ -8,7 +8,12 @@ and whether the damage a reset does predicts its cost.
   (the clusters), resampled within each model so every bootstrap grid keeps the design (exactly enumerated when the
   distinct resamples are few); with one network per model the retrain seeds are resampled instead, and the
   interval does not cover between-network variation. A term the grid does not vary, or that is confounded with the
-  terms before it (the design's rank does not grow), is reported as not determined, never as zero.
+  terms before it (the design's rank does not grow), is reported as not determined, never as zero; so is every term
+  of a fit with fewer than MIN_CELLS_PER_PARAMETER cells per parameter or with more than MAX_SHARE_AT_ZERO of its
+  cells at zero cost, a first/last-layer indicator whose cells are all censored (its coefficient is unbounded), and
+  a term whose estimate lies outside its refits' 95 % range (unstable: no number is printed rather than an interval
+  that excludes its own estimate). With few networks per model the percentile interval under-covers
+  (tests/test_intervals.py measures it on synthetic grids with a known effect).
 - ``damage_cost``: Spearman's rank correlation, across single-layer cells, between the zero-step damage (loss right
   after the reset minus the baseline) and the cost; censored cells rank above every recovered one (their cost
   exceeds the budget, the largest cost seen), with the same cluster-bootstrap interval.
@@ -41,6 +46,12 @@ FIT_COLUMNS = ["regime", "policy", "init", "threshold", "term", "label", "determ
                "n_resamples", "n_failed", "interval_over"]
 DAMAGE_COLUMNS = ["regime", "policy", "init", "threshold", "rho", "rho_lo", "rho_hi", "n_cells", "n_censored",
                   "n_clusters", "n_resamples", "interval_over", "note"]
+# A fit needs at least this many (non-zero-cost) cells per parameter, and is not made when more than this share
+# of the single-layer cells cost nothing at that eps (within eps before any training: the cost of the rest is then
+# a question about a few cells).
+MIN_CELLS_PER_PARAMETER = 2
+MAX_SHARE_AT_ZERO = 0.5
+INDICATORS = ("first_layer", "last_layer")  # 0/1 terms: unbounded when every cell they mark is censored
 MAX_FIT_RESAMPLES = 15  # each AFT fit takes about 0.6 CPU-seconds: a bigger bootstrap would take minutes
 MAX_RANK_RESAMPLES = 500
 
@@ -122,11 +133,20 @@ def _aft(x: pd.DataFrame, lower: np.ndarray, upper: np.ndarray,
         data = data[keep]
         data["_w"] = weights[keep]
     fitter = LogNormalAFTFitter() if start is None else _WarmLogNormalAFT()
+    initial = None
+    if start is not None:
+        # lifelines optimises on the covariates divided by their standard deviation (pandas' std of the rows it is
+        # given; 1 for a constant column) and takes the initial point on that scale: a start on the covariates'
+        # own scale would begin far from the optimum, and the optimiser can stop there on a flat likelihood.
+        std = data[list(x.columns)].std()
+        std = std.where(std >= 1e-8, 1.0)
+        initial = start.to_numpy(float) * np.array(
+            [float(std.get(cov, 1.0)) if param == "mu_" else 1.0 for param, cov in start.index])
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             fitter.fit_interval_censoring(data, "_lo", "_hi", weights_col="_w" if weights is not None else None,
-                                          initial_point=None if start is None else start.to_numpy(float))
+                                          initial_point=initial)
     except Exception:  # lifelines raises ConvergenceError and others on separated or degenerate data
         return None
     params = fitter.params_
@@ -172,11 +192,19 @@ def _fit(cells: pd.DataFrame, max_resamples: int, pool) -> pd.DataFrame:
         unit = cost_unit(rows)
         x = _design(rows)
         kept, why = identifiable(x)
+        censored = (rows["status"] != "recovered").to_numpy()
+        for term in list(kept):
+            if term in INDICATORS and censored[x[term].to_numpy(float) == 1].all():
+                kept.remove(term)  # its MLE is unbounded: the data say only that these cells cost more
+                why[term] = ("not determined: every such cell is beyond the budget (only a lower bound on its cost; "
+                             "the fit's coefficient would be unbounded)")
         lower, upper = _bounds(rows, unit)
         base = {"regime": regime, "policy": policy, "init": init, "threshold": threshold, "unit": unit,
-                "n_cells": len(rows), "n_censored": int((rows["status"] != "recovered").sum()),
+                "n_cells": len(rows), "n_censored": int(censored.sum()),
                 "n_clusters": int(rows[survival.CLUSTER].drop_duplicates().shape[0])}
-        too_few = len(rows) < len(kept) + 3  # intercept, scale and at least one degree of freedom
+        n_parameters = len(kept) + 2  # the terms, the intercept and the scale
+        mostly_free = at_zero.mean() > MAX_SHARE_AT_ZERO if len(at_zero) else False
+        too_few = len(rows) < MIN_CELLS_PER_PARAMETER * n_parameters or mostly_free
         point = _aft(x[kept], lower, upper) if np.isfinite(upper).any() and not too_few else None
         boot, probs, failed, col = [], [], 0, "none"
         if point is not None:
@@ -199,12 +227,23 @@ def _fit(cells: pd.DataFrame, max_resamples: int, pool) -> pd.DataFrame:
                 continue
             if point is None:
                 note = ("not fitted: every cell censored" if not np.isfinite(upper).any()
-                        else f"not fitted: {len(rows)} cells for {len(kept) + 2} parameters" if too_few
+                        else f"not determined: {int(at_zero.sum())} of {len(at_zero)} cells cost nothing at this ε "
+                             f"(more than {MAX_SHARE_AT_ZERO:.0%})" if mostly_free
+                        else f"not determined: {len(rows)} cells for {n_parameters} parameters (fewer than "
+                             f"{MIN_CELLS_PER_PARAMETER} per parameter)" if too_few
                         else "not fitted: the model did not converge on this grid")
                 out.append({**row, "determined": False, "note": "; ".join(filter(None, [note, left_out]))})
                 continue
             coef = float(point.loc[("mu_", term)])
             lo, hi = survival.weighted_interval([float(b[term]) for b in boot], probs) if probs else (coef, coef)
+            if not lo <= coef <= hi:
+                # The refits on resampled networks do not surround the fit on all of them: the estimate moves by
+                # more than its own interval from one set of networks to another (a flat or multimodal
+                # likelihood), so neither the number nor an interval around it can be reported.
+                out.append({**row, "determined": False, "note": "; ".join(filter(None, [
+                    f"not determined: unstable (the fit on every network gives {coef:.3g}, outside the 95 % range "
+                    f"[{lo:.3g}, {hi:.3g}] of its refits on resampled networks)", left_out]))})
+                continue
             out.append({**row, "determined": True,
                         "note": "; ".join(filter(None, ["" if probs else "no interval: one pretrained network and one "
                                                         "seed per model", left_out])),
