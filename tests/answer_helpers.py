@@ -1,5 +1,5 @@
-"""Synthetic summary / curves / networks tables that follow the README's schemas, with known structure, for the
-answer statistics and page (tests/test_survival.py, tests/test_answer.py).
+"""Synthetic summary / curves / networks tables that follow the schemas of docs/outputs.md, with known structure,
+for the answer statistics and page (tests/test_survival.py, tests/test_answer.py).
 
 Every cell's validation loss decays as baseline * (1 + a * exp(-examples / tau)); its crossing of each threshold is
 read from that curve at the evaluation grid, so intervals, censoring and damage are consistent with the curves.

@@ -4,15 +4,16 @@ and whether the damage a reset does predicts its cost.
 - ``fit``: per setting (regime, policy, init) and threshold, a log-normal accelerated-failure-time model of the
   single-layer cells' cost interval (lifelines ``LogNormalAFTFitter.fit_interval_censoring``: interval-censored
   crossings, right-censored at the budget), log cost = b0 + b1 relative depth + b2 [first layer] + b3 [last layer]
-  + b4 log N + b5 log D + family terms + noise. Intervals are 95 % percentiles of a bootstrap of pretrained networks
-  (the clusters), resampled within each model so every bootstrap grid keeps the design (exactly enumerated when the
-  distinct resamples are few); with one network per model the retrain seeds are resampled instead, and the
+  + b4 log N + b5 log D + family terms + noise. Intervals are the bootstrap's normal intervals (estimate ± 1.96 ×
+  the refits' standard deviation: they contain their estimate by construction) over a bootstrap of pretrained
+  networks (the clusters), resampled within each model so every bootstrap grid keeps the design (exactly enumerated
+  when the distinct resamples are few); with one network per model the retrain seeds are resampled instead, and the
   interval does not cover between-network variation. A term the grid does not vary, or that is confounded with the
   terms before it (the design's rank does not grow), is reported as not determined, never as zero; so is every term
   of a fit with fewer than MIN_CELLS_PER_PARAMETER cells per parameter or with more than MAX_SHARE_AT_ZERO of its
   cells at zero cost, a first/last-layer indicator whose cells are all censored (its coefficient is unbounded), and
-  a term whose estimate lies outside its refits' 95 % range (unstable: no number is printed rather than an interval
-  that excludes its own estimate). With few networks per model the percentile interval under-covers
+  a term whose refits centre further from its estimate than UNSTABLE_BIAS standard errors and UNSTABLE_SHARE of it
+  (unstable). With few networks per model the percentile interval under-covers
   (tests/test_intervals.py measures it on synthetic grids with a known effect).
 - ``damage_cost``: Spearman's rank correlation, across single-layer cells, between the zero-step damage (loss right
   after the reset minus the baseline) and the cost; censored cells rank above every recovered one (their cost
@@ -51,6 +52,10 @@ DAMAGE_COLUMNS = ["regime", "policy", "init", "threshold", "rho", "rho_lo", "rho
 # a question about a few cells).
 MIN_CELLS_PER_PARAMETER = 2
 MAX_SHARE_AT_ZERO = 0.5
+# A term is unstable when its refits centre further from its estimate than both this many standard errors and this
+# share of the estimate: the estimate moves materially from one set of networks to another.
+UNSTABLE_BIAS = 2.0
+UNSTABLE_SHARE = 0.25
 INDICATORS = ("first_layer", "last_layer")  # 0/1 terms: unbounded when every cell they mark is censored
 MAX_FIT_RESAMPLES = 15  # each AFT fit takes about 0.6 CPU-seconds: a bigger bootstrap would take minutes
 MAX_RANK_RESAMPLES = 500
@@ -235,14 +240,14 @@ def _fit(cells: pd.DataFrame, max_resamples: int, pool) -> pd.DataFrame:
                 out.append({**row, "determined": False, "note": "; ".join(filter(None, [note, left_out]))})
                 continue
             coef = float(point.loc[("mu_", term)])
-            lo, hi = survival.weighted_interval([float(b[term]) for b in boot], probs) if probs else (coef, coef)
-            if not lo <= coef <= hi:
-                # The refits on resampled networks do not surround the fit on all of them: the estimate moves by
-                # more than its own interval from one set of networks to another (a flat or multimodal
-                # likelihood), so neither the number nor an interval around it can be reported.
+            lo, hi, bias, spread = _normal_interval(coef, [float(b[term]) for b in boot], probs)
+            if abs(bias) > UNSTABLE_BIAS * spread and abs(bias) > UNSTABLE_SHARE * abs(coef):
+                # The refits on resampled networks centre far from the fit on all of them (a flat or multimodal
+                # likelihood): neither the number nor an interval around it can be reported.
                 out.append({**row, "determined": False, "note": "; ".join(filter(None, [
-                    f"not determined: unstable (the fit on every network gives {coef:.3g}, outside the 95 % range "
-                    f"[{lo:.3g}, {hi:.3g}] of its refits on resampled networks)", left_out]))})
+                    f"not determined: unstable (the fit on every network gives {coef:.3g}; its refits on resampled "
+                    f"networks centre {bias:+.3g} away, more than {UNSTABLE_BIAS:g} standard errors and "
+                    f"{UNSTABLE_SHARE:.0%} of the estimate)", left_out]))})
                 continue
             out.append({**row, "determined": True,
                         "note": "; ".join(filter(None, ["" if probs else "no interval: one pretrained network and one "
@@ -254,6 +259,19 @@ def _fit(cells: pd.DataFrame, max_resamples: int, pool) -> pd.DataFrame:
         table[column] = table[column].astype(float)
     table["determined"] = table["determined"].astype(bool)
     return table
+
+
+def _normal_interval(coef: float, draws: list[float], probs: list[float]) -> tuple[float, float, float, float]:
+    """(lo, hi, bias, standard error): the bootstrap's normal interval, coef ± z × the refits' (probability-
+    weighted) standard deviation, which contains its estimate by construction; bias = the refits' mean − coef. With
+    no refits: (coef, coef, 0, 0)."""
+    if not probs:
+        return coef, coef, 0.0, 0.0
+    values, weights = np.asarray(draws, float), np.asarray(probs, float) / float(np.sum(probs))
+    mean = float(np.sum(weights * values))
+    spread = float(np.sqrt(np.sum(weights * (values - mean) ** 2)))
+    z = float(stats.norm.ppf(0.5 + survival.LEVEL / 2))
+    return coef - z * spread, coef + z * spread, mean - coef, spread
 
 
 def _rank_cost(rows: pd.DataFrame, unit: str) -> np.ndarray:

@@ -1,0 +1,150 @@
+"""The user documentation holds together: relative links resolve (files and GitHub-style heading anchors), no
+document names a temporary folder or reads like a lab notebook, every config key of the schema is in the key
+reference, and the README stays short with its regenerated headline block. Fast: reads files only."""
+
+import re
+import subprocess
+import unicodedata
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+KEY_REFERENCE = ROOT / "docs" / "configuration.md"
+LINKED = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", ROOT / "CHANGELOG.md", ROOT / "benchmarks" / "README.md",
+          ROOT / "config" / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+
+def _documents() -> list[Path]:
+    """Every Markdown file of the repository: tracked ones and new ones not ignored by git."""
+    try:
+        listed = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard", "*.md"], cwd=ROOT,
+                                capture_output=True, text=True, check=True).stdout.split()
+        paths = {ROOT / p for p in listed}
+    except (OSError, subprocess.CalledProcessError):
+        paths = set()
+    paths |= set(LINKED)
+    return sorted(p for p in paths if p.is_file() and ".venv" not in p.parts)
+
+
+def _prose(text: str) -> str:
+    """The text without fenced code blocks and inline code spans (links are never inside them)."""
+    text = re.sub(r"^```.*?^```", "", text, flags=re.M | re.S)
+    return re.sub(r"`[^`\n]*`", "", text)
+
+
+def slug(heading: str) -> str:
+    """GitHub's anchor for a heading: inline markup dropped, lower case, punctuation removed, spaces to hyphens."""
+    text = re.sub(r"`([^`]*)`", r"\1", heading.strip())
+    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", text)
+    text = text.lower()
+    kept = "".join(ch for ch in text
+                   if ch in " -_" or unicodedata.category(ch)[0] in "LN")
+    return kept.replace(" ", "-")
+
+
+def anchors(path: Path) -> set[str]:
+    text = re.sub(r"^```.*?^```", "", path.read_text(), flags=re.M | re.S)
+    seen: dict[str, int] = {}
+    found = set()
+    for heading in re.findall(r"^#{1,6} +(.+?) *#*$", text, flags=re.M):
+        base = slug(heading)
+        n = seen.get(base, 0)
+        found.add(base if n == 0 else f"{base}-{n}")
+        seen[base] = n + 1
+    return found
+
+
+def test_slug_follows_github():
+    assert slug("Frozen random components (Bogoychev 2021)") == "frozen-random-components-bogoychev-2021"
+    assert slug("Published experiments: Tamkin et al. 2020") == "published-experiments-tamkin-et-al-2020"
+    assert slug("`results_dir`") == "results_dir"
+    assert slug("Per cell, not grid level") == "per-cell-not-grid-level"
+
+
+@pytest.mark.parametrize("doc", [p for p in LINKED if p.is_file()], ids=lambda p: str(p.relative_to(ROOT)))
+def test_relative_links_resolve(doc):
+    broken = []
+    for target in re.findall(r"\[[^\]]*\]\(([^)\s]+)\)", _prose(doc.read_text())):
+        if re.match(r"[a-z]+:", target):  # http:, https:, mailto:
+            continue
+        file_part, _, anchor = target.partition("#")
+        dest = (doc.parent / file_part).resolve() if file_part else doc
+        if not dest.exists():
+            broken.append(f"{target}: no such file")
+        elif anchor and dest.suffix == ".md" and anchor not in anchors(dest):
+            broken.append(f"{target}: no heading with anchor #{anchor}")
+    assert not broken, broken
+
+
+def test_no_document_names_a_temporary_folder_or_a_session():
+    offending = []
+    for doc in _documents():
+        for number, line in enumerate(doc.read_text().splitlines(), 1):
+            if "/tmp/" in line or re.search(r"\bsession\b", line, flags=re.I):
+                offending.append(f"{doc.relative_to(ROOT)}:{number}: {line.strip()[:100]}")
+    assert not offending, offending
+
+
+def _schema_keys(node, prefix, defs, out, depth=0):
+    """Every property name of the schema, with its dotted path, following $ref, items and oneOf/anyOf/allOf."""
+    if not isinstance(node, dict) or depth > 20:
+        return
+    if "$ref" in node:
+        _schema_keys(defs.get(node["$ref"].split("/")[-1], {}), prefix, defs, out, depth + 1)
+    for name, sub in node.get("properties", {}).items():
+        path = f"{prefix}.{name}" if prefix else name
+        out.add(path)
+        _schema_keys(sub, path, defs, out, depth + 1)
+    if isinstance(node.get("items"), dict):
+        _schema_keys(node["items"], prefix, defs, out, depth + 1)
+    for combinator in ("oneOf", "anyOf", "allOf"):
+        for sub in node.get(combinator, []):
+            _schema_keys(sub, prefix, defs, out, depth + 1)
+
+
+def _documented_keys(text: str) -> set[str]:
+    """The keys the reference documents: code spans in a heading or in the first cell of a table row, with
+    ``[]`` dropped (``tasks[].name`` documents ``tasks.name``)."""
+    names = set()
+    for line in text.splitlines():
+        if line.startswith("#"):
+            names.update(re.findall(r"`([^`]+)`", line))
+        elif line.startswith("| `"):
+            names.update(re.findall(r"`([^`]+)`", line.split(" | ")[0]))
+    return {name.replace("[]", "") for name in names}
+
+
+def test_every_schema_key_is_in_the_key_reference():
+    """Every property of src/selfheal/config/schema.yaml is a row (or heading) of the reference, spelled as a dotted
+    suffix of its path: `lr` under `retrain`, `hf.name` for `corpus.hf.name`, `tasks[].path` for
+    `transfer.tasks.path`."""
+    schema = yaml.safe_load((ROOT / "src" / "selfheal" / "config" / "schema.yaml").read_text())
+    keys: set[str] = set()
+    _schema_keys(schema, "", schema.get("$defs", {}), keys)
+    assert {"models", "pretrain", "retrain", "grid", "hardware", "transfer"} <= keys, sorted(keys)
+    documented = _documented_keys(KEY_REFERENCE.read_text())
+    def found(key):  # a dotted suffix is a row, or a mapping whose own keys are rows (`hf.name` for `corpus.hf`)
+        suffixes = {".".join(key.split(".")[i:]) for i in range(len(key.split(".")))}
+        return any(s in documented or any(d.startswith(s + ".") for d in documented) for s in suffixes)
+
+    missing = sorted(key for key in keys if not found(key))
+    assert not missing, f"not documented in {KEY_REFERENCE.relative_to(ROOT)}: {missing}"
+
+
+def test_config_readme_points_to_the_key_reference():
+    text = (ROOT / "config" / "README.md").read_text()
+    assert "../docs/configuration.md" in text and len(text.splitlines()) <= 5
+
+
+def test_readme_is_short_and_keeps_the_headline_markers():
+    text = (ROOT / "README.md").read_text()
+    assert len(text.splitlines()) <= 250
+    assert text.count("<!-- answer:headline -->") == 1 and text.count("<!-- /answer:headline -->") == 1
+    assert text.index("<!-- answer:headline -->") < text.index("<!-- /answer:headline -->")
+
+
+def test_default_grid_figures_have_their_place():
+    assert "<!-- default-grid figures: written from benchmarks/default_grid.py -->" in (
+        ROOT / "docs" / "performance.md").read_text()
