@@ -66,10 +66,10 @@ def test_terms_the_data_cannot_determine_are_reported_so():
 
 def test_the_fit_interval_covers_a_known_depth_effect():
     """Repeated synthetic grids with a known effect of relative depth on log cost (1.0), a random effect per
-    pretrained network and per cell: the 95 % cluster-bootstrap interval should cover the truth in most draws.
-    With 4 networks per model and 20 resamples the percentile interval is rough, so the bound is 65 % over 12
-    draws, not 95 % (measured: 9 of 12, 75 %): a test of gross under-coverage (the bug where refits ignored their start scale covered the
-    estimate itself in fewer than half of the tables)."""
+    pretrained network and per cell: the 95 % interval (the bootstrap's normal interval with its few-cluster
+    correction) should cover the truth in nearly every draw. Measured: 11 of 12 draws (without the correction,
+    z × the refits' standard deviation: 9 of 12). 12 draws cannot tell 90 % from 95 %, so the bound is 75 %: a
+    test against gross under-coverage."""
     covered, determined = 0, 0
     models = (("a", 2, 64), ("b", 4, 64), ("c", 3, 64))
     for draw in range(12):
@@ -82,4 +82,4 @@ def test_the_fit_interval_covers_a_known_depth_effect():
             covered += int(row["coef_lo"] <= 1.0 <= row["coef_hi"])
     assert determined >= 9
     print(f"covered {covered} of {determined}")
-    assert covered / determined >= 0.65, (covered, determined)
+    assert covered / determined >= 0.75, (covered, determined)

@@ -4,8 +4,9 @@ and whether the damage a reset does predicts its cost.
 - ``fit``: per setting (regime, policy, init) and threshold, a log-normal accelerated-failure-time model of the
   single-layer cells' cost interval (lifelines ``LogNormalAFTFitter.fit_interval_censoring``: interval-censored
   crossings, right-censored at the budget), log cost = b0 + b1 relative depth + b2 [first layer] + b3 [last layer]
-  + b4 log N + b5 log D + family terms + noise. Intervals are the bootstrap's normal intervals (estimate ± 1.96 ×
-  the refits' standard deviation: they contain their estimate by construction) over a bootstrap of pretrained
+  + b4 log N + b5 log D + family terms + noise. Intervals are the bootstrap's normal intervals (estimate ± a t
+  quantile × the refits' standard deviation, corrected for few clusters: they contain their estimate by
+  construction) over a bootstrap of pretrained
   networks (the clusters), resampled within each model so every bootstrap grid keeps the design (exactly enumerated
   when the distinct resamples are few); with one network per model the retrain seeds are resampled instead, and the
   interval does not cover between-network variation. A term the grid does not vary, or that is confounded with the
@@ -211,7 +212,7 @@ def _fit(cells: pd.DataFrame, max_resamples: int, pool) -> pd.DataFrame:
         mostly_free = at_zero.mean() > MAX_SHARE_AT_ZERO if len(at_zero) else False
         too_few = len(rows) < MIN_CELLS_PER_PARAMETER * n_parameters or mostly_free
         point = _aft(x[kept], lower, upper) if np.isfinite(upper).any() and not too_few else None
-        boot, probs, failed, col = [], [], 0, "none"
+        boot, probs, failed, col, strata = [], [], 0, "none", []
         if point is not None:
             col, strata, keys = _units(rows)
             if sum(len(s) for s in strata) > len(strata):
@@ -240,7 +241,7 @@ def _fit(cells: pd.DataFrame, max_resamples: int, pool) -> pd.DataFrame:
                 out.append({**row, "determined": False, "note": "; ".join(filter(None, [note, left_out]))})
                 continue
             coef = float(point.loc[("mu_", term)])
-            lo, hi, bias, spread = _normal_interval(coef, [float(b[term]) for b in boot], probs)
+            lo, hi, bias, spread = _normal_interval(coef, [float(b[term]) for b in boot], probs, strata)
             if abs(bias) > UNSTABLE_BIAS * spread and abs(bias) > UNSTABLE_SHARE * abs(coef):
                 # The refits on resampled networks centre far from the fit on all of them (a flat or multimodal
                 # likelihood): neither the number nor an interval around it can be reported.
@@ -261,17 +262,23 @@ def _fit(cells: pd.DataFrame, max_resamples: int, pool) -> pd.DataFrame:
     return table
 
 
-def _normal_interval(coef: float, draws: list[float], probs: list[float]) -> tuple[float, float, float, float]:
-    """(lo, hi, bias, standard error): the bootstrap's normal interval, coef ± z × the refits' (probability-
-    weighted) standard deviation, which contains its estimate by construction; bias = the refits' mean − coef. With
-    no refits: (coef, coef, 0, 0)."""
+def _normal_interval(coef: float, draws: list[float], probs: list[float],
+                     strata: list[list]) -> tuple[float, float, float, float]:
+    """(lo, hi, bias, standard error): the bootstrap's normal interval around the estimate, which contains it by
+    construction, corrected for few clusters: resampling k clusters within a stratum underestimates the variance by
+    (k - 1) / k, so the refits' (probability-weighted) standard deviation is scaled by sqrt(k / (k - 1)) (k: the
+    mean number of clusters per stratum), and the quantile is Student's t with sum(k - 1) degrees of freedom.
+    bias = the refits' mean - coef. With no refits: (coef, coef, 0, 0)."""
     if not probs:
         return coef, coef, 0.0, 0.0
     values, weights = np.asarray(draws, float), np.asarray(probs, float) / float(np.sum(probs))
     mean = float(np.sum(weights * values))
-    spread = float(np.sqrt(np.sum(weights * (values - mean) ** 2)))
-    z = float(stats.norm.ppf(0.5 + survival.LEVEL / 2))
-    return coef - z * spread, coef + z * spread, mean - coef, spread
+    sizes = [len(s) for s in strata if len(s) > 1]
+    k = float(np.mean(sizes)) if sizes else 2.0
+    dof = max(1, sum(n - 1 for n in sizes))
+    spread = float(np.sqrt(np.sum(weights * (values - mean) ** 2))) * math.sqrt(k / (k - 1))
+    q = float(stats.t.ppf(0.5 + survival.LEVEL / 2, dof))
+    return coef - q * spread, coef + q * spread, mean - coef, spread
 
 
 def _rank_cost(rows: pd.DataFrame, unit: str) -> np.ndarray:
