@@ -39,7 +39,7 @@ def deeper_costs_more():
 
 @pytest.fixture(scope="module")
 def deeper_costs_less():
-    return _page(depth_effect=-1.5, seed=0, degenerate=(("gpt2-n2-d64", 1),), off_plateau=(("gpt2-n4-d64", 0),))
+    return _page(depth_effect=-3.0, seed=0, degenerate=(("gpt2-n2-d64", 1),), off_plateau=(("gpt2-n4-d64", 0),))
 
 
 def test_page_numbers_and_verdicts_follow_the_tables(deeper_costs_more, deeper_costs_less):

@@ -6,8 +6,8 @@
 
 ``load(path)`` returns a dict of DataFrames: ``summary``, ``curves`` and ``networks`` (``path/*.parquet``) and the
 answer tables (``path/answer/*.parquet``, named as in ``selfheal.analysis.answer.TABLES``). A table that the run
-did not make (no answer yet, no cells) is left out of the dict. Schemas: README, "Outputs and their schema" and
-"The answer".
+did not make (no answer yet, no cells) is left out of the dict. Schemas:
+docs/outputs.md.
 """
 
 from __future__ import annotations

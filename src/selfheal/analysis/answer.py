@@ -1,7 +1,7 @@
 """The answer: tables under ``results/answer/`` and the page ``results/answer.md`` (and ``answer.html`` for the
 report), every number read from the Parquet tables the workflow wrote (summary, curves, networks).
 
-``compute`` builds the answer tables (schemas in the README, "The answer"); ``page`` writes the page from them, in
+``compute`` builds the answer tables (schemas in docs/outputs.md); ``page`` writes the page from them, in
 the asker's order: cost per layer (vs. the reset-all control and pretraining's own curve), refusals, position of L,
 N and D (with every network against its n-gram references and the size ordering of the baselines), families, the
 encoder swap and cross-attention wipe, caveats, related work. ``write_all`` is what the ``answer`` rule runs.

@@ -59,7 +59,7 @@ CURVE_COLUMNS = GROUP_KEYS + ["examples", "fraction", "recovered_share"]
 def _require(table: pd.DataFrame, columns: Sequence[str], name: str) -> None:
     missing = [c for c in columns if c not in table.columns]
     if missing:
-        raise ValueError(f"{name} lacks the columns {missing} (README, 'Outputs and their schema')")
+        raise ValueError(f"{name} lacks the columns {missing} (docs/outputs.md)")
 
 
 def n_layers_total(n_layer: int, family_kind: str, n_dec_layer: int | None = None, max_depth=None) -> int:

@@ -2,10 +2,10 @@
 
 ``summary.parquet``: one row per (cell, threshold). ``curves.parquet``: every recovery curve and every pretraining
 curve, one row per evaluation. ``networks.parquet``: one row per pretrained network (model, pretraining seed) with
-the quality flags every table carries. The schemas are documented in the README and fixed by SUMMARY_COLUMNS /
+the quality flags every table carries. The schemas are documented in docs/outputs.md and fixed by SUMMARY_COLUMNS /
 CURVE_COLUMNS / NETWORK_COLUMNS below.
 
-Flags (documented in the README):
+Flags (documented in docs/outputs.md):
 - ``off_plateau``: pretraining's val loss still fell by more than eps_min x baseline / 4 over its last quarter.
 - ``degenerate``: any of three conditions, named in networks.parquet's ``degenerate_reason`` (comma-separated,
   "" when none): ``unigram``, the baseline is not clearly below the unigram loss (by less than UNIGRAM_MARGIN of
@@ -308,4 +308,4 @@ def write(recovery_paths, recovery_curve_paths, pretrain_summaries, pretrain_cur
             if getattr(row, flag):
                 reason = f" ({row.degenerate_reason})" if flag == "degenerate" else ""
                 log.warning("network %s (pretrain seed %d) is flagged %s%s: its cells say little about healing "
-                            "(README, Outputs)", row.model, row.pretrain_seed, flag, reason)
+                            "(docs/outputs.md)", row.model, row.pretrain_seed, flag, reason)

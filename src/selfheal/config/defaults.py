@@ -1,4 +1,4 @@
-"""Defaults of every config key (documented in config/README.md); a config overrides any of them."""
+"""Defaults of every config key (documented in docs/configuration.md); a config overrides any of them."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ A component is a set of parameter names, found through the family interface only
 - ``ffn``: every layer's feed-forward block (policy ``mlp``).
 
 Layer norms always train, also where a family counts one inside a component (BART's embedding LayerNorms and the
-cross-attention's own post-LN). ``results/frozen_random.parquet`` (COLUMNS below, documented in the README) has one
+cross-attention's own post-LN). ``results/frozen_random.parquet`` (COLUMNS below, documented in docs/outputs.md) has one
 row per (base model, frozen set), including the all-trainable reference (``frozen = "none"``).
 """
 

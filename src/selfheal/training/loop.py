@@ -37,7 +37,7 @@ SNAPSHOT_BUDGET_MB = 1024
 # Locating a crossing of a level predicts it on log(loss - LOCATE_FLOOR x level), an exponential approach to a floor
 # 10 % below the level (``probe_step``). Replayed on per-step validation curves of single-layer cells of the default
 # grid, it takes about a quarter fewer evaluations than regula falsi on the loss itself with a bisection fallback
-# (benchmarks/probe_rules.py; figures in benchmarks/README.md); floors from 0.5 to 0.93 x level did about as well.
+# (benchmarks/probe_rules.py; figures in docs/performance.md); floors from 0.5 to 0.93 x level did about as well.
 LOCATE_FLOOR = 0.9
 
 

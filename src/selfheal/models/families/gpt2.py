@@ -51,7 +51,7 @@ class GPT2(SingleStack):
             tie_word_embeddings=True,
             # the exact (erf) GELU, as nanoGPT builds GPT-2, rather than GPT-2's tanh approximation ("gelu_new"):
             # on a CPU (PyTorch's AVX2 kernels) the tanh GELU and its gradient took 4x the erf one's time, about 16 %
-            # of a training step at D = 64 (benchmarks/README.md). Downloaded GPT-2 checkpoints keep their own.
+            # of a training step at D = 64 (docs/performance.md). Downloaded GPT-2 checkpoints keep their own.
             activation_function="gelu",
         )
         return GPT2LMHeadModel(config)
