@@ -1,5 +1,5 @@
 """Cost relative to the from-scratch run: where a network's own pretraining curve first reached the healed loss,
-interpolated between its evaluations (``answer.first_crossing``), in summary.parquet (scratch_*, relative_*) and in
+interpolated between its evaluations (``stats.first_crossing``), in summary.parquet (scratch_*, relative_*) and in
 the answer's pretrain_reference, from the same function."""
 
 import math
@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from selfheal import records
-from selfheal.analysis import answer, tables
+from selfheal.analysis import answer, stats, tables
 from selfheal.records import Baseline, CellResult, PretrainSummary, Recovery
 
 # A pretraining curve: 6.0 at 0, 5.0 at 1000, 4.5 at 2000, 4.1 at 10000, 4.0 at 11000 examples.
@@ -18,23 +18,23 @@ LOSSES = [6.0, 5.0, 4.5, 4.1, 4.0]
 
 
 def test_first_crossing_interpolates_and_flags_coarse_brackets():
-    fine = answer.first_crossing(EXAMPLES, LOSSES, 4.8)  # between 1000 (5.0) and 2000 (4.5): 40 % of the way
+    fine = stats.first_crossing(EXAMPLES, LOSSES, 4.8)  # between 1000 (5.0) and 2000 (4.5): 40 % of the way
     assert fine.examples == pytest.approx(1400.0) and fine[1:] == (1000, 2000, True)  # 1000 wide > 10 % of 1400
-    late = answer.first_crossing(EXAMPLES, LOSSES, 4.06)  # between 10000 (4.1) and 11000 (4.0)
+    late = stats.first_crossing(EXAMPLES, LOSSES, 4.06)  # between 10000 (4.1) and 11000 (4.0)
     assert late.examples == pytest.approx(10400.0) and (late.examples_lo, late.examples_hi) == (10000, 11000)
     assert not late.coarse  # 1000 <= 10 % of 10400
-    exact = answer.first_crossing(EXAMPLES, LOSSES, 4.5)  # reached exactly at an evaluation
+    exact = stats.first_crossing(EXAMPLES, LOSSES, 4.5)  # reached exactly at an evaluation
     assert exact.examples == 2000.0 and (exact.examples_lo, exact.examples_hi) == (1000, 2000)
-    never = answer.first_crossing(EXAMPLES, LOSSES, 3.9)
+    never = stats.first_crossing(EXAMPLES, LOSSES, 3.9)
     assert math.isnan(never.examples) and (never.examples_lo, never.examples_hi, never.coarse) == (11000, None, False)
-    first = answer.first_crossing(EXAMPLES, LOSSES, 7.0)  # already there at the first evaluation
-    assert first == answer.Crossing(0.0, 0, 0, False)
-    assert answer.first_crossing(EXAMPLES, LOSSES, 4.8, resolution=0.8).coarse is False  # 1000 <= 80 % of 1400
-    shuffled = answer.first_crossing(EXAMPLES[::-1], LOSSES[::-1], 4.8)  # order of the rows does not matter
+    first = stats.first_crossing(EXAMPLES, LOSSES, 7.0)  # already there at the first evaluation
+    assert first == stats.Crossing(0.0, 0, 0, False)
+    assert stats.first_crossing(EXAMPLES, LOSSES, 4.8, resolution=0.8).coarse is False  # 1000 <= 80 % of 1400
+    shuffled = stats.first_crossing(EXAMPLES[::-1], LOSSES[::-1], 4.8)  # order of the rows does not matter
     assert shuffled == fine
-    bumpy = answer.first_crossing([0, 10, 20, 30], [5.0, 3.0, 6.0, 2.0], 4.0)  # the *first* crossing
+    bumpy = stats.first_crossing([0, 10, 20, 30], [5.0, 3.0, 6.0, 2.0], 4.0)  # the *first* crossing
     assert bumpy.examples == pytest.approx(5.0) and (bumpy.examples_lo, bumpy.examples_hi) == (0, 10)
-    assert math.isnan(answer.first_crossing([], [], 1.0).examples)
+    assert math.isnan(stats.first_crossing([], [], 1.0).examples)
 
 
 def _summary(rows):

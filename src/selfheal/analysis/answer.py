@@ -10,8 +10,8 @@ README (between its ``answer:headline`` markers).
 
 Costs are stated in three units: the fraction of S x E; examples and tokens; and relative to the from-scratch run,
 the survival median in examples over the mean (across the model's usable networks pretrained here) of the examples
-the network's own pretraining needed to first reach the same loss. That crossing is ``first_crossing`` (linear
-interpolation between the two evaluations around it, ``coarse`` when they are more than RESOLUTION of it apart),
+the network's own pretraining needed to first reach the same loss. That crossing is ``stats.first_crossing`` (linear
+interpolation between the two evaluations around it, ``coarse`` when they are more than 10 % of it apart),
 the one function behind ``pretrain_reference`` here and summary.parquet's scratch_* columns (analysis/tables.py).
 
 ``size_ordering`` (networks.parquet only): per pair of models of one family that differ in exactly one of N and D,
@@ -26,13 +26,13 @@ import html
 import math
 import re
 from pathlib import Path
-from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
 
 from selfheal import results_io
 from selfheal.analysis import answer_plots, plots, scaling, survival
+from selfheal.analysis.stats import first_crossing
 
 TABLES = ["survival", "recovered_curves", "fit", "damage_cost", "damage_cells", "cka", "pretrain_reference",
           "networks_flags", "size_ordering", "control_drift"]
@@ -47,8 +47,6 @@ CONTROL_DRIFT_COLUMNS = ["model", "pretrain_seed", "regime", "n_controls", "base
                          "drift_min", "drift_max"]
 SIZE_ORDERING_COLUMNS = ["model_a", "model_b", "varied", "value_a", "value_b", "mean_loss_a", "mean_loss_b",
                          "difference", "seed_spread", "n_seeds", "holds"]
-# A crossing bracket wider than this share of the interpolated crossing is coarse (the retrain resolution).
-RESOLUTION = 0.1
 # Words for networks.parquet's degenerate_reason (analysis/tables.py: UNIGRAM_MARGIN, BIGRAM_MARGIN).
 DEGENERATE_WORDS = {"unigram": "its baseline is not clearly below the unigram loss",
                     "bigram": "it does not beat the interpolated bigram by 0.1 nats",
@@ -105,39 +103,6 @@ def _cka(cells: pd.DataFrame) -> pd.DataFrame:
         out.append({**dict(zip(keys, key)), "cka": float(values.mean()), "cka_lo": lo, "cka_hi": hi,
                     "cka_floor": floor, "n_cells": len(group), "n_clusters": int(group["pretrain_seed"].nunique())})
     return pd.DataFrame(out, columns=CKA_COLUMNS)
-
-
-class Crossing(NamedTuple):
-    """Where a curve first reaches a level: ``examples`` interpolated linearly between the bracketing evaluations
-    ``examples_lo`` (the last above the level) and ``examples_hi`` (the first at or below it); both the first
-    evaluation when that one is already at or below. Never reached: examples NaN, examples_lo the last evaluation,
-    examples_hi None. ``coarse``: the bracket is wider than ``resolution`` x examples."""
-
-    examples: float
-    examples_lo: int | None
-    examples_hi: int | None
-    coarse: bool
-
-
-def first_crossing(examples, losses, level: float, resolution: float = RESOLUTION) -> Crossing:
-    """The first crossing of ``level`` on a curve (evaluations at ``examples`` with ``losses``, in any order),
-    interpolated: the one function behind summary.parquet's scratch_* columns (analysis/tables.py) and
-    ``pretrain_reference``."""
-    x = np.asarray(examples, dtype=float)
-    y = np.asarray(losses, dtype=float)
-    order = np.argsort(x, kind="stable")
-    x, y = x[order], y[order]
-    if not len(x):
-        return Crossing(math.nan, None, None, False)
-    at = np.flatnonzero(y <= level)
-    if not len(at):
-        return Crossing(math.nan, int(x[-1]), None, False)
-    i = int(at[0])
-    if i == 0:
-        return Crossing(float(x[0]), int(x[0]), int(x[0]), False)
-    x0, x1, y0, y1 = x[i - 1], x[i], y[i - 1], y[i]
-    value = float(x0 + (y0 - level) / (y0 - y1) * (x1 - x0))
-    return Crossing(value, int(x0), int(x1), bool(x1 - x0 > resolution * value))
 
 
 def pretrain_reference(curves: pd.DataFrame, networks: pd.DataFrame, thresholds) -> pd.DataFrame:

@@ -24,7 +24,7 @@ healed as downloaded); ``pretrain_examples`` (S x E) and ``pretrain_tokens`` (to
 Cost relative to the from-scratch run (summary.parquet, ``add_scratch_reference``): per (cell, threshold), where the
 network's own pretraining curve (curves.parquet, kind ``pretrain``) first reached the same threshold loss
 (baseline x (1 + eps)), linearly interpolated between the two evaluations that bracket it
-(``answer.first_crossing``, also behind the answer's ``pretrain_reference``):
+(``stats.first_crossing``, also behind the answer's ``pretrain_reference``):
 - ``scratch_examples`` (float): that interpolated number of pretraining examples; NaN for a network not pretrained
   from scratch here (a downloaded model, adapted or not: its curve is no from-scratch run) or whose curve never
   reached the threshold loss.
@@ -46,7 +46,7 @@ from dataclasses import asdict
 import pandas as pd
 
 from selfheal import records, results_io
-from selfheal.analysis.answer import RESOLUTION, first_crossing
+from selfheal.analysis.stats import RESOLUTION, first_crossing
 from selfheal.grid import TRAINED
 from selfheal.models.families import FAMILIES
 from selfheal.records import Baseline, CellResult, PretrainSummary
