@@ -1,12 +1,45 @@
-"""Shared set-up for the benchmarks: the default workflow's trained model, data and a reset cell."""
+"""What the benchmarks share: writing a figure into its page (``write_block``), timing, and the default workflow's
+trained model, data and a reset cell."""
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
+PERFORMANCE = ROOT / "docs" / "performance.md"
+
+
+def block_markers(marker: str) -> tuple[str, str]:
+    """The begin and end comments that enclose the figure block ``marker`` in a page."""
+    return f"<!-- {marker}: begin -->", f"<!-- {marker}: end -->"
+
+
+def write_block(marker: str, markdown: str, page: Path = PERFORMANCE) -> None:
+    """Replace the text between ``<!-- {marker}: begin -->`` and ``<!-- {marker}: end -->`` in ``page`` with
+    ``markdown``, set off by blank lines (the markers stay; nothing else in the page changes). Raises ``ValueError`` if the page lacks
+    either marker, has one twice or has them out of order."""
+    page = Path(page)
+    begin, end = block_markers(marker)
+    text = page.read_text()
+    if text.count(begin) != 1 or text.count(end) != 1:
+        raise ValueError(f"{page} must hold {begin!r} and {end!r} exactly once each")
+    head, rest = text.split(begin)
+    if end not in rest:
+        raise ValueError(f"{page}: {end!r} comes before {begin!r}")
+    _, tail = rest.split(end)
+    page.write_text(f"{head}{begin}\n\n{markdown.strip()}\n\n{end}{tail}")
+
+
+def read_block(marker: str, page: Path = PERFORMANCE) -> str:
+    """The text between the markers of block ``marker`` in ``page``, stripped (what ``write_block`` wrote)."""
+    begin, end = block_markers(marker)
+    match = re.search(re.escape(begin) + r"(.*?)" + re.escape(end), Path(page).read_text(), re.S)
+    if match is None:
+        raise ValueError(f"{page} lacks block {marker!r}")
+    return match.group(1).strip()
 
 from selfheal import config, grid, models, results_io
 from selfheal.data import streams
