@@ -14,7 +14,8 @@ import pytest
 
 from answer_helpers import synthetic, toy_networks
 from selfheal import results
-from selfheal.analysis import answer, answer_plots
+from selfheal.analysis import answer, answer_page, answer_plots, answer_tables
+from selfheal.analysis.page import compact, num
 
 ROOT = Path(__file__).resolve().parents[1]
 warnings.filterwarnings("ignore", module="lifelines")
@@ -24,8 +25,8 @@ LINKS = {name: f"plots/{name}.html" for name in answer_plots.FIGURES}
 
 def _page(**kwargs):
     summary, curves, networks = synthetic(thresholds=(0.05,), **kwargs)
-    tables = answer.compute(summary, curves, networks)
-    return tables, answer.page(tables, summary, networks, LINKS).markdown()
+    tables = answer_tables.compute(summary, curves, networks)
+    return tables, answer_page.page(tables, summary, networks, LINKS).markdown()
 
 
 def _row(md: str, model: str, reset: str) -> str:
@@ -50,10 +51,10 @@ def test_page_numbers_and_verdicts_follow_the_tables(deeper_costs_more, deeper_c
     assert "raises the cost" in verdict_more and "lowers the cost" in verdict_less
     # the page's numbers are the tables' numbers
     fit = more_tables["fit"].set_index("term").loc["rel_depth"]
-    assert answer._num(fit["coef"]) in verdict_more
+    assert num(fit["coef"]) in verdict_more
     surv = more_tables["survival"]
     l3 = surv[(surv["model"] == "gpt2-n4-d64") & (surv["target"] == "L3")].iloc[0]
-    assert answer._cost(l3, "fraction") in _row(more, "gpt2-n4-d64", "L3")
+    assert answer_page._cost(l3, "fraction") in _row(more, "gpt2-n4-d64", "L3")
     assert _row(more, "gpt2-n4-d64", "L3") != _row(less, "gpt2-n4-d64", "L3")
     l0_more = float(re.search(r"\| ([0-9.]+) \[", _row(more, "gpt2-n4-d64", "L0")).group(1))
     l3_more = float(re.search(r"\| ([0-9.]+) \[", _row(more, "gpt2-n4-d64", "L3")).group(1))
@@ -82,10 +83,10 @@ def test_page_states_the_cost_in_three_units(deeper_costs_more):
     low = finite.loc[finite["median_examples"].idxmin()]
     line = next(item for item in answer.headline(md).splitlines() if item.startswith("- **gpt2-n4-d64**"))
     # fraction of S x E = examples (tokens: 64 per example) = x what pretraining needed, all from the tables
-    assert f"median {answer._num(low['median_fraction'])} to " in line and " of S × E = " in line
-    assert f"= {answer._num(low['median_examples'])} to " in line
-    assert f"({answer._compact(low['median_examples'] * 64)} to " in line and " tokens)" in line
-    assert f"= {answer._num(low['median_examples'] / scratch)} to " in line
+    assert f"median {num(low['median_fraction'])} to " in line and " of S × E = " in line
+    assert f"= {num(low['median_examples'])} to " in line
+    assert f"({compact(low['median_examples'] * 64)} to " in line and " tokens)" in line
+    assert f"= {num(low['median_examples'] / scratch)} to " in line
     assert "× what pretraining from scratch needed to first reach that loss" in line
     assert "rough: the pretraining curve is coarse there" in line  # its evaluations are 4,000 examples apart
     assert "| model | ε | fraction of S × E | examples | tokens | × pretraining from scratch |" in md
@@ -100,8 +101,8 @@ def test_size_ordering_on_a_toy_networks_table():
         ("n4d64", 4, 64): [4.25, 4.45],  # D at N = 4: falls 0.16 < spread 0.2; N at D = 64: rises 0.125 < 0.2
         ("n8d16", 8, 16): [3.0],  # differs from every other model in both N and D: in no pair
     })
-    order = answer.size_ordering(networks)
-    assert list(order.columns) == answer.SIZE_ORDERING_COLUMNS
+    order = answer_tables.size_ordering(networks)
+    assert list(order.columns) == answer_tables.SIZE_ORDERING_COLUMNS
     rows = {(r.model_a, r.model_b): r for r in order.itertuples()}
     assert set(rows) == {("n2d32", "n2d64"), ("n4d32", "n4d64"), ("n2d32", "n4d32"), ("n2d64", "n4d64")}
     d = rows[("n2d32", "n2d64")]
@@ -113,15 +114,15 @@ def test_size_ordering_on_a_toy_networks_table():
     n = rows[("n2d64", "n4d64")]  # rises by 0.125, within the spread 0.2: holds (no rise beyond the seeds)
     assert n.difference == pytest.approx(0.125) and n.seed_spread == pytest.approx(0.2) and n.holds
     # a rise beyond the spread fails; one seed: spread 0; another family or source is never paired
-    rising = answer.size_ordering(toy_networks({("a", 2, 32): [4.0], ("b", 4, 32): [4.1]}))
+    rising = answer_tables.size_ordering(toy_networks({("a", 2, 32): [4.0], ("b", 4, 32): [4.1]}))
     assert rising["seed_spread"].tolist() == [0.0] and not rising["holds"].iloc[0] and rising["n_seeds"].iloc[0] == 1
     mixed = pd.concat([toy_networks({("a", 2, 32): [4.0]}), toy_networks({("b", 4, 32): [4.1]}, arch="llama"),
                        toy_networks({("c", 2, 64): [3.9]}, source="pretrained")])
-    assert answer.size_ordering(mixed).empty and answer.size_ordering(networks.iloc[:0]).empty
+    assert answer_tables.size_ordering(mixed).empty and answer_tables.size_ordering(networks.iloc[:0]).empty
     # the page lists every pair with its numbers, and a line per network
     summary, curves, _ = synthetic(models=(("gpt2-n2-d64", 2, 64),), thresholds=(0.05,), seed=3)
-    tables = {**answer.compute(summary, curves, networks), "size_ordering": order}
-    md = answer.page(tables, summary, networks, LINKS).markdown()
+    tables = {**answer_tables.compute(summary, curves, networks), "size_ordering": order}
+    md = answer_page.page(tables, summary, networks, LINKS).markdown()
     assert "n2d32 → n2d64 (D 32 → 64): 4.450 → 4.225, difference -0.225 (spread 0.100 over 2 seeds): holds" in md
     assert "n4d32 → n4d64 (D 32 → 64)" in md
     assert "does not hold: it does not fall by more than the seed spread" in md
@@ -142,15 +143,15 @@ def test_degenerate_reason_reaches_the_caveats(deeper_costs_less):
 def test_pages_that_cannot_answer_say_so():
     summary, curves, networks = synthetic(models=(("m", 2, 32),), pretrain_seeds=(0,), seeds=(0,), thresholds=(0.05,))
     only_sets = summary[summary["layer"].isna()]
-    tables = answer.compute(only_sets, curves, networks)
-    md = answer.page(tables, only_sets, networks, LINKS).markdown()
+    tables = answer_tables.compute(only_sets, curves, networks)
+    md = answer_page.page(tables, only_sets, networks, LINKS).markdown()
     assert "no single-layer cells" in md and "do **not** cover the variation between" in md
     censored = summary.copy()
     censored["recovered"] = False
     censored["examples_hi"] = pd.array([pd.NA] * len(censored), dtype="Int64")
     censored["examples_lo"] = censored["budget_examples"]
-    tables = answer.compute(censored, curves, networks)
-    md = answer.page(tables, censored, networks, LINKS).markdown()
+    tables = answer_tables.compute(censored, curves, networks)
+    md = answer_page.page(tables, censored, networks, LINKS).markdown()
     assert "none reached" in md and "not fitted: every cell censored" in md
     assert np.isinf(tables["survival"]["median_examples"]).all()
     for name, draw in answer_plots.FIGURES.items():  # every figure draws, empty or not
@@ -187,7 +188,7 @@ def test_answer_rule_runs_on_tables_placed_as_inputs(tmp_path):
     md = (folder / "answer.md").read_text()
     surv = loaded["survival"]
     l1 = surv[surv["target"] == "L1"].iloc[0]
-    assert answer._cost(l1, "fraction") in md
+    assert answer_page._cost(l1, "fraction") in md
 
 
 def test_load_names_a_missing_folder(tmp_path):

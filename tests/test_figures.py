@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from answer_helpers import synthetic
-from selfheal.analysis import answer, answer_plots, plots, survival
+from selfheal.analysis import answer_plots, answer_tables, plots, survival
 
 warnings.filterwarnings("ignore", module="lifelines")
 warnings.filterwarnings("ignore", module="autograd")
@@ -195,7 +195,7 @@ def synthetic_grid():
     zero = (summary["target"] == "L0") & (summary["threshold"] == 0.1) & (summary["init"] == "fresh")
     summary.loc[zero, ["examples", "examples_lo", "examples_hi", "fraction_of_pretrain"]] = 0
     summary.loc[zero, "recovered"] = True
-    return summary, curves, networks, answer.compute(summary, curves, networks)
+    return summary, curves, networks, answer_tables.compute(summary, curves, networks)
 
 
 def _check_all(summary, curves, tables, frozen=None) -> dict:
@@ -237,7 +237,7 @@ def test_every_figure_on_the_tiny_run(tiny_run, tmp_path):
     frozen = pd.read_parquet(results / "frozen_random.parquet")
     charts = _check_all(summary, curves, tables, frozen)
     assert not _is_empty(charts["recovery_examples"]) and not _is_empty(charts["frozen_random"])
-    kept = answer.compute(summary.assign(degenerate=False), curves, networks.assign(degenerate=False))
+    kept = answer_tables.compute(summary.assign(degenerate=False), curves, networks.assign(degenerate=False))
     layers = kept["survival"][kept["survival"]["kind"] == "layer"]
     assert len(layers)
     kept_charts = _check_all(summary, curves, kept)

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from answer_helpers import synthetic
-from selfheal.analysis import answer, scaling, survival
+from selfheal.analysis import answer_tables, scaling, survival
 
 
 def _estimates_outside(tables: dict[str, pd.DataFrame]) -> list[str]:
@@ -33,7 +33,7 @@ def _estimates_outside(tables: dict[str, pd.DataFrame]) -> list[str]:
 ])
 def test_no_answer_table_has_an_estimate_outside_its_interval(case):
     summary, curves, networks = synthetic(**case)
-    tables = answer.compute(summary, curves, networks)
+    tables = answer_tables.compute(summary, curves, networks)
     assert _estimates_outside(tables) == []
     fit = tables["fit"]
     assert (fit["determined"] | fit["note"].str.len().gt(0)).all()  # a term without numbers says why

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from selfheal import records
-from selfheal.analysis import answer, stats, tables
+from selfheal.analysis import answer_tables, stats, tables
 from selfheal.records import Baseline, CellResult, PretrainSummary, Recovery
 
 # A pretraining curve: 6.0 at 0, 5.0 at 1000, 4.5 at 2000, 4.1 at 10000, 4.0 at 11000 examples.
@@ -83,8 +83,8 @@ def test_summary_scratch_columns():
 def test_pretrain_reference_uses_the_same_crossing():
     networks = pd.DataFrame({"model": ["s"], "pretrain_seed": [0], "baseline_loss": [4.0],
                              "pretrain_examples": pd.array([20000], dtype="Int64")})
-    ref = answer.pretrain_reference(_curves("s", 0), networks, [0.2, 0.015, -0.1])
-    assert list(ref.columns) == answer.REFERENCE_COLUMNS
+    ref = answer_tables.pretrain_reference(_curves("s", 0), networks, [0.2, 0.015, -0.1])
+    assert list(ref.columns) == answer_tables.REFERENCE_COLUMNS
     assert ref["examples"].iloc[:2].tolist() == pytest.approx([1400.0, 10400.0]) and np.isnan(ref["examples"][2])
     assert ref["fraction"].iloc[:2].tolist() == pytest.approx([0.07, 0.52])
     assert ref["coarse"].tolist() == [True, False, False]

@@ -1,0 +1,225 @@
+"""The answer tables (``results/answer/*.parquet``, schemas in docs/outputs.md), computed from summary, curves and
+networks: ``compute`` builds them all. The survival estimates are ``survival.py``'s, the scaling fit and the
+damage-cost correlation ``scaling.py``'s, the out-of-sample check of the fit ``out_of_sample.py``'s; this module
+adds the tables about networks and controls (pretraining's own curve as the from-scratch reference, the quality
+flags, the size ordering of the baselines, how far training alone moves a network) and the per-cell views the
+figures draw.
+
+Pretraining's own crossing is ``stats.first_crossing`` (linear interpolation between the two evaluations around
+it, ``coarse`` when they are more than 10 % of it apart), the one function behind ``pretrain_reference`` here and
+summary.parquet's scratch_* columns (analysis/tables.py).
+
+``size_ordering`` (networks.parquet only): per pair of models of one family that differ in exactly one of N and D,
+whether the mean baseline falls with D (by more than the spread between pretraining seeds) or does not rise with N
+(by more than that spread).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from selfheal.analysis import scaling, survival
+from selfheal.analysis.stats import first_crossing
+
+TABLES = ["survival", "recovered_curves", "fit", "damage_cost", "damage_cells", "cka", "pretrain_reference",
+          "networks_flags", "size_ordering", "control_drift"]
+CKA_COLUMNS = ["model", "target", "depth", "regime", "policy", "init", "threshold", "cka", "cka_lo", "cka_hi",
+               "cka_floor", "n_cells", "n_clusters"]
+REFERENCE_COLUMNS = ["model", "pretrain_seed", "threshold", "baseline_loss", "examples_lo", "examples_hi",
+                     "fraction_lo", "fraction_hi", "examples", "fraction", "coarse"]
+FLAG_COLUMNS = ["model", "pretrain_seed", "family_kind", "n_layer", "d_model", "n_params", "pretrain_tokens",
+                "degenerate", "degenerate_reason", "off_plateau", "n_rows", "n_baseline_not_converged",
+                "n_control_moved"]
+CONTROL_DRIFT_COLUMNS = ["model", "pretrain_seed", "regime", "n_controls", "baseline_loss", "examples", "drift_median",
+                         "drift_min", "drift_max"]
+SIZE_ORDERING_COLUMNS = ["model_a", "model_b", "varied", "value_a", "value_b", "mean_loss_a", "mean_loss_b",
+                         "difference", "seed_spread", "n_seeds", "holds"]
+DAMAGE_CELL_COLUMNS = ["model", "pretrain_seed", "seed", "target", "depth", "regime", "policy", "init", "threshold",
+                       "damage", "cost", "recovered"]
+
+def cka(cells: pd.DataFrame) -> pd.DataFrame:
+    rows = survival.estimable(cells)
+    if "cka" not in rows.columns:
+        return pd.DataFrame(columns=CKA_COLUMNS)
+    rows = rows[(rows["kind"] == survival.LAYER) & rows["cka"].notna()]
+    out = []
+    keys = ["model", "target", "depth", "regime", "policy", "init", "threshold"]
+    for key, group in rows.groupby(keys, sort=True):
+        values = group["cka"].astype(float).to_numpy()
+        col = "pretrain_seed" if group["pretrain_seed"].nunique() > 1 else "seed"
+        units = sorted(group[col].unique())
+        boot, probs = [], []
+        if len(units) > 1:
+            for draw, prob in survival.cluster_resamples([units]):
+                w = np.array([draw.get(u, 0) for u in group[col]], dtype=float)
+                boot.append(float(np.average(values, weights=w)))
+                probs.append(prob)
+        lo, hi = survival.weighted_interval(boot, probs) if probs else (values.mean(), values.mean())
+        floor = group["cka_floor"].astype(float).mean() if "cka_floor" in group else math.nan
+        out.append({**dict(zip(keys, key)), "cka": float(values.mean()), "cka_lo": lo, "cka_hi": hi,
+                    "cka_floor": floor, "n_cells": len(group), "n_clusters": int(group["pretrain_seed"].nunique())})
+    return pd.DataFrame(out, columns=CKA_COLUMNS)
+
+
+def pretrain_reference(curves: pd.DataFrame, networks: pd.DataFrame, thresholds) -> pd.DataFrame:
+    """Pretraining's own curve as the reference: where the from-scratch run first got within eps of the network's
+    baseline (``first_crossing``: the bracketing evaluations, the interpolated crossing and whether the bracket is
+    coarse; censored when it never did)."""
+    out = []
+    pre = curves[curves["kind"] == "pretrain"]
+    if "pretrain_seed" not in pre.columns:
+        return pd.DataFrame(columns=REFERENCE_COLUMNS)
+    for (model, ps), curve in pre.groupby(["model", "pretrain_seed"], sort=True):
+        net = networks[(networks["model"] == model) & (networks["pretrain_seed"] == ps)]
+        if not len(net):
+            continue
+        baseline = float(net["baseline_loss"].iloc[0])
+        sxe = net["pretrain_examples"].iloc[0]
+        known = sxe is not None and not pd.isna(sxe) and sxe > 0
+        for eps in thresholds:
+            c = first_crossing(curve["examples"], curve["val_loss"], baseline * (1 + eps))
+            out.append({"model": model, "pretrain_seed": ps, "threshold": eps, "baseline_loss": baseline,
+                        "examples_lo": c.examples_lo, "examples_hi": c.examples_hi,
+                        "fraction_lo": c.examples_lo / sxe if known else math.nan,
+                        "fraction_hi": c.examples_hi / sxe if known and c.examples_hi is not None else math.nan,
+                        "examples": c.examples, "fraction": c.examples / sxe if known else math.nan,
+                        "coarse": c.coarse})
+    table = pd.DataFrame(out, columns=REFERENCE_COLUMNS)
+    for column in ("examples_lo", "examples_hi"):
+        table[column] = table[column].astype("Int64")
+    for column in ("fraction_lo", "fraction_hi", "examples", "fraction"):
+        table[column] = table[column].astype("float64")
+    table["coarse"] = table["coarse"].astype(bool)
+    return table
+
+
+def size_ordering(networks: pd.DataFrame) -> pd.DataFrame:
+    """Does the baseline fall with D at fixed N, and not rise with N at fixed D, by more than the spread between
+    pretraining seeds? One row per pair of models of the same family (arch) and source that differ in exactly one
+    of n_layer and d_model; a is the smaller, b the larger. mean_loss: the mean baseline over the model's
+    pretraining seeds; seed_spread: the larger of the two models' max - min baseline across seeds (0 with one seed);
+    n_seeds: the smaller of the two models' numbers of seeds. holds: varied d_model, difference (b - a) <
+    -seed_spread (it falls by more than the spread); varied n_layer, difference < seed_spread (it does not rise by
+    more than the spread)."""
+    needs = ["model", "pretrain_seed", "arch", "n_layer", "d_model", "baseline_loss"]
+    if not len(networks) or any(c not in networks.columns for c in needs):
+        return _typed_size_ordering([])
+    nets = networks.copy()
+    nets["source"] = nets["source"] if "source" in nets.columns else ""
+    per = nets.groupby("model", sort=True).agg(
+        arch=("arch", "first"), source=("source", "first"), n_layer=("n_layer", "first"),
+        d_model=("d_model", "first"), mean_loss=("baseline_loss", "mean"),
+        spread=("baseline_loss", lambda v: float(v.max() - v.min())), n_seeds=("pretrain_seed", "nunique"))
+    rows = []
+    models = list(per.index)
+    for i, a in enumerate(models):
+        for b in models[i + 1:]:
+            ra, rb = per.loc[a], per.loc[b]
+            if ra["arch"] != rb["arch"] or ra["source"] != rb["source"]:
+                continue
+            same_n, same_d = ra["n_layer"] == rb["n_layer"], ra["d_model"] == rb["d_model"]
+            if same_n == same_d:  # both differ, or neither
+                continue
+            varied = "d_model" if same_n else "n_layer"
+            if ra[varied] > rb[varied]:
+                a_, b_, ra_, rb_ = b, a, rb, ra
+            else:
+                a_, b_, ra_, rb_ = a, b, ra, rb
+            difference = float(rb_["mean_loss"] - ra_["mean_loss"])
+            spread = float(max(ra_["spread"], rb_["spread"]))
+            holds = difference < -spread if varied == "d_model" else difference < spread
+            rows.append({"model_a": a_, "model_b": b_, "varied": varied, "value_a": int(ra_[varied]),
+                         "value_b": int(rb_[varied]), "mean_loss_a": float(ra_["mean_loss"]),
+                         "mean_loss_b": float(rb_["mean_loss"]), "difference": difference, "seed_spread": spread,
+                         "n_seeds": int(min(ra_["n_seeds"], rb_["n_seeds"])), "holds": bool(holds)})
+    rows.sort(key=lambda r: (r["varied"], r["model_a"], r["model_b"]))
+    return _typed_size_ordering(rows)
+
+
+def _typed_size_ordering(rows: list[dict]) -> pd.DataFrame:
+    table = pd.DataFrame(rows, columns=SIZE_ORDERING_COLUMNS)
+    for column in ("model_a", "model_b", "varied"):
+        table[column] = table[column].astype(object)
+    for column in ("value_a", "value_b", "n_seeds"):
+        table[column] = table[column].astype("int64")
+    for column in ("mean_loss_a", "mean_loss_b", "difference", "seed_spread"):
+        table[column] = table[column].astype("float64")
+    table["holds"] = table["holds"].astype(bool)
+    return table
+
+
+def flags(cells: pd.DataFrame, networks: pd.DataFrame) -> pd.DataFrame:
+    nets = networks.copy()
+    for column in ("pretrain_tokens",):
+        if column not in nets:
+            nets[column] = pd.NA
+    if "degenerate_reason" not in nets:  # tables written before the reason was recorded
+        nets["degenerate_reason"] = ""
+    nets["degenerate_reason"] = nets["degenerate_reason"].fillna("").astype(str)
+    counts = cells[~cells["is_control"]].groupby(survival.CLUSTER).agg(
+        n_rows=("threshold", "size"), n_baseline_not_converged=("baseline_not_converged", "sum"),
+        n_control_moved=("control_moved", "sum")).reset_index()
+    table = nets.merge(counts, on=survival.CLUSTER, how="left")
+    for column in ("n_rows", "n_baseline_not_converged", "n_control_moved"):
+        table[column] = table[column].fillna(0).astype(int)
+    return table.reindex(columns=FLAG_COLUMNS)
+
+
+def damage_cells(cells: pd.DataFrame) -> pd.DataFrame:
+    rows = survival.estimable(cells)
+    rows = rows[rows["kind"] == survival.LAYER].copy()
+    if not len(rows):
+        return pd.DataFrame(columns=DAMAGE_CELL_COLUMNS)
+    unit = scaling.cost_unit(rows)
+    spent = np.where(np.isfinite(rows["upper"]), rows["upper"], rows["budget_examples"].astype(float))
+    if unit == "fraction":
+        spent = spent / rows["pretrain_examples"].astype(float).to_numpy()
+    rows["cost"] = spent
+    rows["recovered"] = rows["status"] == "recovered"
+    return rows[DAMAGE_CELL_COLUMNS].reset_index(drop=True)
+
+
+def compute(summary: pd.DataFrame, curves: pd.DataFrame, networks: pd.DataFrame,
+            workers: int = 1) -> dict[str, pd.DataFrame]:
+    """Every answer table. ``workers``: processes for the scaling fit's bootstrap refits (the same numbers)."""
+    cells = survival.prepare(summary, networks)
+    thresholds = sorted(summary["threshold"].unique())
+    return {
+        "survival": survival.estimate(cells),
+        "recovered_curves": survival.recovered_curves(cells),
+        "fit": scaling.fit(cells, workers=workers),
+        "damage_cost": scaling.damage_cost(cells),
+        "damage_cells": damage_cells(cells),
+        "cka": cka(cells),
+        "pretrain_reference": pretrain_reference(curves, networks, thresholds),
+        "networks_flags": flags(cells, networks),
+        "size_ordering": size_ordering(networks),
+        "control_drift": control_drift(curves, networks),
+    }
+
+
+def control_drift(curves: pd.DataFrame, networks: pd.DataFrame) -> pd.DataFrame:
+    """How far training alone moves each network's loss: per network and regime, its matched no-reset controls
+    (the reset cells' tensors trained from their trained values, init ``trained``) at the end of their runs, as
+    val loss / baseline − 1 (negative: training alone went below the baseline). A network off its plateau shows
+    here how much of a cell's "recovery" further training could account for."""
+    rec = curves[(curves["kind"] == "recovery") & (curves["init"] == survival.MATCHED_CONTROL_INIT)]
+    out = []
+    for (model, ps, regime), group in rec.groupby(["model", "pretrain_seed", "regime"], sort=True):
+        net = networks[(networks["model"] == model) & (networks["pretrain_seed"] == ps)]
+        if not len(net):
+            continue
+        baseline = float(net["baseline_loss"].iloc[0])
+        ends = group.sort_values("examples").groupby(["target", "policy", "seed"]).tail(1)
+        drift = ends["val_loss"].astype(float) / baseline - 1
+        out.append({"model": model, "pretrain_seed": int(ps), "regime": regime, "n_controls": len(ends),
+                    "baseline_loss": baseline, "examples": float(ends["examples"].median()),
+                    "drift_median": float(drift.median()), "drift_min": float(drift.min()),
+                    "drift_max": float(drift.max())})
+    return pd.DataFrame(out, columns=CONTROL_DRIFT_COLUMNS)
+
+
+# ---------------------------------------------------------------- the page
