@@ -3,13 +3,23 @@ trained model, data and a reset cell."""
 
 from __future__ import annotations
 
+import argparse
+import json
+import os
 import re
+import shutil
+import statistics
+import subprocess
 import sys
+import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import TypeVar
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 PERFORMANCE = ROOT / "docs" / "performance.md"
+T = TypeVar("T")
 
 
 def block_markers(marker: str) -> tuple[str, str]:
@@ -19,8 +29,8 @@ def block_markers(marker: str) -> tuple[str, str]:
 
 def write_block(marker: str, markdown: str, page: Path = PERFORMANCE) -> None:
     """Replace the text between ``<!-- {marker}: begin -->`` and ``<!-- {marker}: end -->`` in ``page`` with
-    ``markdown``, set off by blank lines (the markers stay; nothing else in the page changes). Raises ``ValueError`` if the page lacks
-    either marker, has one twice or has them out of order."""
+    ``markdown``, set off by blank lines (the markers stay; nothing else in the page changes). Raises
+    ``ValueError`` if the page lacks either marker, has one twice or has them out of order."""
     page = Path(page)
     begin, end = block_markers(marker)
     text = page.read_text()
@@ -41,11 +51,106 @@ def read_block(marker: str, page: Path = PERFORMANCE) -> str:
         raise ValueError(f"{page} lacks block {marker!r}")
     return match.group(1).strip()
 
-from selfheal import config, grid, models, results_io
-from selfheal.data import streams
-from selfheal.models import families
-from selfheal.training import objectives
+
+def add_write_flag(parser: argparse.ArgumentParser) -> None:
+    """``--no-write``: print the figure block without writing it into its page."""
+    parser.add_argument("--no-write", action="store_true",
+                        help="only print the figure block; do not write it into its documentation page")
+
+
+def publish(marker: str, markdown: str, write: bool, page: Path = PERFORMANCE, why_not: str | None = None) -> None:
+    """Print the figure block ``marker`` and, if ``write`` and no ``why_not`` (e.g. options other than the
+    documented run's), write it into ``page`` through ``write_block``."""
+    print(f"\n{block_markers(marker)[0]}\n{markdown.strip()}\n{block_markers(marker)[1]}")
+    where = Path(page).resolve().relative_to(ROOT) if Path(page).resolve().is_relative_to(ROOT) else page
+    if not write:
+        print(f"not written (--no-write): {where}")
+    elif why_not:
+        print(f"not written to {where}: {why_not}")
+    else:
+        write_block(marker, markdown, page)
+        print(f"written: block {marker!r} of {where}")
+
+
+def machine() -> str:
+    """The machine a figure was measured on, in words: cores, memory, torch version, GPU if any."""
+    import torch
+
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else "no GPU"
+    return f"{os.cpu_count()} cores, {memory:.0f} GB, {gpu}, torch {torch.__version__.split('+')[0]}"
+
+
+# ---------------------------------------------------------------------------------------------------- timing
+
+def snakemake_env(pythonpath: str | None = None) -> dict:
+    """The environment the benchmarks start Snakemake in.
+
+    Every Snakemake start imports snakemake-executor-plugin-slurm, which runs `scontrol show config` while
+    defining its settings. On a machine with SLURM's client installed and no controller answering (CI installs
+    SLURM for tests/test_slurm.py, which starts the controller only for itself) that call blocks 9 s per
+    Snakemake start, a cost that neither a laptop without SLURM nor a cluster whose controller answers pays.
+    There, SLURM_CONF points at an empty file (as in tests/conftest.py), so the plugin finds no SLURM at once;
+    the benchmark says so when it does."""
+    env = {**os.environ, **({"PYTHONPATH": pythonpath} if pythonpath else {})}
+    if "SLURM_CONF" in env or shutil.which("scontrol") is None:
+        return env
+    try:
+        answered = subprocess.run(["scontrol", "ping"], capture_output=True, text=True, timeout=3).returncode == 0
+    except subprocess.TimeoutExpired:
+        answered = False
+    if not answered:
+        print("SLURM's client is installed here but no controller answers: Snakemake is started with "
+              "SLURM_CONF=/dev/null, as on a machine without SLURM (else each start waits 9 s on `scontrol`)")
+        env["SLURM_CONF"] = "/dev/null"
+    return env
+
+
+def snakemake_command(workdir: Path, *args: str) -> list[str]:
+    """The project's Snakefile run by this Python's Snakemake in ``workdir``, with ``args``."""
+    return [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory", str(workdir), *args]
+
+
+def timed_process(cmd: list[str], env: dict | None = None, cwd: Path | None = None,
+                  check: bool = True) -> tuple[float, subprocess.CompletedProcess]:
+    """(wall seconds, the finished process) of one command, output captured; with ``check``, a failure ends the
+    benchmark with the command's last stderr."""
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=cwd)
+    wall = time.perf_counter() - t0
+    if check and proc.returncode:
+        sys.exit(f"{' '.join(map(str, cmd))} failed:\n{(proc.stderr or proc.stdout)[-3000:]}")
+    return wall, proc
+
+
+def interleaved(variants: dict[str, Callable[[], T]], repeats: int) -> dict[str, list[T]]:
+    """Every variant run once per round, in order, for ``repeats`` rounds (so slow drifts of the machine hit all
+    variants alike); per variant, its results in round order."""
+    runs: dict[str, list[T]] = {name: [] for name in variants}
+    for _ in range(repeats):
+        for name, run in variants.items():
+            runs[name].append(run())
+    return runs
+
+
+def medians(runs: dict[str, list[dict]], keys: Iterable[str]) -> dict[str, dict[str, float]]:
+    """Per variant, the median of each of ``keys`` over its runs (dicts, e.g. one per process)."""
+    return {name: {k: statistics.median(r[k] for r in rs) for k in keys} for name, rs in runs.items()}
+
+
+def json_child(cmd: list[str], env: dict | None = None) -> dict:
+    """Run a child process that prints its measurement as JSON on its last line; that dict."""
+    _, proc = timed_process(cmd, env=env)
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+# ---------------------------------------------------------------------------------------------------- the default run
+
+from selfheal import config, grid, models, results_io  # noqa: E402
+from selfheal.data import streams  # noqa: E402
 from selfheal.heal import reset  # noqa: E402
+from selfheal.models import families  # noqa: E402
+from selfheal.training import objectives  # noqa: E402
 
 
 def load_setup(results: Path, model_name: str | None, pretrain_seed: int | None = None):

@@ -5,6 +5,7 @@ once in plain fp32 (no TF32, no compile), on the same data and seeds.
 
     .venv/bin/python benchmarks/gpu_check.py                      # on a CUDA machine   [--peak-tflops 989]
     .venv/bin/python benchmarks/gpu_check.py --device cpu --tiny  # smoke check: tiny models, CPU, seconds
+                                                                  # [--no-write]
 
 Prints per model and run: training tokens/s of the pretraining (`pretrain.json`: tokens / wall_s, evaluations
 included) and of the retrain cell (`recovery.json`: `train_tokens_per_s`), model FLOPs utilisation against the
@@ -17,7 +18,8 @@ gradients of layer L alone (2 x 12 D^2).
 
 Sizes (not the full grid's, which trains for hours): S = 4,096 sequences of 256 tokens, 1 epoch of pretraining;
 the retrain cell resets L = 1 (frozen regime, fresh init, seed 0) and trains its whole budget (threshold 1e-4,
-never reached, so both runs train the same number of steps).
+never reached, so both runs train the same number of steps). On a CUDA device with the full sizes it writes block
+`gpu-check` of docs/performance.md; the smoke check writes nothing.
 """
 
 from __future__ import annotations
@@ -36,8 +38,13 @@ import torch
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(ROOT / "src"))
+from common import add_write_flag, machine, publish  # noqa: E402
+
 from selfheal.config.defaults import DEFAULTS  # noqa: E402
+
+MARKER = "gpu-check"
 
 ENV = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
 
@@ -126,6 +133,7 @@ def main():
     parser.add_argument("--tiny", action="store_true", help="tiny models and data: a smoke check in seconds")
     parser.add_argument("--peak-tflops", type=float, default=None, help="the device's dense bf16 peak")
     parser.add_argument("--keep", type=Path, default=None)
+    add_write_flag(parser)
     a = parser.parse_args()
     if a.device == "cuda" and not torch.cuda.is_available():
         sys.exit("no CUDA device visible: run on a GPU machine, or --device cpu --tiny for the smoke check")
@@ -157,11 +165,21 @@ def main():
                                  "final_val_loss": r["pre_loss"] if phase == "pretrain" else r["re_loss"]})
     table = pd.DataFrame(rows)
     print(table.to_string(index=False))
+    lines = ["| model | phase | fast tokens/s | fp32 tokens/s | speed-up | fast MFU | val loss fast − fp32 |",
+             "|---|---|---|---|---|---|---|"]
     for (model, phase), g in table.groupby(["model", "phase"], sort=False):
         f, ref = g.set_index("run").loc["fast"], g.set_index("run").loc["fp32"]
         print(f"{model} {phase}: fast {f['tokens_per_s'] / ref['tokens_per_s']:.2f}x the fp32 tokens/s; final val "
               f"loss fast - fp32 = {f['final_val_loss'] - ref['final_val_loss']:+.4f} "
               f"({(f['final_val_loss'] - ref['final_val_loss']) / ref['final_val_loss']:+.2%})")
+        mfu = f"{f['mfu']:.1%}" if f["mfu"] is not None and f["mfu"] == f["mfu"] else "n/a"
+        lines.append(f"| {model} | {phase} | {f['tokens_per_s']:,.0f} | {ref['tokens_per_s']:,.0f} | "
+                     f"{f['tokens_per_s'] / ref['tokens_per_s']:.2f}× | {mfu} | "
+                     f"{(f['final_val_loss'] - ref['final_val_loss']) / ref['final_val_loss']:+.2%} |")
+    text = (f"`.venv/bin/python benchmarks/gpu_check.py` on {machine()} (dense bf16 peak "
+            f"{f'{peak:g} TFLOP/s' if peak else 'unknown'}):\n\n" + "\n".join(lines))
+    publish(MARKER, text, not a.no_write,
+            why_not="the smoke check's numbers are meaningless" if a.tiny or a.device != "cuda" else None)
 
 
 if __name__ == "__main__":

@@ -6,8 +6,9 @@ check (val loss drop over the last quarter) and its wall time. Rows run two at a
     .venv/bin/python benchmarks/pretrain_sweep.py results           # the default grid's data (run it first)
     .venv/bin/python benchmarks/pretrain_sweep.py results --only 'n=2 d=64'   # rows whose label contains this
 
-Prints a markdown table (docs/method.md, "Choosing the default", holds its output) and writes
-`<results>/sweep/pretrain_sweep.parquet`. A row's numbers depend only on its settings (same machine, same numbers).
+Prints a markdown table, writes it into block `pretrain-sweep` of docs/method.md ("Choosing the default"; not with
+--only or --no-write) and writes `<results>/sweep/pretrain_sweep.parquet`. A row's numbers depend only on its
+settings (same machine, same numbers).
 """
 
 from __future__ import annotations
@@ -20,11 +21,14 @@ from pathlib import Path
 
 import pandas as pd
 import yaml
-from common import ROOT
+from common import ROOT, add_write_flag, machine, publish
 
 from selfheal import config, grid, records
 from selfheal.records import Baseline
 from selfheal.training import pretrain
+
+MARKER = "pretrain-sweep"
+PAGE = ROOT / "docs" / "method.md"
 
 # (n_layer, d_model, lr, batch_size, context, S or None = the whole train split, epochs)
 ROWS = [
@@ -70,18 +74,25 @@ def main() -> None:
     parser.add_argument("results", type=Path, help="a results folder with the default corpus and tokens")
     parser.add_argument("--only", default="", help="run only rows whose label contains this text")
     parser.add_argument("--workers", type=int, default=2)
+    add_write_flag(parser)
     a = parser.parse_args()
     rows = [r for r in ROWS if a.only in label(r)]
+    t0 = time.perf_counter()
     with concurrent.futures.ProcessPoolExecutor(a.workers) as pool:
         table = pd.DataFrame(list(pool.map(run_one, rows, [str(a.results)] * len(rows))))
+    wall = time.perf_counter() - t0
     out = a.results / "sweep" / "pretrain_sweep.parquet"
     out.parent.mkdir(parents=True, exist_ok=True)
     table.to_parquet(out)
-    print("| setting | params | val loss | bigram | margin | last-quarter drop | wall |")
-    print("|---|---|---|---|---|---|---|")
+    lines = ["| N | D | lr | batch | context | S | E | params | val loss | bigram | margin | last-quarter drop |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in table.itertuples():
-        print(f"| {r.setting} | {r.params:,} | {r.val_loss:.3f} | {r.bigram_loss:.3f} | {r.bigram_margin:+.3f} | "
-              f"{r.last_quarter_val_drop:.3f} | {r.wall_s:.0f} s |")
+        lines.append(f"| {r.n_layer} | {r.d_model} | {r.lr:g} | {r.batch_size} | {r.context} | {r.S:,} | {r.E} | "
+                     f"{r.params:,} | {r.val_loss:.3f} | {r.bigram_loss:.3f} | {r.bigram_margin:+.3f} | "
+                     f"{r.last_quarter_val_drop:.3f} |")
+    text = "\n".join(lines) + (f"\n\n{len(rows)} runs, {a.workers} at a time, {wall / 60:.0f} minutes on "
+                                f"{machine()} (`.venv/bin/python benchmarks/pretrain_sweep.py results`).")
+    publish(MARKER, text, not a.no_write, page=PAGE, why_not="--only: not every row" if a.only else None)
     print(f"written: {out}")
 
 

@@ -3,15 +3,17 @@
 against the rule it replaced (regula falsi on the loss itself, a bisection after a probe that left more than half
 the bracket), replayed on the same per-step validation curves.
 
-    .venv/bin/python benchmarks/probe_rules.py RESULTS [--cells gpt2-n4-d64:0:0:0 ...] [--curves FILE]
+    .venv/bin/python benchmarks/probe_rules.py RESULTS [--cells gpt2-n4-d64:0:0:0 ...] [--curves FILE] [--no-write]
 
 RESULTS: a finished default run's results folder (its trained networks, baselines and tokens). For each cell
-(model:layer:retrain seed:pretraining seed; default: every layer of both retrain seeds of one network per size)
+(model:layer:retrain seed:pretraining seed; default: every layer of both retrain seeds of one network per size of
+config/config.yaml)
 the reset layer is retrained as a heal job does (policy full, fresh init, frozen regime, the prefix cache below
 it), but evaluated after every step, until it is below the tightest threshold; those curves (cached in
 ``--curves``, by default beside the results) are then located with the default cadence (16 steps), resolution
 (10 %) and thresholds, both rules counting the evaluations of kept weights they need. Both rules bracket a real
-crossing; the rule of the loop ends at least as narrow as the rule asks.
+crossing; the rule of the loop ends at least as narrow as the rule asks. With the default cells it writes block
+`probe-rules` of docs/performance.md.
 """
 
 from __future__ import annotations
@@ -19,22 +21,22 @@ from __future__ import annotations
 import argparse
 import copy
 import json
-import math
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import add_write_flag, publish  # noqa: E402
 
 from selfheal.training import loop  # noqa: E402
 from selfheal.training.state import CurvePoint  # noqa: E402
 
+MARKER = "probe-rules"
+
 EPS = [0.01, 0.02, 0.05, 0.10]
 EVERY, RESOLUTION, BATCH = 16, 0.1, 32
 DEFAULT_CELLS = ([f"gpt2-n4-d64:{l}:{s}:0" for l in range(4) for s in (0, 1)]
-                 + [f"gpt2-n4-d32:{l}:{s}:0" for l in range(4) for s in (0, 1)]
                  + [f"gpt2-n2-d64:{l}:{s}:1" for l in range(2) for s in (0, 1)]
-                 + [f"gpt2-n2-d32:{l}:{s}:1" for l in range(2) for s in (0, 1)])
+                 + [f"gpt2-n2-d128:{l}:{s}:0" for l in range(2) for s in (0, 1)])
 
 
 def per_step_curve(results: Path, spec: str) -> dict:
@@ -121,6 +123,7 @@ def main() -> None:
     parser.add_argument("--cells", nargs="+", default=DEFAULT_CELLS, help="model:layer:retrain seed:pretraining seed")
     parser.add_argument("--curves", type=Path, default=None,
                         help="per-step curves (cache; default RESULTS/probe_rules_curves.json)")
+    add_write_flag(parser)
     a = parser.parse_args()
     a.curves = a.curves or a.results / "probe_rules_curves.json"
     curves = json.loads(a.curves.read_text()) if a.curves.exists() else []
@@ -142,6 +145,11 @@ def main() -> None:
         print(f"  {name:42s} {sum(counts):5d} (max {max(counts)} in one cell); latest {max(l for _, l in got):.0%}")
     new, old = (sum(n for n, _ in v) for v in totals.values())
     print(f"  ratio {new / old:.2f}" if old else "")
+    latest = max(late for _, late in next(iter(totals.values())))
+    text = (f"`.venv/bin/python benchmarks/probe_rules.py results`, {len(curves)} single-layer cells: "
+            f"the current rule makes **{new / old:.2f}×** the evaluations of the replaced one ({new} against {old}); "
+            f"a located crossing came at most {latest:.0%} later than the per-step curve's first one.")
+    publish(MARKER, text, not a.no_write, why_not=None if a.cells == DEFAULT_CELLS else "cells other than the default")
 
 
 if __name__ == "__main__":

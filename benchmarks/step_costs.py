@@ -1,27 +1,31 @@
-"""What one training step and one evaluation batch cost on a CPU, with and without the two changes of the eighth
-session: glibc keeping freed memory (`hardware.keep_freed_memory`, set by every job) and GPT-2's exact GELU in
-place of its tanh approximation. Each variant runs in its own process (the heap setting is process-wide), the
-variants interleaved and repeated; medians are printed side by side, with the ratio to the plain variant.
+"""What one training step and one evaluation batch cost on a CPU, with and without glibc keeping freed memory
+(`hardware.keep_freed_memory`, set by every job) and GPT-2's exact GELU in place of its tanh approximation. Each
+variant runs in its own process (the heap setting is process-wide), the variants interleaved and repeated; medians
+are printed side by side, with the ratio to the plain variant, and one call of each GELU at the model's MLP width.
 
     .venv/bin/python benchmarks/step_costs.py [RESULTS] [--model gpt2-n4-d64] [--layer 0] [--repeats 3] [--threads 1]
+                                              [--no-write]
 
 RESULTS: a default run's results folder (default `results/`). The step is one AdamW step of a freshly reset layer L
 (frozen regime: layers below L run without autograd, the head and layers above give activation gradients) on 32
-training sequences; the evaluation batch is 64 validation sequences, as the default config evaluates them.
+training sequences; the evaluation batch is 64 validation sequences, as the default config evaluates them. With
+the documented options (the defaults) it writes block `step-costs` of docs/performance.md.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import ROOT, data_for, load_setup, reset_model  # noqa: E402
+from common import (ROOT, add_write_flag, data_for, interleaved, json_child, load_setup, machine,  # noqa: E402
+                    medians, publish, reset_model)
+
+MARKER = "step-costs"
+DOCUMENTED = {"model": "gpt2-n4-d64", "layer": 0, "repeats": 3, "threads": 1}
 
 VARIANTS = {  # name: (keep freed memory, activation)
     "plain heap, tanh GELU": (False, "gelu_pytorch_tanh"),
@@ -64,42 +68,66 @@ def child(a) -> None:
 
     out = {}
     for name, fn in (("step_ms", step), ("eval_batch_ms", evaluate)):
-        for _ in range(3):
-            fn()
-        t0 = time.perf_counter()
-        for _ in range(30):
-            fn()
-        out[name] = (time.perf_counter() - t0) / 30 * 1000
+        out[name] = per_call_ms(fn, 30)
+    hidden = torch.randn(32, model_cfg["context"], 4 * model_cfg["d_model"])
+    for act in ("gelu", "gelu_pytorch_tanh"):  # one call of each GELU on a training step's MLP activations
+        out[f"{act}_ms"] = per_call_ms(lambda act=act: ACT2FN[act](hidden), 100)
     print(json.dumps(out))
+
+
+def per_call_ms(fn, calls: int) -> float:
+    for _ in range(3):
+        fn()
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    return (time.perf_counter() - t0) / calls * 1000
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("results", nargs="?", default=str(ROOT / "results"))
-    parser.add_argument("--model", default="gpt2-n4-d64")
-    parser.add_argument("--layer", type=int, default=0)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--model", default=DOCUMENTED["model"])
+    parser.add_argument("--layer", type=int, default=DOCUMENTED["layer"])
+    parser.add_argument("--repeats", type=int, default=DOCUMENTED["repeats"])
+    parser.add_argument("--threads", type=int, default=DOCUMENTED["threads"])
     parser.add_argument("--variant", default=None, help=argparse.SUPPRESS)
+    add_write_flag(parser)
     a = parser.parse_args()
     if a.variant:
         return child(a)
-    runs: dict[str, list[dict]] = {v: [] for v in VARIANTS}
-    for _ in range(a.repeats):
-        for variant in VARIANTS:
-            cmd = [sys.executable, __file__, a.results, "--model", a.model, "--layer", str(a.layer),
-                   "--threads", str(a.threads), "--variant", variant]
-            proc = subprocess.run(cmd, capture_output=True, text=True)
-            if proc.returncode:
-                sys.exit(proc.stderr[-3000:])
-            runs[variant].append(json.loads(proc.stdout.strip().splitlines()[-1]))
+
+    def run(variant):
+        return lambda: json_child([sys.executable, __file__, a.results, "--model", a.model, "--layer", str(a.layer),
+                                   "--threads", str(a.threads), "--variant", variant])
+
+    keys = ("step_ms", "eval_batch_ms", "gelu_ms", "gelu_pytorch_tanh_ms")
+    med = medians(interleaved({v: run(v) for v in VARIANTS}, a.repeats), keys)
     print(f"{a.model}, reset L{a.layer}, {a.threads} thread(s), median of {a.repeats} processes per variant:")
-    plain = {k: statistics.median(r[k] for r in runs[next(iter(VARIANTS))]) for k in ("step_ms", "eval_batch_ms")}
-    for variant, rs in runs.items():
-        step = statistics.median(r["step_ms"] for r in rs)
-        ev = statistics.median(r["eval_batch_ms"] for r in rs)
-        print(f"  {variant:40s} step {step:6.1f} ms ({plain['step_ms'] / step:.2f}x)   "
-              f"evaluation batch of 64 {ev:6.1f} ms ({plain['eval_batch_ms'] / ev:.2f}x)")
+    plain = med[next(iter(VARIANTS))]
+    for variant, m in med.items():
+        print(f"  {variant:40s} step {m['step_ms']:6.1f} ms ({plain['step_ms'] / m['step_ms']:.2f}x)   "
+              f"evaluation batch of 64 {m['eval_batch_ms']:6.1f} ms ({plain['eval_batch_ms'] / m['eval_batch_ms']:.2f}x)")
+    both, gelu, heap = (med["kept heap, exact GELU (what jobs run)"], med["plain heap, exact GELU"],
+                        med["kept heap, tanh GELU"])
+    tanh_ms, exact_ms = (median_over_variants(med, "gelu_pytorch_tanh_ms"), median_over_variants(med, "gelu_ms"))
+    text = (f"`.venv/bin/python benchmarks/step_costs.py results` on {machine()} ({a.model}, reset L{a.layer}, "
+            f"{a.threads} thread(s), median of {a.repeats} interleaved processes), with the kept heap and the exact "
+            f"GELU against neither: a training step {plain['step_ms']:.1f} → {both['step_ms']:.1f} ms "
+            f"({plain['step_ms'] / both['step_ms']:.2f}×; the exact GELU alone "
+            f"{plain['step_ms'] / gelu['step_ms']:.2f}×, the heap alone {plain['step_ms'] / heap['step_ms']:.2f}×), "
+            f"an evaluation batch of 64 sequences {plain['eval_batch_ms']:.1f} → {both['eval_batch_ms']:.1f} ms "
+            f"({plain['eval_batch_ms'] / both['eval_batch_ms']:.2f}×). One call of PyTorch's tanh-approximated GELU "
+            f"on a step's MLP activations took {tanh_ms:.2f} ms, the exact one {exact_ms:.2f} ms "
+            f"({tanh_ms / exact_ms:.1f}×).")
+    documented = {"model": a.model, "layer": a.layer, "repeats": a.repeats, "threads": a.threads} == DOCUMENTED
+    publish(MARKER, text, not a.no_write, why_not=None if documented else f"options other than {DOCUMENTED}")
+
+
+def median_over_variants(med: dict, key: str) -> float:
+    """The median over every variant's processes of a figure all variants measure alike (a GELU call)."""
+    values = sorted(m[key] for m in med.values())
+    return values[len(values) // 2]
 
 
 if __name__ == "__main__":

@@ -4,7 +4,9 @@ regime, L = N/2, prefix cache) of the default model, reported as tokens/s, FLOP/
 with a per-step breakdown (forward, backward, optimizer) and the cost of one evaluation, plain and cached.
 
     .venv/bin/snakemake --cores 2                    # the default grid: trained models and data
-    .venv/bin/python benchmarks/throughput.py        # [--model NAME] [--threads 2] [--steps 150]
+    .venv/bin/python benchmarks/throughput.py        # [--model gpt2-n4-d64] [--threads 2] [--steps 150] [--no-write]
+
+With the documented options (the defaults) it writes block `throughput` of docs/performance.md.
 """
 
 from __future__ import annotations
@@ -14,11 +16,14 @@ import time
 from pathlib import Path
 
 import torch
-from common import ROOT, data_for, load_setup, prefix_cache_for, reset_model
+from common import ROOT, add_write_flag, data_for, load_setup, machine, prefix_cache_for, publish, reset_model
 
 from selfheal.training import flops
 from selfheal.training import loop
 from selfheal.training import state, evaluation
+
+MARKER = "throughput"
+DOCUMENTED = {"model": "gpt2-n4-d64", "threads": 2, "steps": 150}
 
 
 def gemm_rate(m: int, k: int, n: int, seconds: float = 2.0) -> float:
@@ -61,9 +66,10 @@ def step_breakdown(model, family, names, batch, cache, index, depth, repeats=30)
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--results", type=Path, default=ROOT / "results")
-    parser.add_argument("--model", default=None)
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--steps", type=int, default=150)
+    parser.add_argument("--model", default=DOCUMENTED["model"], help="a model of config/config.yaml")
+    parser.add_argument("--threads", type=int, default=DOCUMENTED["threads"])
+    parser.add_argument("--steps", type=int, default=DOCUMENTED["steps"])
+    add_write_flag(parser)
     a = parser.parse_args()
     torch.set_num_threads(a.threads)
     model_cfg, eval_cfg, trained, tokens, _ = load_setup(a.results, a.model)
@@ -79,6 +85,7 @@ def main():
     depth = model_cfg["n_layer"] // 2
     train_seqs, val_seqs, objective = data_for(model_cfg, eval_cfg, tokens)
     cache = prefix_cache_for(model_cfg, eval_cfg, trained, tokens, depth)
+    measured = {}
     for label, use_cache in (("plain forward", None), ("prefix cache", cache)):
         model, family, names = reset_model(trained, target)
         examples = a.steps * r["batch_size"]
@@ -102,6 +109,18 @@ def main():
         eval_ms = 1000 * (time.perf_counter() - t0)
         print(f"  per step of {r['batch_size']} sequences: forward {fwd:.1f} ms, backward {bwd:.1f} ms, "
               f"optimizer {opt:.1f} ms; one evaluation of {val_seqs.shape[0]} sequences: {eval_ms:.0f} ms")
+        measured[label] = {"tps": tps, "achieved": achieved, "fwd": fwd, "bwd": bwd, "opt": opt}
+    plain, cached = measured["plain forward"], measured["prefix cache"]
+    text = (f"`.venv/bin/python benchmarks/throughput.py` on {machine()}, {a.threads} threads, {model_cfg['name']} "
+            f"retrain {target} with the prefix cache: {cached['tps']:,.0f} tokens/s = "
+            f"{cached['achieved'] / 1e9:.1f} GFLOP/s, {cached['achieved'] / big:.0%} of the machine's "
+            f"{big / 1e9:.0f} GFLOP/s fp32 GEMM ceiling ({cached['achieved'] / shaped:.0%} of the "
+            f"{shaped / 1e9:.0f} GFLOP/s reached at the model's own shapes); plain forward {plain['tps']:,.0f} "
+            f"tokens/s. Per training step of {r['batch_size']} sequences: forward {plain['fwd']:.1f} ms plain, "
+            f"{cached['fwd']:.1f} ms from the cache (the frozen prefix: the difference); backward through the layers "
+            f"above L and the LM head {cached['bwd']:.1f} ms; optimizer {cached['opt']:.1f} ms.")
+    documented = {"model": a.model, "threads": a.threads, "steps": a.steps} == DOCUMENTED
+    publish(MARKER, text, not a.no_write, why_not=None if documented else f"options other than {DOCUMENTED}")
 
 
 if __name__ == "__main__":
