@@ -128,265 +128,322 @@ def run(
 
     ``levels`` (validation losses, e.g. the recovery thresholds) with ``resolution`` > 0: every crossing of a level
     is located to an interval (a, b] between two evaluations, the one at b the first at or below the level, with
-    b - a <= resolution x b or one optimizer step. While training, a copy of the trainable tensors is kept after
-    every step of the current evaluation interval (cleared at each evaluation). When an evaluation is the first at
-    or below one or more levels, each new crossing (loosest level first) is located on those copies: a kept step is
-    copied into the trainable parameters, evaluated (the same function and prefix cache), and the current weights
-    are put back, so the training state (weights, optimizer, RNGs, position) is untouched and the run goes on
-    exactly as without these evaluations. Each probe step is predicted from the losses of the two evaluations that
-    bracket the crossing, as an exponential approach to a floor below the level (``probe_step``, strictly inside
-    the bracket), using every evaluation already known in the interval, until the bracket meets the resolution.
-    No training is redone.
-
-    When the copies would take more than ``SNAPSHOT_BUDGET_MB`` (trainable bytes x steps per interval), the run
-    replays instead: the state at the last evaluation above the level (weights, optimizer, RNGs, position; kept in
-    memory at every evaluation) is restored, training runs to the middle step and is evaluated, and so on in the
-    half that holds the crossing until it is narrow enough; then the state at the interval's end is restored and
-    training goes on exactly as without the replay. Either way the evaluations made after the fact inside an
-    interval already trained join the curve in step order (``CurvePoint.replay``, no train loss), their time counts
-    in ``result.eval_s`` (a replay's training in ``result.replay_s`` / ``replay_train_s``), and the regular
-    evaluations and final weights are those of a run without ``levels``. With ``levels``, checkpoints are written
-    at evaluations only, where no copies are held, so a resumed run ends with the same numbers.
+    b - a <= resolution x b or one optimizer step. When an evaluation is the first at or below one or more levels,
+    each new crossing (loosest level first) is located inside the interval that evaluation closed: on copies of the
+    trainable tensors kept after every step of the interval (``_Training.locate_on_kept``), or, where those copies
+    would take more than ``SNAPSHOT_BUDGET_MB`` (trainable bytes x steps per interval), by replaying the interval
+    from its saved start state (``_Training.locate_by_replay``). Either way the evaluations made after the fact
+    join the curve in step order (``CurvePoint.replay``, no train loss), their time counts in ``result.eval_s``
+    (a replay's training in ``result.replay_s`` / ``replay_train_s``), and the regular evaluations and final
+    weights are those of a run without ``levels``. With ``levels``, checkpoints are written at evaluations only,
+    where no copies are held, so a resumed run ends with the same numbers.
     """
-    for name, p in model.named_parameters():
-        p.requires_grad_(name in trainable)
-    hw = s.hardware
-    device = hw.prepare(model)
-    grad_from = first_trainable_depth(family, model, trainable)
-    if cache is not None and cache.depth > grad_from:
-        raise ValueError(f"prefix cache at depth {cache.depth} but a tensor at depth {grad_from} trains")
-    batch_generator = torch.Generator().manual_seed(s.data_seed)  # masks / noise of the training batches
-    context = train_seqs.shape[1]
-    total_steps = math.ceil(s.max_examples / s.batch_size)
-    result = Result()
-    pos = Position(next_eval=s.eval_every_examples)
-    t0 = time.perf_counter()
+    training = _Training(model, family, objective, train_seqs, val_batches, trainable, s, should_stop, label,
+                         cache, levels, resolution, start_loss)
+    result, pos = training.result, training.pos
+    if not training.resume() and (training.evaluate() or not trainable or s.max_examples <= 0):
+        result.stopped_early = bool(result.curve) and should_stop(result.curve[-1])
+        return result  # stopped at the first evaluation, or nothing to train
+    training.save_interval_start()  # the state a replay of the first interval starts from
+    training.compile()
 
-    def measure(replay: bool = False) -> CurvePoint:
-        started = time.perf_counter()
-        if start_loss is not None and not result.curve and pos.steps == 0:
-            val_loss = start_loss  # the same evaluation of the same weights, already made by the caller
+    def after_step(info: trainer.StepInfo) -> bool:  # after every optimizer step; True: stop training
+        training.advance(info)
+        at_evaluation = pos.examples >= pos.next_eval or pos.examples >= s.max_examples
+        if not at_evaluation:
+            training.keep_weights()  # to locate a crossing in this interval, should its closing evaluation find one
         else:
-            val_loss = evaluate(model, family, val_batches, cache, hw)
+            stop = training.evaluate()  # evaluation; ``should_stop`` decides
+            if training.keeping:  # locating the crossings it found first, on the weights kept
+                training.locate_on_kept()
+            elif training.refining:  # or by replaying the interval
+                training.locate_by_replay()
+                training.save_interval_start(stop)
+            training.plan_next_evaluation()
+            if stop:  # stopping
+                result.stopped_early = True
+                return True
+        training.checkpoint(at_evaluation)  # checkpointing, when due
+        return False
+
+    model.train()
+    training.train(s.max_examples, on_loss=training.diverged, on_step=after_step)
+    model.eval()
+    return result
+
+
+class _Training:
+    """One call of ``run``: the model and its settings, where training stands (``pos``), the result so far, and
+    what crossings are located with (the trainable tensors kept after every step of the current evaluation
+    interval, ``kept``, or the state at the interval's start, ``start``). Each method is one named step of ``run``."""
+
+    def __init__(self, model, family, objective, train_seqs, val_batches, trainable, s, should_stop, label, cache,
+                 levels, resolution, start_loss):
+        for name, p in model.named_parameters():
+            p.requires_grad_(name in trainable)
+        self.model, self.family, self.objective, self.train_seqs = model, family, objective, train_seqs
+        self.val_batches, self.trainable, self.s, self.should_stop = val_batches, trainable, s, should_stop
+        self.label, self.cache, self.start_loss = label, cache, start_loss
+        self.levels, self.resolution = levels, resolution
+        self.hw = s.hardware
+        self.device = self.hw.prepare(model)
+        self.grad_from = first_trainable_depth(family, model, trainable)
+        if cache is not None and cache.depth > self.grad_from:
+            raise ValueError(f"prefix cache at depth {cache.depth} but a tensor at depth {self.grad_from} trains")
+        self.batch_generator = torch.Generator().manual_seed(s.data_seed)  # masks / noise of the training batches
+        self.context = train_seqs.shape[1]
+        self.schedule = trainer.warmup_cosine(s.warmup_steps, math.ceil(s.max_examples / s.batch_size), s.cosine,
+                                              s.min_lr_fraction)
+        self.result = Result()
+        self.pos = Position(next_eval=s.eval_every_examples)
+        self.t0 = time.perf_counter()
+        self.optimizer = _optimizer(model, trainable, s) if trainable else None
+        self.refining = bool(levels) and resolution > 0 and bool(trainable)
+        self.params = {n: p for n, p in model.named_parameters() if n in trainable}
+        step_bytes = sum(p.numel() * p.element_size() for p in self.params.values())
+        interval_steps = math.ceil(s.eval_every_examples / s.batch_size)
+        self.keeping = self.refining and step_bytes * interval_steps <= SNAPSHOT_BUDGET_MB * 2**20  # else replays
+        self.kept: dict[int, tuple[int, dict[str, torch.Tensor]]] = {}  # step -> (examples, trainable tensors)
+        self.start = None  # the state at the last evaluation, for a replay of the interval after it
+        self.saved_at = 0  # the step of the last checkpoint
+        if self.refining:
+            log.info("%s locates crossings %s (trainable tensors %.1f MB x %d steps per evaluation interval, budget "
+                     "%d MB)", label, "on weights kept at every step" if self.keeping else "by replaying intervals",
+                     step_bytes / 2**20, interval_steps, SNAPSHOT_BUDGET_MB)
+
+    # -- training ----------------------------------------------------------------------------------------------
+
+    def resume(self) -> bool:
+        """Load the checkpoint of a killed run, if there is one that matches; True when resumed."""
+        resumed = self.optimizer is not None and checkpoints.restore(self.s, self.model, self.optimizer,
+                                                                     self.batch_generator, self.pos, self.result)
+        if resumed:
+            self.t0 -= self.result.resumed_elapsed  # the wall clock continues where the killed run left it
+            log.info("%s resumed from %s at step %d (%d examples)", self.label, self.s.checkpoint_path,
+                     self.pos.steps, self.pos.examples)
+        self.saved_at = self.pos.steps
+        return resumed
+
+    def compile(self) -> None:
+        hw, family = self.hw, self.family
+        hw.compile_modules([l for l in family.stack_modules(self.model, "")][self.grad_from:] if hw.compile and
+                           isinstance(family, SingleStack) else [])
+
+    def train(self, limit: int, on_loss: trainer.Callback = trainer.never,
+              on_step: trainer.Callback = trainer.never) -> bool:
+        """The one optimisation loop (``trainer.train``) from the current position up to ``limit`` examples."""
+        return trainer.train(self.optimizer, self.batches(limit), self.loss_of, self.schedule, self.s.grad_clip,
+                             list(self.params.values()), self.pos.steps, on_loss, on_step)
+
+    def batches(self, limit: int):
+        """The training batches up to ``limit`` examples. Reads the position the callbacks advance, so a resumed
+        run continues mid-epoch."""
+        s, pos = self.s, self.pos
+        while pos.examples < limit:
+            order = streams.epoch_order(self.train_seqs.shape[0], s.data_seed, pos.epoch)
+            while pos.index < len(order) and pos.examples < limit:
+                index = order[pos.index : pos.index + min(s.batch_size, s.max_examples - pos.examples)]
+                yield index, to_device(self.objective.batch(self.train_seqs[index], self.batch_generator),
+                                       self.device)
+            if pos.index >= len(order):  # not when stopped at ``limit`` mid-epoch (a replay goes on from there)
+                pos.epoch += 1
+                pos.index = 0
+
+    def loss_of(self, item) -> torch.Tensor:
+        index, batch = item
+        with self.hw.autocast(self.device):
+            if self.cache is None:
+                return self.family.loss(self.model, batch, self.grad_from)
+            hidden = self.cache.train_rows(index).to(self.device, non_blocking=True)
+            return self.family.loss(self.model, batch, self.grad_from, hidden=hidden, from_depth=self.cache.depth)
+
+    def diverged(self, info: trainer.StepInfo) -> bool:
+        """Before the update: a non-finite loss, or one above DIVERGENCE_FACTOR x the first evaluation, stops."""
+        loss_value = info.loss.item()  # the step's one host sync (NaN compares False, hence "not <=")
+        if loss_value <= DIVERGENCE_FACTOR * self.result.curve[0].val_loss:
+            self.pos.running += loss_value * len(info.batch[0])
+            return False
+        self.result.diverged_step = self.pos.steps
+        log.warning("%s diverged: loss %s at step %d", self.label, loss_value, self.pos.steps)
+        return True
+
+    def advance(self, info: trainer.StepInfo) -> None:
+        n = len(info.batch[0])
+        self.pos.steps = info.step
+        self.pos.index += self.s.batch_size
+        self.pos.examples += n
+        self.pos.running_n += n
+
+    # -- evaluation --------------------------------------------------------------------------------------------
+
+    def measure(self, replay: bool = False) -> CurvePoint:
+        """An evaluation of the model as it is, at the current position."""
+        pos, result = self.pos, self.result
+        started = time.perf_counter()
+        if self.start_loss is not None and not result.curve and pos.steps == 0:
+            val_loss = self.start_loss  # the same evaluation of the same weights, already made by the caller
+        else:
+            val_loss = evaluate(self.model, self.family, self.val_batches, self.cache, self.hw)
         result.eval_s += time.perf_counter() - started
         return CurvePoint(
             examples=pos.examples,
-            tokens=pos.examples * context,
+            tokens=pos.examples * self.context,
             steps=pos.steps,
-            wall_s=time.perf_counter() - t0,
+            wall_s=time.perf_counter() - self.t0,
             val_loss=val_loss,
             train_loss=None if replay or not pos.running_n else pos.running / pos.running_n,
             replay=replay,
         )
 
-    def record() -> bool:
-        point = measure()
+    def evaluate(self) -> bool:
+        """A regular evaluation: appended to the curve and logged; True when ``should_stop`` says so."""
+        s, pos = self.s, self.pos
+        point = self.measure()
         pos.running, pos.running_n = 0.0, 0
-        result.curve.append(point)
+        self.result.curve.append(point)
         rate = pos.examples / point.wall_s if point.wall_s > 0 else 0.0
         eta = (s.max_examples - pos.examples) / rate if rate > 0 else float("nan")
         train_txt = f"{point.train_loss:.4f}" if point.train_loss is not None else "-"
         log.info(
             "%s step %d | examples %d/%d | train %s | val %.4f | %.0fs elapsed, <= %.0fs left",
-            label, pos.steps, pos.examples, s.max_examples, train_txt, point.val_loss, point.wall_s, eta,
+            self.label, pos.steps, pos.examples, s.max_examples, train_txt, point.val_loss, point.wall_s, eta,
         )
-        return should_stop(point)
+        return self.should_stop(point)
 
-    optimizer = _optimizer(model, trainable, s) if trainable else None
-    refining = bool(levels) and resolution > 0 and bool(trainable)
-    params = {n: p for n, p in model.named_parameters() if n in trainable}
-    step_bytes = sum(p.numel() * p.element_size() for p in params.values())
-    interval_steps = math.ceil(s.eval_every_examples / s.batch_size)
-    keeping = refining and step_bytes * interval_steps <= SNAPSHOT_BUDGET_MB * 2**20  # else replays
-    kept: dict[int, tuple[int, dict[str, torch.Tensor]]] = {}  # step -> (examples, trainable tensors after it)
-    if refining:
-        log.info("%s locates crossings %s (trainable tensors %.1f MB x %d steps per evaluation interval, budget %d MB)",
-                 label, "on weights kept at every step" if keeping else "by replaying intervals",
-                 step_bytes / 2**20, interval_steps, SNAPSHOT_BUDGET_MB)
+    def plan_next_evaluation(self) -> None:
+        """The next multiple of ``eval_every_examples`` (the budget's end is evaluated too)."""
+        every = self.s.eval_every_examples
+        self.pos.next_eval = (self.pos.examples // every + 1) * every
 
-    def snapshot():
+    # -- locating a crossing -----------------------------------------------------------------------------------
+
+    def new_crossings(self) -> list[float]:
+        """The levels the last evaluation is the first at or below, loosest (first crossed) first."""
+        end = self.result.curve[-1]
+        return sorted((l for l in self.levels if end.val_loss <= l
+                       and not any(p.val_loss <= l for p in self.result.curve[:-1])), reverse=True)
+
+    def keep_weights(self) -> None:
+        """After a step inside an evaluation interval: a copy of the trainable tensors, when locating on them."""
+        if self.keeping:
+            self.kept[self.pos.steps] = (self.pos.examples, {n: p.detach().clone() for n, p in self.params.items()})
+
+    def evaluate_kept(self, step: int) -> CurvePoint:
+        """An evaluation of the weights kept after ``step``, copied into the model (``locate_on_kept`` puts them
+        back)."""
+        examples, weights = self.kept[step]
+        started = time.perf_counter()
+        with torch.no_grad():
+            for n, p in self.params.items():
+                p.copy_(weights[n])
+        val_loss = evaluate(self.model, self.family, self.val_batches, self.cache, self.hw)
+        self.result.eval_s += time.perf_counter() - started
+        return CurvePoint(examples=examples, tokens=examples * self.context, steps=step,
+                          wall_s=time.perf_counter() - self.t0, val_loss=val_loss, train_loss=None, replay=True)
+
+    def locate_on_kept(self) -> None:
+        """Locate each level the last evaluation crossed first on the weights kept in the interval it closed: a kept
+        step is copied into the trainable parameters and evaluated (the same function and prefix cache), probing
+        steps (``bracket``, ``probe_step``: predicted from the two evaluations that bracket the crossing, using every
+        evaluation already known in the interval) until the bracket is narrow enough; then the current weights are
+        put back, so the training state (weights, optimizer, RNGs, position) is untouched and the run goes on
+        exactly as without these evaluations. Nothing is trained. The kept weights are dropped."""
+        result, params, kept = self.result, self.params, self.kept
+        new = self.new_crossings()
+        if new:
+            end = result.curve[-1]
+            first = max(result.curve[:-1], key=lambda p: p.steps)  # the evaluation the interval started at
+            missing = [k for k in range(first.steps + 1, end.steps) if k not in kept]
+            if missing:
+                raise RuntimeError(f"no weights kept for steps {missing[0]}-{missing[-1]} of the interval to locate in")
+            current = {n: p.detach().clone() for n, p in params.items()}
+            known = [first, end]  # this interval's evaluations
+            try:
+                for level in new:  # loosest first: its crossing comes first
+                    bracket(known, level, self.evaluate_kept, lambda step: kept[step][0], self.resolution)
+            finally:
+                started = time.perf_counter()
+                with torch.no_grad():
+                    for n, p in params.items():
+                        p.copy_(current[n])
+                result.eval_s += time.perf_counter() - started
+            points = sorted((p for p in known if p.replay), key=lambda p: p.steps)
+            result.curve[-1:-1] = points
+            if points:
+                log.info("%s located %d crossing(s) in examples %d-%d with %d evaluations of kept weights",
+                         self.label, len(new), first.examples, end.examples, len(points))
+        kept.clear()
+
+    def snapshot(self):
         """Everything the next steps depend on (the frozen tensors never change)."""
-        return ({n: p.detach().clone() for n, p in model.named_parameters() if n in trainable},
-                copy.deepcopy(optimizer.state_dict()), batch_generator.get_state(), torch.get_rng_state(),
-                torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None, dataclasses.replace(pos))
+        return ({n: p.detach().clone() for n, p in self.model.named_parameters() if n in self.trainable},
+                copy.deepcopy(self.optimizer.state_dict()), self.batch_generator.get_state(), torch.get_rng_state(),
+                torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None, dataclasses.replace(self.pos))
 
-    def restore(state) -> None:
+    def restore(self, state) -> None:
         weights, optim, batch_rng, cpu_rng, cuda_rng, position = state
         with torch.no_grad():
-            for n, p in model.named_parameters():
+            for n, p in self.model.named_parameters():
                 if n in weights:
                     p.copy_(weights[n])
-        optimizer.load_state_dict(copy.deepcopy(optim))  # it adopts the tensors it is given: keep the state reusable
-        batch_generator.set_state(batch_rng)
+        self.optimizer.load_state_dict(copy.deepcopy(optim))  # it adopts the tensors it is given: keep it reusable
+        self.batch_generator.set_state(batch_rng)
         torch.set_rng_state(cpu_rng)
         if cuda_rng is not None:
             torch.cuda.set_rng_state_all(cuda_rng)
         for f in dataclasses.fields(Position):
-            setattr(pos, f.name, getattr(position, f.name))
+            setattr(self.pos, f.name, getattr(position, f.name))
 
-    def plan_next_evaluation() -> None:
-        """The next multiple of ``eval_every_examples`` (the budget's end is evaluated too)."""
-        pos.next_eval = (pos.examples // s.eval_every_examples + 1) * s.eval_every_examples
+    def save_interval_start(self, stopped: bool = False) -> None:
+        """At an evaluation, when locating by replay: the state the next interval starts from."""
+        if self.refining and not self.keeping:
+            self.start = self.snapshot() if not stopped else None
 
-    start = None  # the state at the last evaluation, for a replay of the interval after it
-    resumed = optimizer is not None and checkpoints.restore(s, model, optimizer, batch_generator, pos, result)
-    if resumed:
-        t0 -= result.resumed_elapsed  # the wall clock continues where the killed run left it
-        log.info("%s resumed from %s at step %d (%d examples)", label, s.checkpoint_path, pos.steps, pos.examples)
-    elif record() or not trainable or s.max_examples <= 0:
-        result.stopped_early = bool(result.curve) and should_stop(result.curve[-1])
-        return result
-    if refining and not keeping:
-        start = snapshot()  # at the first evaluation, or at the evaluation a resumed run's checkpoint was taken
-
-    hw.compile_modules([l for l in family.stack_modules(model, "")][grad_from:] if hw.compile and
-                       isinstance(family, SingleStack) else [])
-
-    def batches(limit: int):  # reads the position the callbacks advance, so a resumed run continues mid-epoch
-        while pos.examples < limit:
-            order = streams.epoch_order(train_seqs.shape[0], s.data_seed, pos.epoch)
-            while pos.index < len(order) and pos.examples < limit:
-                index = order[pos.index : pos.index + min(s.batch_size, s.max_examples - pos.examples)]
-                yield index, to_device(objective.batch(train_seqs[index], batch_generator), device)
-            if pos.index >= len(order):  # not when stopped at ``limit`` mid-epoch (a replay goes on from there)
-                pos.epoch += 1
-                pos.index = 0
-
-    def loss_of(item) -> torch.Tensor:
-        index, batch = item
-        with hw.autocast(device):
-            if cache is None:
-                return family.loss(model, batch, grad_from)
-            hidden = cache.train_rows(index).to(device, non_blocking=True)
-            return family.loss(model, batch, grad_from, hidden=hidden, from_depth=cache.depth)
-
-    def diverged(info: trainer.StepInfo) -> bool:
-        loss_value = info.loss.item()  # the step's one host sync (NaN compares False, hence "not <=")
-        if loss_value <= DIVERGENCE_FACTOR * result.curve[0].val_loss:
-            pos.running += loss_value * len(info.batch[0])
-            return False
-        result.diverged_step = pos.steps
-        log.warning("%s diverged: loss %s at step %d", label, loss_value, pos.steps)
-        return True
-
-    def advance(info: trainer.StepInfo) -> None:
-        n = len(info.batch[0])
-        pos.steps = info.step
-        pos.index += s.batch_size
-        pos.examples += n
-        pos.running_n += n
-
-    def located(level: float) -> bool:
-        return any(p.val_loss <= level for p in result.curve[:-1])
-
-    def refine() -> None:
-        """The fallback of ``locate`` for a run whose kept weights would exceed ``SNAPSHOT_BUDGET_MB``.
-        Locate each level the last evaluation crossed first, by bisecting the interval it closed: restore the
-        state at the last evaluation above the level, train to the middle step, evaluate, and repeat on the half
-        that holds the crossing until it is narrow enough. Then restore the state at the interval's end."""
+    def locate_by_replay(self) -> None:
+        """The fallback of ``locate_on_kept`` for a run whose kept weights would exceed ``SNAPSHOT_BUDGET_MB``.
+        Locate each level the last evaluation crossed first by bisecting the interval it closed: restore the state
+        at the last evaluation above the level (weights, optimizer, RNGs, position; kept in memory at every
+        evaluation), train to the middle step, evaluate, and repeat on the half that holds the crossing until it is
+        narrow enough. Then restore the state at the interval's end, and training goes on exactly as without it."""
+        result, s = self.result, self.s
         end = result.curve[-1]
-        new = sorted((l for l in levels if end.val_loss <= l and not located(l)), reverse=True)
-        if start is None or not new:
+        new = self.new_crossings()
+        if self.start is None or not new:
             return
         began, evaluating = time.perf_counter(), result.eval_s
         first = max(result.curve[:-1], key=lambda p: p.steps)  # the evaluation ``start`` was taken at
-        finish = snapshot()
-        known = [(first, start), (end, finish)]  # this interval's evaluations and the states they were taken in
+        finish = self.snapshot()
+        known = [(first, self.start), (end, finish)]  # this interval's evaluations and the states they were taken in
         for level in new:  # loosest first: its crossing comes first
             while True:
                 known.sort(key=lambda k: k[0].steps)
                 i = next(i for i, (p, _) in enumerate(known) if p.val_loss <= level)
                 (lo, lo_state), (hi, _) = known[i - 1], known[i]
-                if narrow_enough(lo, hi, resolution):
+                if narrow_enough(lo, hi, self.resolution):
                     break
-                restore(lo_state)
+                self.restore(lo_state)
                 middle = lo.examples + (hi.steps - lo.steps) // 2 * s.batch_size
-                trainer.train(optimizer, batches(middle), loss_of, schedule, s.grad_clip, list(params.values()),
-                              pos.steps, on_step=lambda info: advance(info) or False)
-                known.append((measure(replay=True), snapshot()))
-        restore(finish)
+                self.train(middle, on_step=lambda info: self.advance(info) or False)
+                known.append((self.measure(replay=True), self.snapshot()))
+        self.restore(finish)
         points = [p for p, _ in known if p.replay]
         result.curve[-1:-1] = sorted(points, key=lambda p: p.steps)
         result.replay_s += time.perf_counter() - began
         result.replay_train_s += time.perf_counter() - began - (result.eval_s - evaluating)
         if points:
-            log.info("%s located %d crossing(s) in examples %d-%d with %d more evaluations", label, len(new),
+            log.info("%s located %d crossing(s) in examples %d-%d with %d more evaluations", self.label, len(new),
                      first.examples, end.examples, len(points))
 
-    def evaluate_kept(step: int) -> CurvePoint:
-        """An evaluation of the weights kept after ``step``, copied into the model (``locate`` puts them back)."""
-        examples, weights = kept[step]
-        started = time.perf_counter()
-        with torch.no_grad():
-            for n, p in params.items():
-                p.copy_(weights[n])
-        val_loss = evaluate(model, family, val_batches, cache, hw)
-        result.eval_s += time.perf_counter() - started
-        return CurvePoint(examples=examples, tokens=examples * context, steps=step, wall_s=time.perf_counter() - t0,
-                          val_loss=val_loss, train_loss=None, replay=True)
+    # -- checkpointing -----------------------------------------------------------------------------------------
 
-    def locate() -> None:
-        """Locate each level the last evaluation crossed first on the weights kept in the interval it closed:
-        probe kept steps (``probe_step``) until the bracket is narrow enough, then put the current weights back.
-        Nothing is trained."""
-        end = result.curve[-1]
-        new = sorted((l for l in levels if end.val_loss <= l and not located(l)), reverse=True)
-        if not new:
-            return
-        first = max(result.curve[:-1], key=lambda p: p.steps)  # the evaluation the interval started at
-        missing = [k for k in range(first.steps + 1, end.steps) if k not in kept]
-        if missing:
-            raise RuntimeError(f"no weights kept for steps {missing[0]}-{missing[-1]} of the interval to locate in")
-        current = {n: p.detach().clone() for n, p in params.items()}
-        known = [first, end]  # this interval's evaluations
-        try:
-            for level in new:  # loosest first: its crossing comes first
-                bracket(known, level, evaluate_kept, lambda step: kept[step][0], resolution)
-        finally:
-            started = time.perf_counter()
-            with torch.no_grad():
-                for n, p in params.items():
-                    p.copy_(current[n])
-            result.eval_s += time.perf_counter() - started
-        points = sorted((p for p in known if p.replay), key=lambda p: p.steps)
-        result.curve[-1:-1] = points
-        if points:
-            log.info("%s located %d crossing(s) in examples %d-%d with %d evaluations of kept weights", label,
-                     len(new), first.examples, end.examples, len(points))
-
-    saved_at = pos.steps
-
-    def after_step(info: trainer.StepInfo) -> bool:
-        nonlocal start, saved_at
-        advance(info)
-        evaluated = pos.examples >= pos.next_eval or pos.examples >= s.max_examples
-        if keeping and not evaluated:
-            kept[pos.steps] = (pos.examples, {n: p.detach().clone() for n, p in params.items()})
-        if evaluated:
-            stop = record()
-            if keeping:
-                locate()
-                kept.clear()
-            elif refining:
-                refine()
-                start = snapshot() if not stop else None
-            plan_next_evaluation()
-            if stop:
-                result.stopped_early = True
-                return True
-        # With refinement, checkpoints are taken at evaluations only (the first one at least checkpoint_every_steps
-        # after the last), so a resumed run starts at an evaluation and can replay its first interval too.
-        due = s.checkpoint_every_steps and pos.steps - saved_at >= s.checkpoint_every_steps and (evaluated or
-                                                                                                 not refining)
+    def checkpoint(self, at_evaluation: bool) -> None:
+        """Write the training state every ``checkpoint_every_steps`` steps. When locating crossings, checkpoints are
+        taken at evaluations only (the first one at least checkpoint_every_steps after the last), where no kept
+        weights are held, so a resumed run starts at an evaluation and can replay its first interval too."""
+        s = self.s
+        due = s.checkpoint_every_steps and self.pos.steps - self.saved_at >= s.checkpoint_every_steps and (
+            at_evaluation or not self.refining)
         if s.checkpoint_path and due:
-            checkpoints.save(s, model, optimizer, batch_generator, pos, result, time.perf_counter() - t0)
-            saved_at = pos.steps
-        return False
-
-    model.train()
-    schedule = trainer.warmup_cosine(s.warmup_steps, total_steps, s.cosine, s.min_lr_fraction)
-    trainer.train(optimizer, batches(s.max_examples), loss_of, schedule, s.grad_clip, list(params.values()),
-                  pos.steps, diverged, after_step)
-    model.eval()
-    return result
-
+            checkpoints.save(s, self.model, self.optimizer, self.batch_generator, self.pos, self.result,
+                             time.perf_counter() - self.t0)
+            self.saved_at = self.pos.steps
