@@ -198,6 +198,50 @@ def cells_of(cells: list[Cell], unit: Unit) -> list[Cell]:
     return [c for c in cells if c.unit == unit]
 
 
+def by_unit(cells: list[Cell]) -> dict[Unit, list[Cell]]:
+    """Each heal unit's cells, in the grid's order."""
+    out: dict[Unit, list[Cell]] = {}
+    for c in cells:
+        out.setdefault(c.unit, []).append(c)
+    return out
+
+
+def matched_with(cells: list[Cell]) -> dict[Cell, list[Cell]]:
+    """For each matched no-reset control, the cells it is matched with (``Cell.matches``): it trains as long as the
+    longest of them, so where cells are their own jobs (``job_unit: cell``) its job waits for theirs."""
+    groups: dict[tuple, list[Cell]] = {}
+    for c in cells:
+        groups.setdefault((c.unit, c.seed), []).append(c)
+    return {c: [x for x in group if c.matches(x)] for group in groups.values() for c in group
+            if c.is_matched_control}
+
+
+# The training jobs (``job_unit``), coarsest first, and what ``auto`` picks among them.
+JOB_UNITS = ("model", "network", "cell")
+JOBS_PER_WORKER = 2
+
+
+def job_counts(models: list[dict], cells: list[Cell]) -> dict[str, int]:
+    """How many training jobs each unit makes: one per model, one per network, or one per network and one per cell
+    (``models``: every model trained, frozen-random variants included)."""
+    n_networks = sum(len(m["pretrain"]["seeds"]) for m in models)
+    return {"model": len(models), "network": n_networks, "cell": n_networks + len(cells)}
+
+
+def job_unit(config: dict, models: list[dict], cells: list[Cell], workers: int | None) -> str:
+    """The config's ``job_unit``, with ``auto`` resolved for ``workers`` (the cores Snakemake was given, or the jobs
+    a cluster profile lets it submit at once): with one worker (or none known), one job per model, the least start-up;
+    otherwise the coarsest unit that makes at least ``JOBS_PER_WORKER`` jobs per worker (so that jobs of uneven cost
+    pack the workers), and one job per cell when none does."""
+    unit = config["job_unit"]
+    if unit != "auto":
+        return unit
+    if not workers or workers <= 1:
+        return "model"
+    counts = job_counts(models, cells)
+    return next((u for u in JOB_UNITS if counts[u] >= JOBS_PER_WORKER * workers), "cell")
+
+
 def model_by_name(config: dict, name: str) -> dict:
     """A model of ``models``, or a derived model of the frozen-random experiment."""
     for model in config["models"] + frozen_random_models(config):

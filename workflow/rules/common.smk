@@ -1,9 +1,13 @@
 # The pre-run check and the grid. No job starts unless the config passes selfheal.config.resolve: the JSON schema
 # (kept in the package, src/selfheal/config/schema.yaml, validated there once) and the semantic checks (layer in
 # range, corpus present, ...); errors name the offending key. Paths are spelled here and in the rules only.
+import os
+import types
+
 import selfheal.analysis.plots
 import selfheal.config
 import selfheal.grid
+import selfheal.heal.plan
 
 CONFIG = selfheal.config.resolve(config)
 CELLS = selfheal.grid.cells(CONFIG)
@@ -14,13 +18,24 @@ EVAL = selfheal.config.canonical(CONFIG["eval"])
 PRETRAINED_MODELS = [m["name"] for m in CONFIG["models"] if m["source"] == "pretrained"]
 ADAPTED_MODELS = [m["name"] for m in CONFIG["models"] if m["source"] == "pretrained" and m["adapt"]]
 UNADAPTED_MODELS = [m for m in PRETRAINED_MODELS if m not in ADAPTED_MODELS]
-# The training jobs (job_unit): one per model (the model rule) or one per network (the network rule), for the
-# grid's models and the frozen-random variants (which make no cells).
+# The training jobs (job_unit): one per model (the model rule), one per network (the network rule), or one per
+# network (make_network) and one per cell (cell), for the grid's models and the frozen-random variants (which make
+# no cells). `auto` picks the unit from the cores Snakemake was given (the jobs it may submit at once on a cluster)
+# and the grid (selfheal.grid.job_unit); jobs that a cluster starts get the main process's choice.
 ALL_MODELS = CONFIG["models"] + selfheal.grid.frozen_random_models(CONFIG)
 MODEL_NAMES = [m["name"] for m in ALL_MODELS]
-JOB_MODELS = MODEL_NAMES if CONFIG["job_unit"] == "model" else []
-JOB_NETWORKS = selfheal.grid.networks(CONFIG, ALL_MODELS) if CONFIG["job_unit"] == "network" else []
-NETWORK_JOB_MODELS = list(dict.fromkeys(n.model for n in JOB_NETWORKS))
+JOB_UNIT = selfheal.grid.job_unit(
+    CONFIG, ALL_MODELS, CELLS, workflow.nodes if workflow.non_local_exec else workflow._cores
+)
+JOB_UNIT = os.environ.setdefault("SELFHEAL_JOB_UNIT", JOB_UNIT) if not workflow.is_main_process else JOB_UNIT
+os.environ["SELFHEAL_JOB_UNIT"] = JOB_UNIT
+JOB_MODELS = MODEL_NAMES if JOB_UNIT == "model" else []
+JOB_NETWORKS = selfheal.grid.networks(CONFIG, ALL_MODELS) if JOB_UNIT != "model" else []
+NETWORK_JOB_MODELS = list(dict.fromkeys(n.model for n in JOB_NETWORKS)) if JOB_UNIT == "network" else []
+MADE_NETWORK_MODELS = list(dict.fromkeys(n.model for n in JOB_NETWORKS)) if JOB_UNIT == "cell" else []
+CELL_JOB_MODELS = list(dict.fromkeys(c.model for c in CELLS)) if JOB_UNIT == "cell" else []
+UNIT_CELLS = selfheal.grid.by_unit(CELLS)  # each heal unit's cells (a cell's job plans its prefix cache over them)
+MATCHED = selfheal.grid.matched_with(CELLS)  # each matched control's cells (its job waits for theirs)
 # every pretrained network (model x pretraining seed): those built here, those adapted from a downloaded model
 NETWORK_COLUMNS = selfheal.grid.columns(selfheal.grid.networks(CONFIG))
 # the networks trained here (from scratch, or adapted from a downloaded model): they have a pretraining record
@@ -46,6 +61,7 @@ NETWORK = f"{NETWORKS}/{NETWORK_IN_MODEL}"  # a network job's three outputs: the
 BASELINE = f"{BASELINES}/{BASELINE_IN_MODEL}"
 CELLS_OF_NETWORK = f"{CELLS_OF_MODEL}/{NETWORK_IN_MODEL}"
 UNIT = f"{CELLS_OF_MODEL}/{UNIT_IN_MODEL}"
+CELL_FILE = f"{UNIT}/{CELL_IN_UNIT}/{{name}}"  # a cell's file (job_unit: cell: a cell's job's outputs)
 # a model job's staged networks and finished cells, kept for its next run (an added seed trains only what is new)
 WORK = f"{RESULTS}/work/{{model}}"
 NETWORK_WORK_IN_MODEL = "p{pretrain_seed}/network"  # (its units' cells are staged under UNIT_IN_MODEL)
@@ -136,9 +152,76 @@ def layout(wildcards):
 
 
 def job_cells(wildcards):
-    """The cells one training job heals (those of its networks; none for a frozen-random variant)."""
+    """The cells one training job heals (those of its networks; none for a frozen-random variant, nor where each
+    cell is its own job)."""
     seeds = job_seeds(wildcards)
-    return [c.as_dict() for c in CELLS if c.model == wildcards.model and c.pretrain_seed in seeds]
+    mine = [c for c in CELLS if c.model == wildcards.model and c.pretrain_seed in seeds] if JOB_UNIT != "cell" else []
+    return [c.as_dict() for c in mine]
+
+
+def job_work(wildcards):
+    """A training job's work: its networks' settings and its cells, with the plan's summary (what it trains and
+    what it keeps). A namespace, which Snakemake does not record as a param: a dry run's reason shows the short
+    digest (job_digest), not every cell."""
+    networks, cells = network_params(wildcards), job_cells(wildcards)
+    summary = selfheal.heal.plan.summary(
+        model_source(wildcards), networks, EVAL, cells, work_dir(wildcards), layout(wildcards)
+    )
+    return types.SimpleNamespace(networks=networks, cells=cells, summary=summary)
+
+
+def job_digest(wildcards):
+    """The param Snakemake records for a training job: its counts and a hash of its settings and cells."""
+    return selfheal.heal.plan.digest(network_params(wildcards), job_cells(wildcards), EVAL)
+
+
+def the_cell(wildcards):
+    """The cell of a cell's own job (job_unit: cell)."""
+    return selfheal.grid.Cell(
+        wildcards.model,
+        wildcards.target,
+        wildcards.policy,
+        wildcards.init,
+        wildcards.regime,
+        int(wildcards.seed),
+        int(wildcards.pretrain_seed),
+    )
+
+
+def matched_curves(wildcards):
+    """The curves of the cells a matched control is matched with (their jobs run first; none for other cells)."""
+    return [CELL_FILE.format(**c.as_dict(), name="curve.parquet") for c in MATCHED.get(the_cell(wildcards), [])]
+
+
+def cell_work(wildcards):
+    """A cell job's work (a namespace, not recorded: see job_work): its network's settings, the cell, its unit's
+    cells, the cells it is matched with (each with its curve), and the plan's summary."""
+    cell = the_cell(wildcards)
+    network = network_params(wildcards)[0]
+    summary = selfheal.heal.plan.summary(
+        model_source(wildcards), [network], EVAL, [cell.as_dict()], unit_work(wildcards),
+        {"unit": "", "cell": CELL_IN_UNIT}, makes_networks=False,
+    )
+    return types.SimpleNamespace(
+        network=network,
+        cell=cell.as_dict(),
+        unit_cells=[c.as_dict() for c in UNIT_CELLS[cell.unit]],
+        earlier=[(c.as_dict(), f) for c, f in zip(MATCHED.get(cell, []), matched_curves(wildcards))],
+        summary=summary,
+    )
+
+
+def cell_digest(wildcards):
+    """The param Snakemake records for a cell's job: a hash of its network's settings and the cell."""
+    return selfheal.heal.plan.digest(network_params(wildcards), [the_cell(wildcards).as_dict()], EVAL)
+
+
+def unit_dir(wildcards):
+    return UNIT.format(**wildcards)
+
+
+def unit_work(wildcards):
+    return f"{WORK}/{UNIT_IN_MODEL}".format(**wildcards)
 
 
 def job_folders(wildcards):
@@ -152,10 +235,18 @@ def job_folders(wildcards):
 
 def trained(pattern_of_model, pattern_of_network, models):
     """The training jobs' outputs for ``models`` (names): each model's folder, or each of its networks' part."""
-    if CONFIG["job_unit"] == "model":
+    if JOB_UNIT == "model":
         return expand(pattern_of_model, model=models)
     networks = selfheal.grid.networks(CONFIG, [m for m in ALL_MODELS if m["name"] in models])
     return expand(pattern_of_network, zip, **selfheal.grid.columns(networks)) if networks else []
+
+
+def healed(models):
+    """The healed cells of ``models`` (names): the training jobs' cell folders, or each cell's files where cells
+    are their own jobs."""
+    if JOB_UNIT != "cell":
+        return trained(CELLS_OF_MODEL, CELLS_OF_NETWORK, models)
+    return [CELL_FILE.format(**c.as_dict(), name="recovery.json") for c in CELLS if c.model in models]
 
 
 def network_files(name, networks):

@@ -3,7 +3,7 @@ rule aggregate:
         # the training jobs' outputs (networks, baselines, cells); the files read in them are named in params
         networks=trained(NETWORKS, NETWORK, MODEL_NAMES),
         baselines=trained(BASELINES, BASELINE, MODEL_NAMES),
-        cells=trained(CELLS_OF_MODEL, CELLS_OF_NETWORK, MODEL_NAMES),
+        cells=healed(MODEL_NAMES),
         unadapted=expand(f"{IMPORTED}/pretrain.json", model=UNADAPTED_MODELS),
     output:
         summary=f"{RESULTS}/summary.parquet",

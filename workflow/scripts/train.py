@@ -10,9 +10,9 @@ from selfheal.heal import job
 logs.to_file(snakemake.log[0])
 job.run(
     snakemake.params.source,
-    snakemake.params.networks,
+    snakemake.params.todo.networks,
     snakemake.params.eval,
-    snakemake.params.cells,
+    snakemake.params.todo.cells,
     snakemake.input.tokens,
     str(snakemake.input.start) if snakemake.input.start else None,  # a downloaded model's folder
     str(snakemake.input.imported) if snakemake.input.imported else None,  # its pretrain.json

@@ -50,7 +50,7 @@ DEFAULTS: dict = {
         "encoder_swap": [],
     },
     "threads": 1,
-    "job_unit": "model",
+    "job_unit": "auto",
     "hardware": {"device": "auto", "precision": "fp32", "tf32": True, "fused_adamw": True, "compile": None},
 }
 MODEL_DEFAULTS = {"source": "scratch", "arch": "gpt2", "context": 64, "dropout": 0.0}

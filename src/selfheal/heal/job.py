@@ -24,18 +24,14 @@ from pathlib import Path
 
 from selfheal import grid
 from selfheal.grid import Cell
-from selfheal.heal import staging, unit
+from selfheal.heal import plan, staging, unit
 from selfheal.training import evaluation, pretrain
 
 log = logging.getLogger("selfheal")
 
 SOURCES = ("scratch", "adapt", "as_downloaded")
 BASELINE = "baseline.json"  # a staged network's baseline (linked to the baselines folder)
-MADE = {  # what making a network stages, by source
-    "scratch": ("theta0", "trained", "pretrain_curve.parquet", "pretrain.json", BASELINE),
-    "adapt": ("trained", "pretrain_curve.parquet", "pretrain.json", BASELINE),
-    "as_downloaded": (BASELINE,),
-}
+MADE = plan.NETWORK_MADE  # what making a network stages, by source
 
 
 def make_network(source: str, network_cfg: dict, eval_cfg: dict, tokens_path: str, start_dir: str | None,
@@ -49,7 +45,7 @@ def make_network(source: str, network_cfg: dict, eval_cfg: dict, tokens_path: st
         log.info("network %s (pretraining seed %d) made in an earlier run of this job: kept",
                  settings["name"], settings["pretrain"]["seed"])
         return
-    staging.begin(folder, fingerprint, made)
+    staging.begin(folder, fingerprint, made, plan.network_settings(network_cfg, eval_cfg, source))
     if source == "as_downloaded":
         evaluation.baseline(settings, eval_cfg, tokens_path, start_dir, str(folder / BASELINE), threads=threads)
         return
@@ -70,6 +66,8 @@ def run(source: str, networks: list[dict], eval_cfg: dict, cells: list[dict], to
     unit (``cell``) and a network's staging folder in ``work_dir`` (``network_work``)."""
     if source not in SOURCES:
         raise ValueError(f"source {source!r}: expected one of {SOURCES}")
+    log.info("job: %d networks, %d cells: %s", len(networks), len(cells),
+             plan.summary(source, networks, eval_cfg, cells, work_dir, layout))
     cells = [Cell(**c) for c in cells]
     work = Path(work_dir)
     inputs = staging.digest([p for p in (tokens_path, start_dir) if p])  # once: a downloaded model can be large
@@ -98,3 +96,23 @@ def run(source: str, networks: list[dict], eval_cfg: dict, cells: list[dict], to
     Path(baselines_dir).mkdir(parents=True, exist_ok=True)
     Path(networks_dir).mkdir(parents=True, exist_ok=True)
     log.info("job done: %d networks, %d cells", len(networks), len(cells))
+
+
+def heal(source: str, network_cfg: dict, eval_cfg: dict, cell: dict, unit_cells: list[dict],
+         earlier: list[tuple[dict, str]], tokens_path: str, start_dir: str | None, imported_summary: str | None,
+         network_dir: str, baseline: str, unit_dir: str, unit_work_dir: str, cell_folder: str,
+         threads: int = 1) -> None:
+    """One cell's own job (``job_unit: cell``): the network another job made (``network_dir``, ``baseline``), then
+    the cell healed as its unit's job would heal it (``unit.run``: the prefix caches planned over ``unit_cells``; a
+    matched control as long as the longest of the cells it is matched with, ``earlier``: each with its curve)."""
+    if source not in SOURCES:
+        raise ValueError(f"source {source!r}: expected one of {SOURCES}")
+    network = Path(network_dir)
+    log.info("cell %s: %s", cell, plan.summary(source, [network_cfg], eval_cfg, [cell], unit_work_dir,
+                                                {"unit": "", "cell": cell_folder}, makes_networks=False))
+    unit.run(network_cfg, eval_cfg, [cell], tokens_path,
+             start_dir if source == "as_downloaded" else str(network / "trained"),
+             str(network / "theta0") if source == "scratch" else None, baseline,
+             imported_summary if source == "as_downloaded" else str(network / "pretrain.json"),
+             out_dir=unit_dir, work_dir=unit_work_dir, cell_folder=cell_folder, threads=threads,
+             unit_cells=unit_cells, earlier=earlier)

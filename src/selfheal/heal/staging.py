@@ -13,6 +13,7 @@ import shutil
 from pathlib import Path
 
 FINGERPRINT = "fingerprint.txt"
+SETTINGS = "settings.txt"  # a hash of the piece's settings alone: what a plan made before the job runs can check
 
 
 def digest(inputs: list[str]) -> str:
@@ -44,9 +45,16 @@ def is_staged(folder: Path, fingerprint_: str, outputs: tuple[str, ...]) -> bool
     return all((folder / o).exists() for o in outputs) and stamp.exists() and stamp.read_text() == fingerprint_
 
 
-def begin(folder: Path, fingerprint_: str, outputs: tuple[str, ...]) -> None:
+def has_settings(folder: Path, settings: str, outputs: tuple[str, ...]) -> bool:
+    """``folder`` holds every one of ``outputs``, made under these settings (``settings``: a ``fingerprint`` of the
+    settings alone; the inputs' content is not checked, so a plan can ask before the inputs exist)."""
+    stamp = folder / SETTINGS
+    return all((folder / o).exists() for o in outputs) and stamp.exists() and stamp.read_text() == settings
+
+
+def begin(folder: Path, fingerprint_: str, outputs: tuple[str, ...], settings: str | None = None) -> None:
     """Start (or restart) a piece in ``folder``: its old outputs removed, its fingerprint written (a checkpoint it
-    leaves there is resumed by the next run only under the same fingerprint)."""
+    leaves there is resumed by the next run only under the same fingerprint), and ``settings`` (``has_settings``)."""
     stamp = folder / FINGERPRINT
     if stamp.exists() and stamp.read_text() != fingerprint_:
         shutil.rmtree(folder)
@@ -58,6 +66,8 @@ def begin(folder: Path, fingerprint_: str, outputs: tuple[str, ...]) -> None:
             path.unlink(missing_ok=True)
     folder.mkdir(parents=True, exist_ok=True)
     stamp.write_text(fingerprint_)
+    if settings is not None:
+        (folder / SETTINGS).write_text(settings)
 
 
 def link(source: Path, target: Path) -> None:

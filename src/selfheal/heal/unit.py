@@ -27,7 +27,7 @@ import torch
 
 from selfheal import grid, models, records, results_io
 from selfheal.grid import Cell
-from selfheal.heal import prefix_cache, reset, retrain, similarity, staging
+from selfheal.heal import plan, prefix_cache, reset, retrain, similarity, staging
 from selfheal.heal.prefix_cache import PrefixCache
 from selfheal.records import Baseline, Damage, PretrainSummary
 from selfheal.training import setup
@@ -120,10 +120,15 @@ def _order(cells: list[Cell], depths: dict) -> list[Cell]:
 
 def run(model_cfg: dict, eval_cfg: dict, cells: list[dict], tokens_path: str, trained_dir: str,
         theta0_dir: str | None, baseline_path: str, pretrain_summary_path: str, out_dir: str, work_dir: str,
-        cell_folder: str, threads: int = 1) -> None:
-    """Heal every cell of one unit. ``cell_folder``: the per-cell folder inside ``out_dir`` (and ``work_dir``), a
-    pattern over the cell's fields (e.g. ``{target}-{policy}-{init}``)."""
+        cell_folder: str, threads: int = 1, unit_cells: list[dict] | None = None,
+        earlier: list[tuple[dict, str]] = ()) -> None:
+    """Heal every cell of one unit, or some of them. ``cell_folder``: the per-cell folder inside ``out_dir`` (and
+    ``work_dir``), a pattern over the cell's fields (e.g. ``{target}-{policy}-{init}``). Where the cells of a unit
+    are healed by several jobs (``job_unit: cell``): ``unit_cells``, every cell of the unit (the prefix caches are
+    planned over them, as in one job, so every job unit gives the same numbers), and ``earlier``, the cells healed
+    by other jobs that a matched control among ``cells`` is matched with, each with its ``curve.parquet``."""
     cells = [Cell(**c) for c in cells]
+    unit_cells = cells if unit_cells is None else [Cell(**c) for c in unit_cells]
     setup.seed_everything(0, threads)
     base = models.load(trained_dir)
     job = setup.prepare(base, model_cfg, eval_cfg, tokens_path)
@@ -134,7 +139,8 @@ def run(model_cfg: dict, eval_cfg: dict, cells: list[dict], tokens_path: str, tr
     pre = records.read(pretrain_summary_path, PretrainSummary)
     val_count = sum(b["input_ids"].shape[0] for b in job.val_batches)
     mb = prefix_cache.footprint_mb(train_seqs.shape[0] + val_count, train_seqs.shape[1], base.config.hidden_size)
-    depths = prefix_cache.plan(model_cfg, cells, mb)
+    mine = set(cells)
+    depths = {c: d for c, d in prefix_cache.plan(model_cfg, unit_cells, mb).items() if c in mine}
     if depths:
         log.info("prefix caches at depths %s: %.1f MB each, one at a time", sorted(set(depths.values())), mb)
     elif any(prefix_cache.cache_depth(model_cfg, c.target, c.policy, c.regime) for c in cells):
@@ -143,7 +149,8 @@ def run(model_cfg: dict, eval_cfg: dict, cells: list[dict], tokens_path: str, tr
                              if p])
     work = Path(work_dir)
     cache = None
-    spent: dict[Cell, int] = {}  # examples each reset cell trained for: the length of its matched control
+    spent: dict[Cell, int] = {  # examples each reset cell trained for: the length of its matched control
+        Cell(**c): int(pd.read_parquet(curve)["examples"].max()) for c, curve in earlier}
     reference = TrainedReference(base, job)
     for cell in _order(cells, depths):
         folder = work / cell_folder.format(**cell.as_dict())
@@ -157,7 +164,7 @@ def run(model_cfg: dict, eval_cfg: dict, cells: list[dict], tokens_path: str, tr
             cache = None
         elif cache is None or cache.depth != depth:  # deeper than the last one (``_order``): built on it, then freed
             cache = PrefixCache.build(base, job.family, train_seqs, job.val_batches, depth, job.device, cache)
-        staging.begin(folder, fingerprint, OUTPUTS)
+        staging.begin(folder, fingerprint, OUTPUTS, plan.cell_settings(model_cfg, eval_cfg, cell.as_dict()))
         checkpoint = folder / "retrain.ckpt"
         control_examples = max((n for c, n in spent.items() if cell.matches(c)), default=None)
         damage, result, curve = heal_cell(base, job, train_seqs, model_cfg, cell, theta0, baseline, pre, cache,

@@ -1,0 +1,73 @@
+"""A training job's plan, told before it runs: how many networks and cells it will train and how many it keeps.
+
+The rules give each training job a short tracked param (``digest``: counts and a hash of the settings, so that a
+dry run's reason after a grid edit names counts, not every cell) and a message (``summary``: what it trains and
+what it keeps). A piece is kept when it is staged in the job's work folder (``staging``) under the same settings;
+the job checks the content of its inputs too, so a piece whose inputs changed is trained although the plan counted
+it as kept. The job's log starts with the same summary.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+from selfheal.heal import staging
+
+NETWORK_MADE = {  # what making a network stages, by source (``job.MADE``)
+    "scratch": ("theta0", "trained", "pretrain_curve.parquet", "pretrain.json", "baseline.json"),
+    "adapt": ("trained", "pretrain_curve.parquet", "pretrain.json", "baseline.json"),
+    "as_downloaded": ("baseline.json",),
+}
+CELL_OUTPUTS = ("damage.json", "recovery.json", "curve.parquet")  # ``unit.OUTPUTS``
+
+
+def network_settings(network_cfg: dict, eval_cfg, source: str) -> str:
+    """The settings a made network depends on (its retrain settings left out: editing them keeps the network)."""
+    settings = {k: v for k, v in network_cfg.items() if k != "retrain"}
+    return staging.fingerprint(model=settings, eval=eval_cfg, source=source)
+
+
+def cell_settings(network_cfg: dict, eval_cfg, cell: dict) -> str:
+    """The settings a healed cell depends on."""
+    return staging.fingerprint(model=network_cfg, eval=eval_cfg, cell=cell)
+
+
+def digest(networks: list[dict], cells: list[dict], eval_cfg) -> str:
+    """A short text that changes whenever a job's work does: its counts and a hash of every setting."""
+    blob = json.dumps({"networks": networks, "cells": cells, "eval": eval_cfg}, sort_keys=True, default=str)
+    sha = hashlib.sha256(blob.encode()).hexdigest()[:12]
+    return f"{len(networks)} networks, {len(cells)} cells, settings {sha}"
+
+
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}{'' if n == 1 else 's'}"
+
+
+def summary(source: str, networks: list[dict], eval_cfg, cells: list[dict], work_dir: str,
+            layout: dict[str, str], makes_networks: bool = True) -> str:
+    """What a job will do: the networks (``networks``: each one's settings) and cells it trains and those it keeps
+    (staged under the same settings in ``work_dir``, at the places ``layout`` spells: ``network_work``, ``unit`` and
+    ``cell``). ``makes_networks``: False for a cell's own job, whose network another job made."""
+    work = Path(work_dir)
+    by_seed = {n["pretrain"]["seed"]: n for n in networks}
+    kept_networks = sum(staging.has_settings(work / layout["network_work"].format(pretrain_seed=seed),
+                                             network_settings(cfg, eval_cfg, source), NETWORK_MADE[source])
+                        for seed, cfg in by_seed.items()) if makes_networks else 0
+    kept_cells = sum(staging.has_settings(cell_folder(work, layout, c), cell_settings(by_seed[c["pretrain_seed"]],
+                                                                                       eval_cfg, c), CELL_OUTPUTS)
+                     for c in cells)
+    if not makes_networks and len(cells) == 1:
+        return "kept (staged with the same settings)" if kept_cells else "heals it"
+    parts = []
+    if networks and makes_networks:
+        parts.append(f"trains {_count(len(networks) - kept_networks, 'network')} (keeps {kept_networks})")
+    if cells or not parts:
+        parts.append(f"heals {_count(len(cells) - kept_cells, 'cell')} (keeps {kept_cells})")
+    return ", ".join(parts)
+
+
+def cell_folder(work: Path, layout: dict[str, str], cell: dict) -> Path:
+    """A cell's staging folder in its job's work folder."""
+    return work / layout["unit"].format(**cell) / layout["cell"].format(**cell)
