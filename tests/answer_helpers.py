@@ -4,7 +4,8 @@ for the answer statistics and page (tests/test_survival.py, tests/test_answer.py
 Every cell's validation loss decays as baseline * (1 + a * exp(-examples / tau)); its crossing of each threshold is
 read from that curve at the evaluation grid, so intervals, censoring and damage are consistent with the curves.
 tau = TAU * exp(depth_effect * relative depth + n_effect * log2(N / 2) + network effect + noise), so the true effect
-of relative depth on log cost is ``depth_effect`` (cost = tau * log(a / eps)).
+of relative depth on log cost is ``depth_effect`` (cost = tau * log(a / eps)), of log2 N ``n_effect``, of log2(D / 64)
+``d_effect``.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ def _crossing(a: float, tau: float, eps: float, budget: int, grid: np.ndarray):
     return lo, hi, True
 
 
-def synthetic(depth_effect: float = 1.5, n_effect: float = 0.0, models=(("gpt2-n2-d64", 2, 64), ("gpt2-n4-d64", 4, 64)),
+def synthetic(depth_effect: float = 1.5, n_effect: float = 0.0, d_effect: float = 0.0, models=(("gpt2-n2-d64", 2, 64), ("gpt2-n4-d64", 4, 64)),
               pretrain_seeds=(0, 1), seeds=(0, 1), thresholds=(0.01, 0.02, 0.05, 0.1), budget_fraction: float = 0.5,
               degenerate: tuple = (), off_plateau: tuple = (), family_kind: str = "decoder-only",
               extra_targets: bool = False, seed: int = 0):
@@ -67,7 +68,8 @@ def synthetic(depth_effect: float = 1.5, n_effect: float = 0.0, models=(("gpt2-n
                 rel = depth / (n_layer - 1) if depth is not None and n_layer > 1 else (0.0 if depth is not None else 1.3)
                 policy = "cross_attn" if target == "dec" else "full"
                 for seed_ in seeds:
-                    tau = TAU * math.exp(depth_effect * rel + n_effect * math.log2(n_layer / 2) + net_effect
+                    tau = TAU * math.exp(depth_effect * rel + n_effect * math.log2(n_layer / 2)
+                                     + d_effect * math.log2(d_model / 64) + net_effect
                                          + 0.15 * rng.standard_normal())
                     if flagged:
                         tau = 1.0  # a degenerate network "heals instantly"
@@ -101,7 +103,7 @@ def synthetic(depth_effect: float = 1.5, n_effect: float = 0.0, models=(("gpt2-n
 
 def toy_networks(baselines: dict, arch: str = "gpt2", source: str = "scratch") -> pd.DataFrame:
     """A networks.parquet-shaped table from {(model, n_layer, d_model): [baseline per pretraining seed]}: for the
-    tables that read networks only (answer.size_ordering)."""
+    tables that read networks only (answer_tables.size_ordering)."""
     rows = []
     for (model, n_layer, d_model), losses in baselines.items():
         for ps, loss in enumerate(losses):

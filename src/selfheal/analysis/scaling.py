@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import dataclasses
 import math
 import warnings
 
@@ -35,13 +36,15 @@ from scipy import stats
 
 from selfheal.analysis import survival
 
-TERMS = ["rel_depth", "first_layer", "last_layer", "log_n_layer", "log_d_model"]
+TERMS = ["rel_depth", "first_layer", "last_layer", "log_n_layer", "log_d_model", "log_train_sequences", "log_epochs"]
 TERM_LABELS = {
     "rel_depth": "relative depth L / (N - 1), 0 to 1",
     "first_layer": "the first layer (vs. the depth trend)",
     "last_layer": "the last layer (vs. the depth trend)",
     "log_n_layer": "log N (layers)",
     "log_d_model": "log D (width)",
+    "log_train_sequences": "log S (pretraining sequences)",
+    "log_epochs": "log E (pretraining epochs)",
 }
 FIT_COLUMNS = ["regime", "policy", "init", "threshold", "term", "label", "determined", "note", "coef", "coef_lo",
                "coef_hi", "factor", "factor_lo", "factor_hi", "unit", "n_cells", "n_censored", "n_clusters",
@@ -93,6 +96,9 @@ def _design(rows: pd.DataFrame) -> pd.DataFrame:
     x["last_layer"] = rows["position"].isin(["last", "only"]).astype(float)
     x["log_n_layer"] = np.log(rows["n_layer"].astype(float))
     x["log_d_model"] = np.log(rows["d_model"].astype(float))
+    for term, column in (("log_train_sequences", "train_sequences"), ("log_epochs", "epochs")):
+        if column in rows and rows[column].notna().all():  # S and E of networks pretrained here
+            x[term] = np.log(rows[column].astype(float))
     kinds = sorted(rows["family_kind"].astype(str).unique())
     reference = rows["family_kind"].astype(str).value_counts().idxmax() if len(rows) else None
     for kind in kinds:
@@ -179,87 +185,135 @@ def fit(cells: pd.DataFrame, max_resamples: int = MAX_FIT_RESAMPLES, workers: in
     """The AFT fit's coefficients per (setting, threshold, term), on log cost; factor = exp(coef), the multiplicative
     effect on the cost (for log N and log D: cost grows as N^coef, D^coef). ``workers`` > 1: the bootstrap refits
     (each about a second of lifelines' autograd-driven BFGS) run in that many processes; the numbers are the same."""
-    with (concurrent.futures.ProcessPoolExecutor(workers) if workers > 1 else contextlib.nullcontext()) as pool:
-        return _fit(cells, max_resamples, pool)
-
-
-def _fit(cells: pd.DataFrame, max_resamples: int, pool) -> pd.DataFrame:
     out = []
-    layers = _layer_cells(cells)
-    for (regime, policy, init, threshold), rows in layers.groupby(survival.SETTING + ["threshold"], sort=True):
-        # A cell already within eps before any training cost nothing: a log-cost model cannot hold a cost of 0 (it
-        # would stand in as "below one example" and drive the coefficients to absurd sizes), and such a cell says
-        # nothing about healing. The fit is of the cost given damage beyond eps; the survival tables count them
-        # (n_at_zero).
-        at_zero = rows["upper"].to_numpy(float) == 0
-        rows = rows[~at_zero]
-        left_out = (f"{int(at_zero.sum())} cell(s) within eps before any training left out (no cost to model)"
-                    if at_zero.any() else "")
-        unit = cost_unit(rows)
-        x = _design(rows)
-        kept, why = identifiable(x)
-        censored = (rows["status"] != "recovered").to_numpy()
-        for term in list(kept):
-            if term in INDICATORS and censored[x[term].to_numpy(float) == 1].all():
-                kept.remove(term)  # its MLE is unbounded: the data say only that these cells cost more
-                why[term] = ("not determined: every such cell is beyond the budget (only a lower bound on its cost; "
-                             "the fit's coefficient would be unbounded)")
-        lower, upper = _bounds(rows, unit)
-        base = {"regime": regime, "policy": policy, "init": init, "threshold": threshold, "unit": unit,
-                "n_cells": len(rows), "n_censored": int(censored.sum()),
-                "n_clusters": int(rows[survival.CLUSTER].drop_duplicates().shape[0])}
-        n_parameters = len(kept) + 2  # the terms, the intercept and the scale
-        mostly_free = at_zero.mean() > MAX_SHARE_AT_ZERO if len(at_zero) else False
-        too_few = len(rows) < MIN_CELLS_PER_PARAMETER * n_parameters or mostly_free
-        point = _aft(x[kept], lower, upper) if np.isfinite(upper).any() and not too_few else None
-        boot, probs, failed, col, strata = [], [], 0, "none", []
-        if point is not None:
-            col, strata, keys = _units(rows)
-            if sum(len(s) for s in strata) > len(strata):
-                draws = survival.cluster_resamples(strata, max_resamples)
-                jobs = [(x[kept], lower, upper, _weights(keys, draw), point) for draw, _ in draws]
-                refits = list(pool.map(_aft, *zip(*jobs))) if pool else [_aft(*job) for job in jobs]
-                for coef, (_, prob) in zip(refits, draws):
-                    if coef is None:
-                        failed += 1
-                        continue
-                    boot.append(coef.loc["mu_"])
-                    probs.append(prob)
-        for term in x.columns:
-            row = {**base, "term": term, "label": TERM_LABELS.get(term, term.replace("family", "family ")),
-                   "n_resamples": len(probs), "n_failed": failed, "interval_over": col if probs else "none"}
-            if term not in kept:
-                out.append({**row, "determined": False, "note": "; ".join(filter(None, [why[term], left_out]))})
-                continue
-            if point is None:
-                note = ("not fitted: every cell censored" if not np.isfinite(upper).any()
-                        else f"not determined: {int(at_zero.sum())} of {len(at_zero)} cells cost nothing at this ε "
-                             f"(more than {MAX_SHARE_AT_ZERO:.0%})" if mostly_free
-                        else f"not determined: {len(rows)} cells for {n_parameters} parameters (fewer than "
-                             f"{MIN_CELLS_PER_PARAMETER} per parameter)" if too_few
-                        else "not fitted: the model did not converge on this grid")
-                out.append({**row, "determined": False, "note": "; ".join(filter(None, [note, left_out]))})
-                continue
-            coef = float(point.loc[("mu_", term)])
-            lo, hi, bias, spread = _normal_interval(coef, [float(b[term]) for b in boot], probs, strata)
-            if abs(bias) > UNSTABLE_BIAS * spread and abs(bias) > UNSTABLE_SHARE * abs(coef):
-                # The refits on resampled networks centre far from the fit on all of them (a flat or multimodal
-                # likelihood): neither the number nor an interval around it can be reported.
-                out.append({**row, "determined": False, "note": "; ".join(filter(None, [
-                    f"not determined: unstable (the fit on every network gives {coef:.3g}; its refits on resampled "
-                    f"networks centre {bias:+.3g} away, more than {UNSTABLE_BIAS:g} standard errors and "
-                    f"{UNSTABLE_SHARE:.0%} of the estimate)", left_out]))})
-                continue
-            out.append({**row, "determined": True,
-                        "note": "; ".join(filter(None, ["" if probs else "no interval: one pretrained network and one "
-                                                        "seed per model", left_out])),
-                        "coef": coef, "coef_lo": lo, "coef_hi": hi, "factor": math.exp(coef),
-                        "factor_lo": math.exp(lo), "factor_hi": math.exp(hi)})
+    with _pool(workers) as pool:
+        for key, rows in _layer_cells(cells).groupby(survival.SETTING + ["threshold"], sort=True):
+            out.extend(_coefficients(dict(zip(survival.SETTING + ["threshold"], key)),
+                                     refits(rows, max_resamples, pool)))
     table = pd.DataFrame(out, columns=FIT_COLUMNS)
     for column in ("coef", "coef_lo", "coef_hi", "factor", "factor_lo", "factor_hi", "threshold"):
         table[column] = table[column].astype(float)
     table["determined"] = table["determined"].astype(bool)
     return table
+
+
+def _pool(workers: int):
+    return concurrent.futures.ProcessPoolExecutor(workers) if workers > 1 else contextlib.nullcontext()
+
+
+@dataclasses.dataclass
+class Refits:
+    """The AFT fit of one group of single-layer cells (one setting and threshold) with its bootstrap refits on
+    resampled pretrained networks: what ``fit`` reports as coefficients and ``out_of_sample`` uses to predict.
+
+    A cell already within eps before any training cost nothing: a log-cost model cannot hold a cost of 0 (it would
+    stand in as "below one example" and drive the coefficients to absurd sizes), and such a cell says nothing about
+    healing. The fit is of the cost given damage beyond eps; the survival tables count them (n_at_zero)."""
+
+    rows: pd.DataFrame  # the cells fitted (those at zero cost left out)
+    x: pd.DataFrame  # their design
+    unit: str
+    terms: list[str]  # the terms fitted
+    why: dict[str, str]  # why a column of x is not fitted
+    n_at_zero: int
+    n_given: int
+    point: pd.Series | None  # lifelines' params_, or None when not fitted (``note`` says why)
+    note: str
+    draws: list[pd.Series] = dataclasses.field(default_factory=list)
+    probs: list[float] = dataclasses.field(default_factory=list)
+    strata: list[list] = dataclasses.field(default_factory=list)
+    interval_over: str = "none"
+    n_failed: int = 0
+
+    def log_median(self, params: pd.Series, cell: pd.Series) -> float:
+        """log of the median cost of one cell (a row of survival.prepare) under ``params``: a log-normal AFT
+        model's median is exp of its location."""
+        x = _design(cell.to_frame().T)
+        return float(params.loc[("mu_", "Intercept")]) + sum(
+            float(params.loc[("mu_", t)]) * float(x[t].iloc[0]) for t in self.terms)
+
+    def predict(self, cell: pd.Series) -> tuple[float, float, float]:
+        """The fit's median cost of one cell, in ``unit``, with its interval: the bootstrap's normal interval on the
+        log scale (``_normal_interval``) over the refits."""
+        centre = self.log_median(self.point, cell)
+        lo, hi, _, _ = _normal_interval(centre, [self.log_median(d, cell) for d in self.draws], self.probs,
+                                        self.strata)
+        return math.exp(centre), math.exp(lo), math.exp(hi)
+
+
+def refits(rows: pd.DataFrame, max_resamples: int = MAX_FIT_RESAMPLES, pool=None) -> Refits:
+    """The fit of ``rows`` (single-layer cells of one setting and threshold) and its refits on resampled networks
+    (in ``pool``'s processes when given)."""
+    at_zero = rows["upper"].to_numpy(float) == 0
+    rows = rows[~at_zero]
+    unit = cost_unit(rows)
+    x = _design(rows)
+    kept, why = identifiable(x)
+    censored = (rows["status"] != "recovered").to_numpy()
+    for term in list(kept):
+        if term in INDICATORS and censored[x[term].to_numpy(float) == 1].all():
+            kept.remove(term)  # its MLE is unbounded: the data say only that these cells cost more
+            why[term] = ("not determined: every such cell is beyond the budget (only a lower bound on its cost; "
+                         "the fit's coefficient would be unbounded)")
+    lower, upper = _bounds(rows, unit)
+    n_parameters = len(kept) + 2  # the terms, the intercept and the scale
+    mostly_free = at_zero.mean() > MAX_SHARE_AT_ZERO if len(at_zero) else False
+    note = ("not fitted: every cell censored" if not np.isfinite(upper).any()
+            else f"not determined: {int(at_zero.sum())} of {len(at_zero)} cells cost nothing at this ε "
+                 f"(more than {MAX_SHARE_AT_ZERO:.0%})" if mostly_free
+            else f"not determined: {len(rows)} cells for {n_parameters} parameters (fewer than "
+                 f"{MIN_CELLS_PER_PARAMETER} per parameter)" if len(rows) < MIN_CELLS_PER_PARAMETER * n_parameters
+            else "")
+    point = _aft(x[kept], lower, upper) if not note else None
+    if point is None and not note:
+        note = "not fitted: the model did not converge on this grid"
+    result = Refits(rows, x, unit, kept, why, int(at_zero.sum()), len(at_zero), point, note)
+    if point is not None:
+        col, strata, keys = _units(rows)
+        if sum(len(s) for s in strata) > len(strata):
+            resamples = survival.cluster_resamples(strata, max_resamples)
+            jobs = [(x[kept], lower, upper, _weights(keys, draw), point) for draw, _ in resamples]
+            for coef, (_, prob) in zip(pool.map(_aft, *zip(*jobs)) if pool else [_aft(*j) for j in jobs], resamples):
+                if coef is None:
+                    result.n_failed += 1
+                    continue
+                result.draws.append(coef)
+                result.probs.append(prob)
+            result.strata, result.interval_over = strata, col if result.probs else "none"
+    return result
+
+
+def _coefficients(base: dict, r: Refits) -> list[dict]:
+    """The fit table's rows of one group: a coefficient with its interval per fitted term, or why not."""
+    left_out = (f"{r.n_at_zero} cell(s) within eps before any training left out (no cost to model)"
+                if r.n_at_zero else "")
+    base = {**base, "unit": r.unit, "n_cells": len(r.rows), "n_censored": int((r.rows["status"] != "recovered").sum()),
+            "n_clusters": int(r.rows[survival.CLUSTER].drop_duplicates().shape[0])}
+    out = []
+    for term in r.x.columns:
+        row = {**base, "term": term, "label": TERM_LABELS.get(term, term.replace("family", "family ")),
+               "n_resamples": len(r.probs), "n_failed": r.n_failed, "interval_over": r.interval_over}
+        if term not in r.terms or r.point is None:
+            note = r.why[term] if term not in r.terms else r.note
+            out.append({**row, "determined": False, "note": "; ".join(filter(None, [note, left_out]))})
+            continue
+        coef = float(r.point.loc[("mu_", term)])
+        boot = [float(b.loc[("mu_", term)]) for b in r.draws]
+        lo, hi, bias, spread = _normal_interval(coef, boot, r.probs, r.strata)
+        if abs(bias) > UNSTABLE_BIAS * spread and abs(bias) > UNSTABLE_SHARE * abs(coef):
+            # The refits on resampled networks centre far from the fit on all of them (a flat or multimodal
+            # likelihood): neither the number nor an interval around it can be reported.
+            out.append({**row, "determined": False, "note": "; ".join(filter(None, [
+                f"not determined: unstable (the fit on every network gives {coef:.3g}; its refits on resampled "
+                f"networks centre {bias:+.3g} away, more than {UNSTABLE_BIAS:g} standard errors and "
+                f"{UNSTABLE_SHARE:.0%} of the estimate)", left_out]))})
+            continue
+        out.append({**row, "determined": True,
+                    "note": "; ".join(filter(None, ["" if r.probs else "no interval: one pretrained network and one "
+                                                    "seed per model", left_out])),
+                    "coef": coef, "coef_lo": lo, "coef_hi": hi, "factor": math.exp(coef),
+                    "factor_lo": math.exp(lo), "factor_hi": math.exp(hi)})
+    return out
 
 
 def _normal_interval(coef: float, draws: list[float], probs: list[float],

@@ -1,0 +1,130 @@
+"""Does the scaling fit predict a size it was not fitted on? The censoring-aware fit of ``scaling`` is refitted on
+the size grid without one part of it, and the per-layer median cost it predicts for the part left out is set
+against the measured one.
+
+The size grid is the single-layer cells, in the asker's setting (frozen, full, fresh), of the networks of the most
+common family that share the most common (S, E): the data axis and the other families are left out, so only N, D
+and the layer's position vary. Three parts are left out in turn (when the grid has more than one level of what is
+left out): the largest model by parameters (``largest size``), every model of the largest N (``largest N``) and
+every model of the largest D (``largest D``).
+
+Per left-out model, layer and threshold:
+
+- **predicted**: the fit's median, exp(b · x) (a log-normal AFT model's median is exp of its location), in the
+  fit's unit; its interval is the bootstrap's normal interval on the log scale over the same refits on resampled
+  networks as ``scaling.fit`` (``scaling.refits``), so it covers network-to-network variation of the fitted sizes.
+- **measured**: the layer's survival median (``survival.estimate``: Turnbull NPMLE, cluster-bootstrap interval) on
+  the left-out networks; inf when the median lies beyond the budget (censored).
+- **held**: the two intervals overlap (a censored median's interval reaches to inf). A part's verdict is ``held``
+  when every one of its layers held, ``did not hold`` otherwise; a fit that could not be made says why.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from selfheal.analysis import scaling, survival
+
+ASKED_SETTING = ("frozen", "full", "fresh")
+COLUMNS = ["left_out", "model", "n_layer", "d_model", "n_params", "target", "depth", "threshold", "unit",
+           "predicted", "predicted_lo", "predicted_hi", "measured", "measured_lo", "measured_hi", "measured_censored",
+           "held", "fit_models", "fit_cells", "fit_terms", "n_resamples", "note"]
+
+
+def size_grid(cells: pd.DataFrame) -> pd.DataFrame:
+    """The estimable single-layer cells of the asker's setting on the networks of the most common family and the
+    most common (S, E)."""
+    rows = survival.estimable(cells)
+    rows = rows[(rows["kind"] == survival.LAYER)
+                & (rows["regime"] == ASKED_SETTING[0]) & (rows["policy"] == ASKED_SETTING[1])
+                & (rows["init"] == ASKED_SETTING[2])]
+    if not len(rows):
+        return rows
+    networks = rows.drop_duplicates(survival.CLUSTER)
+    family = networks["family_kind"].astype(str).value_counts().idxmax()
+    rows = rows[rows["family_kind"].astype(str) == family]
+    data = [c for c in ("train_sequences", "epochs") if c in rows and rows[c].notna().all()]
+    if data:
+        keys = rows.drop_duplicates(survival.CLUSTER)[data].astype(float).apply(tuple, axis=1)
+        common = keys.value_counts().idxmax()
+        rows = rows[rows[data].astype(float).apply(tuple, axis=1) == common]
+    return rows
+
+
+def parts(grid: pd.DataFrame) -> list[tuple[str, list[str]]]:
+    """(name, models left out) for each part the grid can leave out and still vary what is left out."""
+    models = grid.drop_duplicates("model")[["model", "n_layer", "d_model", "n_params"]]
+    out = []
+    if len(models) > 2:
+        out.append(("largest size", [str(models.loc[models["n_params"].astype(float).idxmax(), "model"])]))
+    for name, column in (("largest N", "n_layer"), ("largest D", "d_model")):
+        levels = sorted(models[column].astype(int).unique())
+        if len(levels) > 2:
+            out.append((name, sorted(models.loc[models[column].astype(int) == levels[-1], "model"].astype(str))))
+    return out
+
+
+def _interval(values: pd.Series, lo: pd.Series, hi: pd.Series) -> tuple[float, float, float]:
+    return float(values.iloc[0]), float(lo.iloc[0]), float(hi.iloc[0])
+
+
+def check(cells: pd.DataFrame, survival_table: pd.DataFrame, max_resamples: int = scaling.MAX_FIT_RESAMPLES,
+          workers: int = 1) -> pd.DataFrame:
+    """The out-of-sample table (COLUMNS): one row per left-out part, model, layer and threshold."""
+    grid = size_grid(cells)
+    out = []
+    for name, left in parts(grid):
+        train, test = grid[~grid["model"].isin(left)], grid[grid["model"].isin(left)]
+        for threshold, fit_rows in train.groupby("threshold", sort=True):
+            with scaling._pool(workers) as pool:
+                fitted = scaling.refits(fit_rows, max_resamples, pool)
+            test_rows = test[test["threshold"] == threshold].drop_duplicates(["model", "target"])
+            for _, cell in test_rows.sort_values(["model", "depth"]).iterrows():
+                row = {"left_out": name, "model": cell["model"], "n_layer": int(cell["n_layer"]),
+                       "d_model": int(cell["d_model"]), "n_params": float(cell["n_params"]),
+                       "target": cell["target"], "depth": int(cell["depth"]), "threshold": float(threshold),
+                       "unit": fitted.unit, "fit_models": len(fit_rows["model"].unique()),
+                       "fit_cells": len(fitted.rows), "fit_terms": ", ".join(fitted.terms),
+                       "n_resamples": len(fitted.draws), "note": fitted.note}
+                measured = survival_table[
+                    (survival_table["model"] == cell["model"]) & (survival_table["target"] == cell["target"])
+                    & (survival_table["threshold"] == threshold)
+                    & (survival_table["regime"] == ASKED_SETTING[0]) & (survival_table["policy"] == ASKED_SETTING[1])
+                    & (survival_table["init"] == ASKED_SETTING[2])]
+                column = "median_fraction" if fitted.unit == "fraction" else "median_examples"
+                if len(measured):
+                    m, m_lo, m_hi = _interval(measured[column], measured[f"{column}_lo"], measured[f"{column}_hi"])
+                else:
+                    m = m_lo = m_hi = math.nan
+                row.update(measured=m, measured_lo=m_lo, measured_hi=m_hi, measured_censored=bool(np.isinf(m)))
+                if fitted.point is None:
+                    row.update(predicted=math.nan, predicted_lo=math.nan, predicted_hi=math.nan, held=pd.NA)
+                else:
+                    p, p_lo, p_hi = fitted.predict(cell)
+                    overlap = p_lo <= m_hi and m_lo <= p_hi  # a censored median's interval reaches to inf
+                    row.update(predicted=p, predicted_lo=p_lo, predicted_hi=p_hi,
+                               held=bool(overlap) if not math.isnan(m) else pd.NA)
+                out.append(row)
+    table = pd.DataFrame(out, columns=COLUMNS)
+    for column in ("predicted", "predicted_lo", "predicted_hi", "measured", "measured_lo", "measured_hi",
+                   "threshold", "n_params"):
+        table[column] = table[column].astype(float)
+    table["held"] = table["held"].astype("boolean")
+    table["measured_censored"] = table["measured_censored"].astype(bool)
+    return table
+
+
+def verdicts(table: pd.DataFrame) -> pd.DataFrame:
+    """Per left-out part and threshold: how many layers held, and the verdict (held / did not hold / not fitted)."""
+    rows = []
+    for (name, threshold), part in table.groupby(["left_out", "threshold"], sort=False):
+        known = part["held"].dropna()
+        verdict = ("not fitted" if part["predicted"].isna().all() else
+                   "held" if len(known) and bool(known.all()) else "did not hold")
+        rows.append({"left_out": name, "threshold": float(threshold), "models": ", ".join(part["model"].unique()),
+                     "layers": len(part), "held": int(known.sum()), "verdict": verdict,
+                     "note": part["note"].iloc[0]})
+    return pd.DataFrame(rows, columns=["left_out", "threshold", "models", "layers", "held", "verdict", "note"])
