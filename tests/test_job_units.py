@@ -1,0 +1,182 @@
+"""The job unit follows the resources (job_unit: auto picks model, network or cell jobs from the cores or cluster
+jobs and the grid), every unit makes the same numbers, and a dry run after a grid edit is short and names what
+each job trains and keeps."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from selfheal import config as cfg
+from selfheal import grid
+from snakemake_helpers import snakemake
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+
+
+def _timing(key: str) -> bool:
+    """A measured time (seconds, a rate per second, a share of time): the only things that may differ."""
+    return key.endswith("_s") or key.endswith("_share")
+
+
+def _unit(config: dict, workers: int | None) -> str:
+    resolved = cfg.resolve(config)
+    models = resolved["models"] + grid.frozen_random_models(resolved)
+    return grid.job_unit(resolved, models, grid.cells(resolved), workers)
+
+
+def test_auto_picks_the_unit_from_the_workers_and_the_grid():
+    # the default grid: 3 models, 6 networks, 44 cells
+    assert DEFAULT["job_unit"] == "auto"
+    assert _unit(DEFAULT, 1) == "model"  # one worker: the least start-up
+    assert _unit(DEFAULT, 2) == "network"  # as before auto: six networks of uneven cost pack 2 cores
+    assert _unit(DEFAULT, 8) == "cell"  # 6 networks cannot fill 8 workers twice over
+    assert _unit(DEFAULT, None) == "model"
+    wide = {**DEFAULT, "models": [{**m, "name": f"{m['name']}-{i}"} for i in range(4) for m in DEFAULT["models"]]}
+    assert _unit(wide, 2) == "model"  # 12 models: at least two jobs per core already
+    assert _unit(wide, 8) == "network"  # 24 networks
+    assert _unit({**DEFAULT, "job_unit": "network"}, 8) == "network"  # an explicit unit is kept
+
+
+DAG = """
+import json, sys
+from pathlib import Path
+from snakemake.api import SnakemakeApi
+from snakemake.settings.types import ConfigSettings, DAGSettings, OutputSettings, Quietness, ResourceSettings
+from snakemake.settings.types import StorageSettings
+snakefile, workdir, cores = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])
+with SnakemakeApi(OutputSettings(quiet={Quietness.ALL})) as api:
+    workflow = api.workflow(resource_settings=ResourceSettings(cores=cores), storage_settings=StorageSettings(),
+                            config_settings=ConfigSettings(), snakefile=snakefile, workdir=workdir)
+    dag = workflow.dag(DAGSettings())
+    dag.execute_workflow(executor="dryrun")
+    d = workflow._workflow.dag
+    jobs = list(d.jobs)
+    ids = {job: i for i, job in enumerate(jobs)}
+    print("DAG " + json.dumps([[job.rule.name, [ids[x] for x in d.dependencies[job]]] for job in jobs]))
+"""
+TRAINING = {"model", "network", "make_network", "cell"}
+
+
+def _waves(cores: int, tmp_path: Path) -> list[list[str]]:
+    """The default config's DAG as waves: the jobs whose dependencies all ran in an earlier wave (what unlimited
+    workers could run at once), as rule names."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    proc = subprocess.run([sys.executable, "-c", DAG, str(ROOT / "Snakefile"), str(tmp_path), str(cores)],
+                          capture_output=True, text=True, env=env, timeout=600)
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("DAG ")]
+    assert proc.returncode == 0 and lines, proc.stderr[-3000:]
+    jobs = json.loads(lines[-1].removeprefix("DAG "))
+    done: set[int] = set()
+    waves = []
+    while len(done) < len(jobs):
+        ready = [i for i, (_, deps) in enumerate(jobs) if i not in done and set(deps) <= done]
+        waves.append([jobs[i][0] for i in ready])
+        done |= set(ready)
+    return waves
+
+
+def test_eight_cores_get_at_least_eight_training_jobs_at_once(tmp_path):
+    waves = _waves(8, tmp_path)
+    training = [[r for r in wave if r in TRAINING] for wave in waves]
+    assert max(len(w) for w in training) >= 8, training
+    assert sum(w.count("cell") for w in waves) == len(grid.cells(cfg.resolve(DEFAULT)))  # every cell a job
+
+
+def test_two_cores_keep_one_job_per_network(tmp_path):
+    jobs = [r for wave in _waves(2, tmp_path) for r in wave if r in TRAINING]
+    assert jobs == ["network"] * 6
+
+
+# ---- real runs on a tiny grid: tinyA alone, its layer 1 (a prefix cache, a matched control), nothing else ----
+
+def _tiny(**grid_edits) -> dict:
+    config = yaml.safe_load((ROOT / "tests" / "tiny.yaml").read_text())
+    config["models"] = [config["models"][0]]
+    del config["models"][0]["frozen_random"]
+    config["grid"]["layers"] = [1]
+    config["grid"].update(grid_edits)
+    return config
+
+
+def _run(workdir: Path, config: dict, *args: str) -> subprocess.CompletedProcess:
+    workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / "config.yaml").write_text(yaml.safe_dump(config))
+    return snakemake(workdir, workdir / "config.yaml", "results/summary.parquet", *args)
+
+
+@pytest.fixture(scope="module")
+def by_model(tmp_path_factory, corpus_seed):
+    workdir = tmp_path_factory.mktemp("by_model")
+    corpus_seed(workdir)
+    proc = _run(workdir, {**_tiny(), "job_unit": "model"})
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return workdir
+
+
+def _files(results: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(results)): p.read_bytes() for part in ("models", "baselines", "cells")
+            for p in sorted((results / part).rglob("*")) if p.is_file() and not p.name.startswith(".snakemake")}
+
+
+def _without_timing(record):
+    if isinstance(record, list):
+        return [_without_timing(r) for r in record]
+    if isinstance(record, dict):
+        return {k: _without_timing(v) for k, v in record.items() if not _timing(k)}
+    return record
+
+
+@pytest.mark.e2e
+def test_one_job_per_cell_makes_the_same_files(by_model, tmp_path, corpus_seed):
+    """job_unit: cell (a network's job, then a job per cell; the matched control's waits for its cell's) writes
+    the same files under the same paths as one job per model: the networks and damages bit for bit, the recovery
+    records and tables equal but for measured times."""
+    corpus_seed(tmp_path)
+    proc = _run(tmp_path, {**_tiny(), "job_unit": "cell"})
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    out = proc.stdout + proc.stderr
+    assert "cell tinyA p0 frozen s0 L1-full-trained: heals it" in out  # the dry run and the log name each cell
+    want, got = _files(by_model / "results"), _files(tmp_path / "results")
+    assert sorted(got) == sorted(want)
+    for name, content in want.items():
+        if name.endswith("recovery.json") or name.endswith("pretrain.json"):
+            assert _without_timing(json.loads(got[name])) == _without_timing(json.loads(content)), name
+        elif not name.endswith(".parquet"):
+            assert got[name] == content, name
+    for table in ("summary", "curves", "networks"):
+        a, b = (pd.read_parquet(d / "results" / f"{table}.parquet") for d in (by_model, tmp_path))
+        numbers = [c for c in a.columns if not _timing(c)]
+        pd.testing.assert_frame_equal(a[numbers], b[numbers])
+    log = (tmp_path / "results" / "logs" / "tinyA" / "p0" / "frozen" / "s0" / "L1-full-trained.log").read_text()
+    assert "heals it" in log
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("edit, says", [
+    ({"grid": {"seeds": [0, 1]}}, "model tinyA: trains 0 networks (keeps 1), heals 3 cells (keeps 4)"),
+    ({"grid": {"layers": [0, 1]}}, "model tinyA: trains 0 networks (keeps 1), heals 2 cells (keeps 4)"),
+    ({"pretrain": {"seeds": [0, 1]}}, "model tinyA: trains 1 network (keeps 1), heals 4 cells (keeps 4)"),
+], ids=["retrain seed", "layer", "pretraining seed"])
+def test_a_dry_run_after_a_grid_edit_names_the_counts(by_model, tmp_path, edit, says):
+    """After a retrain seed, a layer or a pretraining seed is added, `snakemake -n` is short (the job's recorded
+    params are counts and a digest, not the cell list) and says what the job trains and keeps."""
+    assert "heals 4 cells (keeps 0)" in (by_model / "results" / "logs" / "tinyA" / "model.log").read_text()
+    workdir = tmp_path / "run"
+    shutil.copytree(by_model, workdir, symlinks=True)
+    config = {**_tiny(), "job_unit": "model"}
+    for section, values in edit.items():
+        config[section] = {**config.get(section, {}), **values}
+    proc = _run(workdir, config, "-n")
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    text = proc.stdout + proc.stderr
+    assert says in text, text
+    assert "Params have changed" in text and "cells, settings" in text
+    assert len(text) < 4000, text
