@@ -17,7 +17,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from selfheal.analysis import answer_tables, related_work, survival
+from selfheal.analysis import answer_tables, out_of_sample, related_work, survival
 from selfheal.analysis.page import Page, compact, num, pct, signed_pct, span
 
 def _cost(row: pd.Series, unit: str) -> str:
@@ -408,6 +408,42 @@ def _sizes(doc: Page, v: _View) -> None:
     doc.p(_ordering_sentence(ordering))
 
 
+def _out_of_sample(doc: Page, v: _View) -> None:
+    """4b. Does the trend predict a size it was not fitted on?"""
+    table = v.tables.get("out_of_sample", pd.DataFrame(columns=out_of_sample.COLUMNS))
+    doc.h(3, "Does the trend predict a size it was not fitted on?")
+    if not len(table):
+        doc.p("Not tested: the size grid needs more than two levels of N or D, or more than two sizes, to leave one "
+              "out and still fit a trend (`answer/out_of_sample.parquet` is empty).")
+        return
+    doc.p("The censoring-aware fit of §3–4, refitted on the size grid (the most common family and (S, E), the asker's "
+          "setting) without one part of it, predicts the per-layer median cost of the part left out: the fit's "
+          "median with its interval over the same refits on resampled networks, against the measured survival "
+          "median with its interval. A layer **held** when the two intervals overlap (a median beyond the budget "
+          "reaches to ∞); a part held when every one of its layers did (`answer/out_of_sample.parquet`; "
+          f"[plot]({v.plot_links['answer_out_of_sample']})).")
+    verdicts = out_of_sample.verdicts(table)
+    doc.table(["left out", "models", "ε", "layers held", "verdict", "fitted on"],
+              [[r["left_out"], r["models"], f"{r['threshold']:g}", f"{r['held']} of {r['layers']}",
+                f"**{r['verdict']}**" + (f" ({r['note']})" if r["note"] else ""),
+                _fitted_on(table, r["left_out"], r["threshold"])] for _, r in verdicts.iterrows()])
+    largest = table[table["left_out"] == table["left_out"].iloc[0]]
+    doc.p(f"Per layer, {largest['left_out'].iloc[0]} left out ({', '.join(largest['model'].unique())}), in the "
+          f"fit's unit ({_unit_words(largest['unit'].iloc[0])}):")
+    doc.table(["model", "layer", "ε", "predicted [95 %]", "measured [95 %]", "held"],
+              [[r["model"], f"{r['target']}", f"{r['threshold']:g}",
+                f"{num(r['predicted'])} [{num(r['predicted_lo'])}, {num(r['predicted_hi'])}]",
+                f"{num(r['measured'])} [{num(r['measured_lo'])}, {num(r['measured_hi'])}]"
+                + (" (beyond the budget)" if r["measured_censored"] else ""),
+                "n/a" if pd.isna(r["held"]) else "yes" if r["held"] else "**no**"]
+               for _, r in largest.sort_values(["threshold", "model", "depth"]).iterrows()])
+
+
+def _fitted_on(table: pd.DataFrame, left_out: str, eps: float) -> str:
+    r = table[(table["left_out"] == left_out) & (table["threshold"] == eps)].iloc[0]
+    return f"{r['fit_models']} models, {r['fit_cells']} cells; terms: {r['fit_terms'] or 'none'}"
+
+
 def _families(doc: Page, v: _View) -> None:
     """5. families"""
     fit, layers, settings, networks = v.fit, v.layers, v.settings, v.networks
@@ -431,27 +467,36 @@ def _families(doc: Page, v: _View) -> None:
 
 
 def _aside(doc: Page, v: _View) -> None:
-    """6. encoder swap and cross-attention wipe"""
-    surv, ref = v.surv, v.ref
-    doc.h(2, "6. The encoder swap and the all-cross-attention wipe")
-    special = surv[(surv["kind"] == survival.SWAP) | ((surv["target"] == "dec") & (surv["policy"] == "cross_attn"))] \
-        if len(surv) else surv
-    if not len(special):
-        doc.p("This grid has no encoder-swap cells and no cross-attention wipe (they need an encoder-decoder model "
-              "and `grid.encoder_swap` / policy `cross_attn`): not determined by this grid.")
-    else:
-        unit = _unit(special)
-        rows_out = []
-        for _, r in special.iterrows():
-            allc = surv[(surv["model"] == r["model"]) & (surv["target"] == "all") & (surv["policy"] == "full")
-                        & (surv["threshold"] == r["threshold"]) & (surv["regime"] == r["regime"])]
-            rf = ref[(ref["model"] == r["model"]) & (ref["threshold"] == r["threshold"])] if len(ref) else ref
-            col = "fraction" if unit == "fraction" else "examples"
-            rows_out.append([r["model"], f"{r['target']} / {r['policy']}", f"{r['threshold']:g}", _cost(r, unit),
-                             _cost(allc.iloc[0], unit) if len(allc) else "n/a",
-                             num(rf[col].astype(float).median()) if len(rf) else "n/a"])
-        doc.table(["model", "target / policy", "ε", "median cost [95 %]", "every layer reset", "pretraining"],
-                  rows_out)
+    """6. The encoder-decoder aside: each part of it reset, beside every layer and pretraining from scratch."""
+    aside = v.tables.get("encoder_decoder", pd.DataFrame(columns=answer_tables.ENCODER_DECODER_COLUMNS))
+    doc.h(2, "6. The encoder-decoder aside: one encoder or decoder layer, cross-attention, the encoder swap")
+    if not len(aside):
+        doc.p("This grid has no encoder-decoder model, so the cost of resetting an encoder or decoder layer, the "
+              "cross-attention or the whole encoder is not determined by it.")
+        return
+    doc.p("Regime `frozen`, init `fresh`: the median cost [95 % interval] of each reset, in the unit of the row "
+          "(fraction of S × E when known); '> budget' is a median beyond the retraining budget (censored). The last "
+          "row is pretraining from scratch to the same loss: the median over the model's networks [least, most] "
+          "(`answer/encoder_decoder.parquet`).")
+    for model, rows in aside.groupby("model", sort=True):
+        eps_list = sorted(rows["threshold"].unique())
+        body = []
+        for (item, target, policy), g in rows.groupby(["item", "target", "policy"], sort=False):
+            g = g.set_index("threshold")
+            first = g.iloc[0]
+            label = first["what"] + (f" (`{target}`{', ' + policy if policy == 'cross_attn' else ''})"
+                                     if target and item not in ("all_cross_attention", "reset_all") else "")
+            body.append([label] + [_aside_cost(g.loc[e]) if e in g.index else "" for e in eps_list])
+        doc.h(3, model)
+        doc.table(["reset"] + [f"ε = {e:g}" for e in eps_list], body)
+
+
+def _aside_cost(r: pd.Series) -> str:
+    def one(x):
+        return f"> {num(r['budget'])} (budget)" if math.isinf(x) and not pd.isna(r["budget"]) else num(x)
+
+    censored = f", {int(r['n_censored'])} of {int(r['n_cells'])} censored" if r["n_censored"] else ""
+    return f"{one(r['median'])} [{one(r['median_lo'])}, {one(r['median_hi'])}]{censored}"
 
 
 def _caveats(doc: Page, v: _View) -> None:
@@ -527,9 +572,11 @@ def _caveats(doc: Page, v: _View) -> None:
 
 
 def _related_work(doc: Page, v: _View) -> None:
-    """8. related work"""
+    """8. What is already known, beside this grid's numbers."""
     doc.h(2, "8. What is already known")
-    doc.ul(related_work.ITEMS)
+    doc.p("The published experiments nearest to the question, their findings (as published), how their setting "
+          "differs, and the number of this grid that can be set beside each (from the answer tables above).")
+    doc.table(["work", "finding", "how the setting differs", "this grid"], related_work.comparisons(v.tables))
 
 
 @dataclasses.dataclass
@@ -553,7 +600,8 @@ class _View:
         self.ordering = answer_tables.size_ordering(self.networks) if ordering is None else ordering
 
 
-SECTIONS = [_headline, _cost_section, _refusals, _position, _sizes, _families, _aside, _caveats, _related_work]
+SECTIONS = [_headline, _cost_section, _refusals, _position, _sizes, _out_of_sample, _families, _aside, _caveats,
+            _related_work]
 
 
 def page(tables: dict[str, pd.DataFrame], summary: pd.DataFrame, networks: pd.DataFrame,

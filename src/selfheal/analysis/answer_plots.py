@@ -205,6 +205,42 @@ def damage_cost(cells: pd.DataFrame) -> alt.Chart:
         column=alt.Column("eps:N", title="within ε of baseline")).properties(title=title)
 
 
+def out_of_sample(table: pd.DataFrame) -> alt.Chart:
+    """Predicted (the fit without the part left out) against measured median cost, per left-out layer: points with
+    their 95 % intervals; a measured median beyond the budget is an open triangle at its lower bound, its interval
+    drawn up to the top of the axis."""
+    title = "Out of sample: the fit's predicted median cost against the measured one, per layer left out"
+    data = table[table["predicted"].notna()] if len(table) else table
+    if not len(data):
+        return plots.empty_chart(title, "no part of the size grid could be left out (answer/out_of_sample.parquet)")
+    rows = []
+    for _, r in data.iterrows():
+        key = {"left_out": r["left_out"], "layer": f"{r['model']} {r['target']}", "threshold": r["threshold"]}
+        rows.append({**key, "which": "predicted", "value": r["predicted"], "lo": r["predicted_lo"],
+                     "hi": r["predicted_hi"], "status": "predicted"})
+        censored = bool(r["measured_censored"])
+        rows.append({**key, "which": "measured", "value": r["measured_lo"] if censored else r["measured"],
+                     "lo": r["measured_lo"], "hi": r["measured_hi"],
+                     "status": "measured: beyond the budget" if censored else "measured"})
+    long = _eps(pd.DataFrame(rows))
+    scale, axis = plots.cost_axis(long["value"], long["lo"], long["hi"])
+    top = scale.domain[1]
+    long["hi"] = np.minimum(_float(long["hi"]), top)
+    x = alt.X("layer:N", title=None, axis=alt.Axis(labelAngle=-40))
+    y = alt.Y("value:Q", scale=scale, axis=axis, title=f"median cost ({data['unit'].iloc[0]}; symlog)")
+    statuses = ["predicted", "measured", "measured: beyond the budget"]
+    points = plots.status_points(alt.Chart(), alt.X("layer:N", title=None), y, "which", "status", statuses,
+                                 ["circle", "square", plots.OPEN_TRIANGLE], None,
+                                 ["left_out", "layer", "which", "value", "lo", "hi"], size=45)
+    bars = alt.Chart().mark_errorbar(ticks=True).encode(
+        x=x, y=alt.Y("lo:Q", scale=scale, title=""), y2="hi:Q", color=alt.Color("which:N"),
+        xOffset=alt.XOffset("which:N"))
+    points = points.encode(xOffset=alt.XOffset("which:N"))
+    return alt.layer(bars, points, data=long).properties(width=260, height=180).facet(
+        column=alt.Column("eps:N", title="within ε of baseline"), row=alt.Row("left_out:N", title="left out"),
+    ).resolve_scale(x="independent").properties(title=title)
+
+
 # name (the file under plots/) -> how it is drawn from the answer tables and curves.parquet
 FIGURES = {
     "answer_cost_depth": lambda t, curves: cost_depth(t["survival"]),
@@ -213,4 +249,5 @@ FIGURES = {
     "answer_effects": lambda t, curves: effects(t["fit"]),
     "answer_cka": lambda t, curves: cka(t["cka"]),
     "answer_damage_cost": lambda t, curves: damage_cost(t["damage_cells"]),
+    "answer_out_of_sample": lambda t, curves: out_of_sample(t["out_of_sample"]),
 }

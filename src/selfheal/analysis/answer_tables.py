@@ -21,11 +21,11 @@ import math
 import numpy as np
 import pandas as pd
 
-from selfheal.analysis import scaling, survival
+from selfheal.analysis import out_of_sample, scaling, survival
 from selfheal.analysis.stats import first_crossing
 
 TABLES = ["survival", "recovered_curves", "fit", "damage_cost", "damage_cells", "cka", "pretrain_reference",
-          "networks_flags", "size_ordering", "control_drift"]
+          "networks_flags", "size_ordering", "control_drift", "out_of_sample", "encoder_decoder"]
 CKA_COLUMNS = ["model", "target", "depth", "regime", "policy", "init", "threshold", "cka", "cka_lo", "cka_hi",
                "cka_floor", "n_cells", "n_clusters"]
 REFERENCE_COLUMNS = ["model", "pretrain_seed", "threshold", "baseline_loss", "examples_lo", "examples_hi",
@@ -39,6 +39,20 @@ SIZE_ORDERING_COLUMNS = ["model_a", "model_b", "varied", "value_a", "value_b", "
                          "difference", "seed_spread", "n_seeds", "holds"]
 DAMAGE_CELL_COLUMNS = ["model", "pretrain_seed", "seed", "target", "depth", "regime", "policy", "init", "threshold",
                        "damage", "cost", "recovered"]
+ENCODER_DECODER_COLUMNS = ["model", "threshold", "item", "what", "target", "policy", "unit", "median", "median_lo",
+                           "median_hi", "budget", "n_cells", "n_censored"]
+# The encoder-decoder aside, in the order the page lists it: (item, what, which survival rows), each in the asker's
+# regime and init (frozen, fresh); "scratch" is pretraining's own curve (pretrain_reference).
+ENCODER_DECODER_ITEMS = [
+    ("encoder_layer", "one encoder layer", lambda s: s["target"].str.startswith("enc.") & (s["policy"] == "full")),
+    ("decoder_layer", "one decoder layer", lambda s: s["target"].str.startswith("dec.") & (s["policy"] == "full")),
+    ("cross_attention", "one decoder layer's cross-attention",
+     lambda s: s["target"].str.startswith("dec.") & (s["policy"] == "cross_attn")),
+    ("all_cross_attention", "all cross-attention (every decoder layer's)",
+     lambda s: s["target"].isin(["all", "dec"]) & (s["policy"] == "cross_attn")),
+    ("encoder_swap", "the encoder swapped for a fresh one", lambda s: s["kind"] == survival.SWAP),
+    ("reset_all", "every layer reset", lambda s: (s["target"] == "all") & (s["policy"] == "full")),
+]
 
 def cka(cells: pd.DataFrame) -> pd.DataFrame:
     rows = survival.estimable(cells)
@@ -187,18 +201,63 @@ def compute(summary: pd.DataFrame, curves: pd.DataFrame, networks: pd.DataFrame,
     """Every answer table. ``workers``: processes for the scaling fit's bootstrap refits (the same numbers)."""
     cells = survival.prepare(summary, networks)
     thresholds = sorted(summary["threshold"].unique())
+    surv = survival.estimate(cells)
+    ref = pretrain_reference(curves, networks, thresholds)
     return {
-        "survival": survival.estimate(cells),
+        "survival": surv,
         "recovered_curves": survival.recovered_curves(cells),
         "fit": scaling.fit(cells, workers=workers),
         "damage_cost": scaling.damage_cost(cells),
         "damage_cells": damage_cells(cells),
         "cka": cka(cells),
-        "pretrain_reference": pretrain_reference(curves, networks, thresholds),
+        "pretrain_reference": ref,
         "networks_flags": flags(cells, networks),
         "size_ordering": size_ordering(networks),
         "control_drift": control_drift(curves, networks),
+        "out_of_sample": out_of_sample.check(cells, surv, workers=workers),
+        "encoder_decoder": encoder_decoder(surv, ref, networks),
     }
+
+
+def encoder_decoder(surv: pd.DataFrame, ref: pd.DataFrame, networks: pd.DataFrame) -> pd.DataFrame:
+    """The encoder-decoder aside: per encoder-decoder model and threshold, the cost of resetting one encoder layer,
+    one decoder layer, one decoder layer's cross-attention, all cross-attention, and of the encoder swap, beside
+    resetting every layer and pretraining from scratch to the same loss. One row per survival group (item, target,
+    policy), in the survival table's unit (fraction of S x E when known, else examples); median_* are the survival
+    medians with their intervals (inf: beyond the budget). The ``scratch`` row: the median over the model's networks
+    of the examples (or fraction) its own pretraining needed to first reach the loss, lo/hi the least and most of
+    them (n_censored: networks whose pretraining never reached it)."""
+    out = []
+    kinds = networks.drop_duplicates("model").set_index("model")["family_kind"] if len(networks) else pd.Series()
+    models = [m for m, k in kinds.items() if k == "encoder-decoder"]
+    rows = surv[surv["model"].isin(models) & (surv["regime"] == "frozen") & (surv["init"] == "fresh")] \
+        if len(surv) else surv
+    for (model, eps), group in rows.groupby(["model", "threshold"], sort=True):
+        unit = "fraction" if group["median_fraction"].notna().all() else "examples"
+        for item, what, pick in ENCODER_DECODER_ITEMS:
+            for _, r in group[pick(group)].sort_values("target").iterrows():
+                out.append({"model": model, "threshold": float(eps), "item": item, "what": what,
+                            "target": r["target"], "policy": r["policy"], "unit": unit,
+                            "median": r[f"median_{unit}"], "median_lo": r[f"median_{unit}_lo"],
+                            "median_hi": r[f"median_{unit}_hi"],
+                            "budget": r["budget_fraction"] if unit == "fraction" else r["budget_examples"],
+                            "n_cells": int(r["n_cells"]), "n_censored": int(r["n_censored"])})
+        scratch = ref[(ref["model"] == model) & (ref["threshold"] == eps)] if len(ref) else ref
+        if len(scratch):
+            v = scratch[unit].astype(float)
+            reached = v.dropna()
+            out.append({"model": model, "threshold": float(eps), "item": "scratch",
+                        "what": "pretraining from scratch to the same loss", "target": "", "policy": "",
+                        "unit": unit, "median": float(v.fillna(math.inf).median()),
+                        "median_lo": float(reached.min()) if len(reached) else math.inf,
+                        "median_hi": float(v.fillna(math.inf).max()), "budget": math.nan,
+                        "n_cells": len(v), "n_censored": int(v.isna().sum())})
+    table = pd.DataFrame(out, columns=ENCODER_DECODER_COLUMNS)
+    for column in ("threshold", "median", "median_lo", "median_hi", "budget"):
+        table[column] = table[column].astype(float)
+    for column in ("n_cells", "n_censored"):
+        table[column] = table[column].astype("int64")
+    return table
 
 
 def control_drift(curves: pd.DataFrame, networks: pd.DataFrame) -> pd.DataFrame:

@@ -1,23 +1,137 @@
-"""What is already known: the published experiments nearest to the question, with what differs in their
-setting (static reference facts, not results)."""
+"""What is already known: the published experiments nearest to the question, each with its finding (static
+reference facts, not results), how its setting differs from this workflow's, and the number of this grid that can
+be set beside it (``comparisons``, read from the answer tables only)."""
 
 from __future__ import annotations
 
-ITEMS = [
-    "**Tamkin et al. 2020**, *Investigating Transferability in Pretrained Language Models*: re-initialise layers "
-    "of a pretrained BERT and finetune the *whole* model on a downstream task; the early layers matter most. Here "
-    "the rest of the network is frozen and the measure is language-modelling loss against the data it took "
-    "(this workflow's `transfer:` section re-runs their experiments).",
-    "**Bogoychev 2021**, *Not all parameters are born equal: attention is mostly what you need*: components left "
-    "at random initialisation and frozen during (translation) training cost little. It trains from scratch "
-    "rather than healing a trained network (the `frozen_random` experiment here).",
-    "**Zhang, Bengio & Singer 2019**, *Are All Layers Created Equal?*: re-initialising one layer of a trained "
-    "image classifier to its initial values (or to random values) without retraining; most layers are "
-    "'robust' to the former, the first ones are 'critical'. No retraining, vision models; `init: original` "
-    "here is their re-initialisation, followed by healing.",
-    "**Gromov et al. 2024**, *The Unreasonable Ineffectiveness of the Deeper Layers*, and **LLM-Streamline** "
-    "(Chen et al. 2024): remove (prune) blocks of deep layers of large LLMs and 'heal' with a little "
-    "parameter-efficient finetuning (QLoRA) or a lightweight replacement layer. They delete layers rather than "
-    "re-initialise them, at billions of parameters, and report task accuracy after a fixed healing budget rather "
-    "than the data needed to return to the original loss.",
+import dataclasses
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+
+from selfheal.analysis.page import num, pct
+
+
+@dataclasses.dataclass(frozen=True)
+class Published:
+    who: str  # authors, year and title
+    finding: str  # what they report, with their numbers
+    differs: str  # how their setting differs from this workflow's
+    ours: Callable[[dict[str, pd.DataFrame]], str]  # this grid's comparable number, from the answer tables
+
+
+def _asked(table: pd.DataFrame) -> pd.DataFrame:
+    if not len(table):
+        return table
+    return table[(table["regime"] == "frozen") & (table["policy"] == "full") & (table["init"] == "fresh")]
+
+
+def _single_layer_costs(t: dict[str, pd.DataFrame]) -> str:
+    """The per-layer medians at the smallest and largest ε, in fractions of S x E, and the reset-all control."""
+    surv = _asked(t["survival"])
+    if not len(surv) or surv["median_fraction"].isna().all():
+        return "not determined by this grid (no single-layer cells with a known S × E)"
+    parts = []
+    for eps in sorted({surv["threshold"].min(), surv["threshold"].max()}):
+        at = surv[(surv["threshold"] == eps)]
+        layers, every = at[at["kind"] == "layer"], at[at["target"] == "all"]
+        med = layers["median_fraction"].astype(float)
+        finite = med[np.isfinite(med)]
+        reached = (f"medians {num(finite.min())} to {num(finite.max())} of S × E" if len(finite) else
+                   "no median within the budget")
+        beyond = int((~np.isfinite(med)).sum())
+        every_reached = int(np.isfinite(every["median_fraction"].astype(float)).sum())
+        parts.append(f"ε = {eps:g}: one layer {reached} ({beyond} of {len(med)} layer groups beyond the budget); "
+                     f"every layer reset: {every_reached} of {len(every)} models within the budget")
+    return "; ".join(parts)
+
+
+def _share_recovered(t: dict[str, pd.DataFrame]) -> str:
+    """The share of single-layer cells that got back within ε inside the budget."""
+    surv = _asked(t["survival"])
+    layers = surv[surv["kind"] == "layer"] if len(surv) else surv
+    if not len(layers):
+        return "not determined by this grid"
+    parts = []
+    for eps, g in layers.groupby("threshold", sort=True):
+        n, rec = int(g["n_cells"].sum()), int(g["n_recovered"].sum())
+        parts.append(f"ε = {eps:g}: {rec} of {n} ({pct(rec / n)})")
+    budget = layers["budget_fraction"].dropna()
+    within = f" within {num(float(budget.max()))} of S × E" if len(budget) else ""
+    return "single-layer cells back within ε" + within + ": " + "; ".join(parts)
+
+
+def _damage_by_position(t: dict[str, pd.DataFrame]) -> str:
+    """The loss jump right after a fresh reset (no retraining), first layer against the others."""
+    cells = _asked(t["damage_cells"])
+    if not len(cells):
+        return "not determined by this grid"
+    cells = cells.drop_duplicates(["model", "pretrain_seed", "seed", "target"])
+    first = cells[cells["depth"] == 0]["damage"].astype(float)
+    rest = cells[cells["depth"] > 0]["damage"].astype(float)
+    if not len(rest):
+        return f"loss right after resetting the first (only) layer: median +{num(first.median())} nats"
+    return (f"loss right after a fresh reset, no retraining: first layer median +{num(first.median())} nats, "
+            f"the other layers +{num(rest.median())} nats")
+
+
+def _position_effect(t: dict[str, pd.DataFrame]) -> str:
+    """The fit's first-layer and relative-depth terms at the smallest ε."""
+    fit = _asked(t["fit"])
+    if not len(fit):
+        return "not determined by this grid"
+    fit = fit[fit["threshold"] == fit["threshold"].min()]
+    out = []
+    for term, words in (("first_layer", "the first layer"), ("rel_depth", "first → last layer")):
+        r = fit[fit["term"] == term]
+        if len(r) and bool(r["determined"].iloc[0]):
+            r = r.iloc[0]
+            out.append(f"{words}: cost × {num(r['factor'])} [{num(r['factor_lo'])}, {num(r['factor_hi'])}]")
+        elif len(r):
+            out.append(f"{words}: not determined ({r['note'].iloc[0]})")
+    return f"ε = {fit['threshold'].min():g}: " + "; ".join(out) if out else "not determined by this grid"
+
+
+def _not_here(_: dict[str, pd.DataFrame]) -> str:
+    return "not measured by the reset grid: the `frozen_random` experiment re-runs it (docs/experiments.md)"
+
+
+PUBLISHED = [
+    Published("Zhang, Bengio & Singer 2019, *Are All Layers Created Equal?*",
+              "re-initialising one layer of a trained image classifier (VGG, ResNet; CIFAR-10, ImageNet) *without "
+              "retraining*: most layers are 'robust' to going back to their initial values, the first layers are "
+              "'critical'; re-randomising (a fresh draw) ruins most layers",
+              "no retraining, vision models and test error; here a fresh draw followed by healing, language-modelling "
+              "loss", _damage_by_position),
+    Published("Tamkin et al. 2020, *Investigating Transferability in Pretrained Language Models*",
+              "partial re-initialisation of BERT-base layers, then finetuning the *whole* model on GLUE tasks: the "
+              "benefit of a layer's pretrained weights varies with the finetuning set's size (large with plenty of "
+              "data, negligible when data are scarce); layers that probe well are neither necessary nor sufficient",
+              "everything trains, a downstream task and accuracy; here the rest is frozen and the measure is the "
+              "pretraining loss against the data it took (the `transfer:` section re-runs their experiments)",
+              _position_effect),
+    Published("Gromov et al. 2024, *The Unreasonable Ineffectiveness of the Deeper Layers*; LLM-Streamline "
+              "(Chen et al. 2024)",
+              "up to about half of the (deeper) layers of open LLMs (Llama-2-70B among them) removed with little "
+              "loss on question-answering benchmarks after a small QLoRA 'healing' finetune; LLM-Streamline "
+              "replaces a pruned block by one lightweight layer trained on a small dataset",
+              "layers deleted, not re-initialised; billions of parameters; a fixed healing budget scored by task "
+              "accuracy, not the data needed to return to the original loss", _share_recovered),
+    Published("Muralidharan et al. 2024 (Minitron), *Compact Language Models via Pruning and Knowledge "
+              "Distillation*",
+              "Nemotron-4 15B pruned in depth and width to 8B and 4B and retrained by distillation with under 3 % of "
+              "the original training tokens (up to 40× fewer than training each size from scratch)",
+              "structured pruning and distillation from the teacher, every weight retrained; here one layer reset, "
+              "the rest frozen, plain language-modelling loss; costs below are fractions of S × E",
+              _single_layer_costs),
+    Published("Bogoychev 2021, *Not all parameters are born equal: attention is mostly what you need*",
+              "components of a translation transformer left at random initialisation and frozen throughout "
+              "training cost little BLEU (attention least)",
+              "trains from scratch around frozen random parts rather than healing a trained network", _not_here),
 ]
+
+
+def comparisons(tables: dict[str, pd.DataFrame]) -> list[list[str]]:
+    """One row per published experiment: who, their finding, how the setting differs, this grid's number."""
+    return [[p.who, p.finding, p.differs, p.ours(tables)] for p in PUBLISHED]
