@@ -44,6 +44,39 @@ def run_many(runs: dict[str, tuple[str, str]], executor: str = "dryrun") -> dict
     return json.loads(lines[-1].removeprefix("REPORT "))
 
 
+DAG = """
+import json, sys
+from pathlib import Path
+from snakemake.api import SnakemakeApi
+from snakemake.settings.types import (ConfigSettings, DAGSettings, OutputSettings, Quietness, ResourceSettings,
+                                      StorageSettings)
+snakefile, workdir, cores, nodes, configfiles = sys.argv[1:6]
+with SnakemakeApi(OutputSettings(quiet={Quietness.ALL})) as api:
+    workflow = api.workflow(resource_settings=ResourceSettings(cores=int(cores), nodes=int(nodes) or None),
+                            storage_settings=StorageSettings(),
+                            config_settings=ConfigSettings(configfiles=[Path(f) for f in json.loads(configfiles)]),
+                            snakefile=Path(snakefile), workdir=Path(workdir))
+    workflow.dag(DAGSettings()).execute_workflow(executor="dryrun")
+    dag = workflow._workflow.dag
+    jobs = list(dag.jobs)
+    ids = {job: i for i, job in enumerate(jobs)}
+    print("DAG " + json.dumps([{"rule": job.rule.name, "deps": [ids[x] for x in dag.dependencies[job]],
+                                "conda": job.rule.conda_env} for job in jobs]))
+"""
+
+
+def dag_jobs(workdir: Path, cores: int, nodes: int = 0, configfiles: tuple = ()) -> list[dict]:
+    """The jobs of the real Snakefile's DAG (a dry run through Snakemake's API, in ``workdir``, with ``cores`` and,
+    where given, ``nodes``: the --jobs of a cluster), each with its rule, the indexes of the jobs it depends on and
+    its rule's conda env as written."""
+    args = [str(ROOT / "Snakefile"), str(workdir), str(cores), str(nodes), json.dumps([str(f) for f in configfiles])]
+    proc = subprocess.run([sys.executable, "-c", DAG, *args], capture_output=True, text=True, timeout=900,
+                          env={**os.environ, "PYTHONPATH": str(ROOT / "src"), "HF_HUB_OFFLINE": "1"})
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("DAG ")]
+    assert proc.returncode == 0 and lines, proc.stderr[-3000:]
+    return json.loads(lines[-1].removeprefix("DAG "))
+
+
 def snakemake(workdir: Path, configfile: Path, *args: str, timeout: int = 900) -> subprocess.CompletedProcess:
     """The real Snakemake command line on the project's Snakefile, in ``workdir``, with 2 cores."""
     cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory", str(workdir),

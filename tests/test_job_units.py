@@ -3,10 +3,8 @@ jobs and the grid), every unit makes the same numbers, and a dry run after a gri
 each job trains and keeps."""
 
 import json
-import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -15,7 +13,7 @@ import yaml
 
 from selfheal import config as cfg
 from selfheal import grid
-from snakemake_helpers import snakemake
+from snakemake_helpers import dag_jobs, snakemake
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
@@ -45,40 +43,18 @@ def test_auto_picks_the_unit_from_the_workers_and_the_grid():
     assert _unit({**DEFAULT, "job_unit": "network"}, 8) == "network"  # an explicit unit is kept
 
 
-DAG = """
-import json, sys
-from pathlib import Path
-from snakemake.api import SnakemakeApi
-from snakemake.settings.types import ConfigSettings, DAGSettings, OutputSettings, Quietness, ResourceSettings
-from snakemake.settings.types import StorageSettings
-snakefile, workdir, cores = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])
-with SnakemakeApi(OutputSettings(quiet={Quietness.ALL})) as api:
-    workflow = api.workflow(resource_settings=ResourceSettings(cores=cores), storage_settings=StorageSettings(),
-                            config_settings=ConfigSettings(), snakefile=snakefile, workdir=workdir)
-    dag = workflow.dag(DAGSettings())
-    dag.execute_workflow(executor="dryrun")
-    d = workflow._workflow.dag
-    jobs = list(d.jobs)
-    ids = {job: i for i, job in enumerate(jobs)}
-    print("DAG " + json.dumps([[job.rule.name, [ids[x] for x in d.dependencies[job]]] for job in jobs]))
-"""
 TRAINING = {"model", "network", "make_network", "cell"}
 
 
 def _waves(cores: int, tmp_path: Path) -> list[list[str]]:
     """The default config's DAG as waves: the jobs whose dependencies all ran in an earlier wave (what unlimited
     workers could run at once), as rule names."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
-    proc = subprocess.run([sys.executable, "-c", DAG, str(ROOT / "Snakefile"), str(tmp_path), str(cores)],
-                          capture_output=True, text=True, env=env, timeout=600)
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("DAG ")]
-    assert proc.returncode == 0 and lines, proc.stderr[-3000:]
-    jobs = json.loads(lines[-1].removeprefix("DAG "))
+    jobs = dag_jobs(tmp_path, cores)
     done: set[int] = set()
     waves = []
     while len(done) < len(jobs):
-        ready = [i for i, (_, deps) in enumerate(jobs) if i not in done and set(deps) <= done]
-        waves.append([jobs[i][0] for i in ready])
+        ready = [i for i, job in enumerate(jobs) if i not in done and set(job["deps"]) <= done]
+        waves.append([jobs[i]["rule"] for i in ready])
         done |= set(ready)
     return waves
 

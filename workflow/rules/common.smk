@@ -20,15 +20,19 @@ ADAPTED_MODELS = [m["name"] for m in CONFIG["models"] if m["source"] == "pretrai
 UNADAPTED_MODELS = [m for m in PRETRAINED_MODELS if m not in ADAPTED_MODELS]
 # The training jobs (job_unit): one per model (the model rule), one per network (the network rule), or one per
 # network (make_network) and one per cell (cell), for the grid's models and the frozen-random variants (which make
-# no cells). `auto` picks the unit from the cores Snakemake was given (the jobs it may submit at once on a cluster)
-# and the grid (selfheal.grid.job_unit); jobs that a cluster starts get the main process's choice.
+# no cells). `auto` picks the unit from the jobs Snakemake may run at once (--jobs on a cluster, else --cores) and
+# the grid (selfheal.grid.job_unit); jobs that a cluster starts get the main process's choice.
 ALL_MODELS = CONFIG["models"] + selfheal.grid.frozen_random_models(CONFIG)
 MODEL_NAMES = [m["name"] for m in ALL_MODELS]
-JOB_UNIT = selfheal.grid.job_unit(
-    CONFIG, ALL_MODELS, CELLS, workflow.nodes if workflow.non_local_exec else workflow._cores
-)
+JOB_UNIT = selfheal.grid.job_unit(CONFIG, ALL_MODELS, CELLS, workflow.nodes or workflow._cores)  # --jobs or --cores
 JOB_UNIT = os.environ.setdefault("SELFHEAL_JOB_UNIT", JOB_UNIT) if not workflow.is_main_process else JOB_UNIT
 os.environ["SELFHEAL_JOB_UNIT"] = JOB_UNIT
+
+
+envvars:
+    "SELFHEAL_JOB_UNIT",  # passed to the jobs a cluster starts
+
+
 JOB_MODELS = MODEL_NAMES if JOB_UNIT == "model" else []
 JOB_NETWORKS = selfheal.grid.networks(CONFIG, ALL_MODELS) if JOB_UNIT != "model" else []
 NETWORK_JOB_MODELS = list(dict.fromkeys(n.model for n in JOB_NETWORKS)) if JOB_UNIT == "network" else []
@@ -199,8 +203,13 @@ def cell_work(wildcards):
     cell = the_cell(wildcards)
     network = network_params(wildcards)[0]
     summary = selfheal.heal.plan.summary(
-        model_source(wildcards), [network], EVAL, [cell.as_dict()], unit_work(wildcards),
-        {"unit": "", "cell": CELL_IN_UNIT}, makes_networks=False,
+        model_source(wildcards),
+        [network],
+        EVAL,
+        [cell.as_dict()],
+        unit_work(wildcards),
+        {"unit": "", "cell": CELL_IN_UNIT},
+        makes_networks=False,
     )
     return types.SimpleNamespace(
         network=network,

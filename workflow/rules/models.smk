@@ -33,8 +33,6 @@ rule model:
         f"{LOGS}/{{model}}/model.log",
     wildcard_constraints:
         model=selfheal.grid.one_of(JOB_MODELS),
-    message:
-        "model {wildcards.model}: {params.todo.summary}"
     conda:
         "../../envs/training.yaml"
     threads: THREADS
@@ -46,6 +44,8 @@ rule model:
         folders=job_folders,
         work=work_dir,
         layout=layout,
+    message:
+        "model {wildcards.model}: {params.todo.summary}"
     script:
         "../scripts/train.py"
 
@@ -58,10 +58,10 @@ use rule model as network with:
         cells=directory(CELLS_OF_NETWORK),
     log:
         f"{LOGS}/{{model}}/p{{pretrain_seed}}/network.log",
-    message:
-        "network {wildcards.model} p{wildcards.pretrain_seed}: {params.todo.summary}"
     wildcard_constraints:
         model=selfheal.grid.one_of(NETWORK_JOB_MODELS),
+    message:
+        "network {wildcards.model} p{wildcards.pretrain_seed}: {params.todo.summary}"
 
 
 # job_unit: cell. The same job for one network, making it only (its cells are their own jobs, rule cell).
@@ -71,10 +71,10 @@ use rule model as make_network with:
         baseline=BASELINE,
     log:
         f"{LOGS}/{{model}}/p{{pretrain_seed}}/make_network.log",
-    message:
-        "make_network {wildcards.model} p{wildcards.pretrain_seed}: {params.todo.summary}"
     wildcard_constraints:
         model=selfheal.grid.one_of(MADE_NETWORK_MODELS),
+    message:
+        "make_network {wildcards.model} p{wildcards.pretrain_seed}: {params.todo.summary}"
 
 
 # job_unit: cell. One cell reset and retrained to threshold, on the network its network's job made.
@@ -92,9 +92,6 @@ rule cell:
         curve=f"{UNIT}/{CELL_IN_UNIT}/curve.parquet",
     log:
         f"{LOGS}/{{model}}/p{{pretrain_seed}}/{{regime}}/s{{seed}}/{{target}}-{{policy}}-{{init}}.log",
-    message:
-        "cell {wildcards.model} p{wildcards.pretrain_seed} {wildcards.regime} s{wildcards.seed} "
-        "{wildcards.target}-{wildcards.policy}-{wildcards.init}: {params.todo.summary}"
     wildcard_constraints:
         model=selfheal.grid.one_of(CELL_JOB_MODELS),
     conda:
@@ -108,5 +105,8 @@ rule cell:
         unit=unit_dir,
         unit_work=unit_work,
         cell_folder=CELL_IN_UNIT,
+    message:
+        "cell {wildcards.model} p{wildcards.pretrain_seed} {wildcards.regime} s{wildcards.seed} "
+        "{wildcards.target}-{wildcards.policy}-{wildcards.init}: {params.todo.summary}"
     script:
         "../scripts/heal_cell.py"
