@@ -1,11 +1,19 @@
 """Grid level against the peer: every layer x retrain seed cell of a model, produced the way a user runs selfheal
 (`snakemake`, process start-ups, loading and caches included) against the loop a researcher would write instead:
 one Python process that loads the trained model once and, per cell, re-draws layer L, freezes the rest and runs
-`transformers.Trainer` with a callback that evaluates every `retrain.eval_every_examples` examples and stops at the
-threshold. Same cells, data order, batch, lr, warmup, clipping, cadence and thread count; measured side by side in
-one run (target: selfheal >= 1.3x faster, per model).
+`transformers.Trainer` with a threshold callback. Two peers, each measured side by side with selfheal in one run:
 
-    .venv/bin/python benchmarks/grid_vs_peer.py   # [--models gpt2-n4-d64] [--threads 1] [--threshold 0.01] [--keep DIR]
+- the *same-information* peer (the target's): it gives what selfheal gives, every threshold's crossing
+  (`retrain.thresholds`) located to 10 % of its examples or one step, by a geometric evaluation cadence (every
+  step at first, then every 10 % of the steps so far) and stops when the last threshold is crossed;
+- the *one-threshold* peer: it evaluates every `retrain.eval_every_examples` examples and stops at --threshold,
+  located to that interval only (less information than selfheal's).
+
+Same cells, data order, batch, lr, warmup, clipping and thread count. Target: selfheal >= 1.3x the
+same-information peer's speed at grid level (every model, start-up included).
+
+    .venv/bin/python benchmarks/grid_vs_peer.py   # [--models gpt2-n4-d64] [--threads 1] [--threshold 0.01]
+                                                  # [--keep DIR] [--write: the figure to docs/performance.md]
 
 1. In a fresh folder, the real workflow runs each model's job once (`snakemake --until model`; not timed: both
    sides start from the trained networks), with `grid.controls` (and `grid.matched_controls`) off so that the grid
@@ -14,10 +22,11 @@ one run (target: selfheal >= 1.3x faster, per model).
 2. selfheal, timed: `snakemake --until model --forcerun model --cores <threads>` (wall clock of the whole
    command): each model's job keeps its staged networks and heals every cell. Then, untimed, `--until aggregate`
    for the tables. The breakdown of its time comes from Snakemake's job timestamps (benchmarks/snakemake_jobs.py).
-3. The peer, timed: one `python` process per model (its start-up and imports included), --threads threads.
+3. Each peer, timed: one `python` process per model (its start-up and imports included), --threads threads.
 
-Prints per model the two wall times and their ratio, and per cell the examples to the threshold of both (which
-must agree within one evaluation interval). Reads only the CLI's outputs: `summary.parquet`, `curves.parquet`, and
+Prints per model and for the grid the wall times and ratios, and per cell the examples to the thresholds of both
+(the one-threshold peer's must agree within one evaluation interval, the same-information peer's within 10 % or
+one step). Reads only the CLI's outputs: `summary.parquet`, `curves.parquet`, and
 the model folder found by name under `results/models/<model>/`.
 """
 
@@ -43,6 +52,7 @@ from transformers import Trainer, TrainerCallback, TrainingArguments
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(ROOT / "src"))
+from common import write_block  # noqa: E402
 from snakemake_jobs import breakdown, describe, snakemake_env  # noqa: E402
 
 from selfheal import config, grid, models  # noqa: E402
@@ -75,7 +85,8 @@ def grid_config(names: list[str], threads: int) -> dict:
     cells_only = {"controls": False}
     if "matched_controls" in DEFAULTS["grid"]:
         cells_only["matched_controls"] = "none"
-    return {"models": chosen, "grid": cells_only, "threads": threads}
+    # one job per model (job_unit: auto would pick from --cores): the layout this benchmark times
+    return {"models": chosen, "grid": cells_only, "threads": threads, "job_unit": "model"}
 
 
 def trained_dir(results: Path, model: str, pretrain_seed: int) -> Path:
@@ -109,16 +120,28 @@ def peer(args) -> None:
         budget = round(r["budget_fraction"] * train_seqs.shape[0] * p["epochs"])
         trained = models.load(network["trained"])
         family = families.for_model(trained)
-        limit = network["baseline"] * (1 + job["threshold"])
+        thresholds = r["thresholds"] if job["cadence"] == "geometric" else [job["threshold"]]
+        limits = {eps: network["baseline"] * (1 + eps) for eps in thresholds}
         for layer in range(model_cfg["n_layer"]):
             for seed in cfg["grid"]["seeds"]:
-                out.append(peer_cell(trained, family, train_seqs, val_seqs, model_cfg, ev, budget, limit, every,
-                                     layer, seed) | {"pretrain_seed": network["pretrain_seed"]})
+                out.append(peer_cell(trained, family, train_seqs, val_seqs, model_cfg, ev, budget, limits,
+                                     every if job["cadence"] == "interval" else None, layer, seed)
+                           | {"pretrain_seed": network["pretrain_seed"]})
     print(json.dumps(out))
 
 
-def peer_cell(trained, family, train_seqs, val_seqs, model_cfg, ev, budget, limit, every, layer, seed) -> dict:
-    """One cell as the peer writes it: copy, re-draw layer L, freeze the rest, Trainer with a threshold callback."""
+def next_evaluation(step: int, every: int | None) -> int:
+    """The step of the evaluation after one at ``step``: ``every`` steps later (the one-threshold peer), or the
+    geometric cadence (every step at first, then every 10 % of the steps so far), which locates each crossing
+    to 10 % of its steps or one step."""
+    return step + every if every else step + max(1, step // 10)
+
+
+def peer_cell(trained, family, train_seqs, val_seqs, model_cfg, ev, budget, limits, every, layer, seed) -> dict:
+    """One cell as the peer writes it: copy, re-draw layer L, freeze the rest, Trainer with a callback that
+    evaluates at ``next_evaluation``'s steps and stops when every threshold (``limits``: the loss of each) is
+    crossed. Each crossing is the interval (lo, hi] of examples between the evaluation before and the first at or
+    below its limit."""
     r = model_cfg["retrain"]
 
     @torch.no_grad()
@@ -144,17 +167,25 @@ def peer_cell(trained, family, train_seqs, val_seqs, model_cfg, ev, budget, limi
     order = torch.cat([streams.epoch_order(train_seqs.shape[0], seed, e)
                        for e in range(math.ceil(budget / train_seqs.shape[0]))])[:budget]
     dataset = [{"input_ids": train_seqs[i], "labels": train_seqs[i]} for i in order]
-    found = {}
+    found: dict[float, list[int]] = {}
+    at = {"last": 0, "next": 0, "evals": 0}
 
-    class StopAtThreshold(TrainerCallback):
+    def evaluate(model, step: int) -> bool:
+        loss = val_loss(model)
+        at["evals"] += 1
+        for eps, limit in limits.items():
+            if eps not in found and loss <= limit:
+                found[eps] = [at["last"] * r["batch_size"], step * r["batch_size"]]
+        at["last"], at["next"] = step, next_evaluation(step, every)
+        return len(found) == len(limits)
+
+    class StopAtThresholds(TrainerCallback):
         def on_train_begin(self, a, state, control, model=None, **kw):
-            if val_loss(model) <= limit:
-                found["examples"] = 0
+            if evaluate(model, 0):
                 control.should_training_stop = True
 
         def on_step_end(self, a, state, control, model=None, **kw):
-            if state.global_step % every == 0 and "examples" not in found and val_loss(model) <= limit:
-                found["examples"] = state.global_step * r["batch_size"]
+            if state.global_step >= at["next"] and evaluate(model, state.global_step):
                 control.should_training_stop = True
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -165,8 +196,10 @@ def peer_cell(trained, family, train_seqs, val_seqs, model_cfg, ev, budget, limi
             max_steps=math.ceil(budget / r["batch_size"]), logging_strategy="no", save_strategy="no",
             eval_strategy="no", report_to="none", use_cpu=True, disable_tqdm=True,
             dataloader_num_workers=0, seed=seed)
-        InOrder(model=model, args=targs, train_dataset=dataset, callbacks=[StopAtThreshold()]).train()
-    return {"target": f"L{layer}", "seed": seed, "examples": found.get("examples"),
+        InOrder(model=model, args=targs, train_dataset=dataset, callbacks=[StopAtThresholds()]).train()
+    first = min(limits)
+    return {"target": f"L{layer}", "seed": seed, "examples": found[first][1] if first in found else None,
+            "crossings": {str(eps): found.get(eps) for eps in limits}, "evaluations": at["evals"],
             "wall_s": time.perf_counter() - t0}
 
 
@@ -176,6 +209,7 @@ def main():
     parser.add_argument("--threads", type=int, default=1, help="threads (and Snakemake cores) for both sides")
     parser.add_argument("--threshold", type=float, default=0.01)
     parser.add_argument("--keep", type=Path, default=None, help="work here (reused: pretraining is skipped)")
+    parser.add_argument("--write", action="store_true", help="write the grid-level figure to docs/performance.md")
     parser.add_argument("--peer", default=None, help=argparse.SUPPRESS)
     a = parser.parse_args()
     if a.peer:
@@ -200,6 +234,10 @@ def main():
         summary = summary[summary["threshold"].round(6) == round(a.threshold, 6)]
         print(f"selfheal `snakemake --until model --forcerun model --cores {a.threads}`: {ours:.1f} s wall for {len(summary)} cells "
               f"of {', '.join(names)}; {describe(b, ours, a.threads)}")
+        resolved = config.resolve(merge(yaml.safe_load((ROOT / "config" / "config.yaml").read_text()),
+                                        yaml.safe_load((workdir / "config.yaml").read_text())))
+        everything = pd.read_parquet(results / "summary.parquet")
+        totals = {"interval": 0.0, "geometric": 0.0}
         for model in names:
             cells = summary[summary["model"] == model]
             tokens = next(iter(sorted(results.glob("corpus/bpe/**/tokens.safetensors"))))
@@ -207,30 +245,72 @@ def main():
             networks = [{"pretrain_seed": int(ps), "trained": str(trained_dir(results, model, int(ps))),
                          "baseline": float(cells[cells.get("pretrain_seed", 0) == ps]["baseline_loss"].iloc[0])}
                         for ps in seeds]
-            job = {"config": str(workdir / "config.yaml"), "model": model, "tokens": str(tokens),
-                   "networks": networks, "threshold": a.threshold}
-            t0 = time.perf_counter()
-            proc = subprocess.run([sys.executable, __file__, "--threads", str(a.threads), "--peer", json.dumps(job)],
-                                  capture_output=True, text=True, env=ENV)
-            theirs = time.perf_counter() - t0
-            if proc.returncode:
-                sys.exit(proc.stderr[-3000:])
-            peer_cells = pd.DataFrame(json.loads(proc.stdout.strip().splitlines()[-1]))
-            # selfheal's time for this model: its heal jobs' share of the snakemake wall (the whole wall for one model)
-            share = len(cells) / len(summary)
-            resolved = config.resolve(merge(yaml.safe_load((ROOT / "config" / "config.yaml").read_text()),
-                                            yaml.safe_load((workdir / "config.yaml").read_text())))
-            interval = grid.model_by_name(resolved, model)["retrain"]["eval_every_examples"]
+            retrain = grid.model_by_name(resolved, model)["retrain"]
+            interval = retrain["eval_every_examples"]
             keys = ["pretrain_seed", "target", "seed"] if "pretrain_seed" in cells else ["target", "seed"]
-            merged = cells[[*keys, "recovered", "examples"]].merge(peer_cells, on=keys, suffixes=("", "_peer"))
-            merged["agree"] = [bool(rec) and e2 is not None and not pd.isna(e2) and abs(e - e2) <= interval
-                               for rec, e, e2 in zip(merged["recovered"], merged["examples"],
-                                                     merged["examples_peer"])]
-            print(f"\n{model}: peer {theirs:.1f} s (one process, Trainer + callback, {a.threads} thread(s)), "
-                  f"selfheal {ours * share:.1f} s (snakemake) -> selfheal {theirs / (ours * share):.2f}x the peer's "
-                  f"speed (target 1.3x); {len(merged)} cells, examples agree within {interval} at "
-                  f"{int(merged['agree'].sum())}/{len(merged)}")
-            print(merged.rename(columns={"wall_s": "peer_cell_s"}).to_string(index=False))
+            share = len(cells) / len(summary)  # selfheal's time for this model: its share of the snakemake wall
+            for cadence in ("interval", "geometric"):
+                job = {"config": str(workdir / "config.yaml"), "model": model, "tokens": str(tokens),
+                       "networks": networks, "threshold": a.threshold, "cadence": cadence}
+                theirs, peer_cells = run_peer(job, a.threads)
+                totals[cadence] += theirs
+                if cadence == "interval":
+                    merged = cells[[*keys, "recovered", "examples"]].merge(peer_cells, on=keys,
+                                                                           suffixes=("", "_peer"))
+                    merged["agree"] = [bool(rec) and e2 is not None and not pd.isna(e2) and abs(e - e2) <= interval
+                                       for rec, e, e2 in zip(merged["recovered"], merged["examples"],
+                                                             merged["examples_peer"])]
+                    what = f"one threshold ({a.threshold:g}) to {interval} examples"
+                    agree = f"examples agree within {interval} at {int(merged['agree'].sum())}/{len(merged)} cells"
+                else:
+                    merged = same_information(everything[everything["model"] == model], peer_cells, keys,
+                                              retrain["batch_size"])
+                    what = f"every threshold ({', '.join(f'{t:g}' for t in retrain['thresholds'])}) to 10 % or a step"
+                    agree = (f"crossings agree within 10 % or a step at {int(merged['agree'].sum())}/{len(merged)} "
+                             f"cell-thresholds; {int(peer_cells['evaluations'].sum())} peer evaluations")
+                print(f"\n{model}, {cadence} peer ({what}): peer {theirs:.1f} s (one process, Trainer + callback, "
+                      f"{a.threads} thread(s)), selfheal {ours * share:.1f} s (snakemake) -> selfheal "
+                      f"{theirs / (ours * share):.2f}x the peer's speed; {agree}")
+                print(merged.drop(columns=["crossings"], errors="ignore")
+                      .rename(columns={"wall_s": "peer_cell_s"}).to_string(index=False))
+        figure = (f"Grid level ({', '.join(names)}; {len(summary)} cells, {a.threads} thread(s), start-up included): "
+                  f"selfheal {ours:.1f} s; the same-information peer (every threshold to 10 % or a step) "
+                  f"{totals['geometric']:.1f} s: **{totals['geometric'] / ours:.2f}x the peer's speed** (target "
+                  f"1.3x); the one-threshold peer ({a.threshold:g}, to {interval} examples) {totals['interval']:.1f} s: "
+                  f"{totals['interval'] / ours:.2f}x.")
+        print("\n" + figure)
+        if a.write:
+            write_block("grid-vs-peer", f"`.venv/bin/python benchmarks/grid_vs_peer.py --write`: {figure}")
+
+
+def run_peer(job: dict, threads: int) -> tuple[float, pd.DataFrame]:
+    """One peer's process for one model, timed (start-up and imports included): its wall seconds and cells."""
+    t0 = time.perf_counter()
+    proc = subprocess.run([sys.executable, __file__, "--threads", str(threads), "--peer", json.dumps(job)],
+                          capture_output=True, text=True, env=ENV)
+    seconds = time.perf_counter() - t0
+    if proc.returncode:
+        sys.exit(proc.stderr[-3000:])
+    return seconds, pd.DataFrame(json.loads(proc.stdout.strip().splitlines()[-1]))
+
+
+def same_information(summary: pd.DataFrame, peer_cells: pd.DataFrame, keys: list[str], batch: int) -> pd.DataFrame:
+    """selfheal's crossings (every threshold) beside the same-information peer's: they agree when both are censored,
+    or both crossed with upper ends within 10 % of the larger or one step."""
+    rows = []
+    for _, p in peer_cells.iterrows():
+        for eps, crossing in p["crossings"].items():
+            mine = summary[(summary[keys] == p[keys]).all(axis=1) & (summary["threshold"].round(6) == round(float(eps), 6))]
+            if mine.empty:
+                continue
+            ours = mine.iloc[0]
+            hi = int(ours["examples_hi"]) if bool(ours["recovered"]) else None
+            peer_hi = crossing[1] if crossing else None
+            agree = (hi is None and peer_hi is None) or (
+                hi is not None and peer_hi is not None and abs(hi - peer_hi) <= max(0.1 * max(hi, peer_hi), batch))
+            rows.append({**{k: p[k] for k in keys}, "threshold": float(eps), "examples_hi": hi,
+                         "peer_lo": crossing[0] if crossing else None, "peer_hi": peer_hi, "agree": agree})
+    return pd.DataFrame(rows)
 
 
 if __name__ == "__main__":
