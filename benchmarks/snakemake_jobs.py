@@ -22,8 +22,9 @@ from pathlib import Path
 
 import pandas as pd
 
-# model, network: the training jobs (job_unit); pretrain, adapt, baseline, heal: runs of the layout before them
-TRAINING_RULES = ("model", "network", "pretrain", "adapt", "baseline", "heal")
+# model, network, make_network, cell: the training jobs (job_unit); pretrain, adapt, baseline, heal: runs of the layout
+# before them
+TRAINING_RULES = ("model", "network", "make_network", "cell", "pretrain", "adapt", "baseline", "heal")
 
 
 def snakemake_env(pythonpath: str | None = None) -> dict:
