@@ -141,6 +141,7 @@ def _cell(cell, a, tau, baseline, thresholds, budget, grid, summary_rows, curve_
             "threshold_loss": baseline * (1 + eps), "wall_s": at / 2000, "budget_examples": budget,
             "pretrain_examples": SXE, "trainable_params": 1000, "control_loss": baseline * 0.999,
             "baseline_not_converged": False, "degenerate": flagged, "off_plateau": False,
-            "cka": cka, "cka_floor": None if cka is None else 0.1, "n_params": 1,
+            "cka": cka, "cka_floor": None if cka is None else 0.1,
+            "n_params": 12 * cell["n_layer"] * cell["d_model"] ** 2 + 1024 * cell["d_model"],
         })
     return last

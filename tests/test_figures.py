@@ -214,6 +214,8 @@ def test_every_figure_on_the_synthetic_grid(synthetic_grid):
     layers = survival_table[survival_table["kind"] == "layer"]
     assert (layers["median_fraction"] == 0).any() and np.isinf(layers["median_fraction"]).any()  # the case to draw
     charts = _check_all(summary, curves, tables)
+    # two sizes leave nothing out of sample (tests/test_out_of_sample.py draws that figure on three)
+    assert _is_empty(charts.pop("answer_out_of_sample"))
     assert not any(_is_empty(chart) for chart in charts.values())
     cost = [a for a in axes(charts["answer_cost_depth"]) if a["mark"] == "point" and a["channel"] == "y"]
     assert sum(len(a["values"]) for a in cost) == len(layers)

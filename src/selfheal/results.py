@@ -1,17 +1,25 @@
-"""Public API: the workflow's result tables as DataFrames, for a notebook.
+"""Public API: the workflow's result tables as DataFrames, for a notebook, and shipping a finished run.
 
     >>> from selfheal import results
     >>> r = results.load("results")          # the results_dir of a finished run
     >>> r["summary"], r["curves"], r["networks"], r["survival"], r["fit"]   # ...
+    >>> study = results.load("reference/study")   # the reference study shipped with the project
 
 ``load(path)`` returns a dict of DataFrames: ``summary``, ``curves`` and ``networks`` (``path/*.parquet``) and the
 answer tables (``path/answer/*.parquet``, named as in ``selfheal.analysis.answer.TABLES``). A table that the run
-did not make (no answer yet, no cells) is left out of the dict. Schemas:
-docs/outputs.md.
+did not make (no answer yet, no cells) is left out of the dict. Schemas: docs/outputs.md.
+
+``python -m selfheal.results ship RESULTS DEST`` copies what a reader of a finished run needs into DEST (the
+reference study ships this way into reference/study/): the three tables, the answer tables, the answer page
+(its figure links pointing at the PNGs, which a forge shows) and the figures as PNG. Nothing else of the run (models,
+checkpoints, logs) is copied. It refuses a run without its answer page, and a copy over ``--max-mb``.
 """
 
 from __future__ import annotations
 
+import argparse
+import re
+import shutil
 from pathlib import Path
 
 import pandas as pd
@@ -19,6 +27,7 @@ import pandas as pd
 from selfheal.analysis.answer import TABLES as ANSWER_TABLES
 
 TABLES = ["summary", "curves", "networks"]
+PAGE = "answer.md"
 
 
 def load(path: str | Path = "results") -> dict[str, pd.DataFrame]:
@@ -29,3 +38,48 @@ def load(path: str | Path = "results") -> dict[str, pd.DataFrame]:
     found = {name: folder / f"{name}.parquet" for name in TABLES}
     found.update({name: folder / "answer" / f"{name}.parquet" for name in ANSWER_TABLES})
     return {name: pd.read_parquet(p) for name, p in found.items() if p.is_file()}
+
+
+def shipped_files(results: Path) -> list[Path]:
+    """The files of a finished run that ``ship`` copies, relative to its results_dir."""
+    files = [Path(f"{name}.parquet") for name in TABLES] + [Path("answer") / f"{n}.parquet" for n in ANSWER_TABLES]
+    files += [Path(PAGE)] + sorted(p.relative_to(results) for p in (results / "plots").glob("*.png"))
+    missing = [str(f) for f in files if not (results / f).is_file()]
+    if missing:
+        raise FileNotFoundError(f"{results} is not a finished run: missing {', '.join(missing)} (run snakemake "
+                                f"to the end first)")
+    return files
+
+
+def ship(results: str | Path, dest: str | Path, max_mb: float = 8.0) -> list[Path]:
+    """Copy a finished run's tables, answer page and PNG figures from ``results`` into ``dest`` (replacing what
+    ``dest`` held); the page's links to the interactive figures point at their PNGs. Returns the files written."""
+    results, dest = Path(results), Path(dest)
+    files = shipped_files(results)
+    size = sum((results / f).stat().st_size for f in files) / 2 ** 20
+    if size > max_mb:
+        raise ValueError(f"shipping {results} would copy {size:.1f} MB, over --max-mb {max_mb:g}")
+    if dest.exists():
+        shutil.rmtree(dest)
+    for f in files:
+        (dest / f).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(results / f, dest / f)
+    page = dest / PAGE
+    page.write_text(re.sub(r"\((plots/[A-Za-z0-9_]+)\.html\)", r"(\1.png)", page.read_text()))
+    return files
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m selfheal.results", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    s = sub.add_parser("ship", help="copy a finished run's tables, answer page and figures into DEST")
+    s.add_argument("results", help="the run's results_dir, e.g. results/study")
+    s.add_argument("dest", help="where to put them, e.g. reference/study")
+    s.add_argument("--max-mb", type=float, default=8.0, help="refuse a copy larger than this (default 8)")
+    a = parser.parse_args(argv)
+    files = ship(a.results, a.dest, a.max_mb)
+    print(f"shipped {len(files)} files from {a.results} to {a.dest}")
+
+
+if __name__ == "__main__":
+    main()

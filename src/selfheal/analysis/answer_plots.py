@@ -233,7 +233,7 @@ def out_of_sample(table: pd.DataFrame) -> alt.Chart:
                                  ["circle", "square", plots.OPEN_TRIANGLE], None,
                                  ["left_out", "layer", "which", "value", "lo", "hi"], size=45)
     bars = alt.Chart().mark_errorbar(ticks=True).encode(
-        x=x, y=alt.Y("lo:Q", scale=scale, title=""), y2="hi:Q", color=alt.Color("which:N"),
+        x=x, y=alt.Y("lo:Q", scale=scale, axis=axis, title=""), y2="hi:Q", color=alt.Color("which:N"),
         xOffset=alt.XOffset("which:N"))
     points = points.encode(xOffset=alt.XOffset("which:N"))
     return alt.layer(bars, points, data=long).properties(width=260, height=180).facet(

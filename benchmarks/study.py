@@ -1,0 +1,97 @@
+"""The reference study's wall time and where it went (config/study.yaml, `snakemake --cores 2`; target: at most
+3 hours on the 2-core development machine, in as many invocations as it takes: the grid is incremental).
+
+    .venv/bin/python benchmarks/study.py            # the breakdown of the study run in this checkout
+    .venv/bin/python benchmarks/study.py --run      # run (or finish) the study first, then the breakdown
+
+The wall time is the time some job of the study was running (the union of the jobs' intervals from Snakemake's own
+timestamps, `.snakemake/metadata`), so idle gaps between invocations do not count. The core time splits as in
+`default_grid.py` (benchmarks/snakemake_jobs.py: pretraining, retraining, evaluation, fixed per-job cost); per
+model, the tables give its pretraining and retraining core time and the cost of one pretraining step (the
+pretraining curve's wall seconds over its steps), the figures that decide what pays on this CPU. Writes the block
+`study-breakdown` of docs/study.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+from common import ROOT, add_write_flag, machine, publish, snakemake_command, snakemake_env
+from snakemake_jobs import breakdown, describe, jobs
+
+STUDY_PAGE = ROOT / "docs" / "study.md"
+CONFIG = ROOT / "config" / "study.yaml"
+
+
+def busy_wall(workdir: Path) -> float:
+    """Seconds during which at least one job of the runs in ``workdir`` was running."""
+    total, end = 0.0, float("-inf")
+    for j in sorted(jobs(workdir), key=lambda j: j.start):
+        if j.start > end:
+            total += j.end - j.start
+        elif j.end > end:
+            total += j.end - end
+        end = max(end, j.end)
+    return total
+
+
+def per_model(results: Path) -> pd.DataFrame:
+    """Per model: networks, parameters, pretraining core-s and ms per pretraining step, cells, retraining core-s."""
+    curves = pd.read_parquet(results / "curves.parquet")
+    networks = pd.read_parquet(results / "networks.parquet")
+    pre = curves[curves["kind"] == "pretrain"].groupby(["model", "pretrain_seed"]).agg(
+        wall=("wall_s", "max"), steps=("steps", "max"))
+    keys = ["model", "pretrain_seed", "target", "policy", "init", "regime", "seed"]
+    rec = curves[curves["kind"] == "recovery"].groupby(keys, dropna=False)["wall_s"].max().groupby("model")
+    rows = []
+    for model, g in pre.groupby("model"):
+        net = networks[networks["model"] == model].iloc[0]
+        rows.append({"model": model, "networks": len(g), "params": int(net["n_params"]),
+                     "pretrain_core_s": float(g["wall"].sum()),
+                     "ms_per_step": float((g["wall"] / g["steps"]).median() * 1000),
+                     "cells": int(rec.size().get(model, 0)), "retrain_core_s": float(rec.sum().get(model, 0.0))})
+    return pd.DataFrame(rows).sort_values("params")
+
+
+def block(workdir: Path, results: Path, cores: int) -> str:
+    wall = busy_wall(workdir)
+    b = breakdown(workdir, results)
+    table = per_model(results)
+    lines = [f"Measured on {machine()} (`.venv/bin/python benchmarks/study.py`): **{wall / 60:.0f} min** of wall time "
+             f"with a job running ({wall:.0f} s; target 3 hours) for {b['cells']} cells on "
+             f"{int(table['networks'].sum())} networks, `--cores {cores}`. From Snakemake's job timestamps: "
+             f"{describe(b, wall, cores)}.", "",
+             "| model | parameters | networks | pretraining core-min | ms per pretraining step | cells | "
+             "retraining core-min |", "|---|---|---|---|---|---|---|"]
+    for _, r in table.iterrows():
+        lines.append(f"| {r['model']} | {r['params']:,} | {r['networks']} | {r['pretrain_core_s'] / 60:.1f} | "
+                     f"{r['ms_per_step']:.0f} | {r['cells']} | {r['retrain_core_s'] / 60:.1f} |")
+    return "\n".join(lines)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--workdir", type=Path, default=ROOT, help="where the study runs (default: this checkout)")
+    parser.add_argument("--cores", type=int, default=2)
+    parser.add_argument("--run", action="store_true", help="run (or finish) the study first")
+    add_write_flag(parser)
+    a = parser.parse_args()
+    if a.run:
+        t0 = time.perf_counter()
+        proc = subprocess.run(snakemake_command(a.workdir, "--cores", str(a.cores), "--configfile", str(CONFIG)),
+                              env=snakemake_env(), capture_output=True, text=True)
+        if proc.returncode:
+            sys.exit(proc.stderr[-3000:])
+        print(f"this invocation: {time.perf_counter() - t0:.0f} s")
+    results = a.workdir / "results" / "study"
+    publish("study-breakdown", block(a.workdir, results, a.cores), not a.no_write, page=STUDY_PAGE,
+            why_not=None if a.workdir.resolve() == ROOT and a.cores == 2 else "not the documented run")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,68 @@
+"""The out-of-sample check of the scaling claim (analysis/out_of_sample.py): a trend fitted without the largest
+size predicts it when the data follow the fitted form, and does not when the largest size departs from it; its
+figure draws what the table holds."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from answer_helpers import synthetic
+from test_figures import check_figure
+
+from selfheal.analysis import answer_plots, out_of_sample, survival
+
+# three depths at one width: "largest size" and "largest N" both leave out n8; no D axis to leave out
+MODELS = (("gpt2-n2-d64", 2, 64), ("gpt2-n4-d64", 4, 64), ("gpt2-n8-d64", 8, 64))
+
+
+def _check(**kw):
+    summary, _, networks = synthetic(models=MODELS, depth_effect=1.0, n_effect=0.5, thresholds=(0.05,), seeds=(0,),
+                                     budget_fraction=2.0, seed=4, **kw)
+    cells = survival.prepare(summary, networks)
+    return out_of_sample.check(cells, survival.estimate(cells), max_resamples=6)
+
+
+@pytest.fixture(scope="module")
+def follows_the_trend():
+    return _check()
+
+
+def test_parts_left_out_and_what_is_fitted(follows_the_trend):
+    table = follows_the_trend
+    assert set(table["left_out"]) == {"largest size", "largest N"}  # D does not vary: nothing to leave out
+    assert set(table["model"]) == {"gpt2-n8-d64"} and len(table) == 2 * 8  # 8 layers, in each part
+    assert (table["fit_models"] == 2).all() and table["fit_terms"].str.contains("log_n_layer").all()
+    assert (table["predicted_lo"] <= table["predicted"]).all() and (table["predicted"] <= table["predicted_hi"]).all()
+    assert (table["n_resamples"] > 0).all()
+
+
+def test_a_trend_the_data_follow_holds(follows_the_trend):
+    verdicts = out_of_sample.verdicts(follows_the_trend)
+    assert (verdicts["verdict"] == "held").all(), verdicts.to_string()
+
+
+def test_a_largest_size_off_the_trend_does_not_hold():
+    summary, _, networks = synthetic(models=MODELS, depth_effect=1.0, n_effect=0.5, thresholds=(0.05,), seeds=(0,),
+                                     budget_fraction=2.0, seed=4)
+    # the largest network heals 6x slower than the trend says: every crossing of it moves out by that factor
+    big = summary["model"] == "gpt2-n8-d64"
+    budget = int(summary["budget_examples"].iloc[0])
+    for column in ("examples", "examples_lo", "examples_hi"):
+        moved = (summary.loc[big, column].astype(float) * 6).clip(upper=budget)
+        summary.loc[big, column] = moved.round().astype("Int64")
+    summary.loc[big, "recovered"] = summary.loc[big, "examples_hi"].astype(float) < budget
+    summary.loc[big, "fraction_of_pretrain"] = summary.loc[big, "examples"].astype(float) / summary.loc[
+        big, "pretrain_examples"].astype(float)
+    cells = survival.prepare(summary, networks)
+    table = out_of_sample.check(cells, survival.estimate(cells), max_resamples=6)
+    verdicts = out_of_sample.verdicts(table)
+    assert (verdicts["verdict"] == "did not hold").all(), table.to_string()
+
+
+def test_figure_draws_every_prediction(follows_the_trend):
+    chart = answer_plots.out_of_sample(follows_the_trend)
+    check_figure(chart, "answer_out_of_sample")
+    spec = chart.to_dict()
+    assert len(spec["data"]["values"] if "values" in spec.get("data", {}) else
+               next(iter(spec["datasets"].values()))) == 2 * len(follows_the_trend)
+    assert np.isfinite(follows_the_trend["predicted"]).all()
