@@ -185,7 +185,8 @@ def peer_cell(trained, family, train_seqs, val_seqs, model_cfg, ev, budget, limi
                 control.should_training_stop = True
 
         def on_step_end(self, a, state, control, model=None, **kw):
-            if state.global_step >= at["next"] and evaluate(model, state.global_step):
+            last = state.global_step >= state.max_steps  # the budget's end: a crossing there is found too
+            if (state.global_step >= at["next"] or last) and evaluate(model, state.global_step):
                 control.should_training_stop = True
 
     with tempfile.TemporaryDirectory() as tmp:
