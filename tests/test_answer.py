@@ -81,14 +81,15 @@ def test_page_states_the_cost_in_three_units(deeper_costs_more):
     scratch = ref[(ref["model"] == "gpt2-n4-d64") & (ref["threshold"] == 0.05)]["examples"].mean()
     finite = layers[np.isfinite(layers["median_examples"])]
     low = finite.loc[finite["median_examples"].idxmin()]
-    line = next(item for item in answer.headline(md).splitlines() if item.startswith("- **gpt2-n4-d64**"))
-    # fraction of S x E = examples (tokens: 64 per example) = x what pretraining needed, all from the tables
-    assert f"median {num(low['median_fraction'])} to " in line and " of S × E = " in line
-    assert f"= {num(low['median_examples'])} to " in line
-    assert f"({compact(low['median_examples'] * 64)} to " in line and " tokens)" in line
-    assert f"= {num(low['median_examples'] / scratch)} to " in line
-    assert "× what pretraining from scratch needed to first reach that loss" in line
-    assert "rough: the pretraining curve is coarse there" in line  # its evaluations are 4,000 examples apart
+    line = next(row for row in md.splitlines() if row.startswith("| gpt2-n4-d64 | 0.05 |"))  # §1's units table
+    # fraction of S x E, examples, tokens (64 per example), x what pretraining needed: all from the tables
+    assert f"| {num(low['median_fraction'])} to " in line
+    assert f"| {num(low['median_examples'])} to " in line
+    assert f"| {compact(low['median_examples'] * 64)} to " in line
+    assert f"| {num(low['median_examples'] / scratch)} to " in line
+    assert " (rough) " in line  # the pretraining curve's evaluations are 4,000 examples apart
+    row = next(r for r in answer.headline(md).splitlines() if r.startswith("| gpt2-n4-d64 (decoder-only) |"))
+    assert row.count("|") == 8  # the headline's per-model table: model, N, D, S x E, one ε here, reset-all, relative
     assert "| model | ε | fraction of S × E | examples | tokens | × pretraining from scratch |" in md
     assert "survival median in examples divided by the mean" in md  # the page says how the relative unit is made
     assert ref["coarse"].all() and ref["examples"].notna().all()
@@ -163,11 +164,12 @@ def test_readme_headline_is_regenerated(tmp_path, deeper_costs_more):
     page = tmp_path / "answer.md"
     page.write_text(md)
     readme = tmp_path / "README.md"
-    readme.write_text(f"# x\n\n## What the default grid finds\n\n{answer.HEADLINE[0]}\nold\n{answer.HEADLINE[1]}\n\n## next\n")
+    stale = "a stale headline"
+    readme.write_text(f"# x\n\n## The answer\n\n{answer.HEADLINE[0]}\n{stale}\n{answer.HEADLINE[1]}\n\n## next\n")
     subprocess.run([sys.executable, "-m", "selfheal.analysis.answer", "--readme", str(page), str(readme)], check=True,
                    cwd=ROOT, env={"PYTHONPATH": str(ROOT / "src"), "PATH": "/usr/bin:/bin"})
     text = readme.read_text()
-    assert "old" not in text and answer.headline(md) in text and text.endswith("## next\n")
+    assert stale not in text and answer.headline(md) in text and text.endswith("## next\n")
 
 
 @pytest.mark.e2e

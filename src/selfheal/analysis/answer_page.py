@@ -156,31 +156,6 @@ def _budget_words(row: pd.Series, unit: str) -> str:
     return examples
 
 
-def _three_units_words(units: dict) -> str:
-    """'0.081 to 0.115 of S × E = 4,900 to 6,900 examples (310k to 440k tokens) = 0.12 to 0.17 × what pretraining
-    from scratch needed to first reach that loss'."""
-    if not units["examples"]:
-        return "none reached"
-    parts = [f"{units['fraction']} of S × E = " if units["fraction"] else ""]
-    parts.append(f"{units['examples']} examples")
-    if units["tokens"]:
-        parts.append(f" ({units['tokens']} tokens)")
-    if not units["fraction"]:
-        parts.append(" (S × E unknown for downloaded models)")
-    scratch = units["scratch"]
-    if units["relative"]:
-        parts.append(f" = {units['relative']} × what pretraining from scratch needed to first reach that loss")
-        if scratch["reached"] < scratch["networks"]:
-            parts.append(f" (only {scratch['reached']} of {scratch['networks']} networks' pretraining reached it)")
-        if scratch["coarse"]:
-            parts.append(" (rough: the pretraining curve is coarse there)")
-    elif scratch["networks"] and not scratch["reached"]:
-        parts.append("; pretraining from scratch never reached that loss")
-    else:
-        parts.append("; no from-scratch pretraining curve to compare with")
-    return "".join(parts)
-
-
 def _network_line(r: pd.Series) -> str:
     """One network: its loss against the n-gram references, S, E and its flags."""
     def loss(column):
@@ -248,45 +223,40 @@ def _ordering_headline(order: pd.DataFrame) -> str | None:
 
 
 
+HEADLINE_TERMS = ["rel_depth", "first_layer", "log_n_layer", "log_d_model", "log_train_sequences", "log_epochs"]
+
+
 def _headline(doc: Page, v: _View) -> None:
-    """headline"""
-    surv, fit, ref, layers = v.surv, v.fit, v.ref, v.layers
-    degenerate, settings, summary, networks = v.degenerate, v.settings, v.summary, v.networks
-    ordering = v.ordering
+    """The headline (copied into the README): the answer across the grid at the smallest and largest ε, the fit's
+    verdicts on position, N, D, S and E, the out-of-sample check, the encoder-decoder aside, the gates; then one
+    row per model."""
+    layers, degenerate, settings, networks = v.layers, v.degenerate, v.settings, v.networks
     headline = []
     if not len(layers):
         headline.append("This grid has no single-layer cells on a usable network, so it cannot answer the question "
                         "(see the caveats).")
-    for setting in settings[:1]:
-        unit = _unit(_pick(layers, setting))
-        for model, rows in _pick(layers, setting).groupby("model", sort=True):
-            for eps in sorted({rows["threshold"].min(), rows["threshold"].max()}):
-                at = rows[rows["threshold"] == eps]
-                med = at[f"median_{unit}"]
-                cost_words = (_three_units_words(_three_units(at, unit, model, eps, summary, networks, ref))
-                        if np.isfinite(med).any() else
-                        f"more than the budget ({_budget_words(at.iloc[0], unit)}) for every layer")
-                refused = int((at["n_censored"] + at["n_diverged"]).sum())
-                total = int(at["n_cells"].sum())
-                unreached = int((~np.isfinite(med)).sum())
-                beyond = unreached and np.isfinite(med).any()
-                allc = surv[(surv["model"] == model) & (surv["target"] == "all") & (surv["threshold"] == eps)
-                            & (surv["regime"] == setting[0]) & (surv["init"] == setting[2])]
-                allc_text = (f"; resetting every layer: {_cost(allc.iloc[0], unit)}" if len(allc) else "")
-                headline.append(
-                    f"**{model}** (N = {int(at['n_layer'].iloc[0])}, D = {int(at['d_model'].iloc[0])}), ε = "
-                    f"{eps:g}: one reset layer needs a median {cost_words}"
-                    f"{', depending on the layer' if np.isfinite(med).any() else ''}"
-                    f"{f' ({unreached} layer(s) with the median beyond the budget)' if beyond else ''}"
-                    f"{allc_text}; {refused} of {total} layer cells did not get there within the budget.")
-    for setting in settings[:1]:
-        rows = _pick(fit, setting)
-        rows = rows[rows["threshold"] == rows["threshold"].min()] if len(rows) else rows
-        for _, r in rows[rows["term"].isin(["rel_depth", "log_n_layer", "log_d_model"])].iterrows():
+    setting = settings[0] if settings else None
+    rows = _pick(layers, setting) if setting else layers
+    unit = _unit(rows)
+    eps_pair = sorted({rows["threshold"].min(), rows["threshold"].max()}) if len(rows) else []
+    for eps in eps_pair:
+        headline.append(_grid_line(v, rows[rows["threshold"] == eps], setting, unit, eps))
+    fit = _pick(v.fit, setting) if setting and len(v.fit) else v.fit.iloc[:0]
+    fit = fit[fit["threshold"] == fit["threshold"].min()] if len(fit) else fit
+    for term in HEADLINE_TERMS:
+        for _, r in fit[fit["term"] == term].iterrows():
+            if not r["determined"] and str(r["note"]).startswith("not determined by this grid: it does not vary"):
+                continue  # the grid does not vary it: said once under "not varied" below
             coef = (f"{num(r['coef'])} [{num(r['coef_lo'])}, {num(r['coef_hi'])}]" if r["determined"] else "")
             headline.append(f"Fit at ε = {r['threshold']:g}, {r['label']}: {coef + ' — ' if coef else ''}"
                             f"{_verdict(r)}.")
-    ordering_line = _ordering_headline(ordering)
+    fixed = [r["label"] for _, r in fit.iterrows() if r["term"] in HEADLINE_TERMS and not r["determined"]
+             and str(r["note"]).startswith("not determined by this grid: it does not vary")]
+    if fixed:
+        headline.append(f"Not varied by this grid, so not determined: {', '.join(fixed)}.")
+    headline.extend(_out_of_sample_headline(v))
+    headline.extend(_aside_headline(v))
+    ordering_line = _ordering_headline(v.ordering)
     if ordering_line:
         headline.append(ordering_line)
     if len(degenerate):
@@ -295,7 +265,105 @@ def _headline(doc: Page, v: _View) -> None:
     doc.h(2, "Headline")
     doc.raw(HEADLINE[0])
     doc.ul(headline)
+    if len(rows):
+        doc.p(f"Per model ({_setting_words(setting)}): the single-layer survival medians (range over the layers; "
+              f"'>' beyond the budget), the reset-all control, and the median over layers relative to what "
+              f"pretraining from scratch needed to first reach the same loss.")
+        doc.table(["model", "N", "D", "S × E"] + [f"one layer, ε = {e:g}" for e in eps_pair]
+                  + [f"every layer, ε = {eps_pair[-1]:g}", f"one layer ÷ from scratch, ε = {eps_pair[-1]:g}"],
+                  [_model_row(v, g, setting, unit, eps_pair) for _, g in
+                   sorted(rows.groupby("model"), key=lambda kv: (str(kv[1]["family_kind"].iloc[0]),
+                                                                 int(kv[1]["n_layer"].iloc[0]),
+                                                                 int(kv[1]["d_model"].iloc[0]), kv[0]))])
     doc.raw(HEADLINE[1])
+
+
+def _layer_span(at: pd.DataFrame, unit: str) -> str:
+    med = at[f"median_{unit}"].astype(float)
+    finite = med[np.isfinite(med)]
+    budget = at[f"budget_{unit}" if unit == "fraction" else "budget_examples"].astype(float).max()
+    if not len(finite):
+        return f"> {num(budget)} (all)"
+    beyond = int((~np.isfinite(med)).sum())
+    return span(finite) + (f"; {beyond} of {len(med)} > {num(budget)}" if beyond else "")
+
+
+def _model_row(v: _View, g: pd.DataFrame, setting: tuple, unit: str, eps_pair: list) -> list[str]:
+    model = g["model"].iloc[0]
+    net = v.networks[v.networks["model"] == model]
+    sxe = net["pretrain_examples"].iloc[0] if len(net) and "pretrain_examples" in net else math.nan
+    s = net["train_sequences"].iloc[0] if len(net) and "train_sequences" in net else math.nan
+    e = net["epochs"].iloc[0] if len(net) and "epochs" in net else math.nan
+    sxe_words = (f"{num(float(s))} × {num(float(e))}" if not pd.isna(s) and not pd.isna(e) else
+                 num(float(sxe)) if not pd.isna(sxe) else "n/a")
+    cells = [f"{model} ({g['family_kind'].iloc[0]})", str(int(g["n_layer"].iloc[0])), str(int(g["d_model"].iloc[0])),
+             sxe_words]
+    cells += [_layer_span(g[g["threshold"] == eps], unit) for eps in eps_pair]
+    eps = eps_pair[-1]
+    allc = v.surv[(v.surv["model"] == model) & (v.surv["target"] == "all") & (v.surv["policy"] == "full")
+                  & (v.surv["threshold"] == eps) & (v.surv["regime"] == setting[0]) & (v.surv["init"] == setting[2])]
+    cells.append(_cost(allc.iloc[0], unit).split(" [")[0] if len(allc) else "n/a")
+    units = _three_units(g[g["threshold"] == eps], unit, model, eps, v.summary, v.networks, v.ref)
+    cells.append(units["relative"] or "n/a")
+    return cells
+
+
+def _grid_line(v: _View, at: pd.DataFrame, setting: tuple, unit: str, eps: float) -> str:
+    """One ε across the grid: the per-layer medians, how many beyond the budget, and the reset-all control."""
+    med = at[f"median_{unit}"].astype(float)
+    finite = med[np.isfinite(med)]
+    models = at["model"].nunique()
+    budget = _budget_words(at.iloc[0], unit)
+    allc = v.surv[(v.surv["target"] == "all") & (v.surv["policy"] == "full") & (v.surv["threshold"] == eps)
+                  & (v.surv["regime"] == setting[0]) & (v.surv["init"] == setting[2])
+                  & v.surv["model"].isin(set(at["model"]))]
+    within = int(np.isfinite(allc[f"median_{unit}"].astype(float)).sum())
+    refused = int((at["n_censored"] + at["n_diverged"]).sum())
+    cost = (f"a median {span(finite)} {'of S × E' if unit == 'fraction' else 'examples'} depending on the layer "
+            f"and model" if len(finite) else "more than the budget for every layer")
+    beyond = int((~np.isfinite(med)).sum())
+    return (f"**ε = {eps:g}** (back within {100 * eps:g} % of the old validation loss), {models} model(s): one reset "
+            f"layer needs {cost}; {beyond} of {len(med)} (model, layer) medians lie beyond the budget ({budget}), "
+            f"{refused} of {int(at['n_cells'].sum())} cells did not get there; resetting every layer got there "
+            f"within the budget in {within} of {len(allc)} models.")
+
+
+def _out_of_sample_headline(v: _View) -> list[str]:
+    table = v.tables.get("out_of_sample")
+    if table is None or not len(table):
+        return []
+    verdicts = out_of_sample.verdicts(table)
+    parts = []
+    for name, g in verdicts.groupby("left_out", sort=False):
+        words = "; ".join(f"{verdict} at ε = {', '.join(f'{e:g}' for e in h['threshold'])} "
+                          f"({int(h['held'].sum())} of {int(h['layers'].sum())} layer medians)"
+                          for verdict, h in g.groupby("verdict", sort=False))
+        parts.append(f"{name} ({g['models'].iloc[0]}): {words}")
+    return ["Out of sample (the fit without a part of the size grid predicts that part's per-layer medians; held = "
+            "intervals overlap): " + "; ".join(parts) + "."]
+
+
+def _aside_headline(v: _View) -> list[str]:
+    aside = v.tables.get("encoder_decoder")
+    if aside is None or not len(aside):
+        return []
+    out = []
+    for model, g in aside.groupby("model", sort=True):
+        eps = g["threshold"].max()
+        at = g[g["threshold"] == eps]
+        words = []
+        for item in ("encoder_layer", "decoder_layer", "cross_attention", "all_cross_attention", "encoder_swap",
+                     "reset_all", "scratch"):
+            rows = at[at["item"] == item]
+            if not len(rows):
+                continue
+            med = rows["median"].astype(float)
+            finite = med[np.isfinite(med)]
+            value = span(finite) if len(finite) == len(med) else (
+                f"{span(finite)}, {len(med) - len(finite)} beyond the budget" if len(finite) else "beyond the budget")
+            words.append(f"{rows['what'].iloc[0]} {value}")
+        out.append(f"Encoder-decoder {model}, ε = {eps:g} (median {at['unit'].iloc[0]}): " + "; ".join(words) + ".")
+    return out
 
 
 def _cost_section(doc: Page, v: _View) -> None:
