@@ -13,7 +13,7 @@ Same cells, data order, batch, lr, warmup, clipping and thread count. Target: se
 same-information peer's speed at grid level (every model, start-up included).
 
     .venv/bin/python benchmarks/grid_vs_peer.py   # [--models gpt2-n4-d64] [--threads 1] [--threshold 0.01]
-                                                  # [--keep DIR] [--write: the figure to docs/performance.md]
+                                                  # [--keep DIR] [--no-write]
 
 1. In a fresh folder, the real workflow runs each model's job once (`snakemake --until model`; not timed: both
    sides start from the trained networks), with `grid.controls` (and `grid.matched_controls`) off so that the grid
@@ -52,8 +52,8 @@ from transformers import Trainer, TrainerCallback, TrainingArguments
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(ROOT / "src"))
-from common import write_block  # noqa: E402
-from snakemake_jobs import breakdown, describe, snakemake_env  # noqa: E402
+from common import add_write_flag, publish, snakemake_env  # noqa: E402
+from snakemake_jobs import breakdown, describe  # noqa: E402
 
 from selfheal import config, grid, models  # noqa: E402
 from selfheal.config.defaults import DEFAULTS  # noqa: E402
@@ -210,7 +210,7 @@ def main():
     parser.add_argument("--threads", type=int, default=1, help="threads (and Snakemake cores) for both sides")
     parser.add_argument("--threshold", type=float, default=0.01)
     parser.add_argument("--keep", type=Path, default=None, help="work here (reused: pretraining is skipped)")
-    parser.add_argument("--write", action="store_true", help="write the grid-level figure to docs/performance.md")
+    add_write_flag(parser)
     parser.add_argument("--peer", default=None, help=argparse.SUPPRESS)
     a = parser.parse_args()
     if a.peer:
@@ -279,9 +279,9 @@ def main():
                   f"{totals['geometric']:.1f} s: **{totals['geometric'] / ours:.2f}x the peer's speed** (target "
                   f"1.3x); the one-threshold peer ({a.threshold:g}, to {interval} examples) {totals['interval']:.1f} s: "
                   f"{totals['interval'] / ours:.2f}x.")
-        print("\n" + figure)
-        if a.write:
-            write_block("grid-vs-peer", f"`.venv/bin/python benchmarks/grid_vs_peer.py --write`: {figure}")
+        documented = a.models == "gpt2-n4-d64" and a.threads == 1 and a.threshold == 0.01
+        publish("grid-vs-peer", f"`.venv/bin/python benchmarks/grid_vs_peer.py`: {figure}", not a.no_write,
+                why_not=None if documented else "not the documented run (gpt2-n4-d64, one thread, ε = 0.01)")
 
 
 def run_peer(job: dict, threads: int) -> tuple[float, pd.DataFrame]:

@@ -13,9 +13,6 @@ measurements, writing) is its fixed per-job cost.
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,29 +22,6 @@ import pandas as pd
 # model, network, make_network, cell: the training jobs (job_unit); pretrain, adapt, baseline, heal: runs of the layout
 # before them
 TRAINING_RULES = ("model", "network", "make_network", "cell", "pretrain", "adapt", "baseline", "heal")
-
-
-def snakemake_env(pythonpath: str | None = None) -> dict:
-    """The environment the benchmarks start Snakemake in.
-
-    Every Snakemake start imports snakemake-executor-plugin-slurm, which runs `scontrol show config` while
-    defining its settings. On a machine with SLURM's client installed and no controller answering (this development
-    machine: CI installs SLURM for tests/test_slurm.py, which starts the controller only for itself) that call
-    blocks 9 s per Snakemake start, a cost that neither a laptop without SLURM nor a cluster whose controller
-    answers pays. There, SLURM_CONF points at an empty file (as in tests/conftest.py), so the plugin finds no
-    SLURM at once; the benchmark says so when it does."""
-    env = {**os.environ, **({"PYTHONPATH": pythonpath} if pythonpath else {})}
-    if "SLURM_CONF" in env or shutil.which("scontrol") is None:
-        return env
-    try:
-        answered = subprocess.run(["scontrol", "ping"], capture_output=True, text=True, timeout=3).returncode == 0
-    except subprocess.TimeoutExpired:
-        answered = False
-    if not answered:
-        print("SLURM's client is installed here but no controller answers: Snakemake is started with "
-              "SLURM_CONF=/dev/null, as on a machine without SLURM (else each start waits 9 s on `scontrol`)")
-        env["SLURM_CONF"] = "/dev/null"
-    return env
 
 
 @dataclass(frozen=True)

@@ -31,15 +31,7 @@ def test_the_figures_have_blocks():
             "throughput", "dag-dry-run", "pretrain-sweep"} <= names, names
 
 
-def _pending(name: str) -> bool:
-    """grid-vs-peer's block, until benchmarks/grid_vs_peer.py writes it (that script is being changed to)."""
-    peer = ROOT / "benchmarks" / "grid_vs_peer.py"
-    return name == "grid-vs-peer" and peer.is_file() and f'"{name}"' not in peer.read_text()
-
-
-@pytest.mark.parametrize("doc,name", [pytest.param(d, n, marks=pytest.mark.xfail(
-    _pending(n), reason="benchmarks/grid_vs_peer.py does not write its block yet", strict=True)) for d, n in _blocks()],
-    ids=lambda x: x if isinstance(x, str) else x.name)
+@pytest.mark.parametrize("doc,name", _blocks(), ids=lambda x: x if isinstance(x, str) else x.name)
 def test_every_block_is_closed_once_and_written_by_a_benchmark(doc, name):
     text = doc.read_text()
     begin, end = f"<!-- {name}: begin -->", f"<!-- {name}: end -->"
