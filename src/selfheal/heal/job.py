@@ -1,6 +1,8 @@
-"""A training job: by default one per model (``job_unit: model``; or one per network). In one process (imports and
-start-up paid once), for each of the job's networks (pretraining seeds) in turn: the network is made, then every
-heal unit of it (``grid.Unit``: a retrain regime, all retrain seeds) is healed (``unit.run``).
+"""A training job: one per model (``job_unit: model``), per network (``network``), or per network then per cell
+(``cell``: ``make_network`` makes the network, each ``cell`` job heals one cell); ``auto`` picks one from the cores
+and the grid (docs/configuration.md). In one process (imports and start-up paid once), for each of the job's
+networks (pretraining seeds) in turn: the network is made, then every heal unit of it (``grid.Unit``: a retrain
+regime, all retrain seeds) is healed (``unit.run``), or the job's one cell.
 
 Making a network depends on the model's source: pretrained here from its step-0 weights (``scratch``, the
 frozen-random variants too, which make no cells), adapted to the corpus from a downloaded model (``adapt``), or
