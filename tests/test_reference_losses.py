@@ -56,8 +56,15 @@ def test_bigram_weight_follows_the_validation_set():
     denoise = [{"input_ids": torch.zeros(1, 2), "labels": torch.tensor([[5, -100]])}]
     first = ngrams.reference_losses(STREAM, denoise, "denoising", 8)
     assert first.bigram == pytest.approx(first.unigram, rel=1e-12)
-    masked = [{"input_ids": torch.zeros(1, 3), "labels": torch.tensor([[5, -100, 6]])}]
-    assert ngrams.reference_losses(STREAM, masked, "masked_lm", 8)[1:] == (None, None)
+    # a masked LM: each masked target conditioned on the original token before it (its label where that was
+    # chosen too, else the input); what the input holds at a chosen position does not matter
+    def masked(inputs, labels):
+        return ngrams.reference_losses(STREAM, [{"input_ids": torch.tensor([inputs]),
+                                                 "labels": torch.tensor([labels])}], "masked_lm", 8)
+    seen = masked([0, 5, 0, 0], [5, -100, 6, 5])  # 6 | 5 (visible) and 5 | 6 (chosen too): both seen pairs
+    assert seen.bigram < seen.unigram
+    assert masked([3, 5, 1, 2], [5, -100, 6, 5]) == seen  # chosen positions' inputs do not matter
+    assert masked([0, 6, 0, 0], [5, -100, 6, 5]).bigram > seen.bigram  # the visible left token does: 6 | 6
 
 
 def test_large_vocabulary_stays_sparse():
@@ -83,7 +90,7 @@ def test_degenerate_when_the_bigram_is_not_beaten_by_the_margin(tmp_path):
     pairs = [_network(tmp_path, "beats", 4.0, 5.0, 4.2),  # margin 0.2: fine
              _network(tmp_path, "close", 4.15, 5.0, 4.2),  # margin 0.05 < 0.1: degenerate
              _network(tmp_path, "worse", 4.3, 5.0, 4.2),  # margin -0.1: loses to the bigram
-             _network(tmp_path, "masked", 4.15, 5.0, None),  # no bigram: only the unigram condition
+             _network(tmp_path, "masked", 4.15, 5.0, None),  # a record without a bigram: only the unigram condition
              _network(tmp_path, "both", 4.9, 5.0, 4.95)]
     summary = pd.DataFrame({"model": ["both"], "pretrain_seed": [0], "target": ["all"], "policy": ["full"],
                             "init": ["fresh"], "regime": ["frozen"], "seed": [0], "damaged_loss": [4.91]})

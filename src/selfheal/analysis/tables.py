@@ -10,7 +10,8 @@ Flags (documented in docs/outputs.md):
 - ``degenerate``: any of three conditions, named in networks.parquet's ``degenerate_reason`` (comma-separated,
   "" when none): ``unigram``, the baseline is not clearly below the unigram loss (by less than UNIGRAM_MARGIN of
   it); ``bigram``, it does not beat the interpolated bigram (validation-tuned weight, data/ngrams.py) by at least
-  BIGRAM_MARGIN nats (``bigram_margin`` = bigram_loss - baseline_loss < BIGRAM_MARGIN; masked LMs have no bigram);
+  BIGRAM_MARGIN nats (``bigram_margin`` = bigram_loss - baseline_loss < BIGRAM_MARGIN; a record without a bigram
+  is checked against the unigram only);
   ``reset_all_harmless``, the network's reset-all control did less damage than eps_min. Such a network "heals
   instantly" or has learned no more than a frequency table: nothing worth reporting.
 - ``baseline_not_converged`` (per cell): its matched no-reset control went below baseline x (1 - eps_min / 2)

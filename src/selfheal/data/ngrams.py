@@ -5,7 +5,7 @@ the whole train split, computed on exactly the positions the model's own validat
 tokens for a causal LM, masked positions for a masked LM, every label for a denoising encoder-decoder).
 
 - Unigram: add-one smoothed, p_uni(w) = (c(w) + 1) / (T + V).
-- Bigram (causal and denoising objectives; the token before each target in the same sequence): the maximum-
+- Bigram (the token before each target in the same original sequence): the maximum-
   likelihood bigram interpolated with that unigram, p(w | v) = λ c(v, w) / c(v) + (1 − λ) p_uni(w), where c(v)
   counts v as the left token of a train pair. A target with no left neighbour (the first of a sequence) or whose
   left token never starts a train pair gets the unigram. The weight λ is the one that minimises the validation
@@ -13,7 +13,9 @@ tokens for a causal LM, masked positions for a masked LM, every label for a deno
   LAMBDA_STEP / 100 around its best point). Tuning on the validation set makes this an optimistic reference for
   the table, on purpose: a network worth healing must beat the best such table (analysis/tables.py,
   BIGRAM_MARGIN). At λ = 0 the bigram loss is the unigram loss, so the bigram is never worse than the unigram.
-- A masked LM's targets have no left neighbour it conditions on alone, so it gets no bigram (None).
+- A masked LM's bigram conditions each masked target on the original token before it. The network sees that
+  token too, except where it was chosen as well (15 % of the time), and sees everything else around the target,
+  so a masked LM worth healing beats this table as a causal LM does.
 
 Counts of pairs are kept sparse (sorted pair keys, ``torch.searchsorted``), so large vocabularies cost no V x V table.
 """
@@ -33,20 +35,20 @@ class References(NamedTuple):
     """The reference losses of one validation set (nats per target)."""
 
     unigram: float
-    bigram: float | None  # interpolated bigram at the validation-tuned weight; None for a masked LM
-    bigram_weight: float | None  # that weight λ of the bigram's maximum-likelihood term
+    bigram: float  # interpolated bigram at the validation-tuned weight
+    bigram_weight: float  # that weight λ of the bigram's maximum-likelihood term
 
 
-def _targets(batch: dict, objective: str) -> tuple[torch.Tensor, torch.Tensor | None]:
+def _targets(batch: dict, objective: str) -> tuple[torch.Tensor, torch.Tensor]:
     """(targets, the token before each target or -1 where there is none), flattened."""
     if objective == "causal_lm":
         ids = batch["input_ids"]
         return ids[:, 1:].reshape(-1), ids[:, :-1].reshape(-1)
     labels = batch["labels"]
     keep = labels != -100
-    if objective == "masked_lm":
-        return labels[keep], None
-    previous = torch.cat([torch.full_like(labels[:, :1], -1), labels[:, :-1]], dim=1)
+    # the original sequence: a masked LM's labels hold it at the chosen positions, its input everywhere else
+    original = torch.where(keep, labels, batch["input_ids"].to(labels.dtype)) if objective == "masked_lm" else labels
+    previous = torch.cat([torch.full_like(original[:, :1], -1), original[:, :-1]], dim=1)
     return labels[keep], previous[keep]
 
 
@@ -79,8 +81,8 @@ def best_weight(p_bigram: torch.Tensor, p_unigram: torch.Tensor) -> tuple[float,
 
 def reference_losses(train_stream: torch.Tensor, val_batches: list[dict], objective: str,
                      vocab_size: int) -> References:
-    """The unigram loss, the interpolated bigram loss (None for a masked LM) and its weight λ, of the validation
-    targets under the train split's counts."""
+    """The unigram loss, the interpolated bigram loss and its weight λ, of the validation targets under the train
+    split's counts."""
     stream = train_stream.long()
     counts = torch.bincount(stream, minlength=vocab_size).double()
     unigram = (counts + 1) / (counts.sum() + vocab_size)
@@ -88,8 +90,6 @@ def reference_losses(train_stream: torch.Tensor, val_batches: list[dict], object
     targets = torch.cat(targets).long()
     p_uni = unigram[targets]
     uni = float(-p_uni.log().mean())
-    if previous[0] is None:
-        return References(uni, None, None)
     previous = torch.cat(previous).long()
     pairs, pair_counts = torch.unique(stream[:-1] * vocab_size + stream[1:], return_counts=True)
     left = torch.bincount(stream[:-1], minlength=vocab_size).double()  # c(v): v as the left token of a pair
