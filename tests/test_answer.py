@@ -120,6 +120,11 @@ def test_size_ordering_on_a_toy_networks_table():
     mixed = pd.concat([toy_networks({("a", 2, 32): [4.0]}), toy_networks({("b", 4, 32): [4.1]}, arch="llama"),
                        toy_networks({("c", 2, 64): [3.9]}, source="pretrained")])
     assert answer_tables.size_ordering(mixed).empty and answer_tables.size_ordering(networks.iloc[:0]).empty
+    # nor a model trained on other data or for longer (one thing at a time)
+    longer = toy_networks({("a", 2, 32): [4.0], ("b", 4, 32): [4.1], ("c", 2, 64): [3.9]})
+    longer.loc[longer["model"] == "b", "epochs"] = 2
+    longer.loc[longer["model"] == "c", "train_sequences"] = 7
+    assert answer_tables.size_ordering(longer).empty
     # the page lists every pair with its numbers, and a line per network
     summary, curves, _ = synthetic(models=(("gpt2-n2-d64", 2, 64),), thresholds=(0.05,), seed=3)
     tables = {**answer_tables.compute(summary, curves, networks), "size_ordering": order}

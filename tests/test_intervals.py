@@ -83,3 +83,13 @@ def test_the_fit_interval_covers_a_known_depth_effect():
     assert determined >= 9
     print(f"covered {covered} of {determined}")
     assert covered / determined >= 0.75, (covered, determined)
+
+
+def test_the_cells_that_identify_a_term():
+    """A term is unbounded when every cell that identifies it is censored: an indicator's marked cells, else the
+    cells away from the term's most common value (log E: the networks trained longer than the rest)."""
+    epochs = pd.Series(np.log([1.0, 1, 1, 2, 2, 4]))
+    assert scaling._away(epochs, "log_epochs").tolist() == [False, False, False, True, True, True]
+    assert scaling._away(pd.Series([0.0, 1, 0, 1, 0]), "first_layer").tolist() == [False, True, False, True, False]
+    family = pd.Series([0.0, 0, 0, 1])  # a family's indicator: its own cells
+    assert scaling._away(family, "family[encoder-decoder]").tolist() == [False, False, False, True]

@@ -66,3 +66,15 @@ def test_figure_draws_every_prediction(follows_the_trend):
     assert len(spec["data"]["values"] if "values" in spec.get("data", {}) else
                next(iter(spec["datasets"].values()))) == 2 * len(follows_the_trend)
     assert np.isfinite(follows_the_trend["predicted"]).all()
+
+
+def test_a_median_beyond_the_budget_lies_between_the_budget_and_infinity():
+    """A censored measured median is known only to be at least the budget: a prediction above the budget agrees
+    with it, one below does not."""
+    import pandas as pd
+    inf = float("inf")
+    value, low, high = out_of_sample._interval(pd.Series([inf]), pd.Series([inf]), pd.Series([inf]),
+                                               pd.Series([0.2]))
+    assert (value, low, high) == (inf, 0.2, inf)
+    assert out_of_sample._interval(pd.Series([0.1]), pd.Series([0.05]), pd.Series([inf]),
+                                   pd.Series([0.2])) == (0.1, 0.05, inf)

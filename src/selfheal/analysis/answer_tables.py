@@ -110,10 +110,13 @@ def pretrain_reference(curves: pd.DataFrame, networks: pd.DataFrame, thresholds)
     return table
 
 
+SAME_REGIME = ("train_sequences", "epochs", "context")  # pairs compared in size_ordering share these
+
+
 def size_ordering(networks: pd.DataFrame) -> pd.DataFrame:
     """Does the baseline fall with D at fixed N, and not rise with N at fixed D, by more than the spread between
-    pretraining seeds? One row per pair of models of the same family (arch) and source that differ in exactly one
-    of n_layer and d_model; a is the smaller, b the larger. mean_loss: the mean baseline over the model's
+    pretraining seeds? One row per pair of models of the same family (arch), source and SAME_REGIME (S, E,
+    context) that differ in exactly one of n_layer and d_model; a is the smaller, b the larger. mean_loss: the mean baseline over the model's
     pretraining seeds; seed_spread: the larger of the two models' max - min baseline across seeds (0 with one seed);
     n_seeds: the smaller of the two models' numbers of seeds. holds: varied d_model, difference (b - a) <
     -seed_spread (it falls by more than the spread); varied n_layer, difference < seed_spread (it does not rise by
@@ -122,18 +125,20 @@ def size_ordering(networks: pd.DataFrame) -> pd.DataFrame:
     if not len(networks) or any(c not in networks.columns for c in needs):
         return _typed_size_ordering([])
     nets = networks.copy()
-    nets["source"] = nets["source"] if "source" in nets.columns else ""
+    for column in ("source",) + SAME_REGIME:
+        nets[column] = nets[column].fillna(-1) if column in nets.columns else ""
     per = nets.groupby("model", sort=True).agg(
         arch=("arch", "first"), source=("source", "first"), n_layer=("n_layer", "first"),
         d_model=("d_model", "first"), mean_loss=("baseline_loss", "mean"),
-        spread=("baseline_loss", lambda v: float(v.max() - v.min())), n_seeds=("pretrain_seed", "nunique"))
+        spread=("baseline_loss", lambda v: float(v.max() - v.min())), n_seeds=("pretrain_seed", "nunique"),
+        **{c: (c, "first") for c in SAME_REGIME})
     rows = []
     models = list(per.index)
     for i, a in enumerate(models):
         for b in models[i + 1:]:
             ra, rb = per.loc[a], per.loc[b]
-            if ra["arch"] != rb["arch"] or ra["source"] != rb["source"]:
-                continue
+            if any(ra[c] != rb[c] for c in ("arch", "source") + SAME_REGIME):
+                continue  # one thing at a time: same family, source, data and schedule
             same_n, same_d = ra["n_layer"] == rb["n_layer"], ra["d_model"] == rb["d_model"]
             if same_n == same_d:  # both differ, or neither
                 continue

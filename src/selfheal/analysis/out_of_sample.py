@@ -14,8 +14,8 @@ Per left-out model, layer and threshold:
   fit's unit; its interval is the bootstrap's normal interval on the log scale over the same refits on resampled
   networks as ``scaling.fit`` (``scaling.refits``), so it covers network-to-network variation of the fitted sizes.
 - **measured**: the layer's survival median (``survival.estimate``: Turnbull NPMLE, cluster-bootstrap interval) on
-  the left-out networks; inf when the median lies beyond the budget (censored).
-- **held**: the two intervals overlap (a censored median's interval reaches to inf). A part's verdict is ``held``
+  the left-out networks; inf when the median lies beyond the budget (censored), its interval then [budget, inf].
+- **held**: the two intervals overlap (a censored median's reaches from the budget to inf). A part's verdict is ``held``
   when every one of its layers held, ``did not hold`` otherwise; a fit that could not be made says why.
 """
 
@@ -67,8 +67,11 @@ def parts(grid: pd.DataFrame) -> list[tuple[str, list[str]]]:
     return out
 
 
-def _interval(values: pd.Series, lo: pd.Series, hi: pd.Series) -> tuple[float, float, float]:
-    return float(values.iloc[0]), float(lo.iloc[0]), float(hi.iloc[0])
+def _interval(values: pd.Series, lo: pd.Series, hi: pd.Series, budget: pd.Series) -> tuple[float, float, float]:
+    """The measured median and its interval; a bound beyond the budget is known only to be at least the budget,
+    so its lower end is the budget (a censored median's interval is [budget, inf])."""
+    value, low, high = float(values.iloc[0]), float(lo.iloc[0]), float(hi.iloc[0])
+    return value, (float(budget.iloc[0]) if np.isinf(low) else low), high
 
 
 def check(cells: pd.DataFrame, survival_table: pd.DataFrame, max_resamples: int = scaling.MAX_FIT_RESAMPLES,
@@ -96,7 +99,9 @@ def check(cells: pd.DataFrame, survival_table: pd.DataFrame, max_resamples: int 
                     & (survival_table["init"] == ASKED_SETTING[2])]
                 column = "median_fraction" if fitted.unit == "fraction" else "median_examples"
                 if len(measured):
-                    m, m_lo, m_hi = _interval(measured[column], measured[f"{column}_lo"], measured[f"{column}_hi"])
+                    m, m_lo, m_hi = _interval(measured[column], measured[f"{column}_lo"], measured[f"{column}_hi"],
+                                              measured["budget_fraction" if fitted.unit == "fraction"
+                                                       else "budget_examples"])
                 else:
                     m = m_lo = m_hi = math.nan
                 row.update(measured=m, measured_lo=m_lo, measured_hi=m_hi, measured_censored=bool(np.isinf(m)))
@@ -104,7 +109,7 @@ def check(cells: pd.DataFrame, survival_table: pd.DataFrame, max_resamples: int 
                     row.update(predicted=math.nan, predicted_lo=math.nan, predicted_hi=math.nan, held=pd.NA)
                 else:
                     p, p_lo, p_hi = fitted.predict(cell)
-                    overlap = p_lo <= m_hi and m_lo <= p_hi  # a censored median's interval reaches to inf
+                    overlap = p_lo <= m_hi and m_lo <= p_hi  # a censored median: [budget, inf]
                     row.update(predicted=p, predicted_lo=p_lo, predicted_hi=p_hi,
                                held=bool(overlap) if not math.isnan(m) else pd.NA)
                 out.append(row)

@@ -12,7 +12,8 @@ and whether the damage a reset does predicts its cost.
   interval does not cover between-network variation. A term the grid does not vary, or that is confounded with the
   terms before it (the design's rank does not grow), is reported as not determined, never as zero; so is every term
   of a fit with fewer than MIN_CELLS_PER_PARAMETER cells per parameter or with more than MAX_SHARE_AT_ZERO of its
-  cells at zero cost, a first/last-layer indicator whose cells are all censored (its coefficient is unbounded), and
+  cells at zero cost, a term whose identifying cells are all censored (a first/last-layer indicator's marked cells, else
+  those away from the term's most common value: its coefficient is unbounded), and
   a term whose refits centre further from its estimate than UNSTABLE_BIAS standard errors and UNSTABLE_SHARE of it
   (unstable). With few networks per model the percentile interval under-covers
   (tests/test_intervals.py measures it on synthetic grids with a known effect).
@@ -60,7 +61,7 @@ MAX_SHARE_AT_ZERO = 0.5
 # share of the estimate: the estimate moves materially from one set of networks to another.
 UNSTABLE_BIAS = 2.0
 UNSTABLE_SHARE = 0.25
-INDICATORS = ("first_layer", "last_layer")  # 0/1 terms: unbounded when every cell they mark is censored
+INDICATORS = ("first_layer", "last_layer")  # 0/1 terms: unbounded when every cell they mark is censored (_away)
 MAX_FIT_RESAMPLES = 15  # each AFT fit takes about 0.6 CPU-seconds: a bigger bootstrap would take minutes
 MAX_RANK_RESAMPLES = 500
 
@@ -241,6 +242,16 @@ class Refits:
         return math.exp(centre), math.exp(lo), math.exp(hi)
 
 
+def _away(values: pd.Series, term: str) -> np.ndarray:
+    """The cells that identify a term: for a first/last-layer indicator those it marks, else those away from the
+    term's most common value (log E: the networks trained more than one epoch; a family: its own cells). When all
+    of them are censored, the term's maximum-likelihood coefficient is unbounded."""
+    v = values.to_numpy(float)
+    if term in INDICATORS:
+        return v == 1
+    return ~np.isclose(v, values.mode().iloc[0])
+
+
 def refits(rows: pd.DataFrame, max_resamples: int = MAX_FIT_RESAMPLES, pool=None) -> Refits:
     """The fit of ``rows`` (single-layer cells of one setting and threshold) and its refits on resampled networks
     (in ``pool``'s processes when given)."""
@@ -251,7 +262,7 @@ def refits(rows: pd.DataFrame, max_resamples: int = MAX_FIT_RESAMPLES, pool=None
     kept, why = identifiable(x)
     censored = (rows["status"] != "recovered").to_numpy()
     for term in list(kept):
-        if term in INDICATORS and censored[x[term].to_numpy(float) == 1].all():
+        if censored[_away(x[term], term)].all():
             kept.remove(term)  # its MLE is unbounded: the data say only that these cells cost more
             why[term] = ("not determined: every such cell is beyond the budget (only a lower bound on its cost; "
                          "the fit's coefficient would be unbounded)")
