@@ -35,11 +35,16 @@ class Job:
         return self.end - self.start
 
 
-def jobs(workdir: Path) -> list[Job]:
-    """Every finished job of the runs made in ``workdir`` (the newest record per output)."""
+def jobs(workdir: Path, under: str | None = None) -> list[Job]:
+    """Every finished job of the runs made in ``workdir`` (the newest record per output). ``under``: only the jobs
+    whose logs are still there, under that folder of ``workdir`` (a job whose outputs were removed is not counted)."""
     found: dict[tuple, Job] = {}  # one job: its rule and log files (every rule has a log), newest run kept
     for path in (workdir / ".snakemake" / "metadata").glob("*"):
         record = json.loads(path.read_text())
+        logs = record.get("log") or []
+        if under is not None and not (logs and all(log.startswith(under.rstrip("/") + "/")
+                                                   and (workdir / log).exists() for log in logs)):
+            continue
         if record.get("starttime") and record.get("endtime") and not record.get("incomplete"):
             key = (record["rule"], tuple(record.get("log") or [path.name]))
             if key not in found or found[key].start < record["starttime"]:
@@ -48,11 +53,13 @@ def jobs(workdir: Path) -> list[Job]:
     return sorted(found, key=lambda j: j.start)
 
 
-def breakdown(workdir: Path, results: Path, since: float = 0.0, pretrained: bool = True) -> dict[str, float]:
+def breakdown(workdir: Path, results: Path, since: float = 0.0, pretrained: bool = True,
+              under: str | None = None) -> dict[str, float]:
     """Core-seconds of the jobs that started at or after ``since``: by rule kind, and the training jobs split into
     pretraining, retraining (training), evaluation (retrain evaluations) and fixed per-job cost. ``pretrained``:
-    whether those jobs pretrained their networks (False: they kept networks staged by an earlier run)."""
-    run = [j for j in jobs(workdir) if j.start >= since]
+    whether those jobs pretrained their networks (False: they kept networks staged by an earlier run). ``under``:
+    as in ``jobs``."""
+    run = [j for j in jobs(workdir, under) if j.start >= since]
     per_rule = defaultdict(float)
     for j in run:
         per_rule[j.rule] += j.seconds

@@ -28,10 +28,10 @@ STUDY_PAGE = ROOT / "docs" / "study.md"
 CONFIG = ROOT / "config" / "study.yaml"
 
 
-def busy_wall(workdir: Path) -> float:
-    """Seconds during which at least one job of the runs in ``workdir`` was running."""
+def busy_wall(workdir: Path, under: str) -> float:
+    """Seconds during which at least one job of the runs in ``workdir`` with its log under ``under`` was running."""
     total, end = 0.0, float("-inf")
-    for j in sorted(jobs(workdir), key=lambda j: j.start):
+    for j in sorted(jobs(workdir, under), key=lambda j: j.start):
         if j.start > end:
             total += j.end - j.start
         elif j.end > end:
@@ -59,8 +59,9 @@ def per_model(results: Path) -> pd.DataFrame:
 
 
 def block(workdir: Path, results: Path, cores: int) -> str:
-    wall = busy_wall(workdir)
-    b = breakdown(workdir, results)
+    under = str(results.relative_to(workdir))
+    wall = busy_wall(workdir, under)
+    b = breakdown(workdir, results, under=under)
     table = per_model(results)
     lines = [f"Measured on {machine()} (`.venv/bin/python benchmarks/study.py`): **{wall / 60:.0f} min** of wall time "
              f"with a job running ({wall:.0f} s; target 3 hours) for {b['cells']} cells on "

@@ -148,11 +148,15 @@ def _three_units(at: pd.DataFrame, unit: str, model: str, eps: float, summary: p
             "relative": span(relative), "scratch": scratch}
 
 
-def _budget_words(row: pd.Series, unit: str) -> str:
-    """'0.2 of S × E = 6,184 examples', or 'N examples' when S × E is unknown."""
-    examples = f"{num(float(row['budget_examples']))} examples"
-    if unit == "fraction" and not pd.isna(row.get("budget_fraction")):
-        return f"{num(float(row['budget_fraction']))} of S × E = {examples}"
+def _budget_words(rows: pd.Series | pd.DataFrame, unit: str) -> str:
+    """'0.2 of S × E = 6,184 examples', or 'N examples' when S × E is unknown; for several rows (models of
+    different S × E) the range of examples, '0.2 of S × E = 6,184 to 12,368 examples'."""
+    rows = rows.to_frame().T if isinstance(rows, pd.Series) else rows
+    low, high = (float(pd.to_numeric(rows["budget_examples"]).agg(f)) for f in ("min", "max"))
+    examples = f"{num(low)} examples" if low == high else f"{num(low)} to {num(high)} examples"
+    fractions = pd.to_numeric(rows["budget_fraction"], errors="coerce") if "budget_fraction" in rows else None
+    if unit == "fraction" and fractions is not None and fractions.notna().all() and fractions.nunique() == 1:
+        return f"{num(float(fractions.iloc[0]))} of S × E = {examples}"
     return examples
 
 
@@ -226,6 +230,13 @@ def _ordering_headline(order: pd.DataFrame) -> str | None:
 HEADLINE_TERMS = ["rel_depth", "first_layer", "log_n_layer", "log_d_model", "log_train_sequences", "log_epochs"]
 
 
+def _reasons(networks: pd.DataFrame) -> str:
+    """The words for the degenerate_reason codes of some networks, each once."""
+    codes = sorted({c for r in networks.get("degenerate_reason", pd.Series(dtype=str)).dropna() for c in
+                    str(r).split(",") if c})
+    return ", ".join(DEGENERATE_WORDS.get(c, c) for c in codes) or "flagged"
+
+
 def _headline(doc: Page, v: _View) -> None:
     """The headline (copied into the README): the answer across the grid at the smallest and largest ε, the fit's
     verdicts on position, N, D, S and E, the out-of-sample check, the encoder-decoder aside, the gates; then one
@@ -260,7 +271,9 @@ def _headline(doc: Page, v: _View) -> None:
     if ordering_line:
         headline.append(ordering_line)
     if len(degenerate):
-        headline.append(f"{len(degenerate)} network(s) flagged degenerate are left out of every verdict.")
+        named = "; ".join(f"{m} ({len(g)} of its networks: {_reasons(g)})"
+                          for m, g in degenerate.groupby("model", sort=True))
+        headline.append(f"Flagged degenerate and left out of every verdict: {named}.")
     headline.append(_clusters_sentence(networks))
     doc.h(2, "Headline")
     doc.raw(HEADLINE[0])
@@ -313,7 +326,7 @@ def _grid_line(v: _View, at: pd.DataFrame, setting: tuple, unit: str, eps: float
     med = at[f"median_{unit}"].astype(float)
     finite = med[np.isfinite(med)]
     models = at["model"].nunique()
-    budget = _budget_words(at.iloc[0], unit)
+    budget = _budget_words(at, unit)
     allc = v.surv[(v.surv["target"] == "all") & (v.surv["policy"] == "full") & (v.surv["threshold"] == eps)
                   & (v.surv["regime"] == setting[0]) & (v.surv["init"] == setting[2])
                   & v.surv["model"].isin(set(at["model"]))]
@@ -488,7 +501,7 @@ def _out_of_sample(doc: Page, v: _View) -> None:
           "setting) without one part of it, predicts the per-layer median cost of the part left out: the fit's "
           "median with its interval over the same refits on resampled networks, against the measured survival "
           "median with its interval. A layer **held** when the two intervals overlap (a median beyond the budget "
-          "reaches to ∞); a part held when every one of its layers did (`answer/out_of_sample.parquet`; "
+          "lies between the budget and ∞); a part held when every one of its layers did (`answer/out_of_sample.parquet`; "
           f"[plot]({v.plot_links['answer_out_of_sample']})).")
     verdicts = out_of_sample.verdicts(table)
     doc.table(["left out", "models", "ε", "layers held", "verdict", "fitted on"],
@@ -516,9 +529,14 @@ def _families(doc: Page, v: _View) -> None:
     """5. families"""
     fit, layers, settings, networks = v.fit, v.layers, v.settings, v.networks
     doc.h(2, "5. Encoder-only, decoder-only, encoder-decoder")
-    kinds = sorted(networks["family_kind"].unique()) if len(networks) else []
-    missing = [k for k in ("decoder-only", "encoder-only", "encoder-decoder") if k not in kinds]
+    present = set(networks["family_kind"]) if len(networks) else set()
+    usable = _usable(networks)
+    kinds = sorted(set(usable["family_kind"])) if len(usable) else []
+    flagged = sorted(present - set(kinds))
+    missing = [k for k in ("decoder-only", "encoder-only", "encoder-decoder") if k not in present]
     doc.p(f"Families in this grid: {', '.join(kinds) or 'none'}."
+          + (f" Not determined by this grid (every network of the family flagged degenerate): {', '.join(flagged)}."
+             if flagged else "")
           + (f" Not determined by this grid (no such model): {', '.join(missing)}." if missing else ""))
     family_rows = fit[fit["term"].str.startswith("family")] if len(fit) else fit
     if len(family_rows):

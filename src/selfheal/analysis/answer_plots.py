@@ -72,7 +72,7 @@ def cost_depth(survival: pd.DataFrame) -> alt.Chart:
     data = _eps(layers)
     scale, y_axis = plots.cost_axis(layers["y"], layers["y_lo"], layers["y_hi"])
     y = alt.Y("y:Q", scale=scale, axis=y_axis, title=axis + " (symlog)")
-    color = alt.Color("model (N, D):N")
+    color = alt.Color("model (N, D):N", scale=plots.MODELS)
     x = alt.X("x:Q", title="relative depth L / (N − 1)",
               scale=alt.Scale(domain=[min(0.0, float(data["x"].min())) - 0.06, max(1.0, float(data["x"].max())) + 0.06],
                               nice=False, zero=False),
@@ -177,7 +177,7 @@ def cka(table: pd.DataFrame) -> alt.Chart:
     scale = alt.Scale(domain=plots.linear_domain(data["cka"], data["cka_lo"], data["cka_hi"], data["cka_floor"],
                                                  include=[0, 1], pad=0), nice=False)
     x = alt.X("depth:O", title="reset layer L (depth)", axis=alt.Axis(labelAngle=0))
-    color = alt.Color("model:N")
+    color = alt.Color("model:N", scale=plots.MODELS)
     line = alt.Chart().mark_line(point=True).encode(
         x=x, y=alt.Y("cka:Q", title="linear CKA", scale=scale), color=color,
         tooltip=["model", "target", "cka", "cka_lo", "cka_hi", "cka_floor"])

@@ -39,6 +39,7 @@ alt.data_transformers.disable_max_rows()
 
 # Legend words for a cost that was not reached within the budget (drawn at the budget: a lower bound).
 BEYOND = "beyond the budget (drawn at it)"
+MODELS = alt.Scale(scheme="tableau20")  # one colour per model for up to 20 models (tableau10 repeats after 10)
 # An upward triangle with a triangular hole (the inner path runs the other way): an open triangle that a filled
 # point mark and its legend both draw as an outline.
 OPEN_TRIANGLE = "M0,-1L1,0.8L-1,0.8Z M0,-0.45L-0.55,0.5L0.55,0.5Z"
@@ -231,7 +232,7 @@ def recovery_cost(summary: pd.DataFrame, unit: str = "fraction_of_pretrain") -> 
     x_scale, x_axis = _layer_axis(layers["layer"])
     x = alt.X("x:Q", title="reset layer L (depth; encoder first)", scale=x_scale, axis=x_axis)
     y = alt.Y("cost:Q", scale=y_scale, axis=y_axis, title=COST_UNITS[unit])
-    color = alt.Color("model:N", title="model")
+    color = alt.Color("model:N", title="model", scale=MODELS)
     tooltip = ["model", "target", "seed", "examples", "tokens", "fraction_of_pretrain", "recovered", "status"]
     base = alt.Chart()
     seeds = status_points(base.transform_filter(alt.datum.row == "seed"), x, y, "model", "status",
