@@ -258,9 +258,10 @@ def main():
                 if cadence == "interval":
                     merged = cells[[*keys, "recovered", "examples"]].merge(peer_cells, on=keys,
                                                                            suffixes=("", "_peer"))
-                    merged["agree"] = [bool(rec) and e2 is not None and not pd.isna(e2) and abs(e - e2) <= interval
-                                       for rec, e, e2 in zip(merged["recovered"], merged["examples"],
-                                                             merged["examples_peer"])]
+                    merged["agree"] = [  # both crossed within one interval of each other, or neither crossed
+                        (not rec and (e2 is None or pd.isna(e2))) or
+                        (bool(rec) and e2 is not None and not pd.isna(e2) and abs(e - e2) <= interval)
+                        for rec, e, e2 in zip(merged["recovered"], merged["examples"], merged["examples_peer"])]
                     what = f"one threshold ({a.threshold:g}) to {interval} examples"
                     agree = f"examples agree within {interval} at {int(merged['agree'].sum())}/{len(merged)} cells"
                 else:

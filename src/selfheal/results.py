@@ -11,8 +11,8 @@ did not make (no answer yet, no cells) is left out of the dict. Schemas: docs/ou
 
 ``python -m selfheal.results ship RESULTS DEST`` copies what a reader of a finished run needs into DEST (the
 reference study ships this way into reference/study/): the three tables, the answer tables, the answer page
-(its figure links pointing at the PNGs, which a forge shows) and the figures as PNG. Nothing else of the run (models,
-checkpoints, logs) is copied. It refuses a run without its answer page, and a copy over ``--max-mb``.
+(its figure links pointing at the PNGs, which a forge shows) and the figures it links, as PNG. Nothing else of the
+run (other figures, models, checkpoints, logs) is copied. It refuses a run without its answer page, and a copy over ``--max-mb``.
 """
 
 from __future__ import annotations
@@ -40,10 +40,19 @@ def load(path: str | Path = "results") -> dict[str, pd.DataFrame]:
     return {name: pd.read_parquet(p) for name, p in found.items() if p.is_file()}
 
 
+def page_figures(results: Path) -> list[Path]:
+    """The PNGs of the figures the answer page links (plots/NAME.html or .png), relative to the results_dir."""
+    page = results / PAGE
+    if not page.is_file():
+        return []
+    names = sorted(set(re.findall(r"\(plots/([A-Za-z0-9_]+)\.(?:html|png)\)", page.read_text())))
+    return [Path("plots") / f"{name}.png" for name in names]
+
+
 def shipped_files(results: Path) -> list[Path]:
     """The files of a finished run that ``ship`` copies, relative to its results_dir."""
     files = [Path(f"{name}.parquet") for name in TABLES] + [Path("answer") / f"{n}.parquet" for n in ANSWER_TABLES]
-    files += [Path(PAGE)] + sorted(p.relative_to(results) for p in (results / "plots").glob("*.png"))
+    files += [Path(PAGE)] + page_figures(results)
     missing = [str(f) for f in files if not (results / f).is_file()]
     if missing:
         raise FileNotFoundError(f"{results} is not a finished run: missing {', '.join(missing)} (run snakemake "
@@ -52,8 +61,9 @@ def shipped_files(results: Path) -> list[Path]:
 
 
 def ship(results: str | Path, dest: str | Path, max_mb: float = 8.0) -> list[Path]:
-    """Copy a finished run's tables, answer page and PNG figures from ``results`` into ``dest`` (replacing what
-    ``dest`` held); the page's links to the interactive figures point at their PNGs. Returns the files written."""
+    """Copy a finished run's tables, answer page and the PNGs of the figures it links from ``results`` into ``dest``
+    (replacing what ``dest`` held); the page's links to the interactive figures point at their PNGs. Returns the
+    files written."""
     results, dest = Path(results), Path(dest)
     files = shipped_files(results)
     size = sum((results / f).stat().st_size for f in files) / 2 ** 20

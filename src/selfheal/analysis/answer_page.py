@@ -155,8 +155,8 @@ def _budget_words(rows: pd.Series | pd.DataFrame, unit: str) -> str:
     low, high = (float(pd.to_numeric(rows["budget_examples"]).agg(f)) for f in ("min", "max"))
     examples = f"{num(low)} examples" if low == high else f"{num(low)} to {num(high)} examples"
     fractions = pd.to_numeric(rows["budget_fraction"], errors="coerce") if "budget_fraction" in rows else None
-    if unit == "fraction" and fractions is not None and fractions.notna().all() and fractions.nunique() == 1:
-        return f"{num(float(fractions.iloc[0]))} of S × E = {examples}"
+    if unit == "fraction" and fractions is not None and fractions.notna().all() and fractions.round(3).nunique() == 1:
+        return f"{num(float(fractions.iloc[0]))} of S × E = {examples}"  # budgets round to whole examples
     return examples
 
 
@@ -349,7 +349,7 @@ def _out_of_sample_headline(v: _View) -> list[str]:
     parts = []
     for name, g in verdicts.groupby("left_out", sort=False):
         words = "; ".join(f"{verdict} at ε = {', '.join(f'{e:g}' for e in h['threshold'])} "
-                          f"({int(h['held'].sum())} of {int(h['layers'].sum())} layer medians)"
+                          f"({int(h['held'].sum())} of {int(h['layers'].sum())} tested layer medians)"
                           for verdict, h in g.groupby("verdict", sort=False))
         parts.append(f"{name} ({g['models'].iloc[0]}): {words}")
     return ["Out of sample (the fit without a part of the size grid predicts that part's per-layer medians; held = "
@@ -501,7 +501,9 @@ def _out_of_sample(doc: Page, v: _View) -> None:
           "setting) without one part of it, predicts the per-layer median cost of the part left out: the fit's "
           "median with its interval over the same refits on resampled networks, against the measured survival "
           "median with its interval. A layer **held** when the two intervals overlap (a median beyond the budget "
-          "lies between the budget and ∞); a part held when every one of its layers did (`answer/out_of_sample.parquet`; "
+          "lies between the budget and ∞). A layer whose measured median is 0 (within ε before any training) is not "
+          "tested: the fit models the cost of cells that needed training. A part held when every one of its tested "
+          "layers did (`answer/out_of_sample.parquet`; "
           f"[plot]({v.plot_links['answer_out_of_sample']})).")
     verdicts = out_of_sample.verdicts(table)
     doc.table(["left out", "models", "ε", "layers held", "verdict", "fitted on"],

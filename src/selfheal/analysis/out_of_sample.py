@@ -15,7 +15,9 @@ Per left-out model, layer and threshold:
   networks as ``scaling.fit`` (``scaling.refits``), so it covers network-to-network variation of the fitted sizes.
 - **measured**: the layer's survival median (``survival.estimate``: Turnbull NPMLE, cluster-bootstrap interval) on
   the left-out networks; inf when the median lies beyond the budget (censored), its interval then [budget, inf].
-- **held**: the two intervals overlap (a censored median's reaches from the budget to inf). A part's verdict is ``held``
+- **held**: the two intervals overlap (a censored median's reaches from the budget to inf). A layer whose measured
+  median is 0 (most of its cells within eps before any training) is not tested (held null): the fit models the
+  cost of cells that needed training, as ``scaling`` says. A part's verdict is ``held``
   when every one of its layers held, ``did not hold`` otherwise; a fit that could not be made says why.
 """
 
@@ -110,8 +112,9 @@ def check(cells: pd.DataFrame, survival_table: pd.DataFrame, max_resamples: int 
                 else:
                     p, p_lo, p_hi = fitted.predict(cell)
                     overlap = p_lo <= m_hi and m_lo <= p_hi  # a censored median: [budget, inf]
+                    tested = not math.isnan(m) and m > 0  # a median of 0: within eps untrained, nothing to predict
                     row.update(predicted=p, predicted_lo=p_lo, predicted_hi=p_hi,
-                               held=bool(overlap) if not math.isnan(m) else pd.NA)
+                               held=bool(overlap) if tested else pd.NA)
                 out.append(row)
     table = pd.DataFrame(out, columns=COLUMNS)
     for column in ("predicted", "predicted_lo", "predicted_hi", "measured", "measured_lo", "measured_hi",
@@ -123,13 +126,14 @@ def check(cells: pd.DataFrame, survival_table: pd.DataFrame, max_resamples: int 
 
 
 def verdicts(table: pd.DataFrame) -> pd.DataFrame:
-    """Per left-out part and threshold: how many layers held, and the verdict (held / did not hold / not fitted)."""
+    """Per left-out part and threshold: how many of its tested layers held, and the verdict (held / did not hold /
+    not tested / not fitted)."""
     rows = []
     for (name, threshold), part in table.groupby(["left_out", "threshold"], sort=False):
         known = part["held"].dropna()
-        verdict = ("not fitted" if part["predicted"].isna().all() else
-                   "held" if len(known) and bool(known.all()) else "did not hold")
+        verdict = ("not fitted" if part["predicted"].isna().all() else "not tested" if not len(known) else
+                   "held" if bool(known.all()) else "did not hold")
         rows.append({"left_out": name, "threshold": float(threshold), "models": ", ".join(part["model"].unique()),
-                     "layers": len(part), "held": int(known.sum()), "verdict": verdict,
+                     "layers": len(known), "held": int(known.sum()), "verdict": verdict,
                      "note": part["note"].iloc[0]})
     return pd.DataFrame(rows, columns=["left_out", "threshold", "models", "layers", "held", "verdict", "note"])
