@@ -138,8 +138,11 @@ def test_reference_losses():
     unigram, bigram, weight = ngrams.reference_losses(stream, batches, "causal_lm", vocab_size=8)
     assert unigram == pytest.approx(torch.log(torch.tensor(1008 / 501)).item(), rel=1e-6)
     assert bigram < 0.05 < unigram and weight == pytest.approx(ngrams.LAMBDA_MAX)
-    masked = [{"input_ids": torch.zeros(2, 3), "labels": torch.tensor([[5, -100, 6], [-100, 6, -100]])}]
-    assert ngrams.reference_losses(stream, masked, "masked_lm", vocab_size=8)[1] is None
+    # a masked LM: the targets 6 | 5 (the second left token is visible input) know everything too
+    masked = [{"input_ids": torch.tensor([[0, 5, 0], [5, 0, 0]]), "labels": torch.tensor([[5, -100, 6],
+                                                                                          [-100, 6, -100]])}]
+    _, masked_bigram, _ = ngrams.reference_losses(stream, masked, "masked_lm", vocab_size=8)
+    assert masked_bigram < unigram
 
 
 def test_baseline_records_the_bigram_and_the_margin(job, tmp_path):

@@ -43,12 +43,13 @@ def test_a_trend_the_data_follow_holds(follows_the_trend):
 
 def test_a_largest_size_off_the_trend_does_not_hold():
     summary, _, networks = synthetic(models=MODELS, depth_effect=1.0, n_effect=0.5, thresholds=(0.05,), seeds=(0,),
-                                     budget_fraction=2.0, seed=4)
-    # the largest network heals 6x slower than the trend says: every crossing of it moves out by that factor
+                                     budget_fraction=200.0, seed=4)
+    # the largest network heals 100x slower than the trend says: every crossing of it moves out by that factor
+    # (extrapolating log N from two depths with two networks each gives intervals some hundred-fold wide)
     big = summary["model"] == "gpt2-n8-d64"
     budget = int(summary["budget_examples"].iloc[0])
     for column in ("examples", "examples_lo", "examples_hi"):
-        moved = (summary.loc[big, column].astype(float) * 6).clip(upper=budget)
+        moved = (summary.loc[big, column].astype(float) * 100).clip(upper=budget)
         summary.loc[big, column] = moved.round().astype("Int64")
     summary.loc[big, "recovered"] = summary.loc[big, "examples_hi"].astype(float) < budget
     summary.loc[big, "fraction_of_pretrain"] = summary.loc[big, "examples"].astype(float) / summary.loc[

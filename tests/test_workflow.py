@@ -188,7 +188,8 @@ def test_adding_a_pretraining_seed_trains_only_the_new_network(finished, tmp_pat
     rows = [line.split() for line in proc.stdout.split("Job stats:")[1].splitlines()]
     jobs = {r[0]: r[1] for r in rows if len(r) == 2 and r[0] in {"model", "import_pretrained", "aggregate", "plots"}}
     assert jobs == {"model": "1", "aggregate": "1", "plots": "1"}, proc.stdout
-    assert "model=tinyB" in proc.stdout and "model=tinyA" not in proc.stdout
+    # the job's message names the model and what it trains and keeps: the new network, the old one kept
+    assert "model tinyB: trains 1 network (keeps 1)" in proc.stdout and "model tinyA" not in proc.stdout, proc.stdout
 
     results = copy / "results"
     old = [p for d in ("models/tinyB/p0", "baselines/tinyB", "cells/tinyB/p0") for p in (results / d).rglob("*")

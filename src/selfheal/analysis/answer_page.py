@@ -348,8 +348,9 @@ def _out_of_sample_headline(v: _View) -> list[str]:
     verdicts = out_of_sample.verdicts(table)
     parts = []
     for name, g in verdicts.groupby("left_out", sort=False):
-        words = "; ".join(f"{verdict} at ε = {', '.join(f'{e:g}' for e in h['threshold'])} "
-                          f"({int(h['held'].sum())} of {int(h['layers'].sum())} tested layer medians)"
+        words = "; ".join(f"{verdict} at ε = {', '.join(f'{e:g}' for e in h['threshold'])}"
+                          + (f" ({int(h['held'].sum())} of {int(h['layers'].sum())} tested layer medians)"
+                             if verdict in ("held", "did not hold") else "")
                           for verdict, h in g.groupby("verdict", sort=False))
         parts.append(f"{name} ({g['models'].iloc[0]}): {words}")
     return ["Out of sample (the fit without a part of the size grid predicts that part's per-layer medians; held = "

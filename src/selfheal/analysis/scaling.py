@@ -261,7 +261,7 @@ def refits(rows: pd.DataFrame, max_resamples: int = MAX_FIT_RESAMPLES, pool=None
     x = _design(rows)
     kept, why = identifiable(x)
     censored = (rows["status"] != "recovered").to_numpy()
-    for term in list(kept):
+    for term in list(kept) if not censored.all() else []:  # all censored: the whole fit is not made (note)
         if censored[_away(x[term], term)].all():
             kept.remove(term)  # its MLE is unbounded: the data say only that these cells cost more
             why[term] = ("not determined: every such cell is beyond the budget (only a lower bound on its cost; "
