@@ -9,9 +9,9 @@ cadence. Measured side by side in one run, for every layer L of the model.
                                                        # [--layers 0,2] [--no-write]
 
 Prints, per L: wall seconds to the threshold for both, their ratio, and the examples each needed (which must
-agree within one evaluation interval: a correctness check of the fast path). selfheal's time includes building
-the frozen-prefix cache, and separately shows it amortised over the cells that share it (the default grid's
-seeds). With the documented options (the defaults) it writes block `retrain-vs-trainer` of docs/performance.md.
+agree within one evaluation interval, or neither reach it: a correctness check of the fast path). selfheal's time
+includes building the frozen-prefix cache where the workflow would build it for the default grid's retrain seeds
+(prefix_cache.worth_building), and separately shows it amortised over the cells that share it. With the documented options (the defaults) it writes block `retrain-vs-trainer` of docs/performance.md.
 """
 
 from __future__ import annotations
@@ -34,18 +34,22 @@ MARKER = "retrain-vs-trainer"
 DOCUMENTED = {"model": "gpt2-n4-d64", "threshold": 0.01, "threads": 2, "layers": None}
 
 
-def selfheal_run(model_cfg, eval_cfg, trained, tokens, target, baseline, threshold, workdir):
+def selfheal_run(model_cfg, eval_cfg, trained, tokens, target, baseline, threshold, workdir, sharing):
+    """One cell as a heal unit runs it: the prefix cache is built where the workflow would build it for
+    ``sharing`` cells at this depth (prefix_cache.worth_building)."""
     r = model_cfg["retrain"]
     train_seqs, val_seqs, objective = data_for(model_cfg, eval_cfg, tokens)
     depth = int(target[1:])
     t0 = time.perf_counter()
     cache = None
-    if prefix_cache.cache_depth(model_cfg, target, "full", "frozen") is not None:
+    if (prefix_cache.cache_depth(model_cfg, target, "full", "frozen") is not None
+            and prefix_cache.worth_building(model_cfg, sharing)):
         cache = prefix_cache_for(model_cfg, eval_cfg, trained, tokens, depth)
     cache_s = time.perf_counter() - t0
     model, family, names = reset_model(trained, target)
     settings = state.Settings(lr=r["lr"], batch_size=r["batch_size"], weight_decay=0.0, grad_clip=r["grad_clip"],
-                              eval_every_examples=r["eval_every_examples"], max_examples=budget(model_cfg),
+                              eval_every_examples=r["eval_every_examples"],
+                              max_examples=budget(model_cfg, train_seqs),
                               warmup_steps=r["warmup_steps"], data_seed=0)
     val_batches = objective.val_batches(val_seqs, eval_cfg["batch_size"])
     setup.seed_everything(0)
@@ -55,9 +59,11 @@ def selfheal_run(model_cfg, eval_cfg, trained, tokens, target, baseline, thresho
     return rec, cache_s
 
 
-def budget(model_cfg):
+def budget(model_cfg, train_seqs):
+    """budget_fraction x S x E examples, S the train sequences used (the whole split when not set)."""
     p = model_cfg["pretrain"]
-    return round(model_cfg["retrain"]["budget_fraction"] * p["train_sequences"] * p["epochs"])
+    sequences = p["train_sequences"] or train_seqs.shape[0]
+    return round(model_cfg["retrain"]["budget_fraction"] * sequences * p["epochs"])
 
 
 def trainer_run(model_cfg, eval_cfg, trained, tokens, target, baseline, threshold, workdir):
@@ -72,9 +78,10 @@ def trainer_run(model_cfg, eval_cfg, trained, tokens, target, baseline, threshol
     for name, p in model.named_parameters():
         p.requires_grad_(name in names)
     # the same example order as selfheal: epochs of a seeded permutation, cut at the budget
-    order = torch.cat([streams.epoch_order(train_seqs.shape[0], 0, e) for e in range(math.ceil(budget(model_cfg) /
-                                                                                              train_seqs.shape[0]))])
-    dataset = [{"input_ids": train_seqs[i], "labels": train_seqs[i]} for i in order[: budget(model_cfg)]]
+    examples = budget(model_cfg, train_seqs)
+    order = torch.cat([streams.epoch_order(train_seqs.shape[0], 0, e)
+                       for e in range(math.ceil(examples / train_seqs.shape[0]))])
+    dataset = [{"input_ids": train_seqs[i], "labels": train_seqs[i]} for i in order[:examples]]
     limit = baseline * (1 + threshold)
     every = r["eval_every_examples"] // r["batch_size"]
     found = {}
@@ -110,7 +117,7 @@ def trainer_run(model_cfg, eval_cfg, trained, tokens, target, baseline, threshol
         output_dir=str(workdir), per_device_train_batch_size=r["batch_size"], learning_rate=r["lr"],
         lr_scheduler_type="constant_with_warmup", warmup_steps=r["warmup_steps"], weight_decay=0.0,
         adam_beta1=0.9, adam_beta2=0.95, max_grad_norm=r["grad_clip"], optim="adamw_torch",
-        max_steps=math.ceil(budget(model_cfg) / r["batch_size"]), logging_strategy="no", save_strategy="no",
+        max_steps=math.ceil(examples / r["batch_size"]), logging_strategy="no", save_strategy="no",
         eval_strategy="no", report_to="none", use_cpu=True, disable_tqdm=True, dataloader_num_workers=0, seed=0,
     )
     trainer = InOrder(model=model, args=args, train_dataset=dataset, callbacks=[StopAtThreshold()])
@@ -144,12 +151,14 @@ def main():
     for layer in layers:
         target = f"L{layer}"
         with tempfile.TemporaryDirectory() as tmp:
-            rec, cache_s = selfheal_run(model_cfg, eval_cfg, trained, tokens, target, baseline, a.threshold, tmp)
+            rec, cache_s = selfheal_run(model_cfg, eval_cfg, trained, tokens, target, baseline, a.threshold, tmp,
+                                        sharing)
             peer = trainer_run(model_cfg, eval_cfg, trained, tokens, target, baseline, a.threshold, tmp)
         ours = rec.wall_s + cache_s
         amortised = rec.wall_s + cache_s / sharing
-        agree = (peer["examples"] is not None and rec.recovered and
-                 abs(peer["examples"] - rec.examples) <= model_cfg["retrain"]["eval_every_examples"])
+        agree = (peer["examples"] is None and not rec.recovered) or (  # neither crossed, or both within a step
+            peer["examples"] is not None and rec.recovered
+            and abs(peer["examples"] - rec.examples) <= model_cfg["retrain"]["eval_every_examples"])
         marker = " <- L = N/2" if layer == n // 2 else ""
         print(f"{layer:>3} {ours:>10.1f} {cache_s:>9.1f} {amortised:>11.1f} {peer['wall_s']:>9.1f} "
               f"{peer['wall_s'] / ours:>6.2f} {peer['wall_s'] / amortised:>11.2f} "
