@@ -399,3 +399,13 @@ def test_transfer_model_folder_without_safetensors(tmp_path):
     (tmp_path / "pytorch_model.bin").write_bytes(b"\x80\x04")
     err = _refused(_over_default(f"models: []\ntransfer: {{model: {tmp_path}}}"), "transfer.model")
     assert "pickled weights only (pytorch_model.bin)" in str(err)
+
+
+def test_a_config_error_crosses_a_process_boundary():
+    """A worker's ConfigError (e.g. in a process pool) reaches the parent with its key and words."""
+    import pickle
+
+    from selfheal.config.errors import ConfigError
+    error = pickle.loads(pickle.dumps(ConfigError("grid.layers[2]", "out of range")))
+    assert isinstance(error, ConfigError) and error.key == "grid.layers[2]"
+    assert str(error) == "config key 'grid.layers[2]': out of range"

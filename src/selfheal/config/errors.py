@@ -7,8 +7,12 @@ class ConfigError(ValueError):
     """A config problem, with the dotted key that causes it."""
 
     def __init__(self, key: str, message: str):
-        self.key = key
+        self.key, self.message = key, message
         super().__init__(f"config key '{key}': {message}")
+
+    def __reduce__(self):
+        # rebuilt from (key, message), so it crosses process boundaries (a worker's error reaches its pool)
+        return type(self), (self.key, self.message)
 
 
 def key_path(path) -> str:
