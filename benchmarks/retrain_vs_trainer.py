@@ -11,7 +11,8 @@ cadence. Measured side by side in one run, for every layer L of the model.
 Prints, per L: wall seconds to the threshold for both, their ratio, and the examples each needed (which must
 agree within one evaluation interval, or neither reach it: a correctness check of the fast path). selfheal's time
 includes building the frozen-prefix cache where the workflow would build it for the default grid's retrain seeds
-(prefix_cache.worth_building), and separately shows it amortised over the cells that share it. With the documented options (the defaults) it writes block `retrain-vs-trainer` of docs/performance.md.
+(prefix_cache.worth_building), and separately shows it amortised over the cells that share it. With the
+documented options (the defaults) it writes block `retrain-vs-trainer` of docs/performance.md.
 """
 
 from __future__ import annotations

@@ -12,7 +12,8 @@ did not make (no answer yet, no cells) is left out of the dict. Schemas: docs/ou
 ``python -m selfheal.results ship RESULTS DEST`` copies what a reader of a finished run needs into DEST (the
 reference study ships this way into reference/study/): the three tables, the answer tables, the answer page
 (its figure links pointing at the PNGs, which a forge shows) and the figures it links, as PNG. Nothing else of the
-run (other figures, models, checkpoints, logs) is copied. It refuses a run without its answer page, and a copy over ``--max-mb``.
+run (other figures, models, checkpoints, logs) is copied. It refuses a run without its answer page, and a copy over
+``--max-mb``.
 """
 
 from __future__ import annotations

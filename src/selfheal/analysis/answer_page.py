@@ -148,10 +148,9 @@ def _three_units(at: pd.DataFrame, unit: str, model: str, eps: float, summary: p
             "relative": span(relative), "scratch": scratch}
 
 
-def _budget_words(rows: pd.Series | pd.DataFrame, unit: str) -> str:
-    """'0.2 of S × E = 6,184 examples', or 'N examples' when S × E is unknown; for several rows (models of
-    different S × E) the range of examples, '0.2 of S × E = 6,184 to 12,368 examples'."""
-    rows = rows.to_frame().T if isinstance(rows, pd.Series) else rows
+def _budget_words(rows: pd.DataFrame, unit: str) -> str:
+    """The budget of some cells: '0.2 of S × E = 6,184 examples', or 'N examples' when S × E is unknown; for models
+    of different S × E the range of examples, '0.2 of S × E = 6,184 to 12,368 examples'."""
     low, high = (float(pd.to_numeric(rows["budget_examples"]).agg(f)) for f in ("min", "max"))
     examples = f"{num(low)} examples" if low == high else f"{num(low)} to {num(high)} examples"
     fractions = pd.to_numeric(rows["budget_fraction"], errors="coerce") if "budget_fraction" in rows else None

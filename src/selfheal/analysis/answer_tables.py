@@ -9,9 +9,9 @@ Pretraining's own crossing is ``stats.first_crossing`` (linear interpolation bet
 it, ``coarse`` when they are more than 10 % of it apart), the one function behind ``pretrain_reference`` here and
 summary.parquet's scratch_* columns (analysis/tables.py).
 
-``size_ordering`` (networks.parquet only): per pair of models of one family that differ in exactly one of N and D,
-whether the mean baseline falls with D (by more than the spread between pretraining seeds) or does not rise with N
-(by more than that spread).
+``size_ordering`` (networks.parquet only): per pair of models of one family, S, E and context that differ in exactly
+one of N and D, whether the mean baseline falls with D (by more than the spread between pretraining seeds) or does
+not rise with N (by more than that spread).
 """
 
 from __future__ import annotations
@@ -116,11 +116,11 @@ SAME_REGIME = ("train_sequences", "epochs", "context")  # pairs compared in size
 def size_ordering(networks: pd.DataFrame) -> pd.DataFrame:
     """Does the baseline fall with D at fixed N, and not rise with N at fixed D, by more than the spread between
     pretraining seeds? One row per pair of models of the same family (arch), source and SAME_REGIME (S, E,
-    context) that differ in exactly one of n_layer and d_model; a is the smaller, b the larger. mean_loss: the mean baseline over the model's
-    pretraining seeds; seed_spread: the larger of the two models' max - min baseline across seeds (0 with one seed);
-    n_seeds: the smaller of the two models' numbers of seeds. holds: varied d_model, difference (b - a) <
-    -seed_spread (it falls by more than the spread); varied n_layer, difference < seed_spread (it does not rise by
-    more than the spread)."""
+    context) that differ in exactly one of n_layer and d_model; a is the smaller, b the larger. mean_loss: the mean
+    baseline over the model's pretraining seeds; seed_spread: the larger of the two models' max - min baseline
+    across seeds (0 with one seed); n_seeds: the smaller of the two models' numbers of seeds. holds: varied d_model,
+    difference (b - a) < -seed_spread (it falls by more than the spread); varied n_layer, difference < seed_spread
+    (it does not rise by more than the spread)."""
     needs = ["model", "pretrain_seed", "arch", "n_layer", "d_model", "baseline_loss"]
     if not len(networks) or any(c not in networks.columns for c in needs):
         return _typed_size_ordering([])
