@@ -82,6 +82,7 @@ BAD = [
     (("models", 0, "name"), "bad name!", "models[0].name"),
     (("models", 0, "context"), 1, "models[0].context"),
     (("models", 0, "dropout"), 1.0, "models[0].dropout"),
+    (("models", 0, "mask_probability"), 0.4, "models[0].mask_probability"),  # a causal LM masks nothing
     (("grid", "controls"), "yes", "grid.controls"),
     (("grid", "policies"), [], "grid.policies"),
     (("grid", "layers"), ["enc.0"], "grid.layers[0]"),

@@ -32,6 +32,14 @@ def test_masked_lm_training_masks_change_per_step_and_follow_80_10_10():
     assert torch.equal(first["input_ids"][~chosen], seqs[~chosen])  # unchosen tokens untouched
 
 
+def test_a_models_mask_probability_sets_the_chosen_share():
+    seqs, g = _seqs(512), torch.Generator().manual_seed(0)
+    family = type("Family", (), {"objective": "masked_lm"})
+    mlm = objectives.for_family(family, SPECIAL, {"mask_probability": 0.4})
+    assert 0.38 < (mlm.batch(seqs, g)["labels"] != -100).float().mean() < 0.42
+    assert objectives.for_family(family, SPECIAL, {}).probability == 0.15  # BERT's when the model says nothing
+
+
 def test_denoising_replaces_spans_by_single_masks():
     den = objectives.Denoising(SPECIAL)
     seqs = _seqs(32)

@@ -58,6 +58,9 @@ def resolve(raw: dict) -> dict:
             inputs.check_model_source(model, key)
         elif model["arch"] == "llama" and model.get("n_kv_head") and model["n_head"] % model["n_kv_head"]:
             raise ConfigError(f"{key}.n_kv_head", "n_head must be a multiple of n_kv_head")
+        if "mask_probability" in model and model["arch"] != "bert":
+            raise ConfigError(f"{key}.mask_probability", f"only a masked LM (arch: bert) masks tokens; "
+                                                         f"{model['name']!r} is {model['arch']}")
         model["hardware"] = config["hardware"]
         model["pretrain"] = merge(config["pretrain"], model.get("pretrain", {}))
         if model["source"] == "scratch" and "adapt" in model:

@@ -4,7 +4,8 @@ Every objective makes training batches with a generator drawn per step, and the 
 fixed seed, so that every cell of the grid is scored on exactly the same inputs (masks included).
 
 - ``causal_lm``: next-token prediction (GPT-2, Llama).
-- ``masked_lm``: BERT's masked LM: 15 % of tokens chosen, of those 80 % -> <mask>, 10 % -> random, 10 % kept.
+- ``masked_lm``: BERT's masked LM: 15 % of tokens chosen (a model's ``mask_probability``), of those 80 % -> <mask>,
+  10 % -> random, 10 % kept.
 - ``denoising``: BART's text infilling: spans with Poisson(3) lengths cover ~30 % of tokens, each span replaced
   by a single <mask>; the decoder reconstructs the original sequence.
 """
@@ -32,7 +33,12 @@ class CausalLM:
 
 class MaskedLM(CausalLM):
     name = "masked_lm"
-    probability = 0.15
+    probability = 0.15  # BERT's; a model's ``mask_probability`` overrides it
+
+    def __init__(self, special: dict[str, int], probability: float | None = None):
+        super().__init__(special)
+        if probability is not None:
+            self.probability = probability
 
     def batch(self, seqs, generator):
         ids = seqs.clone()
@@ -85,5 +91,8 @@ class Denoising(CausalLM):
 OBJECTIVES = {o.name: o for o in (CausalLM, MaskedLM, Denoising)}
 
 
-def for_family(family, special: dict[str, int]):
+def for_family(family, special: dict[str, int], model_cfg: dict | None = None):
+    """The objective of ``family``, with the model's own settings (``mask_probability`` of a masked LM)."""
+    if family.objective == MaskedLM.name:
+        return MaskedLM(special, (model_cfg or {}).get("mask_probability"))
     return OBJECTIVES[family.objective](special)

@@ -40,7 +40,7 @@ class Setup:
 def prepare(model: nn.Module, model_cfg: dict, eval_cfg: dict, tokens_path: str) -> Setup:
     """Family, objective, validation batches and hardware for ``model`` (moved to its device)."""
     family = families.for_model(model)
-    objective = objectives.for_family(family, streams.vocabulary(tokens_path))
+    objective = objectives.for_family(family, streams.vocabulary(tokens_path), model_cfg)
     val_seqs = streams.val_sequences(tokens_path, model_cfg["context"], eval_cfg["val_sequences"])
     hardware = Hardware.from_config(model_cfg.get("hardware"))
     device = hardware.prepare(model)
