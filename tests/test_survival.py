@@ -112,6 +112,20 @@ def test_fit_recovers_the_depth_effect_and_reports_undetermined_terms(steep, fla
     assert (depth_steep["coef"].to_numpy() > depth_flat["coef"].to_numpy() + 0.8).all()
 
 
+def test_a_family_trained_on_other_data_is_not_compared_through_the_data_trend(steep):
+    cells = steep[steep["threshold"] == 0.05].copy()
+    other = cells["model"] == "gpt2-n2-d64"
+    cells.loc[other, "family_kind"] = "encoder-only"
+    apart = cells.copy()
+    apart.loc[other, "epochs"] = apart.loc[other, "epochs"] * 8  # the only network trained 8x as long
+    fit = scaling.fit(apart, max_resamples=2)
+    family = fit[fit["term"] == "family[encoder-only]"].iloc[0]
+    assert not family["determined"] and "shares S × E" in family["note"] and "left out of this fit" in family["note"]
+    assert (fit["n_cells"] < int((apart["target"].str.startswith("L") & (apart["init"] == "fresh")).sum())).all()
+    shared = scaling.fit(cells, max_resamples=2)  # same S and E: the family is compared (here: confounded with N)
+    assert not shared[shared["term"] == "family[encoder-only]"]["note"].str.contains("shares S × E").any()
+
+
 def test_one_model_one_network_grid():
     summary, curves, networks = synthetic(models=(("m", 3, 32),), pretrain_seeds=(0,), seeds=(0,), thresholds=(0.05,),
                                           seed=4)

@@ -13,7 +13,8 @@ and whether the damage a reset does predicts its cost.
   terms before it (the design's rank does not grow), is reported as not determined, never as zero; so is every term
   of a fit with fewer than MIN_CELLS_PER_PARAMETER cells per parameter or with more than MAX_SHARE_AT_ZERO of its
   cells at zero cost, a term whose identifying cells are all censored (a first/last-layer indicator's marked cells, else
-  those away from the term's most common value: its coefficient is unbounded), and
+  those away from the term's most common value: its coefficient is unbounded), a family term whose networks share no
+  S × E with the reference family's (it would extrapolate the data terms; that family's cells leave the fit), and
   a term whose refits centre further from its estimate than UNSTABLE_BIAS standard errors and UNSTABLE_SHARE of it
   (unstable). With few networks per model the percentile interval under-covers
   (tests/test_intervals.py measures it on synthetic grids with a known effect).
@@ -252,6 +253,31 @@ def _away(values: pd.Series, term: str) -> np.ndarray:
     return ~np.isclose(v, values.mode().iloc[0])
 
 
+def _unmatched_families(rows: pd.DataFrame, x: pd.DataFrame) -> dict[str, str]:
+    """The family terms whose family shares no data regime (S, E) with any network of the reference family (the
+    one without a term), each with why: such a term would compare the families only through the log S / log E
+    trend extrapolated to that family's regime, not at the same training. Families are compared at the same S and
+    E, as sizes are."""
+    data_terms = [t for t in ("log_train_sequences", "log_epochs") if t in x.columns]
+    family_terms = [t for t in x.columns if t.startswith("family[")]
+    if not data_terms or not family_terms:
+        return {}
+    kind = rows["family_kind"].astype(str)
+    regime = list(zip(rows["train_sequences"].astype(int), rows["epochs"].astype(int)))
+    marked = x[family_terms].to_numpy(bool).any(axis=1)
+    reference = {r for r, m in zip(regime, marked) if not m}
+    why = {}
+    for term in family_terms:
+        own = sorted({r for r, m in zip(regime, x[term].to_numpy(bool)) if m})
+        if not reference & set(own):
+            ref_kind = kind[~marked].iloc[0] if (~marked).any() else "reference"
+            why[term] = (f"not determined: no {term[7:-1]} network shares S × E with a {ref_kind} one (its "
+                         f"{', '.join(f'{s:,} × {e}' for s, e in own)}), so the term would be the log S / log E "
+                         f"trend extrapolated to its training, not a difference between families; its cells are "
+                         f"left out of this fit")
+    return why
+
+
 def refits(rows: pd.DataFrame, max_resamples: int = MAX_FIT_RESAMPLES, pool=None) -> Refits:
     """The fit of ``rows`` (single-layer cells of one setting and threshold) and its refits on resampled networks
     (in ``pool``'s processes when given)."""
@@ -259,7 +285,12 @@ def refits(rows: pd.DataFrame, max_resamples: int = MAX_FIT_RESAMPLES, pool=None
     rows = rows[~at_zero]
     unit = cost_unit(rows)
     x = _design(rows)
-    kept, why = identifiable(x)
+    unmatched = _unmatched_families(rows, x)
+    if unmatched:  # those families' cells leave the fit; their term stays in x (all zero) to say why
+        inside = ~x[list(unmatched)].to_numpy(bool).any(axis=1)
+        rows, x = rows[inside], x[inside]
+    kept, why = identifiable(x.drop(columns=list(unmatched)))
+    why.update(unmatched)
     censored = (rows["status"] != "recovered").to_numpy()
     for term in list(kept) if not censored.all() else []:  # all censored: the whole fit is not made (note)
         if censored[_away(x[term], term)].all():
