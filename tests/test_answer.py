@@ -146,6 +146,21 @@ def test_degenerate_reason_reaches_the_caveats(deeper_costs_less):
             in md)
 
 
+@pytest.mark.parametrize("factor,words", [(1.04, "the same retraining raised the intact network's loss by as much "
+                                                  "as 4.00 %"),
+                                          (0.96, "as much as 4.00 % below: a recovery to within an ε near that drift "
+                                                 "is partly further training")])
+def test_the_control_drift_caveat_says_which_way_the_loss_moved(factor, words):
+    summary, curves, networks = synthetic(thresholds=(0.05,), off_plateau=(("gpt2-n4-d64", 0),), seed=0)
+    ends = curves["init"].eq("trained") & curves["model"].eq("gpt2-n4-d64") & curves["pretrain_seed"].eq(0)
+    last = ends & (curves["examples"] == curves.loc[ends, "examples"].max())
+    base = networks.set_index(["model", "pretrain_seed"]).loc[("gpt2-n4-d64", 0), "baseline_loss"]
+    curves.loc[last, "val_loss"] = base * factor
+    md = answer_page.page(answer_tables.compute(summary, curves, networks), summary, networks, LINKS).markdown()
+    line = next(x for x in md.splitlines() if x.startswith("- gpt2-n4-d64 pretraining seed 0 was still improving"))
+    assert words in line, line
+
+
 def test_pages_that_cannot_answer_say_so():
     summary, curves, networks = synthetic(models=(("m", 2, 32),), pretrain_seeds=(0,), seeds=(0,), thresholds=(0.05,))
     only_sets = summary[summary["layer"].isna()]

@@ -605,14 +605,19 @@ def _caveats(doc: Page, v: _View) -> None:
         mine = drift[(drift["model"] == r["model"]) & (drift["pretrain_seed"] == r["pretrain_seed"])]
         measured = "; ".join(
             f"in the {d['regime']} regime its {d['n_controls']} matched no-reset control(s) ended "
-            f"{signed_pct(d['drift_min'])} to {signed_pct(d['drift_max'])} from the baseline (median "
+            f"{signed_pct(d['drift_min'])} to {signed_pct(d['drift_max'])} from the baseline loss (+: above it; median "
             f"{signed_pct(d['drift_median'])}) "
             f"after a median {num(d['examples'])} examples" for _, d in mine.iterrows())
         eps_min = float(summary["threshold"].min()) if len(summary) else math.nan
-        largest = float(mine[["drift_min", "drift_max"]].abs().max().max()) if len(mine) else math.nan
+        ends = mine[["drift_min", "drift_max"]].to_numpy(float).ravel()
+        largest = float(np.abs(ends).max()) if len(ends) else math.nan
+        rose = len(ends) > 0 and float(ends[np.abs(ends).argmax()]) > 0
         verdict = (f"at most {signed_pct(largest)[1:]} either way, under ε_min / 2 = {100 * eps_min / 2:g} %: training "
                    f"alone does not account for the recoveries at these thresholds" if largest < eps_min / 2 else
-                   f"as much as {signed_pct(largest)[1:]}: a recovery to within an ε near that drift is partly "
+                   f"the same retraining raised the intact network's loss by as much as {signed_pct(largest)[1:]}: "
+                   f"near that ε, part of a reset network's remaining gap is the retraining's own effect, not missing "
+                   f"healing" if rose else
+                   f"as much as {signed_pct(largest)[1:]} below: a recovery to within an ε near that drift is partly "
                    f"further training, not healing")
         items.append(f"{r['model']} pretraining seed {r['pretrain_seed']} was still improving at the end of "
                      f"pretraining (off its plateau): "
