@@ -19,6 +19,8 @@ import re
 import tempfile
 from pathlib import Path
 
+import yaml
+
 from common import ROOT, add_write_flag, machine, publish, snakemake_command, snakemake_env, timed_process
 from snakemake_jobs import breakdown, describe
 
@@ -31,6 +33,18 @@ BLOCKS = {
     ("config/pretrained.yaml", ()): "pretrained-config",
 }
 START_UP_BLOCK = "job-start-up"
+
+
+def _threads(a) -> int:
+    """The threads of each training job: the config's ``threads`` (config/config.yaml, then --configfile, then
+    --config), at most the cores, as Snakemake gives them."""
+    threads = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())["threads"]
+    if a.configfile:
+        threads = (yaml.safe_load(a.configfile.read_text()) or {}).get("threads", threads)
+    for item in a.config:
+        key, _, value = item.partition("=")
+        threads = int(value) if key == "threads" else threads
+    return min(int(threads), a.cores)
 
 
 def main():
@@ -55,7 +69,7 @@ def main():
             if m:
                 startups.append(float(m.group(1)))
         tables = sorted(workdir.glob("results/**/curves.parquet"))
-        b = breakdown(workdir, tables[0].parent) if tables else None
+        b = breakdown(workdir, tables[0].parent, threads=_threads(a)) if tables else None
     share = sum(startups) / (wall * a.cores)
     mean_startup = sum(startups) / max(1, len(startups))
     name = f"`{a.configfile.as_posix()}`" if a.configfile else "The default grid"

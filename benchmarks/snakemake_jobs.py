@@ -22,6 +22,8 @@ import pandas as pd
 # model, network, make_network, cell: the training jobs (job_unit); pretrain, adapt, baseline, heal: runs of the layout
 # before them
 TRAINING_RULES = ("model", "network", "make_network", "cell", "pretrain", "adapt", "baseline", "heal")
+PRETRAINING_RULES = ("model", "network", "make_network", "pretrain", "adapt")  # the jobs that pretrain or adapt
+HEALING_RULES = ("model", "network", "cell", "heal")  # the jobs that heal cells
 
 
 @dataclass(frozen=True)
@@ -54,16 +56,17 @@ def jobs(workdir: Path, under: str | None = None) -> list[Job]:
 
 
 def breakdown(workdir: Path, results: Path, since: float = 0.0, pretrained: bool = True,
-              under: str | None = None) -> dict[str, float]:
+              under: str | None = None, threads: int = 1) -> dict[str, float]:
     """Core-seconds of the jobs that started at or after ``since``: by rule kind, and the training jobs split into
     pretraining, retraining (training), evaluation (retrain evaluations) and fixed per-job cost. ``pretrained``:
     whether those jobs pretrained their networks (False: they kept networks staged by an earlier run). ``under``:
-    as in ``jobs``."""
+    as in ``jobs``. ``threads``: the threads each training job ran with (the config's ``threads``, at most the
+    cores): a second of such a job is that many core-seconds."""
     run = [j for j in jobs(workdir, under) if j.start >= since]
     per_rule = defaultdict(float)
     for j in run:
-        per_rule[j.rule] += j.seconds
-    out = {"jobs": len(run), "job_core_s": sum(j.seconds for j in run),
+        per_rule[j.rule] += j.seconds * (threads if j.rule in TRAINING_RULES else 1)
+    out = {"jobs": len(run), "job_core_s": sum(per_rule.values()),
            "training_jobs": sum(1 for j in run if j.rule in TRAINING_RULES),
            "training_job_core_s": sum(v for r, v in per_rule.items() if r in TRAINING_RULES),
            "other_job_core_s": sum(v for r, v in per_rule.items() if r not in TRAINING_RULES)}
@@ -71,9 +74,9 @@ def breakdown(workdir: Path, results: Path, since: float = 0.0, pretrained: bool
     keys = [c for c in ("model", "pretrain_seed", "target", "policy", "init", "regime", "seed") if c in curves]
     pre = curves[curves["kind"] == "pretrain"].groupby([k for k in ("model", "pretrain_seed") if k in curves])
     rec = curves[curves["kind"] == "recovery"].groupby(keys, dropna=False)
-    pretraining_rules = {"model", "network", "pretrain", "adapt"} & set(per_rule)
-    pretrain_s = float(pre["wall_s"].max().sum()) if pretrained and pretraining_rules else 0.0
-    walls = rec["wall_s"].max() if {"model", "network", "heal"} & set(per_rule) else pd.Series(dtype=float)
+    pretraining_rules = set(PRETRAINING_RULES) & set(per_rule)
+    pretrain_s = threads * float(pre["wall_s"].max().sum()) if pretrained and pretraining_rules else 0.0
+    walls = threads * rec["wall_s"].max() if set(HEALING_RULES) & set(per_rule) else pd.Series(dtype=float)
     retrain_s, eval_s, replay_s, shares = float(walls.sum()), 0.0, 0.0, []
     for path in results.rglob("recovery.json"):  # each cell's documented record (the staged copies under work/ too)
         cell = json.loads(path.read_text())
@@ -119,6 +122,7 @@ if __name__ == "__main__":  # the breakdown of a finished run: snakemake_jobs.py
     parser.add_argument("workdir", type=Path)
     parser.add_argument("--wall", type=float, required=True, help="the run's wall seconds (default_grid.py prints it)")
     parser.add_argument("--cores", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=1, help="the threads of each training job (config threads)")
     a = parser.parse_args()
     table = sorted(a.workdir.glob("results/**/curves.parquet"))[0]
-    print(describe(breakdown(a.workdir, table.parent), a.wall, a.cores))
+    print(describe(breakdown(a.workdir, table.parent, threads=a.threads), a.wall, a.cores))

@@ -43,6 +43,15 @@ def test_auto_picks_the_unit_from_the_workers_and_the_grid():
     assert _unit({**DEFAULT, "job_unit": "network"}, 8) == "network"  # an explicit unit is kept
 
 
+def test_jobs_at_once_count_each_jobs_threads():
+    assert grid.concurrent_jobs(None, 2, 1) == 2
+    assert grid.concurrent_jobs(None, 2, 2) == 1  # config/pretrained.yaml on 2 cores: one job at a time -> model
+    assert grid.concurrent_jobs(None, 8, 3) == 2
+    assert grid.concurrent_jobs(None, 1, 4) == 1  # Snakemake gives a job at most every core
+    assert grid.concurrent_jobs(16, 2, 2) == 16  # a cluster profile's --jobs: each job has its own allocation
+    assert grid.concurrent_jobs(None, None, 1) is None
+
+
 TRAINING = {"model", "network", "make_network", "cell"}
 
 

@@ -228,6 +228,15 @@ def job_counts(models: list[dict], cells: list[Cell]) -> dict[str, int]:
     return {"model": len(models), "network": n_networks, "cell": n_networks + len(cells)}
 
 
+def concurrent_jobs(cluster_jobs: int | None, cores: int | None, threads: int) -> int | None:
+    """How many training jobs run at once: a cluster profile's ``--jobs`` (each job gets its own allocation), else
+    the cores over each job's threads (Snakemake gives a job at most every core; ``threads: 2`` on 2 cores runs one
+    job at a time). None when neither is known."""
+    if cluster_jobs:
+        return cluster_jobs
+    return max(1, cores // max(1, min(threads, cores))) if cores else None
+
+
 def job_unit(config: dict, models: list[dict], cells: list[Cell], workers: int | None) -> str:
     """The config's ``job_unit``, with ``auto`` resolved for ``workers`` (the cores Snakemake was given, or the jobs
     a cluster profile lets it submit at once): with one worker (or none known), one job per model, the least start-up;

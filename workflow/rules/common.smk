@@ -20,11 +20,13 @@ ADAPTED_MODELS = [m["name"] for m in CONFIG["models"] if m["source"] == "pretrai
 UNADAPTED_MODELS = [m for m in PRETRAINED_MODELS if m not in ADAPTED_MODELS]
 # The training jobs (job_unit): one per model (the model rule), one per network (the network rule), or one per
 # network (make_network) and one per cell (cell), for the grid's models and the frozen-random variants (which make
-# no cells). `auto` picks the unit from the jobs Snakemake may run at once (--jobs on a cluster, else --cores) and
-# the grid (selfheal.grid.job_unit); jobs that a cluster starts get the main process's choice.
+# no cells). `auto` picks the unit from the jobs Snakemake may run at once (--jobs on a cluster, else --cores over
+# the config's threads) and the grid (selfheal.grid.job_unit); jobs that a cluster starts get the main process's
+# choice.
 ALL_MODELS = CONFIG["models"] + selfheal.grid.frozen_random_models(CONFIG)
 MODEL_NAMES = [m["name"] for m in ALL_MODELS]
-JOB_UNIT = selfheal.grid.job_unit(CONFIG, ALL_MODELS, CELLS, workflow.nodes or workflow._cores)  # --jobs or --cores
+JOB_UNIT = selfheal.grid.job_unit(CONFIG, ALL_MODELS, CELLS,
+                                  selfheal.grid.concurrent_jobs(workflow.nodes, workflow._cores, THREADS))
 JOB_UNIT = os.environ.setdefault("SELFHEAL_JOB_UNIT", JOB_UNIT) if not workflow.is_main_process else JOB_UNIT
 os.environ["SELFHEAL_JOB_UNIT"] = JOB_UNIT
 
