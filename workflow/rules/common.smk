@@ -25,8 +25,9 @@ UNADAPTED_MODELS = [m for m in PRETRAINED_MODELS if m not in ADAPTED_MODELS]
 # choice.
 ALL_MODELS = CONFIG["models"] + selfheal.grid.frozen_random_models(CONFIG)
 MODEL_NAMES = [m["name"] for m in ALL_MODELS]
-JOB_UNIT = selfheal.grid.job_unit(CONFIG, ALL_MODELS, CELLS,
-                                  selfheal.grid.concurrent_jobs(workflow.nodes, workflow._cores, THREADS))
+JOB_UNIT = selfheal.grid.job_unit(
+    CONFIG, ALL_MODELS, CELLS, selfheal.grid.concurrent_jobs(workflow.nodes, workflow._cores, THREADS)
+)
 JOB_UNIT = os.environ.setdefault("SELFHEAL_JOB_UNIT", JOB_UNIT) if not workflow.is_main_process else JOB_UNIT
 os.environ["SELFHEAL_JOB_UNIT"] = JOB_UNIT
 
