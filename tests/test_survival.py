@@ -126,6 +126,20 @@ def test_a_family_trained_on_other_data_is_not_compared_through_the_data_trend(s
     assert not shared[shared["term"] == "family[encoder-only]"]["note"].str.contains("shares S × E").any()
 
 
+def test_terms_that_only_censored_cells_bound_together_are_unbounded():
+    # E = 1 networks (some recovered), E = 2 networks of the same family all censored, and E = 2 networks of another
+    # family recovered: log E can rise for free while the family term absorbs it for the other family
+    ln2, inf = math.log(2), math.inf
+    x = pd.DataFrame({"log_epochs": [0, 0, 0, 0, ln2, ln2, ln2, ln2], "family[b]": [0, 0, 0, 0, 0, 0, 1, 1]},
+                     dtype=float)
+    upper = np.array([0.05, 0.1, inf, 0.08, inf, inf, 0.1, 0.12])
+    assert sorted(scaling._unbounded(x, upper)) == ["family[b]", "log_epochs"]
+    upper[4] = 0.15  # one E = 2 network of the first family recovers: the likelihood has a maximum
+    assert scaling._unbounded(x, upper) == []
+    upper[4] = inf  # without the other family, the single-term case (every E = 2 cell censored) is caught too
+    assert scaling._unbounded(x[["log_epochs"]].iloc[:6], upper[:6]) == ["log_epochs"]
+
+
 def test_one_model_one_network_grid():
     summary, curves, networks = synthetic(models=(("m", 3, 32),), pretrain_seeds=(0,), seeds=(0,), thresholds=(0.05,),
                                           seed=4)

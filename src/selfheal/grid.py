@@ -238,8 +238,8 @@ def concurrent_jobs(cluster_jobs: int | None, cores: int | None, threads: int) -
 
 
 def job_unit(config: dict, models: list[dict], cells: list[Cell], workers: int | None) -> str:
-    """The config's ``job_unit``, with ``auto`` resolved for ``workers`` (the cores Snakemake was given, or the jobs
-    a cluster profile lets it submit at once): with one worker (or none known), one job per model, the least start-up;
+    """The config's ``job_unit``, with ``auto`` resolved for ``workers`` (the training jobs that run at once:
+    ``concurrent_jobs``): with one worker (or none known), one job per model, the least start-up;
     otherwise the coarsest unit that makes at least ``JOBS_PER_WORKER`` jobs per worker (so that jobs of uneven cost
     pack the workers), and one job per cell when none does."""
     unit = config["job_unit"]

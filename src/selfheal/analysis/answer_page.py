@@ -251,15 +251,20 @@ def _headline(doc: Page, v: _View) -> None:
     eps_pair = sorted({rows["threshold"].min(), rows["threshold"].max()}) if len(rows) else []
     for eps in eps_pair:
         headline.append(_grid_line(v, rows[rows["threshold"] == eps], setting, unit, eps))
-    fit = _pick(v.fit, setting) if setting and len(v.fit) else v.fit.iloc[:0]
-    fit = fit[fit["threshold"] == fit["threshold"].min()] if len(fit) else fit
+    every_eps = _pick(v.fit, setting) if setting and len(v.fit) else v.fit.iloc[:0]
+    fit = every_eps[every_eps["threshold"] == every_eps["threshold"].min()] if len(every_eps) else every_eps
     for term in HEADLINE_TERMS:
         for _, r in fit[fit["term"] == term].iterrows():
             if not r["determined"] and str(r["note"]).startswith("not determined by this grid: it does not vary"):
                 continue  # the grid does not vary it: said once under "not varied" below
             coef = (f"{num(r['coef'])} [{num(r['coef_lo'])}, {num(r['coef_hi'])}]" if r["determined"] else "")
-            headline.append(f"Fit at ε = {r['threshold']:g}, {r['label']}: {coef + ' — ' if coef else ''}"
-                            f"{_verdict(r)}.")
+            line = f"Fit at ε = {r['threshold']:g}, {r['label']}: {coef + ' — ' if coef else ''}{_verdict(r)}"
+            later = every_eps[(every_eps["term"] == term) & every_eps["determined"].astype(bool)]
+            if not r["determined"] and len(later):  # where it is determined: the smallest such ε
+                d = later.sort_values("threshold").iloc[0]
+                line += (f"; at ε = {d['threshold']:g}, the smallest ε where it is determined: {num(d['coef'])} "
+                         f"[{num(d['coef_lo'])}, {num(d['coef_hi'])}] — {_verdict(d)}")
+            headline.append(line + ".")
     fixed = [r["label"] for _, r in fit.iterrows() if r["term"] in HEADLINE_TERMS and not r["determined"]
              and str(r["note"]).startswith("not determined by this grid: it does not vary")]
     if fixed:

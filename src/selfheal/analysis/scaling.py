@@ -13,7 +13,8 @@ and whether the damage a reset does predicts its cost.
   terms before it (the design's rank does not grow), is reported as not determined, never as zero; so is every term
   of a fit with fewer than MIN_CELLS_PER_PARAMETER cells per parameter or with more than MAX_SHARE_AT_ZERO of its
   cells at zero cost, a term whose identifying cells are all censored (a first/last-layer indicator's marked cells, else
-  those away from the term's most common value: its coefficient is unbounded), a family term whose networks share no
+  those away from the term's most common value: its coefficient is unbounded), a term along which the likelihood
+  rises without bound together with others (``_unbounded``), a family term whose networks share no
   S × E with the reference family's (it would extrapolate the data terms; that family's cells leave the fit), and
   a term whose refits centre further from its estimate than UNSTABLE_BIAS standard errors and UNSTABLE_SHARE of it
   (unstable). With few networks per model the percentile interval under-covers
@@ -34,7 +35,7 @@ import warnings
 import numpy as np
 import pandas as pd
 from lifelines import LogNormalAFTFitter
-from scipy import stats
+from scipy import optimize, stats
 
 from selfheal.analysis import survival
 
@@ -63,6 +64,7 @@ MAX_SHARE_AT_ZERO = 0.5
 UNSTABLE_BIAS = 2.0
 UNSTABLE_SHARE = 0.25
 INDICATORS = ("first_layer", "last_layer")  # 0/1 terms: unbounded when every cell they mark is censored (_away)
+UNBOUNDED_TOL = 1e-7  # a term moves along a direction of rising likelihood when |d_j| exceeds this (scaled)
 MAX_FIT_RESAMPLES = 15  # each AFT fit takes about 0.6 CPU-seconds: a bigger bootstrap would take minutes
 MAX_RANK_RESAMPLES = 500
 
@@ -253,6 +255,39 @@ def _away(values: pd.Series, term: str) -> np.ndarray:
     return ~np.isclose(v, values.mode().iloc[0])
 
 
+def _label(term: str) -> str:
+    return TERM_LABELS.get(term, term.replace("family", "family "))
+
+
+def _unbounded(x: pd.DataFrame, upper: np.ndarray) -> list[str]:
+    """The terms of ``x`` along which the likelihood never stops rising: the censored analogue of separation in
+    logistic regression. A direction d of the coefficients (intercept included) that leaves every cell with a
+    finite cost bound where it is (X_f d = 0) and lowers no censored cell's cost (X_c d >= 0) raises the censored
+    cells' costs for free, so the maximum-likelihood coefficients run off along it and the optimiser stops
+    anywhere. A term is unbounded when such a direction moves it: per term, a linear program (scipy's HiGHS) finds
+    the largest |d_j| in that cone, normalised by sum(X_c d) <= 1 (the design has full rank, so the cone is
+    bounded). This catches what a per-term check cannot: e.g. log E unbounded together with a family term, when
+    every cell trained longer is censored but one family's, which its own term fits."""
+    design = np.column_stack([np.ones(len(x)), x.to_numpy(float)])
+    finite = np.isfinite(upper)
+    fixed, censored = design[finite], design[~finite]
+    if not len(censored) or not x.shape[1]:
+        return []
+    a_ub = np.vstack([-censored, censored.sum(axis=0, keepdims=True)])
+    b_ub = np.append(np.zeros(len(censored)), 1.0)
+    eq = {"A_eq": fixed, "b_eq": np.zeros(len(fixed))} if len(fixed) else {}
+    out = []
+    for j, term in enumerate(x.columns, start=1):
+        for sign in (1.0, -1.0):
+            objective = np.zeros(design.shape[1])
+            objective[j] = -sign
+            res = optimize.linprog(objective, A_ub=a_ub, b_ub=b_ub, bounds=(None, None), method="highs", **eq)
+            if res.status == 3 or (res.status == 0 and -res.fun > UNBOUNDED_TOL * (1 + np.abs(design[:, j]).max())):
+                out.append(term)
+                break
+    return out
+
+
 def _unmatched_families(rows: pd.DataFrame, x: pd.DataFrame) -> dict[str, str]:
     """The family terms whose family shares no data regime (S, E) with any network of the reference family (the
     one without a term), each with why: such a term would compare the families only through the log S / log E
@@ -298,6 +333,13 @@ def refits(rows: pd.DataFrame, max_resamples: int = MAX_FIT_RESAMPLES, pool=None
             why[term] = ("not determined: every such cell is beyond the budget (only a lower bound on its cost; "
                          "the fit's coefficient would be unbounded)")
     lower, upper = _bounds(rows, unit)
+    unbounded = _unbounded(x[kept], upper) if not censored.all() else []
+    for term in unbounded:
+        kept.remove(term)
+        others = [t for t in unbounded if t != term]
+        why[term] = ("not determined: unbounded (the censored cells' costs rise for free along this term"
+                     + (f" together with {', '.join(_label(t) for t in others)}" if others else "")
+                     + ": every cell that would bound it is beyond the budget)")
     n_parameters = len(kept) + 2  # the terms, the intercept and the scale
     mostly_free = at_zero.mean() > MAX_SHARE_AT_ZERO if len(at_zero) else False
     note = ("not fitted: every cell censored" if not np.isfinite(upper).any()
@@ -333,7 +375,7 @@ def _coefficients(base: dict, r: Refits) -> list[dict]:
             "n_clusters": int(r.rows[survival.CLUSTER].drop_duplicates().shape[0])}
     out = []
     for term in r.x.columns:
-        row = {**base, "term": term, "label": TERM_LABELS.get(term, term.replace("family", "family ")),
+        row = {**base, "term": term, "label": _label(term),
                "n_resamples": len(r.probs), "n_failed": r.n_failed, "interval_over": r.interval_over}
         if term not in r.terms or r.point is None:
             note = r.why[term] if term not in r.terms else r.note
