@@ -84,7 +84,7 @@ def cost_depth(survival: pd.DataFrame) -> alt.Chart:
     bars = base.mark_errorbar(ticks=True).encode(
         x=x, y=alt.Y("y_lo:Q", scale=scale, axis=y_axis, title=""), y2="y_hi:Q", color=color)
     points = plots.status_points(base, x, y, "model (N, D)", "status", COST_STATUS, ["circle", plots.OPEN_TRIANGLE],
-                                 None, tooltip)
+                                 None, tooltip, color_scale=plots.MODELS)
     return alt.layer(bars, line, points, data=data).properties(
         width=240, height=220).facet(
         column=alt.Column("eps:N", title="recovered within ε of baseline"),
@@ -200,7 +200,7 @@ def damage_cost(cells: pd.DataFrame) -> alt.Chart:
     y = alt.Y("cost:Q", scale=scale, axis=axis, title="cost (crossing evaluation, or the budget; symlog)")
     tooltip = ["model", "target", "pretrain_seed", "seed", "damage", "cost", "recovered"]
     points = plots.status_points(alt.Chart(data), x, y, "model", "status", CELL_STATUS, ["circle", plots.OPEN_TRIANGLE],
-                                 "cell", tooltip, size=50)
+                                 "cell", tooltip, size=50, color_scale=plots.MODELS)
     return points.properties(width=220, height=200).facet(
         column=alt.Column("eps:N", title="within ε of baseline")).properties(title=title)
 

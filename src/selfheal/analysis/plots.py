@@ -145,15 +145,15 @@ def linear_scale(*columns: Iterable, include: Iterable[float] = (), zero: bool =
 
 def status_points(base: alt.Chart, x, y, color_field: str, status_field: str, statuses: list[str],
                   shapes: list[str], title: str | None, tooltip: list, size: int = 60,
-                  labels: dict[str, str] | None = None):
-    """Points coloured by ``color_field`` whose shape follows ``status_field`` (``statuses`` -> ``shapes``), in one
-    legend (``labels``: the legend's words for some statuses); ``OPEN_TRIANGLE`` among the shapes is an outline
+                  labels: dict[str, str] | None = None, color_scale: alt.Scale | None = None):
+    """Points coloured by ``color_field`` (on ``color_scale``: MODELS for models) whose shape follows
+    ``status_field`` (``statuses`` -> ``shapes``), in one legend (``labels``: the legend's words for some statuses); ``OPEN_TRIANGLE`` among the shapes is an outline
     (beyond the budget), drawn as a filled path with a hole so that the legend shows it open too."""
     label_expr = "datum.label"
     for status, words in (labels or {}).items():
         label_expr = f"datum.label == '{status}' ? '{words}' : ({label_expr})"
     return base.mark_point(filled=True, size=size, opacity=0.85).encode(
-        x=x, y=y, color=alt.Color(f"{color_field}:N"),
+        x=x, y=y, color=alt.Color(f"{color_field}:N", scale=color_scale or alt.Undefined),
         shape=alt.Shape(f"{status_field}:N", title=title, scale=alt.Scale(domain=statuses, range=shapes),
                         legend=alt.Legend(labelLimit=320, symbolSize=90, labelExpr=label_expr)),
         tooltip=tooltip)
@@ -237,7 +237,7 @@ def recovery_cost(summary: pd.DataFrame, unit: str = "fraction_of_pretrain") -> 
     base = alt.Chart()
     seeds = status_points(base.transform_filter(alt.datum.row == "seed"), x, y, "model", "status",
                           SEED_STATUS, ["circle", OPEN_TRIANGLE, "cross"], "seed", tooltip,
-                          labels={SEED_STATUS[1]: "censored: " + BEYOND})
+                          labels={SEED_STATUS[1]: "censored: " + BEYOND}, color_scale=MODELS)
     mean_y = alt.Y("mean:Q", scale=y_scale, axis=y_axis, title=COST_UNITS[unit])
     line = base.transform_filter(alt.datum.row == "mean").mark_line(strokeWidth=1.5).encode(
         x=x, y=mean_y, color=color,
