@@ -41,6 +41,10 @@ class PretrainSummary:
     final_val_loss: float | None = None
     # How much val loss still fell over the last quarter of pretraining: near zero means converged.
     last_quarter_val_drop: float | None = None
+    # The plateau check (pretrain.plateau_check): the same network pretrained for longer, its examples and final
+    # validation loss; None when not checked (a downloaded or adapted model, or plateau_check null).
+    plateau_examples: int | None = None
+    plateau_val_loss: float | None = None
 
     @property
     def pretrain_examples(self) -> int | None:

@@ -147,8 +147,9 @@ def prepare(summary: pd.DataFrame, networks: pd.DataFrame) -> pd.DataFrame:
 
 
 def estimable(cells: pd.DataFrame) -> pd.DataFrame:
-    """The rows the estimates use: not a control, not on a degenerate network."""
-    return cells[~cells["is_control"] & ~cells["degenerate"]]
+    """The rows the estimates use: not a control, on a network that is neither degenerate nor off its plateau
+    (not fully trained)."""
+    return cells[~cells["is_control"] & ~cells["degenerate"] & ~cells["off_plateau"]]
 
 
 def _multinomial_p(counts: Sequence[int]) -> float:

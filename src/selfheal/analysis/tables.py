@@ -6,7 +6,11 @@ the quality flags every table carries. The schemas are documented in docs/output
 CURVE_COLUMNS / NETWORK_COLUMNS below.
 
 Flags (documented in docs/outputs.md):
-- ``off_plateau``: pretraining's val loss still fell by more than eps_min x baseline / 4 over its last quarter.
+- ``off_plateau``: more pretraining would still lower the validation loss by more than eps_min x baseline / 4:
+  the plateau check (the same network pretrained ``pretrain.plateau_check`` x E epochs, ``plateau_val_loss``) ended
+  lower by more than that (``plateau_gain`` = baseline - plateau_val_loss); without a plateau check, the val loss
+  fell by more than that over the last quarter of pretraining. Such a network is not fully trained: like a
+  degenerate one, it is left out of every estimate.
 - ``degenerate``: any of three conditions, named in networks.parquet's ``degenerate_reason`` (comma-separated,
   "" when none): ``unigram``, the baseline is not clearly below the unigram loss (by less than UNIGRAM_MARGIN of
   it); ``bigram``, it does not beat the interpolated bigram (validation-tuned weight, data/ngrams.py) by at least
@@ -70,7 +74,8 @@ CURVE_COLUMNS = [
 NETWORK_COLUMNS = [
     "model", "pretrain_seed", "arch", "family_kind", "source", "n_layer", "d_model", "n_params", "train_sequences",
     "epochs", "context", "pretrain_examples", "pretrain_tokens", "baseline_loss", "unigram_loss", "bigram_loss",
-    "bigram_weight", "bigram_margin", "last_quarter_val_drop", "off_plateau", "degenerate", "degenerate_reason",
+    "bigram_weight", "bigram_margin", "last_quarter_val_drop", "plateau_examples", "plateau_val_loss", "plateau_gain",
+    "off_plateau", "degenerate", "degenerate_reason",
 ]
 CELL_KEYS = ["model", "pretrain_seed", "target", "policy", "init", "regime", "seed"]
 NETWORK_KEYS = ["model", "pretrain_seed"]
@@ -184,6 +189,8 @@ def networks_table(pretrain_summaries: list[str], baselines: list[str], summary:
         pre = pres[(base.model, base.pretrain_seed)]
         eps_min = min(thresholds[base.model])
         drop = pre.last_quarter_val_drop
+        gain = None if pre.plateau_val_loss is None else base.val_loss - pre.plateau_val_loss
+        still_falls = gain if gain is not None else drop
         all_damage = damage[(damage["model"] == base.model) & (damage["pretrain_seed"] == base.pretrain_seed)]
         harmless_reset = bool(len(all_damage)) and bool(
             ((all_damage["damaged_loss"] - base.val_loss) / base.val_loss < eps_min).any())
@@ -196,14 +203,16 @@ def networks_table(pretrain_summaries: list[str], baselines: list[str], summary:
             "pretrain_tokens": pre.tokens, "baseline_loss": base.val_loss, "unigram_loss": base.unigram_loss,
             "bigram_loss": base.bigram_loss, "bigram_weight": base.bigram_weight,
             "bigram_margin": None if base.bigram_loss is None else base.bigram_loss - base.val_loss,
-            "last_quarter_val_drop": drop,
-            "off_plateau": drop is not None and drop > eps_min * base.val_loss / 4,
+            "last_quarter_val_drop": drop, "plateau_examples": pre.plateau_examples,
+            "plateau_val_loss": pre.plateau_val_loss, "plateau_gain": gain,
+            "off_plateau": still_falls is not None and still_falls > eps_min * base.val_loss / 4,
             "degenerate": bool(reasons), "degenerate_reason": ",".join(reasons),
         })
     table = pd.DataFrame(rows, columns=NETWORK_COLUMNS)
-    for column in ("train_sequences", "epochs", "context", "pretrain_examples", "pretrain_tokens"):
+    for column in ("train_sequences", "epochs", "context", "pretrain_examples", "pretrain_tokens", "plateau_examples"):
         table[column] = table[column].astype("Int64")
-    for column in ("unigram_loss", "bigram_loss", "bigram_weight", "bigram_margin", "last_quarter_val_drop"):
+    for column in ("unigram_loss", "bigram_loss", "bigram_weight", "bigram_margin", "last_quarter_val_drop",
+                   "plateau_val_loss", "plateau_gain"):
         table[column] = table[column].astype("float64")
     table["degenerate_reason"] = table["degenerate_reason"].astype(str)
     return table.sort_values(NETWORK_KEYS, ignore_index=True)

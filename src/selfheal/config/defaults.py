@@ -23,6 +23,7 @@ DEFAULTS: dict = {
         "eval_every_examples": 2048,
         "checkpoint_every_steps": 100,
         "seeds": [0],
+        "plateau_check": None,
     },
     "retrain": {
         "lr": 1e-3,
@@ -33,6 +34,7 @@ DEFAULTS: dict = {
         "eval_every_examples": 512,
         "checkpoint_every_steps": 50,
         "prefix_cache_mb": 4096,
+        "optimizer": "adamw",
         "budget_fraction": 1.0,
         "thresholds": [0.01, 0.02, 0.05, 0.10],
         "resolution": 0.1,

@@ -75,6 +75,7 @@ def retrain(
         eval_every_examples=r["eval_every_examples"],
         max_examples=round(r["budget_fraction"] * budget_unit),
         warmup_steps=r["warmup_steps"],
+        optimizer=r["optimizer"],
         data_seed=cell.seed,
         hardware=job.hardware,
         checkpoint_path=checkpoint_path,

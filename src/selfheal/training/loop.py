@@ -10,6 +10,7 @@ for free since their weights have ``requires_grad=False``.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import logging
@@ -17,6 +18,7 @@ import math
 import time
 from collections.abc import Sequence
 
+import schedulefree
 import torch
 from torch import nn
 
@@ -46,7 +48,12 @@ def first_trainable_depth(family, model: nn.Module, trainable: set[str]) -> int:
     return min((family.depth_of(model, n) for n in trainable), default=family.n_layers(model))
 
 
+OPTIMIZERS = ("adamw", "schedulefree")
+
+
 def _optimizer(model: nn.Module, trainable: set[str], s: Settings) -> torch.optim.Optimizer:
+    """AdamW (betas 0.9, 0.95; the schedule sets its lr), or schedule-free AdamW (its default betas, its own
+    warm-up of ``s.warmup_steps``) put in its training mode."""
     decay, no_decay = [], []
     for name, p in model.named_parameters():
         if name in trainable:
@@ -55,7 +62,25 @@ def _optimizer(model: nn.Module, trainable: set[str], s: Settings) -> torch.opti
         {"params": decay, "weight_decay": s.weight_decay, "initial_lr": s.lr},
         {"params": no_decay, "weight_decay": 0.0, "initial_lr": s.lr},
     ]
-    return s.hardware.adamw(groups, s.lr)
+    if s.optimizer == "adamw":
+        return s.hardware.adamw(groups, s.lr)
+    if s.optimizer == "schedulefree":
+        optimizer = schedulefree.AdamWScheduleFree(groups, lr=s.lr, warmup_steps=s.warmup_steps)
+        optimizer.train()
+        return optimizer
+    raise ValueError(f"unknown optimizer {s.optimizer!r}; expected one of {OPTIMIZERS}")
+
+
+def averaged_weights(optimizer, params: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Schedule-free AdamW's averaged weights x, where it is evaluated, as copies: the parameters hold its
+    interpolation y = (1 - beta1) z + beta1 x, so x = y + (1 - 1 / beta1) (z - y) (the package's ``eval()``, without
+    moving the parameters). A parameter not stepped yet has x = y."""
+    beta1 = optimizer.param_groups[0]["betas"][0]
+    out = {}
+    for name, p in params.items():
+        z = optimizer.state.get(p, {}).get("z")
+        out[name] = p.detach().clone() if z is None else torch.lerp(p.detach(), z, 1 - 1 / beta1)
+    return out
 
 
 def narrow_enough(lo: CurvePoint, hi: CurvePoint, resolution: float) -> bool:
@@ -169,6 +194,7 @@ def run(
     model.train()
     training.train(s.max_examples, on_loss=training.diverged, on_step=after_step)
     model.eval()
+    training.end_at_evaluated_weights()
     return result
 
 
@@ -192,8 +218,9 @@ class _Training:
             raise ValueError(f"prefix cache at depth {cache.depth} but a tensor at depth {self.grad_from} trains")
         self.batch_generator = torch.Generator().manual_seed(s.data_seed)  # masks / noise of the training batches
         self.context = train_seqs.shape[1]
-        self.schedule = trainer.warmup_cosine(s.warmup_steps, math.ceil(s.max_examples / s.batch_size), s.cosine,
-                                              s.min_lr_fraction)
+        self.averaged = s.optimizer == "schedulefree"  # evaluated at averaged weights, warmed up by the optimizer
+        self.schedule = trainer.warmup_cosine(0 if self.averaged else s.warmup_steps,
+                                              math.ceil(s.max_examples / s.batch_size), s.cosine, s.min_lr_fraction)
         self.result = Result()
         self.pos = Position(next_eval=s.eval_every_examples)
         self.t0 = time.perf_counter()
@@ -276,6 +303,35 @@ class _Training:
 
     # -- evaluation --------------------------------------------------------------------------------------------
 
+    def evaluated_weights(self) -> dict[str, torch.Tensor]:
+        """Copies of the trainable tensors as evaluated: the raw ones, or schedule-free AdamW's averaged ones."""
+        if self.averaged and self.optimizer is not None:
+            return averaged_weights(self.optimizer, self.params)
+        return {n: p.detach().clone() for n, p in self.params.items()}
+
+    @contextlib.contextmanager
+    def at_evaluated_weights(self):
+        """The trainable tensors hold the evaluated weights inside, the training ones again after (bit for bit)."""
+        if not (self.averaged and self.optimizer is not None):
+            yield
+            return
+        training = {n: p.detach().clone() for n, p in self.params.items()}
+        self.load(self.evaluated_weights())
+        try:
+            yield
+        finally:
+            self.load(training)
+
+    def load(self, weights: dict[str, torch.Tensor]) -> None:
+        with torch.no_grad():
+            for n, p in self.params.items():
+                p.copy_(weights[n])
+
+    def end_at_evaluated_weights(self) -> None:
+        """At the end of a run the model holds the weights its last evaluation saw."""
+        if self.averaged and self.optimizer is not None:
+            self.load(self.evaluated_weights())
+
     def measure(self, replay: bool = False) -> CurvePoint:
         """An evaluation of the model as it is, at the current position."""
         pos, result = self.pos, self.result
@@ -283,7 +339,8 @@ class _Training:
         if self.start_loss is not None and not result.curve and pos.steps == 0:
             val_loss = self.start_loss  # the same evaluation of the same weights, already made by the caller
         else:
-            val_loss = evaluate(self.model, self.family, self.val_batches, self.cache, self.hw)
+            with self.at_evaluated_weights():
+                val_loss = evaluate(self.model, self.family, self.val_batches, self.cache, self.hw)
         result.eval_s += time.perf_counter() - started
         return CurvePoint(
             examples=pos.examples,
@@ -326,16 +383,14 @@ class _Training:
     def keep_weights(self) -> None:
         """After a step inside an evaluation interval: a copy of the trainable tensors, when locating on them."""
         if self.keeping:
-            self.kept[self.pos.steps] = (self.pos.examples, {n: p.detach().clone() for n, p in self.params.items()})
+            self.kept[self.pos.steps] = (self.pos.examples, self.evaluated_weights())
 
     def evaluate_kept(self, step: int) -> CurvePoint:
         """An evaluation of the weights kept after ``step``, copied into the model (``locate_on_kept`` puts them
         back)."""
         examples, weights = self.kept[step]
         started = time.perf_counter()
-        with torch.no_grad():
-            for n, p in self.params.items():
-                p.copy_(weights[n])
+        self.load(weights)
         val_loss = evaluate(self.model, self.family, self.val_batches, self.cache, self.hw)
         self.result.eval_s += time.perf_counter() - started
         return CurvePoint(examples=examples, tokens=examples * self.context, steps=step,
@@ -363,9 +418,7 @@ class _Training:
                     bracket(known, level, self.evaluate_kept, lambda step: kept[step][0], self.resolution)
             finally:
                 started = time.perf_counter()
-                with torch.no_grad():
-                    for n, p in params.items():
-                        p.copy_(current[n])
+                self.load(current)
                 result.eval_s += time.perf_counter() - started
             points = sorted((p for p in known if p.replay), key=lambda p: p.steps)
             result.curve[-1:-1] = points

@@ -1,12 +1,19 @@
 """Pretraining from scratch: E epochs over S sequences, AdamW, warmup + cosine; and the same schedule adapting a
 downloaded model to the corpus (every tensor trains, from the downloaded weights) so its baseline is in-domain.
 
+The plateau check (``pretrain.plateau_check``, a multiple of E such as 1.5): the same network (the same θ0, data
+order and schedule shape) is pretrained again for that many times E epochs, and its final validation loss is kept
+as ``plateau_val_loss``. Under a decaying schedule the last quarter's drop also counts the annealing; a longer run
+shows whether more training would still lower the loss (``analysis.tables``: ``off_plateau`` when it is lower by
+more than eps_min x baseline / 4). A network at its validation minimum passes too: the longer run overfits.
+
 The pretraining curve (validation loss against examples seen) is the from-scratch reference that every recovery
 curve is compared to; for an adapted model, S x E of the adaptation is the unit of the retrain budget.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 from dataclasses import asdict
@@ -80,10 +87,7 @@ def pretrain(
         "adapting" if start_dir else "pretraining", model_cfg["name"], models.parameter_count(model), frozen_params, frozen_random.label(components), S,
         context, E, max_examples,
     )
-    result = loop.run(model, family, job.objective, train_seqs, job.val_batches, trainable, settings, label="pretrain")
-    if result.diverged_step is not None:
-        raise RuntimeError(f"pretraining {model_cfg['name']} diverged (non-finite loss) at step "
-                           f"{result.diverged_step}: lower pretrain.lr or raise warmup_fraction")
+    result = _train(model, family, job, train_seqs, trainable, settings, model_cfg["name"], "pretrain")
     models.save(model, trained_dir)
     curve = pd.DataFrame([asdict(pt) for pt in result.curve])
     results_io.write_parquet(curve_path, curve)
@@ -113,6 +117,12 @@ def pretrain(
         final_val_loss=final.val_loss,
         last_quarter_val_drop=_val_at(result.curve, 0.75 * max_examples) - final.val_loss,
     )
+    if start_dir is None and p.get("plateau_check"):
+        summary.plateau_examples, summary.plateau_val_loss = _plateau_check(
+            model_cfg, job, theta0_dir, train_seqs, trainable, settings, p["plateau_check"])
+        log.info("plateau check: %d examples end at val loss %.4f (%+.4f against %d examples)",
+                 summary.plateau_examples, summary.plateau_val_loss, summary.plateau_val_loss - final.val_loss,
+                 max_examples)
     records.write(summary_path, summary)
     if baseline_path:
         evaluation.write_baseline(model_cfg, job, final.val_loss, tokens_path, baseline_path)
@@ -120,6 +130,33 @@ def pretrain(
     log.info("pretraining done: val loss %.4f -> %.4f in %.0fs", summary.initial_val_loss, final.val_loss,
              final.wall_s)
     return summary
+
+
+def _train(model, family, job, train_seqs, trainable, settings: Settings, name: str, label: str):
+    result = loop.run(model, family, job.objective, train_seqs, job.val_batches, trainable, settings, label=label)
+    if result.diverged_step is not None:
+        raise RuntimeError(f"pretraining {name} diverged (non-finite loss) at step "
+                           f"{result.diverged_step}: lower pretrain.lr or raise warmup_fraction")
+    return result
+
+
+def _plateau_check(model_cfg, job, theta0_dir, train_seqs, trainable, settings: Settings,
+                   multiple: float) -> tuple[int, float]:
+    """The same network pretrained for ``multiple`` x its examples (the schedule stretched to the longer run, the
+    warm-up the same share of it): (examples, final validation loss). Trains a copy loaded from θ0; the network
+    kept is untouched."""
+    p = model_cfg["pretrain"]
+    setup.seed_everything(p["seed"])  # the same RNG state the pretraining started from
+    model = models.load(theta0_dir)
+    longer = round(multiple * settings.max_examples)
+    check = dataclasses.replace(
+        settings, max_examples=longer,
+        warmup_steps=max(1, round(p["warmup_fraction"] * math.ceil(longer / p["batch_size"]))),
+        checkpoint_path=str(Path(settings.checkpoint_path).with_name("plateau.ckpt")),
+    )
+    result = _train(model, job.family, job, train_seqs, trainable, check, model_cfg["name"], "plateau check")
+    checkpoints.remove(check)
+    return result.curve[-1].examples, result.curve[-1].val_loss
 
 
 def _val_at(curve, examples: float) -> float:

@@ -21,6 +21,9 @@ class Settings:
     warmup_steps: int
     cosine: bool = False  # cosine decay to min_lr_fraction*lr over max_examples, else constant after warmup
     min_lr_fraction: float = 0.0
+    # adamw, or schedulefree: schedule-free AdamW (its own warm-up of warmup_steps), evaluated at its averaged
+    # weights; the weights a run ends with are those averaged weights
+    optimizer: str = "adamw"
     data_seed: int = 0
     hardware: Hardware = Hardware()
     checkpoint_path: str | None = None  # resumable state, written atomically every checkpoint_every_steps
