@@ -15,6 +15,8 @@ import math
 import numpy as np
 import pandas as pd
 
+from selfheal.analysis import tables
+
 S, E = 8000, 5
 SXE = S * E
 EVAL_EVERY = 512
@@ -95,6 +97,7 @@ def synthetic(depth_effect: float = 1.5, n_effect: float = 0.0, d_effect: float 
     curves = pd.DataFrame(curve_rows)
     for column in ("layer", "depth", "seed"):
         curves[column] = curves[column].astype("Int64")
+    summary = tables.add_outcomes(summary, curves)  # the outcome of each row, by the workflow's own rule
     networks = pd.DataFrame(network_rows)
     for column in ("pretrain_examples", "train_sequences", "epochs", "context"):
         networks[column] = networks[column].astype("Int64")

@@ -15,6 +15,7 @@ import pytest
 from answer_helpers import synthetic, toy_networks
 from selfheal import results
 from selfheal.analysis import answer, answer_page, answer_plots, answer_tables
+from selfheal.analysis import tables as summary_tables
 from selfheal.analysis.page import compact, num
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -171,6 +172,7 @@ def test_pages_that_cannot_answer_say_so():
     censored["recovered"] = False
     censored["examples_hi"] = pd.array([pd.NA] * len(censored), dtype="Int64")
     censored["examples_lo"] = censored["budget_examples"]
+    censored = summary_tables.add_outcomes(censored, curves)
     tables = answer_tables.compute(censored, curves, networks)
     md = answer_page.page(tables, censored, networks, LINKS).markdown()
     assert "none reached" in md and "not fitted: every cell censored" in md

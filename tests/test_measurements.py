@@ -60,7 +60,7 @@ def job(tmp_path):
               metadata={k: str(v) for k, v in SPECIAL.items()})
     model_cfg = {**TINY_MODEL, "source": "scratch", "pretrain": {"train_sequences": 256, "seed": 0, "epochs": 2},
                  "retrain": {"lr": 1e-2, "batch_size": 8, "weight_decay": 0.0, "grad_clip": 1.0,
-                             "eval_every_examples": 64, "warmup_steps": 2, "budget_fraction": 0.5,
+                             "eval_every_examples": 64, "warmup_steps": 2, "optimizer": "adamw", "budget_fraction": 0.5,
                              "thresholds": [0.01, 0.05], "checkpoint_every_steps": 0, "prefix_cache_mb": 0,
                              "resolution": 0.1}}
     eval_cfg = {"val_sequences": 32, "batch_size": 16}

@@ -139,6 +139,14 @@ class CellResult:
     replay_share: float = 0.0  # share of the cell's wall time spent replaying intervals to locate crossings
     cka: float | None = None  # linear CKA (unbiased) of the healed layer's output with the original's
     cka_floor: float | None = None  # the same for the freshly reset layer, before any training
+    # The confirmation (eval.confirm_sequences): the cell's final weights and the trained network evaluated again
+    # on that many validation sequences (the whole split by default), sequence by sequence
+    confirm_sequences: int | None = None
+    confirm_loss: float | None = None  # the cell's final weights there
+    confirm_baseline_loss: float | None = None  # the trained network there
+    # standard error of the mean per-sequence (cell - baseline) difference on eval.val_sequences sequences, the
+    # set the curve is evaluated on: its resolution of a threshold
+    val_diff_se: float | None = None
 
 
 _NESTED = {(CellResult, "recoveries"): Recovery}

@@ -77,7 +77,7 @@ def cost_depth(survival: pd.DataFrame) -> alt.Chart:
               scale=alt.Scale(domain=[min(0.0, float(data["x"].min())) - 0.06, max(1.0, float(data["x"].max())) + 0.06],
                               nice=False, zero=False),
               axis=alt.Axis(values=[0, 0.25, 0.5, 0.75, 1], format=".2~f"))
-    tooltip = ["model", "target", "rel_depth", "threshold", "n_cells", "n_censored", "n_at_zero", value, lo, hi,
+    tooltip = ["model", "target", "rel_depth", "threshold", "n_cells", "n_censored", "n_not_damaged", value, lo, hi,
                "p_recover"]
     base = alt.Chart()
     line = base.mark_line(strokeWidth=1.2, opacity=0.7).encode(x=x, y=y, color=color)

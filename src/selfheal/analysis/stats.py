@@ -57,3 +57,35 @@ def first_crossing(examples, losses, level: float, resolution: float = RESOLUTIO
     x0, x1, y0, y1 = x[i - 1], x[i], y[i - 1], y[i]
     value = float(x0 + (y0 - level) / (y0 - y1) * (x1 - x0))
     return Crossing(value, int(x0), int(x1), bool(x1 - x0 > resolution * value))
+
+
+# The stall rule: a censored curve has *stalled* when the fall of its validation loss over the last doubling of
+# examples is not above STALL_Z standard errors of that fall (the curve's own noise), else it is *still falling*.
+STALL_Z = 2.0
+STALL_MIN_POINTS = 4  # fewer evaluations in the last doubling cannot show a stall: still falling
+
+
+class Trend(NamedTuple):
+    """The trend of a curve over its last doubling of examples: ``fall`` (nats per doubling, positive when the loss
+    falls) with its standard error, from a least-squares line of the loss on log2(examples), and ``points``, the
+    evaluations it used. ``stalled``: the fall is within STALL_Z standard errors of zero, or negative."""
+
+    fall: float
+    fall_se: float
+    points: int
+
+    @property
+    def stalled(self) -> bool:
+        return self.points >= STALL_MIN_POINTS and self.fall <= STALL_Z * self.fall_se
+
+
+def last_doubling(examples, losses) -> Trend:
+    """The stall rule's trend (``Trend``) over the evaluations at examples in [end / 2, end], end the last one."""
+    x = np.asarray(examples, dtype=float)
+    y = np.asarray(losses, dtype=float)
+    end = x.max() if len(x) else 0.0
+    keep = (x >= end / 2) & (x > 0) & np.isfinite(y)
+    if keep.sum() < 3:
+        return Trend(math.nan, math.nan, int(keep.sum()))
+    fit = stats.linregress(np.log2(x[keep]), y[keep])
+    return Trend(-float(fit.slope), float(fit.stderr), int(keep.sum()))

@@ -36,7 +36,7 @@ GROUP_KEYS = ["model", "family_kind", "n_layer", "d_model", "target", "kind", "s
 SUMMARY_NEEDS = ["model", "pretrain_seed", "arch", "n_layer", "d_model", "target", "stack", "layer", "depth", "policy",
                  "init", "regime", "seed", "threshold", "recovered", "diverged", "examples_lo", "examples_hi",
                  "baseline_loss", "damaged_loss", "final_loss", "threshold_loss", "budget_examples",
-                 "pretrain_examples", "baseline_not_converged"]
+                 "pretrain_examples", "baseline_not_converged", "outcome"]
 NETWORK_NEEDS = ["model", "pretrain_seed", "family_kind", "n_params", "degenerate", "off_plateau"]
 MATCHED_CONTROL_INIT = "trained"
 # target kinds, read from the table's columns (this module runs in the analysis env, without the training stack that
@@ -46,7 +46,8 @@ LEVEL = 0.95
 MAX_RESAMPLES = 200  # exact enumeration up to this many distinct resamples, else this many random draws
 
 ESTIMATE_COLUMNS = GROUP_KEYS + [
-    "n_cells", "n_clusters", "n_recovered", "n_censored", "n_diverged", "n_at_zero", "n_baseline_not_converged",
+    "n_cells", "n_clusters", "n_recovered", "n_censored", "n_stalled", "n_still_falling", "n_diverged",
+    "n_not_damaged", "n_baseline_not_converged",
     "n_control_moved", "budget_examples", "pretrain_examples",
     "median_examples", "median_examples_lo", "median_examples_hi",
     "median_fraction", "median_fraction_lo", "median_fraction_hi",
@@ -131,10 +132,12 @@ def prepare(summary: pd.DataFrame, networks: pd.DataFrame) -> pd.DataFrame:
     hi = table["examples_hi"].astype("Float64").astype(float).fillna(math.inf)
     recovered = table["recovered"].astype(bool)
     hi = hi.where(recovered, math.inf)
+    outcome = table["outcome"].astype(str)
+    # a diverged cell did not recover within its budget: censored there, not where it diverged
+    lo = lo.where(outcome != "diverged", table["budget_examples"].astype(float))
     table["lower"] = lo
     table["upper"] = hi
-    table["status"] = np.where(table["diverged"].astype(bool) & ~recovered, "diverged",
-                               np.where(recovered, "recovered", "censored"))
+    table["status"] = np.where(outcome.isin(["stalled", "still_falling"]), "censored", outcome)
     table["damage"] = table["damaged_loss"] - table["baseline_loss"]
     # how far above its baseline a cell that never got within eps ended (to compare with eps)
     table["stall_gap"] = (table["final_loss"] / table["baseline_loss"] - 1).where(~recovered)
@@ -146,10 +149,17 @@ def prepare(summary: pd.DataFrame, networks: pd.DataFrame) -> pd.DataFrame:
     return table
 
 
-def estimable(cells: pd.DataFrame) -> pd.DataFrame:
-    """The rows the estimates use: not a control, on a network that is neither degenerate nor off its plateau
+def reported(cells: pd.DataFrame) -> pd.DataFrame:
+    """The rows the answer reports: not a control, on a network that is neither degenerate nor off its plateau
     (not fully trained)."""
     return cells[~cells["is_control"] & ~cells["degenerate"] & ~cells["off_plateau"]]
+
+
+def estimable(cells: pd.DataFrame) -> pd.DataFrame:
+    """The rows with a cost to estimate: those reported that the reset damaged beyond eps (a cell within eps before
+    any training has no cost; the estimates count it apart, ``n_not_damaged``)."""
+    rows = reported(cells)
+    return rows[rows["status"] != "not_damaged"]
 
 
 def _multinomial_p(counts: Sequence[int]) -> float:
@@ -262,30 +272,34 @@ def estimate(cells: pd.DataFrame, max_resamples: int = MAX_RESAMPLES) -> pd.Data
     """Per group (GROUP_KEYS) of estimable cells: counts, the median cost and P(recover within the budget) with 95 %
     cluster-bootstrap intervals (see the module docstring). A median not reached within the budget is inf."""
     out = []
-    for key, rows in _group_iter(estimable(cells)):
-        budget = float(rows["budget_examples"].max())
-        pretrain_examples = rows["pretrain_examples"].iloc[0]
-        unit_col, units = _resample_units(rows)
+    for key, group in _group_iter(reported(cells)):
+        rows = group[group["status"] != "not_damaged"]
+        budget = float(group["budget_examples"].max())
+        pretrain_examples = group["pretrain_examples"].iloc[0]
+        unit_col, units = _resample_units(group)
         unit_of_row = rows[unit_col].to_numpy()
-        median, p = _stats(rows, np.ones(len(rows)), budget)
+        median, p = _stats(rows, np.ones(len(rows)), budget) if len(rows) else (math.nan, math.nan)
         medians, ps, probs = [], [], []
-        if len(units) > 1:
+        if len(units) > 1 and len(rows):
             for weights, prob in cluster_resamples([units], max_resamples):
                 w = np.array([weights.get(u, 0) for u in unit_of_row], dtype=float)
-                m, q = _stats(rows, w, budget)
+                m, q = _stats(rows, w, budget) if w.any() else (math.nan, math.nan)  # drew only undamaged cells
                 medians.append(m)
                 ps.append(q)
                 probs.append(prob)
         m_lo, m_hi = weighted_interval(medians, probs) if probs else (median, median)
         p_lo, p_hi = weighted_interval(ps, probs) if probs else (p, p)
         censored = rows[rows["status"] != "recovered"]
+        outcomes = group["outcome"].astype(str)
         out.append({
             **key,
-            "n_cells": len(rows), "n_clusters": int(rows["pretrain_seed"].nunique()),
+            "n_cells": len(group), "n_clusters": int(group["pretrain_seed"].nunique()),
             "n_recovered": int((rows["status"] == "recovered").sum()),
             "n_censored": int((rows["status"] == "censored").sum()),
+            "n_stalled": int((outcomes == "stalled").sum()),
+            "n_still_falling": int((outcomes == "still_falling").sum()),
             "n_diverged": int((rows["status"] == "diverged").sum()),
-            "n_at_zero": int((rows["upper"] == 0).sum()),
+            "n_not_damaged": int((outcomes == "not_damaged").sum()),
             "n_baseline_not_converged": int(rows["baseline_not_converged"].sum()),
             "n_control_moved": int(rows["control_moved"].sum()),
             "budget_examples": budget, "pretrain_examples": pretrain_examples,

@@ -21,6 +21,16 @@ Flags (documented in docs/outputs.md):
 - ``baseline_not_converged`` (per cell): its matched no-reset control went below baseline x (1 - eps_min / 2)
   within the examples the cell trained, so training alone moves the loss by more than the tightest margin.
 
+Outcome (summary.parquet, ``add_outcomes``), per (cell, threshold), one of:
+- ``not_damaged``: the loss right after the reset is already within the threshold: no cost (counted apart, never
+  a cost of 0);
+- ``recovered``: the threshold was reached within the budget;
+- ``diverged``: training diverged before reaching it (a cell that did not recover within the budget);
+- ``stalled`` / ``still_falling``: censored at the budget, by the stall rule (``stats.last_doubling``) on the cell's
+  curve: stalled when the fall of the validation loss over its last doubling of examples is within two standard
+  errors of that fall (or it rises), still falling otherwise. ``fall_per_doubling`` and ``fall_se`` (nats) hold
+  the trend for every censored row.
+
 Networks (networks.parquet, beside the flags): ``train_sequences`` (S), ``epochs`` (E) and ``context`` (tokens per
 sequence) of its pretraining, or of its adaptation for an adapted downloaded model (null for a downloaded model
 healed as downloaded); ``pretrain_examples`` (S x E) and ``pretrain_tokens`` (tokens seen); ``unigram_loss``,
@@ -51,7 +61,7 @@ from dataclasses import asdict
 import pandas as pd
 
 from selfheal import records, results_io
-from selfheal.analysis.stats import RESOLUTION, first_crossing
+from selfheal.analysis.stats import RESOLUTION, first_crossing, last_doubling
 from selfheal.grid import TRAINED
 from selfheal.models.families import FAMILIES
 from selfheal.records import Baseline, CellResult, PretrainSummary
@@ -65,8 +75,10 @@ SUMMARY_COLUMNS = [
     "fraction_lo", "fraction_hi", "baseline_loss", "damaged_loss", "final_loss", "threshold_loss", "wall_s",
     "budget_examples", "pretrain_examples", "trainable_params", "n_params", "control_loss", "baseline_not_converged",
     "degenerate", "off_plateau", "cka", "cka_floor", "scratch_examples", "scratch_examples_lo", "scratch_examples_hi",
-    "scratch_coarse", "relative_to_scratch", "relative_lo", "relative_hi",
+    "scratch_coarse", "relative_to_scratch", "relative_lo", "relative_hi", "outcome", "fall_per_doubling", "fall_se",
+    "confirm_sequences", "confirm_loss", "confirm_baseline_loss", "confirmed", "val_diff_se",
 ]
+OUTCOMES = ("not_damaged", "recovered", "diverged", "stalled", "still_falling")
 CURVE_COLUMNS = [
     "kind", "model", "pretrain_seed", "target", "stack", "layer", "depth", "policy", "init", "regime", "seed",
     "examples", "tokens", "steps", "fraction_of_pretrain", "wall_s", "val_loss", "train_loss", "replay",
@@ -88,6 +100,14 @@ SCRATCH_SOURCE = "scratch"  # the networks whose pretraining curve is a from-scr
 def _fraction(examples, pretrain_examples):
     """examples / (S x E), or missing when S x E is unknown (a downloaded model)."""
     return examples / pretrain_examples if pretrain_examples else None
+
+
+def _confirmed(rec: dict, cell: dict) -> bool | None:
+    """A recovered threshold confirmed on the confirmation sequences: the cell's final weights are within it there
+    too (null when not recovered or not confirmed)."""
+    if not rec["recovered"] or cell["confirm_loss"] is None:
+        return None
+    return bool(cell["confirm_loss"] <= cell["confirm_baseline_loss"] * (1 + rec["threshold"]))
 
 
 def summary_table(recovery_paths: list[str]) -> pd.DataFrame:
@@ -113,13 +133,19 @@ def summary_table(recovery_paths: list[str]) -> pd.DataFrame:
                 "threshold_loss": cell["baseline_loss"] * (1 + rec["threshold"]),
                 "wall_s": rec["wall_s"], "budget_examples": cell["budget_examples"],
                 "pretrain_examples": cell["pretrain_examples"], "trainable_params": cell["trainable_params"],
+                "confirm_sequences": cell["confirm_sequences"], "confirm_loss": cell["confirm_loss"],
+                "confirm_baseline_loss": cell["confirm_baseline_loss"], "val_diff_se": cell["val_diff_se"],
+                "confirmed": _confirmed(rec, cell),
             })
     table = pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
     for column in ("layer", "depth", "pretrain_examples", "diverged_step", "examples_hi", "tokens_hi", "steps_hi"):
         table[column] = table[column].astype("Int64")
     for column in ("fraction_of_pretrain", "fraction_lo", "fraction_hi", "cka", "cka_floor", "control_loss",
-                   "scratch_examples", "relative_to_scratch", "relative_lo", "relative_hi"):
+                   "scratch_examples", "relative_to_scratch", "relative_lo", "relative_hi", "confirm_loss",
+                   "confirm_baseline_loss", "val_diff_se"):
         table[column] = table[column].astype("float64")
+    table["confirm_sequences"] = table["confirm_sequences"].astype("Int64")
+    table["confirmed"] = table["confirmed"].astype("boolean")
     for column in ("scratch_examples_lo", "scratch_examples_hi"):
         table[column] = table[column].astype("Int64")
     table["scratch_coarse"] = False  # filled by add_scratch_reference
@@ -301,6 +327,33 @@ def add_scratch_reference(summary: pd.DataFrame, curves: pd.DataFrame, networks:
     return out
 
 
+def add_outcomes(summary: pd.DataFrame, curves: pd.DataFrame) -> pd.DataFrame:
+    """The ``outcome``, ``fall_per_doubling`` and ``fall_se`` columns (module docstring)."""
+    out = summary.copy()
+    rec = curves[curves["kind"] == "recovery"] if "kind" in curves.columns else curves.iloc[:0]
+    trends = {key: last_doubling(group["examples"], group["val_loss"])
+              for key, group in rec.groupby(CELL_KEYS, sort=False, dropna=False)}
+    outcome, fall, fall_se = [], [], []
+    for row in out.itertuples(index=False):
+        trend = None
+        if row.damaged_loss <= row.threshold_loss:
+            kind = "not_damaged"
+        elif row.recovered:
+            kind = "recovered"
+        elif row.diverged:
+            kind = "diverged"
+        else:
+            trend = trends.get(tuple(getattr(row, k) for k in CELL_KEYS))
+            kind = "stalled" if trend is not None and trend.stalled else "still_falling"
+        outcome.append(kind)
+        fall.append(trend.fall if trend else math.nan)
+        fall_se.append(trend.fall_se if trend else math.nan)
+    out["outcome"] = pd.Series(outcome, index=out.index, dtype="string")
+    out["fall_per_doubling"] = pd.Series(fall, index=out.index, dtype="float64")
+    out["fall_se"] = pd.Series(fall_se, index=out.index, dtype="float64")
+    return out
+
+
 def write(recovery_paths, recovery_curve_paths, pretrain_summaries, pretrain_curve_paths, baselines,
           unadapted_summaries, thresholds: dict[str, list[float]], summary_out: str, curves_out: str,
           networks_out: str) -> None:
@@ -310,6 +363,7 @@ def write(recovery_paths, recovery_curve_paths, pretrain_summaries, pretrain_cur
     curves = curves_table(recovery_paths, recovery_curve_paths, pretrain_summaries, pretrain_curve_paths)
     networks = networks_table(list(pretrain_summaries) + list(unadapted_summaries), baselines, summary, thresholds)
     summary = add_scratch_reference(add_controls_and_flags(summary, curves, networks), curves, networks)
+    summary = add_outcomes(summary, curves)
     results_io.write_parquet(summary_out, summary.reindex(columns=SUMMARY_COLUMNS))
     results_io.write_parquet(curves_out, curves)
     results_io.write_parquet(networks_out, networks)

@@ -63,8 +63,11 @@ def train_sequences(tokens_path: str | Path, context: int, count: int | None, se
     return train[order.sort().values]
 
 
-def val_sequences(tokens_path: str | Path, context: int, count: int) -> torch.Tensor:
+def val_sequences(tokens_path: str | Path, context: int, count: int | None) -> torch.Tensor:
+    """``count`` blocks of the validation split spread evenly over it (None: every block)."""
     val = blocks(load_file(str(tokens_path))["val"], context)
+    if count is None:
+        return val
     if count > val.shape[0]:
         raise ValueError(f"eval.val_sequences={count} but the validation split has only {val.shape[0]} blocks")
     index = torch.linspace(0, val.shape[0] - 1, count).round().long()

@@ -20,17 +20,20 @@ from __future__ import annotations
 
 import copy
 import logging
+import math
 from pathlib import Path
 
 import pandas as pd
 import torch
 
 from selfheal import grid, models, records, results_io
+from selfheal.data import streams
 from selfheal.grid import Cell
 from selfheal.heal import plan, prefix_cache, reset, retrain, similarity, staging
 from selfheal.heal.prefix_cache import PrefixCache
 from selfheal.records import Baseline, Damage, PretrainSummary
 from selfheal.training import setup
+from selfheal.training import evaluation
 from selfheal.training.evaluation import evaluate
 
 log = logging.getLogger("selfheal")
@@ -62,10 +65,19 @@ class TrainedReference:
     cells: its validation loss (the damage of a cell that resets nothing) and each layer's outputs on the CKA tokens.
     """
 
-    def __init__(self, base, job: setup.Setup):
+    def __init__(self, base, job: setup.Setup, confirm_batches: list[dict] | None = None):
         self.base, self.job = base, job
+        self.confirm_batches = confirm_batches
         self._loss: float | None = None
         self._outputs: dict = {}
+        self._per_sequence: torch.Tensor | None = None
+
+    def per_sequence(self) -> torch.Tensor:
+        """The trained model's loss on each confirmation sequence."""
+        if self._per_sequence is None:
+            self._per_sequence = evaluation.per_sequence(self.base, self.job.family, self.confirm_batches,
+                                                         self.job.hardware)
+        return self._per_sequence
 
     def val_loss(self) -> float:
         if self._loss is None:
@@ -108,7 +120,22 @@ def heal_cell(base, job: setup.Setup, train_seqs, model_cfg: dict, cell: Cell, t
         result.cka_floor = floor
         result.cka = similarity.linear_cka(original, similarity.layer_outputs(model, job.family, layer,
                                                                               job.val_batches))
+    if reference.confirm_batches:
+        confirm(model, job, reference, result)
     return damage, result, curve
+
+
+def confirm(model, job: setup.Setup, reference: TrainedReference, result) -> None:
+    """The cell's final weights and the trained network on the confirmation sequences, sequence by sequence: both
+    losses there, and the standard error of their mean difference at the size of the fixed validation set."""
+    cell = evaluation.per_sequence(model, job.family, reference.confirm_batches, job.hardware)
+    base = reference.per_sequence()
+    diff = cell - base
+    val_count = sum(int(b["input_ids"].shape[0]) for b in job.val_batches)
+    result.confirm_sequences = int(diff.numel())
+    result.confirm_loss = float(cell.mean())
+    result.confirm_baseline_loss = float(base.mean())
+    result.val_diff_se = float(diff.std(unbiased=True) / math.sqrt(val_count)) if diff.numel() > 1 else None
 
 
 def _order(cells: list[Cell], depths: dict) -> list[Cell]:
@@ -151,7 +178,10 @@ def run(model_cfg: dict, eval_cfg: dict, cells: list[dict], tokens_path: str, tr
     cache = None
     spent: dict[Cell, int] = {  # examples each reset cell trained for: the length of its matched control
         Cell(**c): int(pd.read_parquet(curve)["examples"].max()) for c, curve in earlier}
-    reference = TrainedReference(base, job)
+    confirm_count = eval_cfg.get("confirm_sequences")
+    confirm_batches = None if confirm_count == 0 else job.objective.val_batches(
+        streams.val_sequences(tokens_path, model_cfg["context"], confirm_count), eval_cfg["batch_size"])
+    reference = TrainedReference(base, job, confirm_batches)
     for cell in _order(cells, depths):
         folder = work / cell_folder.format(**cell.as_dict())
         fingerprint = _fingerprint(model_cfg, eval_cfg, cell, inputs)

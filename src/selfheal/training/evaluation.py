@@ -44,6 +44,25 @@ def evaluate(model: nn.Module, family, val_batches: list[dict], cache=None, hw: 
     return total / count
 
 
+@torch.no_grad()
+def per_sequence(model: nn.Module, family, val_batches: list[dict], hw: Hardware = Hardware()) -> torch.Tensor:
+    """The mean loss of each validation sequence (one row of a batch at a time, so any family's loss serves and a
+    masked LM keeps the masks its batches were made with): paired per-sequence losses of two networks on the same
+    batches give the standard error of their difference with correlated tokens counted once."""
+    was_training = model.training
+    model.eval()
+    no_grad_anywhere = family.n_layers(model) + 1
+    device = next(model.parameters()).device
+    out = []
+    for batch in val_batches:
+        for i in range(batch["input_ids"].shape[0]):
+            row = to_device({k: v[i : i + 1] for k, v in batch.items()}, device)
+            with hw.autocast(device):
+                out.append(float(family.loss(model, row, no_grad_anywhere)))
+    model.train(was_training)
+    return torch.tensor(out, dtype=torch.float64)
+
+
 def baseline(model_cfg: dict, eval_cfg: dict, tokens_path: str, trained_dir: str, out_path: str,
              threads: int = 1) -> Baseline:
     """The baseline of a model trained elsewhere (a downloaded model healed as imported): its validation loss on

@@ -1,0 +1,160 @@
+"""The measured sweep behind the retraining optimiser and learning rate (docs/method.md, "A retraining that can
+return"): for one network pretrained with the workflow's own code, each candidate (optimiser, lr) heals the first
+and the last layer (fresh reset, frozen regime) to eps_min, and retrains each layer's matched no-reset control (the
+same tensors from their trained values) over the whole budget. A candidate is usable when every control stays
+within +-eps_min / 4 of the baseline at every evaluation after warm-up: then an intact network retrained the same
+way stays where it was, and a reset network's return is not the optimiser's own drift.
+
+    .venv/bin/python benchmarks/retrain_sweep.py results --n-layer 2 --d-model 64 --train-sequences 3865 --epochs 24
+    # [--candidates adamw:3e-3,schedulefree:1e-2,...] [--budget-scratch 1.25] [--workers 2] [--no-write]
+
+The network is pretrained once per settings (kept in <results>/sweep/networks/). The budget is
+``--budget-scratch`` x the examples its own pretraining needed to first reach baseline x (1 + eps_min). Prints a
+markdown table (per candidate: the controls' worst drift after warm-up in % of the baseline, the first and last
+layer's cost at eps 0.01 and 0.05 as a fraction of S x E and of the from-scratch cost, the seconds per step) and
+writes it into block `retrain-sweep` of docs/method.md with the documented options; the rows go to
+<results>/sweep/retrain_sweep.parquet.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import math
+import time
+from pathlib import Path
+
+import pandas as pd
+import yaml
+from common import ROOT, add_write_flag, machine, publish
+
+from selfheal import config, grid, models, records
+from selfheal.analysis.stats import first_crossing
+from selfheal.heal import thresholds, unit
+from selfheal.records import Baseline, PretrainSummary
+from selfheal.training import pretrain, setup
+
+MARKER = "retrain-sweep"
+PAGE = ROOT / "docs" / "method.md"
+EPS = (0.01, 0.05)
+DOCUMENTED = dict(n_layer=2, d_model=64, train_sequences=3865, epochs=24,
+                  candidates="adamw:3e-3,adamw:1e-3,adamw:3e-4,schedulefree:3e-3,schedulefree:1e-2",
+                  budget_scratch=1.25)
+
+
+def model_config(a) -> dict:
+    raw = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    raw["models"] = [{"name": f"sweep-n{a.n_layer}-d{a.d_model}", "arch": "gpt2", "n_layer": a.n_layer,
+                      "d_model": a.d_model, "n_head": 4, "context": 64}]
+    raw["pretrain"].update(epochs=a.epochs, train_sequences=a.train_sequences, seeds=[0], plateau_check=None)
+    raw["eval"]["confirm_sequences"] = 0
+    cfg = config.resolve(raw)
+    return grid.network_config(cfg["models"][0], 0), cfg["eval"]
+
+
+def network(a, results: Path):
+    """The trained network (pretrained here once per settings): (folder, baseline loss, from-scratch examples to
+    baseline x (1 + eps_min))."""
+    model_cfg, eval_cfg = model_config(a)
+    folder = results / "sweep" / "networks" / f"n{a.n_layer}-d{a.d_model}-S{a.train_sequences}-E{a.epochs}"
+    tokens = str(results / "corpus" / "bpe" / "tokens.safetensors")
+    if not (folder / "baseline.json").is_file():
+        folder.mkdir(parents=True, exist_ok=True)
+        pretrain.pretrain(model_cfg, eval_cfg, tokens, str(folder / "theta0"), str(folder / "trained"),
+                          str(folder / "curve.parquet"), str(folder / "pretrain.json"),
+                          baseline_path=str(folder / "baseline.json"))
+    base = records.read(folder / "baseline.json", Baseline).val_loss
+    curve = pd.read_parquet(folder / "curve.parquet")
+    scratch = first_crossing(curve["examples"], curve["val_loss"], thresholds.threshold_loss(base, min(EPS)))
+    return folder, base, scratch.examples
+
+
+def run_cell(args) -> dict:
+    """One cell (a reset layer, or its matched control over the whole budget) under one candidate."""
+    a, results, optimizer, lr, target, control = args
+    folder, base_loss, scratch = network(a, results)
+    model_cfg, eval_cfg = model_config(a)
+    pre = records.read(folder / "pretrain.json", PretrainSummary)
+    budget = math.ceil(a.budget_scratch * scratch)
+    model_cfg["retrain"].update(optimizer=optimizer, lr=lr, thresholds=list(EPS),
+                                budget_fraction=budget / pre.pretrain_examples)
+    tokens = str(results / "corpus" / "bpe" / "tokens.safetensors")
+    setup.seed_everything(0, 1)
+    base = models.load(str(folder / "trained"))
+    job = setup.prepare(base, model_cfg, eval_cfg, tokens)
+    base.requires_grad_(False)
+    train_seqs = setup.train_sequences(model_cfg, tokens)
+    cell = grid.Cell(model_cfg["name"], target, "full", grid.TRAINED if control else "fresh", "frozen", 0,
+                     pretrain_seed=0)
+    t0 = time.perf_counter()
+    _, result, curve = unit.heal_cell(base, job, train_seqs, model_cfg, cell, None, base_loss, pre, None,
+                                      str(results / "sweep" / f"{optimizer}-{lr}-{target}-{control}.ckpt"),
+                                      control_examples=budget if control else None)
+    wall = time.perf_counter() - t0
+    warm = model_cfg["retrain"]["warmup_steps"]
+    after = curve[curve["steps"] > warm]
+    row = {"optimizer": optimizer, "lr": lr, "target": target, "control": control, "budget": budget,
+           "scratch_examples": scratch, "pretrain_examples": pre.pretrain_examples, "baseline": base_loss,
+           "s_per_step": wall / max(1, int(curve["steps"].max())),
+           "worst_drift": float((after["val_loss"] / base_loss - 1).abs().max()) if len(after) else math.nan,
+           "drift_min": float((after["val_loss"] / base_loss - 1).min()) if len(after) else math.nan,
+           "drift_max": float((after["val_loss"] / base_loss - 1).max()) if len(after) else math.nan}
+    for rec in result.recoveries:
+        row[f"examples_{rec.threshold:g}"] = rec.examples if rec.recovered else math.nan
+    return row
+
+
+def table(rows: pd.DataFrame) -> str:
+    lines = ["| optimiser | lr | controls' worst drift | first layer, ε 0.01 | last layer, ε 0.01 | first, ε 0.05 | "
+             "last, ε 0.05 | s / step |", "|---|---|---|---|---|---|---|---|"]
+    for (opt, lr), g in rows.groupby(["optimizer", "lr"], sort=False):
+        controls = g[g["control"]]
+        cells = g[~g["control"]].set_index("target")
+        first, last = cells.index.min(), cells.index.max()
+
+        def cost(target, eps):
+            r = cells.loc[target]
+            x = r[f"examples_{eps:g}"]
+            if math.isnan(x):
+                return f"> {r['budget'] / r['pretrain_examples']:.2f} (budget)"
+            return f"{x / r['pretrain_examples']:.3f} ({x / r['scratch_examples']:.2f} ×)"
+
+        drift = controls["worst_drift"].max()
+        lo, hi = controls["drift_min"].min(), controls["drift_max"].max()
+        lines.append(f"| {opt} | {lr:g} | {100 * drift:.2f} % ({100 * lo:+.2f} to {100 * hi:+.2f}) | "
+                     f"{cost(first, 0.01)} | {cost(last, 0.01)} | {cost(first, 0.05)} | {cost(last, 0.05)} | "
+                     f"{g['s_per_step'].median():.3f} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("results", type=Path, help="a results folder with the default corpus and tokens")
+    for key, value in DOCUMENTED.items():
+        parser.add_argument(f"--{key.replace('_', '-')}", type=type(value), default=value)
+    parser.add_argument("--workers", type=int, default=2)
+    add_write_flag(parser)
+    a = parser.parse_args()
+    network(a, a.results)  # pretrained once, before the workers read it
+    n_layer = a.n_layer
+    jobs = [(a, a.results, opt, float(lr), target, control)
+            for opt, lr in (c.split(":") for c in a.candidates.split(","))
+            for target in ("L0", f"L{n_layer - 1}") for control in (False, True)]
+    t0 = time.perf_counter()
+    with concurrent.futures.ProcessPoolExecutor(a.workers) as pool:
+        rows = pd.DataFrame(list(pool.map(run_cell, jobs)))
+    out = a.results / "sweep" / "retrain_sweep.parquet"
+    rows.to_parquet(out)
+    _, base, scratch = network(a, a.results)
+    text = (table(rows) + f"\n\nNetwork: GPT-2 N = {a.n_layer}, D = {a.d_model}, S = {a.train_sequences:,} × E = "
+            f"{a.epochs} (baseline {base:.3f}; from scratch to baseline × 1.01: {scratch:,.0f} examples); budget "
+            f"{a.budget_scratch:g} × that; cost as a fraction of S × E (and × the from-scratch cost). "
+            f"{len(jobs)} runs, {a.workers} at a time, {(time.perf_counter() - t0) / 60:.0f} minutes on {machine()} "
+            "(`.venv/bin/python benchmarks/retrain_sweep.py results`).")
+    documented = all(getattr(a, k) == v for k, v in DOCUMENTED.items())
+    publish(MARKER, text, not a.no_write, page=PAGE, why_not=None if documented else "options other than documented")
+    print(f"written: {out}")
+
+
+if __name__ == "__main__":
+    main()
