@@ -170,8 +170,14 @@ def peer_cell(trained, family, train_seqs, val_seqs, model_cfg, ev, budget, limi
     found: dict[float, list[int]] = {}
     at = {"last": 0, "next": 0, "evals": 0}
 
-    def evaluate(model, step: int) -> bool:
+    schedule_free = r["optimizer"] == "schedulefree"
+
+    def evaluate(model, step: int, optimizer) -> bool:
+        if schedule_free:  # evaluated at its averaged weights, as the package's documentation asks
+            optimizer.eval()
         loss = val_loss(model)
+        if schedule_free:
+            optimizer.train()
         at["evals"] += 1
         for eps, limit in limits.items():
             if eps not in found and loss <= limit:
@@ -180,20 +186,24 @@ def peer_cell(trained, family, train_seqs, val_seqs, model_cfg, ev, budget, limi
         return len(found) == len(limits)
 
     class StopAtThresholds(TrainerCallback):
-        def on_train_begin(self, a, state, control, model=None, **kw):
-            if evaluate(model, 0):
+        def on_train_begin(self, a, state, control, model=None, optimizer=None, **kw):
+            if evaluate(model, 0, optimizer):
                 control.should_training_stop = True
 
-        def on_step_end(self, a, state, control, model=None, **kw):
+        def on_step_end(self, a, state, control, model=None, optimizer=None, **kw):
             last = state.global_step >= state.max_steps  # the budget's end: a crossing there is found too
-            if (state.global_step >= at["next"] or last) and evaluate(model, state.global_step):
+            if (state.global_step >= at["next"] or last) and evaluate(model, state.global_step, optimizer):
                 control.should_training_stop = True
 
     with tempfile.TemporaryDirectory() as tmp:
         targs = TrainingArguments(
             output_dir=tmp, per_device_train_batch_size=r["batch_size"], learning_rate=r["lr"],
-            lr_scheduler_type="constant_with_warmup", warmup_steps=r["warmup_steps"], weight_decay=0.0,
-            adam_beta1=0.9, adam_beta2=0.95, max_grad_norm=r["grad_clip"], optim="adamw_torch",
+            # the same optimiser: AdamW (0.9, 0.95) warmed up then constant, or schedule-free AdamW (its default
+            # betas, its own warmup)
+            lr_scheduler_type="constant" if schedule_free else "constant_with_warmup",
+            warmup_steps=r["warmup_steps"], weight_decay=0.0, adam_beta1=0.9,
+            adam_beta2=0.999 if schedule_free else 0.95, max_grad_norm=r["grad_clip"],
+            optim="schedule_free_adamw" if schedule_free else "adamw_torch",
             max_steps=math.ceil(budget / r["batch_size"]), logging_strategy="no", save_strategy="no",
             eval_strategy="no", report_to="none", use_cpu=True, disable_tqdm=True,
             dataloader_num_workers=0, seed=seed)
