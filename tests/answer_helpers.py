@@ -98,6 +98,9 @@ def synthetic(depth_effect: float = 1.5, n_effect: float = 0.0, d_effect: float 
     for column in ("layer", "depth", "seed"):
         curves[column] = curves[column].astype("Int64")
     summary = tables.add_outcomes(summary, curves)  # the outcome of each row, by the workflow's own rule
+    extra = sorted(set(summary.columns) - set(tables.SUMMARY_COLUMNS))
+    assert not extra, f"synthetic summary columns not in the real schema: {extra}"
+    summary = summary.reindex(columns=tables.SUMMARY_COLUMNS)  # the real schema: a column it lacks stays empty
     networks = pd.DataFrame(network_rows)
     for column in ("pretrain_examples", "train_sequences", "epochs", "context"):
         networks[column] = networks[column].astype("Int64")

@@ -25,7 +25,13 @@ from selfheal.analysis import out_of_sample, scaling, survival
 from selfheal.analysis.stats import first_crossing
 
 TABLES = ["survival", "recovered_curves", "fit", "damage_cost", "damage_cells", "cka", "pretrain_reference",
-          "networks_flags", "size_ordering", "control_drift", "out_of_sample", "encoder_decoder"]
+          "networks_flags", "size_ordering", "control_drift", "out_of_sample", "encoder_decoder", "network_costs",
+          "validation_error"]
+NETWORK_COST_COLUMNS = ["model", "pretrain_seed", "target", "kind", "depth", "rel_depth", "regime", "policy", "init",
+                        "seed", "threshold", "outcome", "lower", "upper", "budget_examples", "pretrain_examples",
+                        "fraction_lo", "fraction_hi"]
+VALIDATION_ERROR_COLUMNS = ["model", "val_sequences_se", "n_cells", "eps_min", "baseline_loss", "target_se",
+                            "resolves", "n_confirmed", "n_not_confirmed"]
 CKA_COLUMNS = ["model", "target", "depth", "regime", "policy", "init", "threshold", "cka", "cka_lo", "cka_hi",
                "cka_floor", "n_cells", "n_clusters"]
 REFERENCE_COLUMNS = ["model", "pretrain_seed", "threshold", "baseline_loss", "examples_lo", "examples_hi",
@@ -201,6 +207,43 @@ def damage_cells(cells: pd.DataFrame) -> pd.DataFrame:
     return rows[DAMAGE_CELL_COLUMNS].reset_index(drop=True)
 
 
+def network_costs(cells: pd.DataFrame) -> pd.DataFrame:
+    """Every network's own cost beside the medians: per reported cell (not a control) and threshold, its outcome
+    and its cost interval [lower, upper] in examples (upper inf: not recovered within the budget; a not-damaged
+    cell has no cost: both null), and as fractions of S x E."""
+    rows = survival.reported(cells).copy()
+    undamaged = rows["status"] == "not_damaged"
+    rows["lower"] = rows["lower"].where(~undamaged)
+    rows["upper"] = rows["upper"].where(~undamaged)
+    base = rows["pretrain_examples"].astype(float)
+    rows["fraction_lo"] = rows["lower"] / base
+    rows["fraction_hi"] = rows["upper"] / base
+    rows["outcome"] = rows["outcome"].astype(str)
+    return rows.reindex(columns=NETWORK_COST_COLUMNS).sort_values(
+        ["model", "threshold", "target", "pretrain_seed", "seed"], ignore_index=True)
+
+
+def validation_error(summary: pd.DataFrame) -> pd.DataFrame:
+    """Per model: the median standard error of a cell's (cell - baseline) loss difference on the fixed validation
+    set (``val_diff_se``, from each cell's confirmation), against ε_min x baseline / 5, the most it may be for the
+    set to resolve ε_min; and how many recovered crossings of ε_min the confirmation confirmed."""
+    out = []
+    for model, rows in summary.groupby("model", sort=True):
+        eps_min = float(rows["threshold"].min())
+        baseline = float(rows["baseline_loss"].median())
+        se = rows.drop_duplicates(["pretrain_seed", "target", "policy", "init", "regime", "seed"])["val_diff_se"]
+        se = se.dropna()
+        at_min = rows[(rows["threshold"] == eps_min) & rows["confirmed"].notna()]
+        target = eps_min * baseline / 5
+        median = float(se.median()) if len(se) else math.nan
+        out.append({"model": model, "val_sequences_se": median, "n_cells": len(se), "eps_min": eps_min,
+                    "baseline_loss": baseline, "target_se": target,
+                    "resolves": bool(len(se)) and median <= target,
+                    "n_confirmed": int(at_min["confirmed"].astype(bool).sum()),
+                    "n_not_confirmed": int((~at_min["confirmed"].astype(bool)).sum())})
+    return pd.DataFrame(out, columns=VALIDATION_ERROR_COLUMNS)
+
+
 def compute(summary: pd.DataFrame, curves: pd.DataFrame, networks: pd.DataFrame,
             workers: int = 1) -> dict[str, pd.DataFrame]:
     """Every answer table. ``workers``: processes for the scaling fit's bootstrap refits (the same numbers)."""
@@ -221,6 +264,8 @@ def compute(summary: pd.DataFrame, curves: pd.DataFrame, networks: pd.DataFrame,
         "control_drift": control_drift(curves, networks),
         "out_of_sample": out_of_sample.check(cells, surv, workers=workers),
         "encoder_decoder": encoder_decoder(surv, ref, networks),
+        "network_costs": network_costs(cells),
+        "validation_error": validation_error(summary),
     }
 
 
