@@ -5,6 +5,8 @@ from pathlib import Path
 import pytest
 import torch
 
+pytest_plugins = ["stages"]  # the CI stages: lint, fast, e2e (tests/stages.py)
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
