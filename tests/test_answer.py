@@ -199,7 +199,7 @@ def test_answer_rule_runs_on_tables_placed_as_inputs(tmp_path):
     folder.mkdir()
     for name, table in (("summary", summary), ("curves", curves), ("networks", networks)):
         table.to_parquet(folder / f"{name}.parquet")
-    cmd = [str(ROOT / ".venv" / "bin" / "snakemake"), "-s", str(ROOT / "Snakefile"), "--directory", str(tmp_path),
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory", str(tmp_path),
            "--cores", "1", "--allowed-rules", "answer", "--", "results/answer.md"]
     run = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]

@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import torch
-from conftest import SPECIAL, TINY_MODEL, trained_like
+from conftest import CPU, SPECIAL, TINY_MODEL, trained_like
 from safetensors.torch import save_file
 
 from selfheal import models, records
@@ -31,7 +31,7 @@ def inputs(tmp_path):
     records.write(tmp_path / "baseline.json", records.Baseline("t", 4.0, 54.6, 32, 16))
     records.write(tmp_path / "pretrain.json", records.PretrainSummary("t", "gpt2", 3, 16, 1000, train_sequences=128,
                                                                        epochs=2))
-    model_cfg = {**TINY_MODEL, "source": "scratch", "pretrain": {"train_sequences": 128, "seed": 0, "epochs": 2},
+    model_cfg = {**TINY_MODEL, "hardware": CPU, "source": "scratch", "pretrain": {"train_sequences": 128, "seed": 0, "epochs": 2},
                  "retrain": {"lr": 1e-2, "batch_size": 16, "weight_decay": 0.0, "grad_clip": 1.0,
                              "eval_every_examples": 32, "warmup_steps": 2, "budget_fraction": 0.5,
                              "thresholds": [0.01], "checkpoint_every_steps": 0, "prefix_cache_mb": 100,
