@@ -14,7 +14,8 @@ from safetensors.torch import save_file
 
 from selfheal import models, records
 from selfheal.grid import Cell
-from selfheal.heal import staging, unit
+from selfheal.heal import reset, staging, unit
+from selfheal.training import evaluation, setup
 from selfheal.records import CellResult, Damage
 
 PATTERN = "s{seed}/{target}-{policy}-{init}"  # as the workflow lays out a unit (every retrain seed)
@@ -40,6 +41,14 @@ def inputs(tmp_path):
     return tmp_path, model_cfg, eval_cfg
 
 
+def _damaged_loss(tmp_path, model_cfg, eval_cfg, cell):
+    model = models.load(tmp_path / "trained")
+    job = setup.prepare(model, model_cfg, eval_cfg, str(tmp_path / "tokens.safetensors"))
+    if cell.target != "none":
+        reset.draw(model, job.family, cell.target, cell.policy, cell.init, cell.seed, None)
+    return evaluation.evaluate(model, job.family, job.val_batches, hw=job.hardware)
+
+
 def _run(tmp_path, model_cfg, eval_cfg, cells, out="out"):
     unit.run(model_cfg, eval_cfg, [c.as_dict() for c in cells], str(tmp_path / "tokens.safetensors"),
              str(tmp_path / "trained"), None, str(tmp_path / "baseline.json"), str(tmp_path / "pretrain.json"),
@@ -61,7 +70,13 @@ def test_unit_heals_every_cell_like_a_cell_alone(inputs):
         folder = tmp_path / "out" / PATTERN.format(**cell.as_dict())
         curve = pd.read_parquet(folder / "curve.parquet")
         damage = records.read(folder / "damage.json", Damage)
-        assert damage.damaged_loss == together[cell].damaged_loss == curve["val_loss"].iloc[0]
+        # the damage the unit records is the reset model's loss, measured here apart from the unit: the trained
+        # network, the cell's reset drawn on it, evaluated on the validation set
+        assert damage.damaged_loss == pytest.approx(_damaged_loss(tmp_path, model_cfg, eval_cfg, cell), rel=1e-6)
+        assert together[cell].damaged_loss == damage.damaged_loss == curve["val_loss"].iloc[0]
+    trained = _damaged_loss(tmp_path, model_cfg, eval_cfg, CELLS[2])  # the control resets nothing
+    assert together[CELLS[2]].damaged_loss == trained
+    assert together[CELLS[0]].damaged_loss != trained and together[CELLS[1]].damaged_loss != trained
     assert together[CELLS[1]].prefix_cache_depth == 2  # the layers below L2, from the in-memory cache
     assert together[CELLS[0]].prefix_cache_depth is None  # nothing below layer 0
     # the same cell healed in a job of its own (so another order, no neighbours) gives the same numbers

@@ -73,9 +73,14 @@ def _checkpoint_step(workdir, phase: str) -> int | None:
     return None
 
 
-def _kill_at_checkpoint(workdir, phase: str, after_step: int) -> int:
+def _logs(workdir) -> str:
+    return "".join(p.read_text() for p in (workdir / "results" / "logs").rglob("*.log"))
+
+
+def _kill_at_checkpoint(workdir, phase: str, after_step: int) -> tuple[int, str]:
     """Start the workflow and SIGKILL its training job once a ``phase`` checkpoint past ``after_step`` exists;
-    returns that checkpoint's step. Fails if the job ends without writing one."""
+    returns that checkpoint's step and the job logs as they were at the kill (a restarted job rewrites its log).
+    Fails if the job ends without writing one."""
     proc = _start(workdir)
     deadline = time.time() + 600
     while proc.poll() is None and time.time() < deadline:
@@ -87,7 +92,7 @@ def _kill_at_checkpoint(workdir, phase: str, after_step: int) -> int:
             except psutil.NoSuchProcess:
                 break
             proc.wait(timeout=120)
-            return step
+            return step, _logs(workdir)
         time.sleep(0.02)
     proc.kill()
     proc.wait(timeout=60)
@@ -108,8 +113,10 @@ def test_killed_jobs_resume_to_identical_results(tmp_path, corpus_seed):
 
     try:
         seen = {"pretrain": -1, "retrain": -1}
+        logs = []
         for phase in KILLS:
-            seen[phase] = _kill_at_checkpoint(killed, phase, seen[phase])
+            seen[phase], log = _kill_at_checkpoint(killed, phase, seen[phase])
+            logs.append(log)
         final = snakemake(killed, killed / "config.yaml", "--rerun-incomplete", *TABLES)
         assert final.returncode == 0, final.stderr[-3000:]
         assert uninterrupted.wait(timeout=600) == 0, reference_log.read_text()[-3000:]
@@ -117,9 +124,11 @@ def test_killed_jobs_resume_to_identical_results(tmp_path, corpus_seed):
         if uninterrupted.poll() is None:  # the test failed first: do not leave the reference running
             uninterrupted.kill()
 
-    logs = "".join(p.read_text() for p in (killed / "results" / "logs").rglob("*.log"))
-    for phase in seen:  # every kill after the first of its phase found the job resumed from its checkpoint
-        assert re.search(rf"resumed from \S*{phase}\.ckpt", logs), logs[-3000:]
+    # every run after a kill resumed from the checkpoint that kill left: the runs the next kills stopped, and the last
+    logs.append(_logs(killed))
+    for phase, log in zip(KILLS, logs[1:]):
+        resumed = re.findall(r"resumed from \S+", log)
+        assert any(line.endswith(f"{phase}.ckpt") for line in resumed), (phase, resumed)
     want = pd.read_parquet(reference / "results" / "summary.parquet")[NUMBERS]
     got = pd.read_parquet(killed / "results" / "summary.parquet")[NUMBERS]
     pd.testing.assert_frame_equal(got, want)

@@ -36,7 +36,13 @@ def test_prepare_marks_controls_intervals_and_positions(steep):
                                                              "L3": "last"}
     assert sorted(layer["rel_depth"].unique()) == pytest.approx([0, 1 / 3, 2 / 3, 1])
     rec = steep[steep["status"] == "recovered"]
-    assert (rec["lower"] < rec["upper"]).all() or (rec["upper"] == 0).any()
+    # every recovered row's interval is its bracket [examples_lo, examples_hi]: a positive width, or [0, 0] for a
+    # cell that was within eps at its first evaluation (the controls)
+    assert (rec["lower"] == rec["examples_lo"].astype(float)).all()
+    assert (rec["upper"] == rec["examples_hi"].astype(float)).all()
+    at_zero = (rec["lower"] == 0) & (rec["upper"] == 0)
+    assert ((rec["lower"] < rec["upper"]) | at_zero).all()
+    assert at_zero.any() and (rec.loc[at_zero, "is_control"]).all() and (rec["lower"] < rec["upper"]).any()
     cen = steep[steep["status"] == "censored"]
     assert len(cen) and np.isinf(cen["upper"]).all() and (cen["lower"] == cen["budget_examples"]).all()
 
