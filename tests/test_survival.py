@@ -158,12 +158,22 @@ def test_one_model_one_network_grid():
     assert len(dc) and (dc["n_resamples"] == 0).all()
 
 
-def test_damage_cost_rank_correlation_has_an_interval(steep):
-    dc = scaling.damage_cost(steep)
+@pytest.mark.parametrize("sign", [1, -1])
+def test_damage_cost_rank_correlation_follows_the_damage(steep, sign):
+    """Damage made a monotone function of each cell's cost (censored cells costliest): rho is near +1, or near -1
+    for the reversed damage, with an interval on that side of zero; a shuffled damage gives neither."""
+    cells = steep.copy()
+    cost = cells["upper"].where(np.isfinite(cells["upper"]), 10 * cells["budget_examples"] + cells["lower"])
+    cells["damage"] = sign * (cost + 1e-3 * cells["lower"])
+    dc = scaling.damage_cost(cells)
     assert len(dc) == 4  # one per threshold
     ok = dc[dc["rho"].notna()]
-    assert len(ok) and ((ok["rho_lo"] <= ok["rho"]) & (ok["rho"] <= ok["rho_hi"])).all()
-    assert ((ok["rho"] >= -1) & (ok["rho"] <= 1)).all()
+    assert len(ok) == 4 and ((ok["rho_lo"] <= ok["rho"]) & (ok["rho"] <= ok["rho_hi"])).all()
+    assert (sign * ok["rho"] > 0.9).all(), ok[["threshold", "rho"]]
+    assert (sign * ok["rho_lo" if sign > 0 else "rho_hi"] > 0).all(), ok[["threshold", "rho_lo", "rho_hi"]]
+    cells["damage"] = np.random.default_rng(0).permutation(cells["damage"].to_numpy())
+    shuffled = scaling.damage_cost(cells)
+    assert (shuffled["rho"].abs() < 0.6).all(), shuffled[["threshold", "rho"]]
 
 
 def test_missing_columns_name_the_table():
