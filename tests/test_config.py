@@ -20,8 +20,26 @@ def _default():
 
 @pytest.mark.parametrize("name", ["config.yaml", "full.yaml"])
 def test_shipped_configs_are_valid(name):
+    """Each resolves, and its grid is the one it writes: every (layer, policy, init, regime, retrain seed) of every
+    network, and a no-reset control per network, regime and seed where it asks for controls."""
     resolved = config.load(ROOT / "config" / name)
-    assert len(grid.cells(resolved)) > 0
+    spec = resolved["grid"]
+    cells = set(grid.cells(resolved))
+    assert spec["layers"] == "all"  # both shipped grids reset every layer
+    for model in resolved["models"]:
+        for ps in model["pretrain"]["seeds"]:
+            for layer in grid.layer_ids(model):
+                for policy in spec["policies"]:
+                    for init in spec["inits"]:
+                        for regime in spec["regimes"]:
+                            for seed in spec["seeds"]:
+                                cell = grid.Cell(model["name"], layer, policy, init, regime, seed, pretrain_seed=ps)
+                                assert cell in cells, cell
+            if spec["controls"]:
+                for regime in spec["regimes"]:
+                    for seed in spec["seeds"]:
+                        assert grid.Cell(model["name"], "none", "none", "none", regime, seed, pretrain_seed=ps) in cells
+    assert {c.model for c in cells} == {m["name"] for m in resolved["models"]}
 
 
 def test_default_grid_has_every_layer_two_networks_and_controls():
