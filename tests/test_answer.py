@@ -124,6 +124,27 @@ def test_page_states_the_cost_in_three_units(deeper_costs_more):
     assert ref["coarse"].all() and ref["examples"].notna().all()
 
 
+# Columns the synthetic tables leave empty on purpose: no synthetic cell diverges, and a curve's train loss is not
+# read by the answer statistics.
+EMPTY_IN_SYNTHETIC = {"diverged_step", "train_loss"}
+
+
+def test_synthetic_tables_follow_the_real_schema():
+    """The synthetic tables the answer tests run on have the columns of the real summary, curves and networks
+    tables (analysis/tables.py), in order, each with values: a column added to a real table and not given values in
+    tests/answer_helpers.py fails here."""
+    from selfheal.analysis import tables
+
+    summary, curves, networks = synthetic(extra_targets=True, seed=8)
+    for name, table, columns in (("summary", summary, tables.SUMMARY_COLUMNS), ("curves", curves, tables.CURVE_COLUMNS),
+                                 ("networks", networks, tables.NETWORK_COLUMNS)):
+        assert list(table.columns) == columns, name
+        empty = [c for c in columns if table[c].isna().all() and c not in EMPTY_IN_SYNTHETIC]
+        assert not empty, f"tests/answer_helpers.py gives the {name} table's columns {empty} no values"
+    assert summary["scratch_examples"].notna().any() and summary["relative_to_scratch"].notna().any()
+    assert set(curves["replay"]) == {False}
+
+
 def test_size_ordering_on_a_toy_networks_table():
     networks = toy_networks({
         ("n2d32", 2, 32): [4.50, 4.40], ("n2d64", 2, 64): [4.20, 4.25],  # D at N = 2: falls 0.225 > spread 0.1
