@@ -2,37 +2,21 @@
 draws tables shaped like each shipped config's output, empty and one-row tables included."""
 
 import json
-import struct
-import zlib
 from pathlib import Path
 
 import altair as alt
 import pandas as pd
 import pytest
 
+from conftest import assert_drawn_png
 from selfheal import records
 from selfheal.analysis import plots, tables
 from selfheal.records import CellResult, Recovery
 
 
-def _png(path) -> tuple[int, int, int]:
-    """(width, height, distinct byte values of its decoded rows) of a PNG file: a blank image has about 2."""
-    data = Path(path).read_bytes()
-    assert data[:8] == b"\x89PNG\r\n\x1a\n", f"{path} is not a PNG"
-    width, height = struct.unpack(">II", data[16:24])
-    pos, idat = 8, b""
-    while pos < len(data):
-        (length,), kind = struct.unpack(">I", data[pos:pos + 4]), data[pos + 4:pos + 8]
-        if kind == b"IDAT":
-            idat += data[pos + 8:pos + 8 + length]
-        pos += 12 + length
-    return width, height, len(set(zlib.decompress(idat)))
-
-
 def _drawn(html_path, png_path) -> None:
     """The figure was drawn: a PNG of some size with more than a blank page in it, and the HTML's chart."""
-    width, height, distinct = _png(png_path)
-    assert width >= 200 and height >= 100 and distinct > 8, (png_path, width, height, distinct)
+    assert_drawn_png(png_path)
     assert "vega" in Path(html_path).read_text()
 
 

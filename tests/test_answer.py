@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 
 from answer_helpers import synthetic, toy_networks
+from conftest import assert_drawn_png
 from selfheal import results
 from selfheal.analysis import answer, answer_page, answer_plots, answer_tables
 
@@ -256,7 +257,8 @@ def test_answer_rule_runs_on_tables_placed_as_inputs(tmp_path):
     loaded = results.load(folder)
     assert set(answer.TABLES) | {"summary", "curves", "networks"} <= set(loaded)
     assert (folder / "answer.html").read_text().count("<h2>") >= 9
-    assert all((folder / "plots" / f"{name}.png").stat().st_size > 0 for name in answer_plots.FIGURES)
+    for name in answer_plots.FIGURES:
+        assert_drawn_png(folder / "plots" / f"{name}.png")
     md = (folder / "answer.md").read_text()
     surv = loaded["survival"]
     l1 = surv[surv["target"] == "L1"].iloc[0]

@@ -74,6 +74,17 @@ def test_the_documented_pages_round_trip(common, tmp_path):
         assert copy.read_text() == doc.read_text(), f"{doc.name}: block {name} is not in write_block's form"
 
 
+def test_the_test_suite_block_has_each_stage_and_the_slowest_tests(common):
+    """docs/performance.md's test-suite block is benchmarks/suite_time.py's: the suite's time, each CI stage's wall
+    time, and the ten slowest tests."""
+    text = common.read_block("test-suite")
+    assert "**" in text and "benchmarks/suite_time.py" in text
+    for stage in ("lint (format and lint)", "fast (fast tests)", "e2e (end-to-end)"):
+        assert re.search(rf"^\| {re.escape(stage)} \| ok, [0-9]+ passed.* \| [0-9]+ min [0-9]+ s \|$", text, re.M), stage
+    slow = re.findall(r"^\| ([0-9.]+) \| (?:setup|call|teardown) \| `tests/", text, re.M)
+    assert len(slow) == 10 and [float(s) for s in slow] == sorted((float(s) for s in slow), reverse=True)
+
+
 def test_publish_writes_only_when_asked(common, tmp_path, capsys):
     page = tmp_path / "page.md"
     page.write_text("<!-- fig: begin -->\n\nold\n\n<!-- fig: end -->\n")

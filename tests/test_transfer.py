@@ -9,6 +9,7 @@ import pytest
 import torch
 import yaml
 from sklearn.metrics import accuracy_score
+from conftest import assert_drawn_png
 from transfer_helpers import tiny_encoder
 
 from selfheal import config, grid, packages
@@ -346,7 +347,7 @@ def test_every_plot_draws_from_the_summary(tmp_path):
     plots.write_all(str(tmp_path / "summary.parquet"),
                     {n: (str(tmp_path / f"{n}.html"), str(tmp_path / f"{n}.png")) for n in names})
     for n in names:
-        assert (tmp_path / f"{n}.png").stat().st_size > 1000
+        assert_drawn_png(tmp_path / f"{n}.png")
     assert "0.6" in (tmp_path / "transfer_incremental.html").read_text()
     assert plots.names(["probing", "single"]) == ["transfer_single"]
 

@@ -90,5 +90,5 @@ def test_an_original_cell_records_the_damage_and_cka_floor_of_its_step0_layer(fi
     assert cell["damaged_loss"] == pytest.approx(damaged, rel=1e-6)
     floor = _unbiased_cka(original.double().numpy(), reset.double().numpy())
     assert cell["cka_floor"] == pytest.approx(floor, abs=1e-6)
-    assert floor < 0.99 and -1 <= cell["cka"] <= 1 and cell["cka"] != cell["cka_floor"]  # retraining moved it
+    assert -1 <= cell["cka"] <= 1 and cell["cka"] != cell["cka_floor"]  # retraining moved the layer's outputs
     assert pd.isna(summary[summary["policy"] == "embeddings"]["cka"]).all()  # no single layer to compare
