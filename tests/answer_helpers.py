@@ -56,13 +56,15 @@ def synthetic(depth_effect: float = 1.5, n_effect: float = 0.0, d_effect: float 
                 "off_plateau": (model, ps) in off_plateau, "degenerate": flagged, "source": "scratch",
                 "train_sequences": S, "epochs": E, "context": 64, "bigram_weight": 0.6,
                 "bigram_margin": 4.8 - baseline, "degenerate_reason": "reset_all_harmless" if flagged else "",
+                "plateau_examples": round(1.5 * SXE), "plateau_val_loss": baseline + 0.001,
+                "plateau_gain": -0.001,
             })
             pre_grid = np.arange(0, SXE + 1, 4000)
             for e in pre_grid:
                 curve_rows.append({"kind": "pretrain", "model": model, "pretrain_seed": ps, "examples": int(e),
                                    "tokens": int(e) * 64, "steps": int(e) // 32, "fraction_of_pretrain": e / SXE,
                                    "wall_s": e / 1000, "val_loss": baseline + 2.9 * math.exp(-e / 6000),
-                                   "train_loss": None})
+                                   "train_loss": None, "replay": False})
             targets = [(f"L{i}", i) for i in range(n_layer)] + [("all", None)]
             if extra_targets:
                 targets += [("swap32", None), ("dec", None)]
@@ -98,13 +100,20 @@ def synthetic(depth_effect: float = 1.5, n_effect: float = 0.0, d_effect: float 
     for column in ("layer", "depth", "seed"):
         curves[column] = curves[column].astype("Int64")
     summary = tables.add_outcomes(summary, curves)  # the outcome of each row, by the workflow's own rule
-    extra = sorted(set(summary.columns) - set(tables.SUMMARY_COLUMNS))
-    assert not extra, f"synthetic summary columns not in the real schema: {extra}"
-    summary = summary.reindex(columns=tables.SUMMARY_COLUMNS)  # the real schema: a column it lacks stays empty
     networks = pd.DataFrame(network_rows)
     for column in ("pretrain_examples", "train_sequences", "epochs", "context"):
         networks[column] = networks[column].astype("Int64")
-    return summary, curves, networks
+    # the columns aggregate derives from the others, derived here by the same code (the pretraining reference)
+    summary = tables.add_scratch_reference(summary, curves, networks)
+    return _in_schema(summary, tables.SUMMARY_COLUMNS), _in_schema(curves, tables.CURVE_COLUMNS), \
+        _in_schema(networks, tables.NETWORK_COLUMNS)
+
+
+def _in_schema(table: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
+    """The table's columns in the schema's order (analysis/tables.py, the one list of them). A column the schema has
+    and the synthetic table does not make comes out all missing, which tests/test_answer.py's schema test refuses:
+    give it values here."""
+    return table.reindex(columns=columns)
 
 
 def toy_networks(baselines: dict, arch: str = "gpt2", source: str = "scratch") -> pd.DataFrame:
@@ -131,7 +140,7 @@ def _cell(cell, a, tau, baseline, thresholds, budget, grid, summary_rows, curve_
     for e, loss in zip(grid, losses):
         curve_rows.append({"kind": "recovery", **cell, "examples": int(e), "tokens": int(e) * 64,
                            "steps": int(e) // 32, "fraction_of_pretrain": e / SXE, "wall_s": e / 2000,
-                           "val_loss": float(loss), "train_loss": None})
+                           "val_loss": float(loss), "train_loss": None, "replay": False})
     last = None
     for eps in thresholds:
         lo, hi, recovered = _crossing(a, tau, eps, budget, grid)
@@ -149,5 +158,10 @@ def _cell(cell, a, tau, baseline, thresholds, budget, grid, summary_rows, curve_
             "baseline_not_converged": False, "degenerate": flagged, "off_plateau": False,
             "cka": cka, "cka_floor": None if cka is None else 0.1,
             "n_params": 12 * cell["n_layer"] * cell["d_model"] ** 2 + 1024 * cell["d_model"],
+            # the confirmation on the whole split: the final loss there a little higher, the baseline too
+            "confirm_sequences": 2698, "confirm_loss": float(losses[-1]) + 0.01,
+            "confirm_baseline_loss": baseline + 0.01,
+            "confirmed": (float(losses[-1]) <= baseline * (1 + eps)) if recovered else None,
+            "val_diff_se": 0.002,
         })
     return last

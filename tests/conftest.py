@@ -1,9 +1,13 @@
 import os
+import struct
 import sys
+import zlib
 from pathlib import Path
 
 import pytest
 import torch
+
+pytest_plugins = ["stages"]  # the CI stages: lint, fast, e2e (tests/stages.py)
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
@@ -21,6 +25,9 @@ from selfheal import models
 from selfheal.models import families
 from selfheal.training import objectives  # noqa: E402
 
+# The device of every test that compares numbers bit for bit: the CPU, also on a machine with a GPU (where the default
+# `auto` would take CUDA with TF32 and the test would measure CUDA's determinism rather than the code's).
+CPU = {"device": "cpu"}
 TINY_MODEL = {"name": "t", "arch": "gpt2", "n_layer": 3, "d_model": 16, "n_head": 2, "context": 16, "dropout": 0.0}
 SPECIAL = {"vocab_size": 64, "eos": 0, "pad": 1, "mask": 2}
 
@@ -32,6 +39,22 @@ def trained_like(model: torch.nn.Module, seed: int = 1) -> torch.nn.Module:
         for p in model.parameters():
             p.add_(0.05 * torch.randn(p.shape, generator=g))
     return model
+
+
+def assert_drawn_png(path) -> None:
+    """``path`` is a PNG of some size with more than a blank page in it: its decoded rows hold more than a few
+    distinct byte values (a blank image has about 2), read with the standard library."""
+    data = Path(path).read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", f"{path} is not a PNG"
+    width, height = struct.unpack(">II", data[16:24])
+    pos, idat = 8, b""
+    while pos < len(data):
+        (length,), kind = struct.unpack(">I", data[pos:pos + 4]), data[pos + 4:pos + 8]
+        if kind == b"IDAT":
+            idat += data[pos + 8:pos + 8 + length]
+        pos += 12 + length
+    distinct = len(set(zlib.decompress(idat)))
+    assert width >= 200 and height >= 100 and distinct > 8, (path, width, height, distinct)
 
 
 @pytest.fixture

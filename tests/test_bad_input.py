@@ -303,9 +303,11 @@ def _replacement(value, choice: int, number: float):
 def mutated_configs(draw):
     name = draw(st.sampled_from(sorted(VALID)))
     raw = copy.deepcopy(VALID[name])
+    changed = []
     for _ in range(draw(st.integers(1, 2))):
         paths = list(_paths(raw))
         path, value = paths[draw(st.integers(0, len(paths) - 1))]
+        changed.append(path)
         parent = raw
         for part in path[:-1]:
             parent = parent[part]
@@ -314,7 +316,29 @@ def mutated_configs(draw):
         else:
             parent[path[-1]] = _replacement(value, draw(st.integers(0, 20)),
                                             draw(st.floats(-1e3, 1e3, allow_nan=False)))
-    return name, raw
+    return name, raw, changed
+
+
+def _dotted(path: tuple) -> str:
+    return "".join(f"[{p}]" if isinstance(p, int) else (f".{p}" if i else p) for i, p in enumerate(path))
+
+
+def _names_a_changed_key(key: str, changed: list[tuple]) -> bool:
+    """Whether the error's key is one of the mutated keys, a key inside or above one (a section the mutation made
+    wrong, a missing key's section), or a sibling (a rule between two keys of one section, e.g. d_model and n_head).
+    Keys compare without list positions and without the models[] prefix (a top-level section is merged into each
+    model's settings)."""
+    def forms(k):
+        parts = [p.lstrip(".") for p in _split(k) if not p.startswith("[")]
+        return [parts, parts[1:]] if parts[0] == "models" and len(parts) > 1 else [parts]
+
+    for path in changed:
+        for error in forms(key):
+            for mutated in forms(_dotted(path)):
+                n = min(len(error), len(mutated))
+                if error[:n] == mutated[:n] or (len(error) == len(mutated) and error[:-1] == mutated[:-1]):
+                    return True
+    return False
 
 
 def _schema_keys(schema: dict, root: dict) -> set[str]:
@@ -374,12 +398,13 @@ def _split(key: str) -> list[str]:
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(mutated_configs())
-def test_every_mutation_is_accepted_with_cells_or_refused_naming_a_real_key(case):
-    name, raw = case
+def test_every_mutation_is_accepted_with_cells_or_refused_naming_the_changed_key(case):
+    name, raw, changed = case
     try:
         resolved = config.resolve(raw)
     except config.ConfigError as err:
         assert err.key and _real_key(err.key, raw), f"{name}: {err} names no real key"
+        assert _names_a_changed_key(err.key, changed), f"{name}: {err} names {err.key}, not one of {changed}"
         return
     # something to run: cells, or frozen-random pretraining (config/bogoychev.yaml), or the transfer experiments
     assert grid.cells(resolved) or resolved["frozen_random"] or resolved["transfer"], f"{name}: nothing to run"
@@ -390,6 +415,12 @@ def test_every_mutation_is_accepted_with_cells_or_refused_naming_a_real_key(case
 def test_the_key_check_of_the_property_test_can_fail():
     assert _real_key("models[0].pretrain.train_sequences", {}) and _real_key("grid.layers[1]", {})
     assert not _real_key("<top level>", {}) and not _real_key("models[0].no_such", {"models": [{}]})
+    changed = [("models", 0, "pretrain", "lr")]
+    assert _names_a_changed_key("models[0].pretrain.lr", changed) and _names_a_changed_key("pretrain.lr", changed)
+    assert _names_a_changed_key("models[0].pretrain", changed)  # the section above it
+    assert _names_a_changed_key("models[0].pretrain.epochs", changed)  # a rule between two keys of the section
+    assert not _names_a_changed_key("grid.layers", changed) and not _names_a_changed_key("retrain.lr", changed)
+    assert not _names_a_changed_key("models[1].n_head", changed)
 
 
 def test_transfer_model_folder_without_safetensors(tmp_path):

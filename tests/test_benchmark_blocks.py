@@ -4,6 +4,7 @@ the documentation is named by a script in benchmarks/ (which writes it through `
 
 import importlib.util
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -56,15 +57,13 @@ def test_write_block_replaces_the_block_and_nothing_else(common, tmp_path):
 
 def test_write_block_refuses_a_page_without_its_markers(common, tmp_path):
     page = tmp_path / "page.md"
-    page.write_text("<!-- fig: begin -->\nno end\n")
-    before = page.read_text()
-    for marker in ("fig", "other"):
-        with pytest.raises(ValueError):
-            common.write_block(marker, "x", page)
-    page.write_text("<!-- fig: end -->\n<!-- fig: begin -->\n")
-    with pytest.raises(ValueError):
-        common.write_block("fig", "x", page)
-    assert before != page.read_text()  # only the test's own rewrite changed it
+    for text in ("<!-- fig: begin -->\nno end\n", "<!-- fig: end -->\n<!-- fig: begin -->\n",
+                 "<!-- fig: begin -->\n<!-- fig: end -->\n<!-- fig: begin -->\n<!-- fig: end -->\n"):
+        page.write_text(text)
+        for marker in ("fig", "other"):
+            with pytest.raises(ValueError):
+                common.write_block(marker, "x", page)
+            assert page.read_text() == text  # a refused write leaves the page as it was
 
 
 def test_the_documented_pages_round_trip(common, tmp_path):
@@ -74,6 +73,28 @@ def test_the_documented_pages_round_trip(common, tmp_path):
         copy.write_text(doc.read_text())
         common.write_block(name, common.read_block(name, copy), copy)
         assert copy.read_text() == doc.read_text(), f"{doc.name}: block {name} is not in write_block's form"
+
+
+def test_suite_time_reads_the_stages_and_the_slowest_tests():
+    """benchmarks/suite_time.py's block from a run's output (the form tests/stages.py and pytest print): the suite's
+    counts, a row per stage with its result and time, and the slowest tests, slowest first."""
+    spec = importlib.util.spec_from_file_location("suite_time", ROOT / "benchmarks" / "suite_time.py")
+    suite_time = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        spec.loader.exec_module(suite_time)
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    durations = "\n".join(f"{40 - i}.00s call     tests/test_x.py::test_{i}" for i in range(12))
+    out = ("...\n=== stages ===\nstage lint (format and lint): ok, 5 passed, 1 skipped in 30.5 s\n"
+           "stage fast (fast tests): ok, 400 passed in 275.0 s\nstage e2e (end-to-end): FAILED, 40 passed, 1 failed"
+           f" in 500.2 s\n=== slowest 10 durations ===\n{durations}\n=== 1 failed, 445 passed in 805.70s ===\n")
+    text = suite_time.block(805.7, out)
+    assert "**13 min 26 s** (1 failed, 445 passed)" in text
+    assert "| lint (format and lint) | ok, 5 passed, 1 skipped | 0 min 30 s |" in text
+    assert "| e2e (end-to-end) | FAILED, 40 passed, 1 failed | 8 min 20 s |" in text
+    slow = re.findall(r"^\| ([0-9.]+) \| call \| `tests/test_x.py::test_([0-9]+)` \|$", text, re.M)
+    assert [int(t) for _, t in slow] == list(range(10))
 
 
 def test_publish_writes_only_when_asked(common, tmp_path, capsys):

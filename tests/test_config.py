@@ -1,12 +1,15 @@
 """Config validation: the defaults pass, and every kind of bad input is refused naming its key."""
 
 import copy
+import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
 from selfheal import config, grid
+from selfheal.config import check
+from selfheal.experiments import frozen_random
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -17,8 +20,26 @@ def _default():
 
 @pytest.mark.parametrize("name", ["config.yaml", "full.yaml"])
 def test_shipped_configs_are_valid(name):
+    """Each resolves, and its grid is the one it writes: every (layer, policy, init, regime, retrain seed) of every
+    network, and a no-reset control per network, regime and seed where it asks for controls."""
     resolved = config.load(ROOT / "config" / name)
-    assert len(grid.cells(resolved)) > 0
+    spec = resolved["grid"]
+    cells = set(grid.cells(resolved))
+    assert spec["layers"] == "all"  # both shipped grids reset every layer
+    for model in resolved["models"]:
+        for ps in model["pretrain"]["seeds"]:
+            for layer in grid.layer_ids(model):
+                for policy in spec["policies"]:
+                    for init in spec["inits"]:
+                        for regime in spec["regimes"]:
+                            for seed in spec["seeds"]:
+                                cell = grid.Cell(model["name"], layer, policy, init, regime, seed, pretrain_seed=ps)
+                                assert cell in cells, cell
+            if spec["controls"]:
+                for regime in spec["regimes"]:
+                    for seed in spec["seeds"]:
+                        assert grid.Cell(model["name"], "none", "none", "none", regime, seed, pretrain_seed=ps) in cells
+    assert {c.model for c in cells} == {m["name"] for m in resolved["models"]}
 
 
 def test_default_grid_has_every_layer_two_networks_and_controls():
@@ -113,8 +134,85 @@ def test_bad_config_names_the_key(path, value, key):
     assert f"'{key}'" in str(err.value)
 
 
-def test_the_broken_config_corpus_is_large():
-    assert len(BAD) >= 20
+def _rules(local: str) -> list[tuple[dict, str]]:
+    """Configs that break the rules config/check.py adds to the schema, each with the key it must name. ``local``: a
+    model folder (a downloaded model's rules)."""
+    default = _default()
+    gpt2 = default["models"][0]
+    mine = {"name": "mine", "source": "pretrained", "name_or_path": local, "arch": "llama", "n_layer": 2}
+    variant = frozen_random.variant_name(gpt2["name"], frozen_random.canonical(["ffn"]))
+
+    def over(**sections):
+        return {**copy.deepcopy(default), **sections}
+
+    return [
+        (over(corpus={"source": "hf"}), "corpus.hf"),
+        (over(models=[{**gpt2, "name": "bpe"}]), "models[0].name"),
+        (over(models=[gpt2, dict(gpt2)]), "models[1].name"),
+        (over(models=[{"name": "l", "arch": "llama", "n_layer": 2, "d_model": 32, "n_head": 4, "n_kv_head": 3}]),
+         "models[0].n_kv_head"),
+        (over(models=[{**gpt2, "adapt": True}]), "models[0].adapt"),
+        (over(models=[mine], grid={**default["grid"], "inits": ["fresh", "original"]}), "grid.inits"),
+        (over(models=[{**mine, "pretrain": {"seeds": [0, 1]}, "adapt": False}]), "models[0].adapt"),
+        (over(models=[{**mine, "frozen_random": [["ffn"]]}]), "models[0].frozen_random"),
+        (over(models=[{**gpt2, "frozen_random": [["ffn", "attention"], ["attention", "ffn"]]}]),
+         "models[0].frozen_random[1]"),
+        (over(models=[{**gpt2, "frozen_random": [["ffn"]]}, {**gpt2, "name": variant}]), "models[0].frozen_random[0]"),
+        (over(models=[{**gpt2, "retrain": {"eval_every_examples": 8, "batch_size": 16}}]),
+         "models[0].retrain.eval_every_examples"),
+        (over(retrain={**default.get("retrain", {}), "lr": float("nan")}), "retrain.lr"),
+        (over(grid={**default["grid"], "policies": ["cross_attn"]}), "grid.policies[0]"),
+        (over(grid={**default["grid"], "targets": ["enc"]}), "grid.targets[0]"),
+        (over(grid={**default["grid"], "encoder_swap": [16]}), "grid.encoder_swap"),
+        (over(grid={**default["grid"], "layers": [], "targets": [], "controls": False}), "grid.layers"),
+        # what check.py's own test of a frozen-random entry guards against; the schema refuses it first
+        (over(models=[{**gpt2, "frozen_random": [["ffn", "ffn"]]}]), "models[0].frozen_random[0]"),
+        (over(models=[{**gpt2, "frozen_random": [[]]}]), "models[0].frozen_random[0]"),
+    ]
+
+
+# Rules of config/check.py that the schema makes unreachable (it refuses those inputs first, see the cases above)
+SCHEMA_FIRST = ["each entry is one or two distinct components"]
+
+
+@pytest.fixture(scope="module")
+def local_model(tmp_path_factory):
+    from test_pretrained import save_local_model
+
+    folder = tmp_path_factory.mktemp("local") / "mine"
+    save_local_model(folder)
+    return str(folder)
+
+
+def test_every_rule_of_the_config_check_is_refused_naming_its_key(local_model):
+    """Every `raise ConfigError` of config/check.py is reached by a case here or in BAD above (traced line by line),
+    and each case's error names its key: a rule added without a case fails this test."""
+    source = Path(check.__file__).read_text().splitlines()
+    raise_lines = {i + 1 for i, line in enumerate(source)
+                   if "raise ConfigError(" in line and not any(s in line for s in SCHEMA_FIRST)}
+    hit: set[int] = set()
+
+    def trace(frame, event, arg):
+        if frame.f_code.co_filename != check.__file__:
+            return None
+        if event == "line":
+            hit.add(frame.f_lineno)
+        return trace
+
+    cases = [(_mutate(path, value), key) for path, value, key in BAD] + _rules(local_model)
+    wrong = []
+    for raw, key in cases:
+        sys.settrace(trace)
+        try:
+            config.resolve(raw)
+            wrong.append((key, "accepted"))
+        except config.ConfigError as err:
+            if err.key != key:
+                wrong.append((key, str(err)))
+        finally:
+            sys.settrace(None)
+    assert not wrong, wrong
+    assert raise_lines <= hit, f"rules of config/check.py no case reaches (lines): {sorted(raise_lines - hit)}"
 
 
 def test_duplicate_model_names():

@@ -9,12 +9,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import torch
-from conftest import SPECIAL, TINY_MODEL, trained_like
+from conftest import CPU, SPECIAL, TINY_MODEL, trained_like
 from safetensors.torch import save_file
 
 from selfheal import models, records
 from selfheal.grid import Cell
-from selfheal.heal import staging, unit
+from selfheal.heal import reset, staging, unit
+from selfheal.training import evaluation, setup
 from selfheal.records import CellResult, Damage
 
 PATTERN = "s{seed}/{target}-{policy}-{init}"  # as the workflow lays out a unit (every retrain seed)
@@ -31,13 +32,21 @@ def inputs(tmp_path):
     records.write(tmp_path / "baseline.json", records.Baseline("t", 4.0, 54.6, 32, 16))
     records.write(tmp_path / "pretrain.json", records.PretrainSummary("t", "gpt2", 3, 16, 1000, train_sequences=128,
                                                                        epochs=2))
-    model_cfg = {**TINY_MODEL, "source": "scratch", "pretrain": {"train_sequences": 128, "seed": 0, "epochs": 2},
+    model_cfg = {**TINY_MODEL, "hardware": CPU, "source": "scratch", "pretrain": {"train_sequences": 128, "seed": 0, "epochs": 2},
                  "retrain": {"lr": 1e-2, "batch_size": 16, "weight_decay": 0.0, "grad_clip": 1.0,
                              "eval_every_examples": 32, "warmup_steps": 2, "budget_fraction": 0.5,
                              "thresholds": [0.01], "checkpoint_every_steps": 0, "prefix_cache_mb": 100,
                              "resolution": 0.1}}
     eval_cfg = {"val_sequences": 32, "batch_size": 16}
     return tmp_path, model_cfg, eval_cfg
+
+
+def _damaged_loss(tmp_path, model_cfg, eval_cfg, cell):
+    model = models.load(tmp_path / "trained")
+    job = setup.prepare(model, model_cfg, eval_cfg, str(tmp_path / "tokens.safetensors"))
+    if cell.target != "none":
+        reset.draw(model, job.family, cell.target, cell.policy, cell.init, cell.seed, None)
+    return evaluation.evaluate(model, job.family, job.val_batches, hw=job.hardware)
 
 
 def _run(tmp_path, model_cfg, eval_cfg, cells, out="out"):
@@ -61,7 +70,13 @@ def test_unit_heals_every_cell_like_a_cell_alone(inputs):
         folder = tmp_path / "out" / PATTERN.format(**cell.as_dict())
         curve = pd.read_parquet(folder / "curve.parquet")
         damage = records.read(folder / "damage.json", Damage)
-        assert damage.damaged_loss == together[cell].damaged_loss == curve["val_loss"].iloc[0]
+        # the damage the unit records is the reset model's loss, measured here apart from the unit: the trained
+        # network, the cell's reset drawn on it, evaluated on the validation set
+        assert damage.damaged_loss == pytest.approx(_damaged_loss(tmp_path, model_cfg, eval_cfg, cell), rel=1e-6)
+        assert together[cell].damaged_loss == damage.damaged_loss == curve["val_loss"].iloc[0]
+    trained = _damaged_loss(tmp_path, model_cfg, eval_cfg, CELLS[2])  # the control resets nothing
+    assert together[CELLS[2]].damaged_loss == trained
+    assert together[CELLS[0]].damaged_loss != trained and together[CELLS[1]].damaged_loss != trained
     assert together[CELLS[1]].prefix_cache_depth == 2  # the layers below L2, from the in-memory cache
     assert together[CELLS[0]].prefix_cache_depth is None  # nothing below layer 0
     # the same cell healed in a job of its own (so another order, no neighbours) gives the same numbers

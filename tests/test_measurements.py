@@ -8,7 +8,7 @@ import dataclasses
 import pandas as pd
 import pytest
 import torch
-from conftest import SPECIAL, TINY_MODEL, trained_like
+from conftest import CPU, SPECIAL, TINY_MODEL, trained_like
 from safetensors.torch import save_file
 
 from selfheal import grid, models, records
@@ -58,7 +58,7 @@ def job(tmp_path):
     stream = torch.randint(3, 64, (16 * 300,), generator=g, dtype=torch.int32)
     save_file({"train": stream, "val": stream[: 16 * 40].clone()}, str(tmp_path / "tokens.safetensors"),
               metadata={k: str(v) for k, v in SPECIAL.items()})
-    model_cfg = {**TINY_MODEL, "source": "scratch", "pretrain": {"train_sequences": 256, "seed": 0, "epochs": 2},
+    model_cfg = {**TINY_MODEL, "hardware": CPU, "source": "scratch", "pretrain": {"train_sequences": 256, "seed": 0, "epochs": 2},
                  "retrain": {"lr": 1e-2, "batch_size": 8, "weight_decay": 0.0, "grad_clip": 1.0,
                              "eval_every_examples": 64, "warmup_steps": 2, "optimizer": "adamw", "budget_fraction": 0.5,
                              "thresholds": [0.01, 0.05], "checkpoint_every_steps": 0, "prefix_cache_mb": 0,

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 import torch
-from conftest import SPECIAL, TINY_MODEL, trained_like
+from conftest import CPU, SPECIAL, TINY_MODEL, trained_like
 from safetensors.torch import save_file
 
 from selfheal import models
@@ -25,7 +25,7 @@ def setup(tmp_path):
     stream = torch.randint(3, 64, (16 * 200,), generator=g, dtype=torch.int32)
     save_file({"train": stream, "val": stream[: 16 * 40].clone()}, str(tmp_path / "tokens.safetensors"),
               metadata={k: str(v) for k, v in SPECIAL.items()})
-    model_cfg = {**TINY_MODEL, "source": "scratch", "pretrain": {"train_sequences": 128, "seed": 0}}
+    model_cfg = {**TINY_MODEL, "hardware": CPU, "source": "scratch", "pretrain": {"train_sequences": 128, "seed": 0}}
     eval_cfg = {"val_sequences": 32, "batch_size": 16}
     return tmp_path, model_cfg, eval_cfg
 

@@ -1,8 +1,8 @@
-"""Never lose work: the real workflow, its job processes SIGKILLed at random points several times and re-run,
-ends with exactly the numbers of an uninterrupted run."""
+"""Never lose work: the real workflow, its training job SIGKILLed four times at points chosen from its own progress
+(after checkpoints in pretraining and in retraining) and re-run, ends with exactly the numbers of an uninterrupted
+run. The jobs run on the CPU (bit-exact numbers)."""
 
 import os
-import random
 import re
 import signal
 import subprocess
@@ -12,6 +12,7 @@ import time
 import pandas as pd
 import psutil
 import pytest
+import torch
 import yaml
 from snakemake_helpers import ROOT, snakemake
 
@@ -28,6 +29,7 @@ CONFIG = {
     "grid": {"layers": [1], "seeds": [0], "controls": False, "matched_controls": "none"},
     "retrain": {"batch_size": 16, "lr": 1.0e-2, "eval_every_examples": 64, "budget_fraction": 1.0,
                 "thresholds": [0.001], "checkpoint_every_steps": 3},
+    "hardware": {"device": "cpu"},
 }
 NUMBERS = ["recovered", "examples", "tokens", "steps", "baseline_loss", "damaged_loss", "final_loss"]
 # What the test compares: every run here makes these two tables (and what they need), not the plots or the answer page
@@ -55,31 +57,46 @@ def _training_job(proc):
     return None
 
 
-def _is_training(workdir, since: float) -> bool:
-    for log in (workdir / "results" / "logs").rglob("*.log"):
-        if log.stat().st_mtime >= since and re.search(r"train step [1-9]", log.read_text()):
-            return True
-    return False
+# Where the kills land, chosen from the job's own progress: each kill waits for a checkpoint of its phase at a
+# later step than the last kill of that phase saw (so after the first, each proves the job resumed and went on):
+# twice in pretraining, twice in retraining (the model job pretrains, then retrains its cells).
+KILLS = ["pretrain", "pretrain", "retrain", "retrain"]
 
 
-def _kill_a_training_job(workdir, rng) -> bool:
-    """Start the workflow, SIGKILL the first training job at a random moment; True if a kill happened."""
+def _checkpoint_step(workdir, phase: str) -> int | None:
+    """The step of the newest checkpoint of ``phase`` in ``workdir``, if one is there (written atomically)."""
+    for path in (workdir / "results").rglob(f"{phase}.ckpt"):
+        try:
+            return int(torch.load(path, weights_only=True)["position"]["steps"])
+        except (FileNotFoundError, RuntimeError, EOFError):  # replaced or removed while read: look again
+            return None
+    return None
+
+
+def _logs(workdir) -> str:
+    return "".join(p.read_text() for p in (workdir / "results" / "logs").rglob("*.log"))
+
+
+def _kill_at_checkpoint(workdir, phase: str, after_step: int) -> tuple[int, str]:
+    """Start the workflow and SIGKILL its training job once a ``phase`` checkpoint past ``after_step`` exists;
+    returns that checkpoint's step and the job logs as they were at the kill (a restarted job rewrites its log).
+    Fails if the job ends without writing one."""
     proc = _start(workdir)
-    deadline = time.time() + 120
-    while time.time() < deadline and proc.poll() is None:
+    deadline = time.time() + 600
+    while proc.poll() is None and time.time() < deadline:
+        step = _checkpoint_step(workdir, phase)
         job = _training_job(proc)
-        # once the job is training (its log shows progress past step 0), at a random moment after that
-        if job is not None and _is_training(workdir, job.create_time()):
-            time.sleep(rng.uniform(0.0, 2.0))
+        if step is not None and step > after_step and job is not None:
             try:
                 job.send_signal(signal.SIGKILL)
             except psutil.NoSuchProcess:
-                continue
+                break
             proc.wait(timeout=120)
-            return True
-        time.sleep(0.05)
-    proc.wait(timeout=300)
-    return False
+            return step, _logs(workdir)
+        time.sleep(0.02)
+    proc.kill()
+    proc.wait(timeout=60)
+    pytest.fail(f"the workflow ended (or ran 600 s) before a {phase} checkpoint past step {after_step}")
 
 
 def test_killed_jobs_resume_to_identical_results(tmp_path, corpus_seed):
@@ -95,18 +112,23 @@ def test_killed_jobs_resume_to_identical_results(tmp_path, corpus_seed):
         uninterrupted = _start(reference, stderr)
 
     try:
-        rng = random.Random(7)
-        kills = sum(_kill_a_training_job(killed, rng) for _ in range(4))
+        seen = {"pretrain": -1, "retrain": -1}
+        logs = []
+        for phase in KILLS:
+            seen[phase], log = _kill_at_checkpoint(killed, phase, seen[phase])
+            logs.append(log)
         final = snakemake(killed, killed / "config.yaml", "--rerun-incomplete", *TABLES)
         assert final.returncode == 0, final.stderr[-3000:]
-        assert kills >= 3
         assert uninterrupted.wait(timeout=600) == 0, reference_log.read_text()[-3000:]
     finally:
         if uninterrupted.poll() is None:  # the test failed first: do not leave the reference running
             uninterrupted.kill()
 
-    logs = "".join(p.read_text() for p in (killed / "results" / "logs").rglob("*.log"))
-    assert "resumed from" in logs  # at least one kill landed after a checkpoint, and was resumed from it
+    # every run after a kill resumed from the checkpoint that kill left: the runs the next kills stopped, and the last
+    logs.append(_logs(killed))
+    for phase, log in zip(KILLS, logs[1:]):
+        resumed = re.findall(r"resumed from \S+", log)
+        assert any(line.endswith(f"{phase}.ckpt") for line in resumed), (phase, resumed)
     want = pd.read_parquet(reference / "results" / "summary.parquet")[NUMBERS]
     got = pd.read_parquet(killed / "results" / "summary.parquet")[NUMBERS]
     pd.testing.assert_frame_equal(got, want)

@@ -1,5 +1,6 @@
 """Survival estimates and the scaling fit on synthetic tables with known structure (tests/answer_helpers.py)."""
 
+import dataclasses
 import math
 import warnings
 
@@ -36,7 +37,13 @@ def test_prepare_marks_controls_intervals_and_positions(steep):
                                                              "L3": "last"}
     assert sorted(layer["rel_depth"].unique()) == pytest.approx([0, 1 / 3, 2 / 3, 1])
     rec = steep[steep["status"] == "recovered"]
-    assert (rec["lower"] < rec["upper"]).all() or (rec["upper"] == 0).any()
+    # every recovered row's interval is its bracket [examples_lo, examples_hi]: a positive width, or [0, 0] for a
+    # cell that was within eps at its first evaluation (the controls)
+    assert (rec["lower"] == rec["examples_lo"].astype(float)).all()
+    assert (rec["upper"] == rec["examples_hi"].astype(float)).all()
+    at_zero = (rec["lower"] == 0) & (rec["upper"] == 0)
+    assert ((rec["lower"] < rec["upper"]) | at_zero).all()
+    assert at_zero.any() and (rec.loc[at_zero, "is_control"]).all() and (rec["lower"] < rec["upper"]).any()
     cen = steep[steep["status"] == "censored"]
     assert len(cen) and np.isinf(cen["upper"]).all() and (cen["lower"] == cen["budget_examples"]).all()
 
@@ -74,11 +81,67 @@ def test_all_censored_and_all_at_zero_groups_do_not_crash():
     cells.loc[:, "status"] = "censored"
     est = survival.estimate(cells)
     assert np.isinf(est["median_examples"]).all() and (est["p_recover"] == 0).all()
+    censored_fit = scaling.fit(cells[cells["threshold"] == 0.05], max_resamples=2)
+    fitted_terms = censored_fit[~censored_fit["note"].str.contains("does not vary")]
+    assert len(fitted_terms) and (fitted_terms["note"] == "not fitted: every cell censored").all()
+    assert censored_fit["coef"].isna().all() and not censored_fit["determined"].any()
     cells.loc[:, "lower"], cells.loc[:, "upper"], cells.loc[:, "status"] = 0.0, 0.0, "recovered"
     est = survival.estimate(cells)
     assert (est["median_examples"] == 0).all() and (est["p_recover"] == 1).all()
     fit = scaling.fit(cells[cells["threshold"] == 0.05], max_resamples=2)
-    assert len(fit)  # fitted (zeros are left-censored below one example) or reported as not fitted, no exception
+    # every cell cost nothing: all are left out of the fit (a log-cost model cannot hold a cost of 0), none claimed
+    assert len(fit) == 7 and (fit["n_cells"] == 0).all() and fit["coef"].isna().all()
+    assert fit["note"].str.contains("24 cell\\(s\\) within eps before any training left out").all()
+
+
+def _at_one_cost(cells: pd.DataFrame, networks) -> pd.DataFrame:
+    """``cells`` with every single-layer reset cell of the given (model, pretrain seed) networks recovered at
+    exactly 1,000 examples (a zero-width interval): no spread of log cost at all there."""
+    out = cells.copy()
+    chosen = (~out["is_control"]) & (out["kind"] == "layer") & pd.Series(
+        [(m, p) in networks for m, p in zip(out["model"], out["pretrain_seed"])], index=out.index)
+    out.loc[chosen, ["lower", "upper"]] = 1000.0
+    out.loc[chosen, "status"] = "recovered"
+    return out
+
+
+def test_a_fit_that_cannot_converge_is_reported_not_fitted(steep):
+    """Every cell at one exact cost: the log-normal scale has no maximum (it shrinks to 0) and lifelines fails; the
+    fit says so for every term and claims no number."""
+    cells = steep[steep["threshold"] == 0.05]
+    everywhere = {(m, p) for m, p in zip(cells["model"], cells["pretrain_seed"])}
+    fit = scaling.fit(_at_one_cost(cells, everywhere), max_resamples=4)
+    varied = fit[~fit["note"].str.contains("does not vary")]
+    assert set(varied["term"]) == {"rel_depth", "first_layer", "last_layer", "log_n_layer"}
+    assert (varied["note"] == "not fitted: the model did not converge on this grid").all()
+    assert fit["coef"].isna().all() and not fit["determined"].any() and (fit["n_resamples"] == 0).all()
+
+
+def test_refits_that_fail_are_counted_and_left_out(steep):
+    """Pretraining seed 0's cells all at one cost: the fit converges, and of the 9 resamples of 2 networks in each of
+    2 models the one that draws seed 0 twice in both has nothing to fit; it is counted as failed, not used."""
+    cells = steep[steep["threshold"] == 0.05]
+    fit = scaling.fit(_at_one_cost(cells, {("gpt2-n2-d64", 0), ("gpt2-n4-d64", 0)}), max_resamples=15)
+    depth = fit[fit["term"] == "rel_depth"].iloc[0]
+    assert depth["determined"] and depth["coef_lo"] < depth["coef"] < depth["coef_hi"]
+    assert (fit["n_failed"] == 1).all() and (fit["n_resamples"] == 8).all()
+
+
+def test_refits_that_wander_make_a_term_unstable(steep, flat):
+    """The steep grid's fit with refits that centre elsewhere (the flat grid's, whose depth effect is near 0): the
+    depth term is reported unstable with no number; with its own refits it is determined."""
+    steep_rows = scaling._layer_cells(steep[steep["threshold"] == 0.05])
+    flat_rows = scaling._layer_cells(flat[flat["threshold"] == 0.05])
+    own = scaling.refits(steep_rows, max_resamples=6)
+    elsewhere = scaling.refits(flat_rows, max_resamples=6)
+    base = {"regime": "frozen", "policy": "full", "init": "fresh", "threshold": 0.05}
+    steady = {r["term"]: r for r in scaling._coefficients(base, own)}
+    assert steady["rel_depth"]["determined"] and steady["rel_depth"]["coef"] > 1.2
+    wandering = dataclasses.replace(own, draws=elsewhere.draws, probs=elsewhere.probs)
+    rows = {r["term"]: r for r in scaling._coefficients(base, wandering)}
+    assert not rows["rel_depth"]["determined"] and "coef" not in rows["rel_depth"]
+    assert "not determined: unstable" in rows["rel_depth"]["note"]
+    assert f"gives {steady['rel_depth']['coef']:.3g}" in rows["rel_depth"]["note"]
 
 
 @settings(max_examples=30, deadline=None)
@@ -152,12 +215,22 @@ def test_one_model_one_network_grid():
     assert len(dc) and (dc["n_resamples"] == 0).all()
 
 
-def test_damage_cost_rank_correlation_has_an_interval(steep):
-    dc = scaling.damage_cost(steep)
+@pytest.mark.parametrize("sign", [1, -1])
+def test_damage_cost_rank_correlation_follows_the_damage(steep, sign):
+    """Damage made a monotone function of each cell's cost (censored cells costliest): rho is near +1, or near -1
+    for the reversed damage, with an interval on that side of zero; a shuffled damage gives neither."""
+    cells = steep.copy()
+    cost = cells["upper"].where(np.isfinite(cells["upper"]), 10 * cells["budget_examples"] + cells["lower"])
+    cells["damage"] = sign * (cost + 1e-3 * cells["lower"])
+    dc = scaling.damage_cost(cells)
     assert len(dc) == 4  # one per threshold
     ok = dc[dc["rho"].notna()]
-    assert len(ok) and ((ok["rho_lo"] <= ok["rho"]) & (ok["rho"] <= ok["rho_hi"])).all()
-    assert ((ok["rho"] >= -1) & (ok["rho"] <= 1)).all()
+    assert len(ok) == 4 and ((ok["rho_lo"] <= ok["rho"]) & (ok["rho"] <= ok["rho_hi"])).all()
+    assert (sign * ok["rho"] > 0.9).all(), ok[["threshold", "rho"]]
+    assert (sign * ok["rho_lo" if sign > 0 else "rho_hi"] > 0).all(), ok[["threshold", "rho_lo", "rho_hi"]]
+    cells["damage"] = np.random.default_rng(0).permutation(cells["damage"].to_numpy())
+    shuffled = scaling.damage_cost(cells)
+    assert (shuffled["rho"].abs() < 0.6).all(), shuffled[["threshold", "rho"]]
 
 
 def test_missing_columns_name_the_table():

@@ -10,13 +10,15 @@ from selfheal.training import loop
 from selfheal.training import state
 from selfheal.training import evaluation
 from selfheal.training import setup
+from selfheal.training.hardware import Hardware
+from conftest import CPU
 
 CAUSAL = objectives.CausalLM({"vocab_size": 64, "eos": 0, "pad": 1, "mask": 2})
 
 
 def _settings(**kw):
     base = dict(lr=1e-2, batch_size=16, weight_decay=0.1, grad_clip=1.0, eval_every_examples=32,
-                max_examples=96, warmup_steps=2, data_seed=0)
+                max_examples=96, warmup_steps=2, data_seed=0, hardware=Hardware(**CPU))
     return state.Settings(**{**base, **kw})
 
 

@@ -8,7 +8,8 @@ import pandas as pd
 import pytest
 import torch
 import yaml
-from sklearn.metrics import accuracy_score, matthews_corrcoef
+from sklearn.metrics import accuracy_score
+from conftest import assert_drawn_png
 from transfer_helpers import tiny_encoder
 
 from selfheal import config, grid, packages
@@ -19,6 +20,7 @@ from selfheal.config import transfer as config_transfer
 from selfheal.experiments.transfer import data, experiments, finetune, plan, plots, probing, reinit, tables
 from selfheal.experiments.transfer.experiments import Spec
 from selfheal.analysis import stats
+from selfheal.training.hardware import Hardware
 
 ROOT = Path(__file__).resolve().parents[1]
 N = 4
@@ -267,16 +269,41 @@ def test_linear_probe_minimises_the_documented_objective(classes):
     assert max(float(gr.abs().max()) for gr in grads) < 1e-4
 
 
-def test_mcc():
-    assert matthews_corrcoef([0, 1, 0, 1], [0, 1, 0, 1]) == 1.0
-    assert matthews_corrcoef([0, 1, 0, 1], [1, 0, 1, 0]) == -1.0
-    assert matthews_corrcoef([0, 1, 0, 1], [1, 1, 1, 1]) == 0.0
-    tp, tn, fp, fn = 5, 3, 2, 1
-    labels = [1] * tp + [0] * tn + [0] * fp + [1] * fn
-    preds = [1] * tp + [0] * tn + [1] * fp + [0] * fn
-    expected = (tp * tn - fp * fn) / ((tp + fp) * (tp + fn) * (tn + fp) * (tn + fn)) ** 0.5
-    assert matthews_corrcoef(labels, preds) == pytest.approx(expected)
-    assert matthews_corrcoef([0, 1, 2, 2], [0, 1, 2, 2]) == 1.0 and accuracy_score([0, 1, 2], [0, 2, 2]) == 2 / 3
+def _binary_scores(truth: list[int], predictions: list[int]) -> tuple[float, float]:
+    """Accuracy and Matthews' correlation from the 2 x 2 confusion matrix (0 where a margin is empty)."""
+    pairs = list(zip(truth, predictions))
+    tp, tn = pairs.count((1, 1)), pairs.count((0, 0))
+    fp, fn = pairs.count((0, 1)), pairs.count((1, 0))
+    denominator = ((tp + fp) * (tp + fn) * (tn + fp) * (tn + fn)) ** 0.5
+    return (tp + tn) / len(pairs), ((tp * tn - fp * fn) / denominator if denominator else 0.0)
+
+
+def test_probing_scores_are_those_of_its_predictions(encoder_dir, rt_split, tmp_path):
+    """Each layer's accuracy and MCC in the probing table are those of the probe's test predictions (recomputed
+    here from the confusion matrix), and the layers' probes differ."""
+    import transformers
+
+    settings, probe = _run_settings(), {"l2": 1e-3, "max_iter": 20}
+    table = probing.run(settings, probe, "rotten_tomatoes", 200, 0, str(encoder_dir), str(rt_split / "train.parquet"),
+                        str(rt_split / "test.parquet"), str(tmp_path / "p.parquet"))
+    pool, test = pd.read_parquet(rt_split / "train.parquet"), pd.read_parquet(rt_split / "test.parquet")
+    examples, test = data.subsample(pool, 200, 0), data.test_subset(test, settings["test_examples"])
+    tokenizer = transformers.AutoTokenizer.from_pretrained(encoder_dir)
+    model = transformers.AutoModel.from_pretrained(encoder_dir, use_safetensors=True)
+    hw = Hardware(device="cpu")
+    device = hw.prepare(model)
+
+    def features(frame):
+        batches = data.batches(tokenizer, data.encode(tokenizer, frame, settings["max_length"]),
+                               settings["eval_batch_size"])
+        return probing.pooled_features(model, batches, hw, device)
+
+    y, truth = torch.tensor(examples["label"].tolist()), test["label"].tolist()
+    for k, (xtr, xte) in enumerate(zip(features(examples), features(test))):
+        predictions = probing.predict_linear(xte, probing.fit_linear(xtr, y, probe["l2"], probe["max_iter"]))
+        row = table[table["layer"] == k].iloc[0]
+        assert (row["accuracy"], row["mcc"]) == pytest.approx(_binary_scores(truth, predictions)), k
+    assert table["mcc"].nunique() > 1
 
 
 # -- tables and plots ---------------------------------------------------------------------------------------------
@@ -320,7 +347,7 @@ def test_every_plot_draws_from_the_summary(tmp_path):
     plots.write_all(str(tmp_path / "summary.parquet"),
                     {n: (str(tmp_path / f"{n}.html"), str(tmp_path / f"{n}.png")) for n in names})
     for n in names:
-        assert (tmp_path / f"{n}.png").stat().st_size > 1000
+        assert_drawn_png(tmp_path / f"{n}.png")
     assert "0.6" in (tmp_path / "transfer_incremental.html").read_text()
     assert plots.names(["probing", "single"]) == ["transfer_single"]
 

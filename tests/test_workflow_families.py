@@ -4,6 +4,7 @@ Their finished run is the session's shared one (tests/conftest.py), which also h
 (tests/test_workflow.py)."""
 
 import json
+import math
 
 import pandas as pd
 import pytest
@@ -77,9 +78,41 @@ def test_masked_lm_validation_is_shared_by_all_cells(finished):
 
 
 def test_plots_include_every_family(finished):
+    """The recovery-cost figure's data holds every family's cells: one point per cell and threshold of each model."""
     html = (finished / "results" / "plots" / "recovery_examples.html").read_text()
+    summary = pd.read_parquet(finished / "results" / "summary.parquet")
     for model in ("tinyBert", "tinyBart", "myLlama"):
-        assert model in html
+        rows = summary[(summary.model == model) & summary.layer.notna() & (summary.init == "fresh")]
+        assert len(rows) and html.count(f'"model":"{model}"') + html.count(f'"model": "{model}"') >= len(rows), model
+
+
+def test_encoder_decoder_tables_hold_the_bart_cells_numbers(finished):
+    """answer/encoder_decoder.parquet on the tiny BART run (one network, one retrain seed): each item's median is its
+    one cell's crossing (the evaluation that saw it) as a fraction of S × E, or beyond the budget where it never
+    crossed; the scratch row is the network's own pretraining crossing of the same loss. The page's aside shows them."""
+    summary = pd.read_parquet(finished / "results" / "summary.parquet")
+    aside = pd.read_parquet(finished / "results" / "answer" / "encoder_decoder.parquet")
+    bart = summary[(summary.model == "tinyBart") & (summary.regime == "frozen") & (summary.init == "fresh")]
+    items = {"encoder_layer": ("enc.0", "full"), "decoder_layer": ("dec.0", "full"),
+             "cross_attention": ("dec.0", "cross_attn"), "all_cross_attention": ("all", "cross_attn"),
+             "encoder_swap": ("swap16", "full"), "reset_all": ("all", "full")}
+    assert set(aside["model"]) == {"tinyBart"} and set(aside["threshold"]) == set(bart["threshold"])
+    for eps, rows in aside.groupby("threshold"):
+        assert set(rows["item"]) == set(items) | {"scratch"}, eps
+        for item, (target, policy) in items.items():
+            got = rows[rows["item"] == item].iloc[0]
+            cell = bart[(bart.target == target) & (bart.policy == policy) & (bart.threshold == eps)].iloc[0]
+            assert (got["target"], got["policy"], got["unit"], got["n_cells"]) == (target, policy, "fraction", 1)
+            want = cell["examples"] / cell["pretrain_examples"] if cell["recovered"] else math.inf
+            assert got["median"] == pytest.approx(want), (eps, item, got["median"], want)
+            assert got["n_censored"] == int(not cell["recovered"]), (eps, item)
+            assert got["budget"] == pytest.approx(cell["budget_examples"] / cell["pretrain_examples"])
+        scratch = rows[rows["item"] == "scratch"].iloc[0]
+        crossing = bart[bart.threshold == eps]["scratch_examples"].iloc[0] / bart["pretrain_examples"].iloc[0]
+        assert scratch["median"] == pytest.approx(crossing if not math.isnan(crossing) else math.inf), eps
+    page = (finished / "results" / "answer.md").read_text()
+    section = page.split("## 6. ")[1].split("\n## ")[0]
+    assert "### tinyBart" in section and "cross-attention" in section and "pretraining from scratch" in section
 
 
 def test_frozen_random_for_the_encoder_decoder(finished):
