@@ -37,13 +37,14 @@ def test_prepare_marks_controls_intervals_and_positions(steep):
                                                              "L3": "last"}
     assert sorted(layer["rel_depth"].unique()) == pytest.approx([0, 1 / 3, 2 / 3, 1])
     rec = steep[steep["status"] == "recovered"]
-    # every recovered row's interval is its bracket [examples_lo, examples_hi]: a positive width, or [0, 0] for a
-    # cell that was within eps at its first evaluation (the controls)
+    # every recovered row's interval is its bracket [examples_lo, examples_hi], of a positive width: a row within
+    # eps at its first evaluation (the controls here) is not damaged, never a recovery at 0
     assert (rec["lower"] == rec["examples_lo"].astype(float)).all()
     assert (rec["upper"] == rec["examples_hi"].astype(float)).all()
-    at_zero = (rec["lower"] == 0) & (rec["upper"] == 0)
-    assert ((rec["lower"] < rec["upper"]) | at_zero).all()
-    assert at_zero.any() and (rec.loc[at_zero, "is_control"]).all() and (rec["lower"] < rec["upper"]).any()
+    assert len(rec) and (rec["lower"] < rec["upper"]).all()
+    undamaged = steep[steep["status"] == "not_damaged"]
+    assert len(undamaged) and undamaged["is_control"].all()
+    assert (undamaged["damaged_loss"] <= undamaged["threshold_loss"]).all()
     cen = steep[steep["status"] == "censored"]
     assert len(cen) and np.isinf(cen["upper"]).all() and (cen["lower"] == cen["budget_examples"]).all()
 
@@ -60,8 +61,9 @@ def test_estimates_leave_out_controls_and_degenerate_networks():
 def test_median_and_p_recover_follow_the_censoring(steep):
     est = survival.estimate(steep)
     for _, row in est.iterrows():
-        assert row["n_cells"] == row["n_recovered"] + row["n_censored"] + row["n_diverged"]
-        assert row["p_recover"] == pytest.approx(row["n_recovered"] / row["n_cells"])
+        assert row["n_cells"] == row["n_recovered"] + row["n_censored"] + row["n_diverged"] + row["n_not_damaged"]
+        assert row["n_censored"] == row["n_stalled"] + row["n_still_falling"]
+        assert row["p_recover"] == pytest.approx(row["n_recovered"] / (row["n_cells"] - row["n_not_damaged"]))
         assert row["p_recover_lo"] <= row["p_recover"] <= row["p_recover_hi"]
         if row["n_recovered"] * 2 < row["n_cells"]:  # most cells never recovered: the median is beyond the budget
             assert math.isinf(row["median_examples"])
