@@ -17,7 +17,8 @@ Per left-out model, layer and threshold:
   the left-out networks; inf when the median lies beyond the budget (censored), its interval then [budget, inf].
 - **held**: the two intervals overlap (a censored median's reaches from the budget to inf). A layer whose measured
   median is 0 (most of its cells within eps before any training) is not tested (held null): the fit models the
-  cost of cells that needed training, as ``scaling`` says. A part's verdict is ``held``
+  cost of cells that needed training, as ``scaling`` says; nor is a layer of a kind whose cells left the fit
+  (``scaling.Refits.covers``: e.g. every first-layer cell of the fitted sizes beyond the budget). A part's verdict is ``held``
   when every one of its layers held, ``did not hold`` otherwise; a fit that could not be made says why.
 """
 
@@ -112,7 +113,9 @@ def check(cells: pd.DataFrame, survival_table: pd.DataFrame, max_resamples: int 
                 else:
                     p, p_lo, p_hi = fitted.predict(cell)
                     overlap = p_lo <= m_hi and m_lo <= p_hi  # a censored median: [budget, inf]
-                    tested = not math.isnan(m) and m > 0  # a median of 0: within eps untrained, nothing to predict
+                    # a median of 0: within eps untrained, nothing to predict; a layer whose cells left the fit
+                    # (scaling.refits: every one censored) is outside what it speaks for
+                    tested = not math.isnan(m) and m > 0 and fitted.covers(cell)
                     row.update(predicted=p, predicted_lo=p_lo, predicted_hi=p_hi,
                                held=bool(overlap) if tested else pd.NA)
                 out.append(row)
