@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 
 from selfheal.analysis import scaling, survival
+from selfheal.analysis.stats import budget_column
 
 ASKED_SETTING = ("frozen", "full", "fresh")
 COLUMNS = ["left_out", "model", "n_layer", "d_model", "n_params", "target", "depth", "threshold", "unit",
@@ -103,8 +104,7 @@ def check(cells: pd.DataFrame, survival_table: pd.DataFrame, max_resamples: int 
                 column = "median_fraction" if fitted.unit == "fraction" else "median_examples"
                 if len(measured):
                     m, m_lo, m_hi = _interval(measured[column], measured[f"{column}_lo"], measured[f"{column}_hi"],
-                                              measured["budget_fraction" if fitted.unit == "fraction"
-                                                       else "budget_examples"])
+                                              measured[budget_column(fitted.unit)])
                 else:
                     m = m_lo = m_hi = math.nan
                 row.update(measured=m, measured_lo=m_lo, measured_hi=m_hi, measured_censored=bool(np.isinf(m)))

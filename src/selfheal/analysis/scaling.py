@@ -38,6 +38,7 @@ import pandas as pd
 from lifelines import LogNormalAFTFitter
 from scipy import optimize, stats
 
+from selfheal.analysis import stats as stats_
 from selfheal.analysis import survival
 
 TERMS = ["rel_depth", "first_layer", "last_layer", "log_n_layer", "log_d_model", "log_train_sequences", "log_epochs"]
@@ -90,9 +91,8 @@ def _layer_cells(cells: pd.DataFrame) -> pd.DataFrame:
 
 
 def cost_unit(rows: pd.DataFrame) -> str:
-    """fraction of S x E when every network has S x E (pretrained here), else examples."""
-    known = rows["pretrain_examples"].notna() & (rows["pretrain_examples"].astype("Float64").fillna(0) > 0)
-    return "fraction" if bool(known.all()) else "examples"
+    """The cells' cost unit (``stats.cost_unit``)."""
+    return stats_.cost_unit(rows["pretrain_examples"])
 
 
 def _bounds(rows: pd.DataFrame, unit: str) -> tuple[np.ndarray, np.ndarray]:
