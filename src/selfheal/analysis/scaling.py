@@ -58,15 +58,15 @@ FIT_COLUMNS = ["regime", "policy", "init", "threshold", "term", "label", "determ
 # ``note`` beside it says it in words with the numbers.
 REASONS = {
     "not_varied": "the grid does not vary it",
-    "confounded": "confounded with the terms before it",
-    "censored": "every cell that identifies it is beyond the budget; those cells leave the fit (``left_out``)",
-    "unbounded": "the likelihood rises without bound along it (with other terms)",
-    "unmatched_family": "its family shares no S x E with the reference family; its cells leave the fit",
+    "confounded": "the grid confounds it with another term",
+    "censored": "every cell that would measure it is beyond the budget, so those cells are left out of the fit",
+    "unbounded": "every cell that would bound it is beyond the budget (its coefficient is unbounded)",
+    "unmatched_family": "no network of its family shares S × E with the reference family's (its cells are left out)",
     "unstable": "its refits on resampled networks centre far from the estimate",
-    "all_censored": "the whole fit: every cell censored",
-    "mostly_free": "the whole fit: most cells cost nothing at this eps",
-    "too_few_cells": "the whole fit: fewer than MIN_CELLS_PER_PARAMETER cells per parameter",
-    "not_converged": "the whole fit: the optimiser did not converge",
+    "all_censored": "every cell is beyond the budget",
+    "mostly_free": "most cells were within ε before any training",
+    "too_few_cells": "too few cells for the fit's parameters",
+    "not_converged": "the fit did not converge",
 }
 DAMAGE_COLUMNS = ["regime", "policy", "init", "threshold", "rho", "rho_lo", "rho_hi", "n_cells", "n_censored",
                   "n_clusters", "n_resamples", "interval_over", "note"]
