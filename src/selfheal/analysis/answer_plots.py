@@ -94,7 +94,7 @@ def cost_depth(survival: pd.DataFrame) -> alt.Chart:
     layers["model (N, D)"] = layers["model"] + " (" + layers["n_layer"].astype(str) + ", " + layers[
         "d_model"].astype(str) + ")"
     layers["status"] = np.where(layers["reached"], COST_STATUS[0], COST_STATUS[1])
-    layers["x"] = _inside_dodge(layers, "model (N, D)", 0.012)
+    layers["x"] = _inside_dodge(layers, "model (N, D)", 0.007)
     data = _eps(layers)
     scale, y_axis = plots.cost_axis(layers["y"], layers["y_lo"], layers["y_hi"])
     y = alt.Y("y:Q", scale=scale, axis=y_axis, title=axis + " (symlog)")
@@ -148,12 +148,13 @@ def _gap(table: pd.DataFrame, baselines: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def log_curves(curves: pd.DataFrame, reference: pd.DataFrame) -> alt.Chart:
+def log_curves(curves: pd.DataFrame, reference: pd.DataFrame, survival: pd.DataFrame) -> alt.Chart:
     """Recovery curves as the gap to the baseline, val loss / baseline − 1, on a log axis with the ε levels as
     dashed lines, so where a curve crosses each ε is where it passes the line; reset layers coloured by relative
-    depth, matched no-reset controls grey, pretraining from scratch black. One panel per model."""
-    title = ("Recovery curves: gap to the baseline (log) against retraining data; dashed: the ε levels; colour: "
-             "relative depth; grey: matched no-reset controls; black: pretraining from scratch")
+    depth (``survival`` gives each model's N), matched no-reset controls grey, pretraining from scratch black. One
+    panel per model."""
+    title = ("Recovery curves: gap to the baseline (log; 0.1 % or less drawn at 0.1 %) against retraining data; "
+             "dashed: the ε levels; colour: relative depth; grey: matched no-reset controls; black: pretraining")
     rec = curves[(curves["kind"] == "recovery") & curves["layer"].notna()].copy() if len(curves) else curves
     if not len(rec) or not len(reference):
         return plots.empty_chart(title, "no single-layer recovery curves in this grid")
@@ -163,7 +164,8 @@ def log_curves(curves: pd.DataFrame, reference: pd.DataFrame) -> alt.Chart:
     pre = _gap(curves[curves["kind"] == "pretrain"].copy(), baselines)
     for table in (rec, pre):
         table["x"] = _float(table[x_col])
-    rec["rel_depth"] = rec["depth"].astype(float) / np.maximum(rec["n_layer"].astype(float) - 1, 1)
+    n_layer = survival.drop_duplicates("model").set_index("model")["n_layer"].astype(float)
+    rec["rel_depth"] = rec["depth"].astype(float) / np.maximum(rec["model"].map(n_layer).astype(float) - 1, 1)
     rec["run"] = rec["target"] + " p" + rec["pretrain_seed"].astype(str) + " s" + rec["seed"].astype(str)
     rec["role"] = np.where(rec["init"] == "trained", "matched control", "reset layer")
     pre["run"] = "pretrain p" + pre["pretrain_seed"].astype(str)
@@ -220,7 +222,14 @@ def cka(table: pd.DataFrame) -> alt.Chart:
     data = table[table["cka"].notna()] if len(table) else table
     if not len(data):
         return plots.empty_chart(title, "no CKA measured (the tables have no cka values)")
-    data = _eps(data)
+    data, setting = _asked(data)
+    subtitle = [setting]
+    per_layer = data.groupby(["model", "target"])
+    if (per_layer["cka"].nunique() <= 1).all() and (per_layer["cka_floor"].nunique(dropna=False) <= 1).all():
+        # measured once per cell, at the end of retraining: the same at every ε, so one panel
+        data = data[data["threshold"] == data["threshold"].min()].assign(threshold=math.nan)
+        subtitle.append("measured at the end of retraining: the same at every ε")
+    data = _eps(data).assign(eps=lambda d: d["eps"].where(d["threshold"].notna(), "every ε"))
     scale = alt.Scale(domain=plots.linear_domain(data["cka"], data["cka_lo"], data["cka_hi"], data["cka_floor"],
                                                  include=[0, 1], pad=0), nice=False)
     x = alt.X("depth:O", title="reset layer L (depth)", axis=alt.Axis(labelAngle=0))
@@ -231,8 +240,10 @@ def cka(table: pd.DataFrame) -> alt.Chart:
     bars = alt.Chart().mark_errorbar(ticks=True).encode(x=x, y=alt.Y("cka_lo:Q", title="", scale=scale),
                                                         y2="cka_hi:Q", color=color)
     floor = alt.Chart().mark_line(strokeDash=[4, 3]).encode(x=x, y=alt.Y("cka_floor:Q", scale=scale), color=color)
-    return alt.layer(bars, line, floor, data=data).properties(width=220, height=180).facet(
-        column=alt.Column("eps:N", title="healed to within ε")).properties(title=title)
+    single = data["eps"].nunique() == 1
+    return alt.layer(bars, line, floor, data=data).properties(width=360 if single else 220, height=200).facet(
+        column=alt.Column("eps:N", title="healed to within ε")).properties(
+        title=alt.TitleParams(title, subtitle=subtitle))
 
 
 def damage_cost(cells: pd.DataFrame) -> alt.Chart:
@@ -265,8 +276,9 @@ def out_of_sample(table: pd.DataFrame, survival: pd.DataFrame) -> alt.Chart:
     panels = table.groupby(["left_out", "threshold"], sort=False)
     untested = [f"{name}, ε = {eps:g} ({'not fitted' if g['predicted'].isna().all() else 'no layer tested'})"
                 for (name, eps), g in panels if not g["held"].notna().any()]
-    subtitle = (["Not drawn: " + "; ".join(untested) + " (not tested: a median of 0, or a layer outside the fit)"]
-                if untested else [])
+    subtitle = (["Not drawn: " + "; ".join(untested)
+                 + (" (a layer is not tested when its median is 0 or its cells left the fit)"
+                    if any("no layer tested" in u for u in untested) else "")] if untested else [])
     if not len(tested):
         return plots.empty_chart(title, "no layer could be tested: " + "; ".join(untested))
     unit = tested["unit"].iloc[0]
@@ -293,13 +305,13 @@ def out_of_sample(table: pd.DataFrame, survival: pd.DataFrame) -> alt.Chart:
                                  ["circle", "square", "triangle-up"], None,
                                  ["panel", "layer", "which", "value", "lo", "hi"], size=55)
     bars = alt.Chart().mark_errorbar(ticks=True).encode(
-        x=alt.X("layer:N", title=None, axis=alt.Axis(labelAngle=-40)),
-        y=alt.Y("lo:Q", scale=scale, axis=axis, title=""), y2="hi:Q", color=alt.Color("which:N"),
+        x=alt.X("layer:N", title=None, axis=alt.Axis(labelAngle=-55)),
+        y=alt.Y("lo:Q", scale=scale, axis=axis, title=""), y2="hi:Q", color=alt.Color("which:N", legend=None),
         xOffset=alt.XOffset("which:N"))
     budget_rule = alt.Chart().mark_rule(strokeDash=[4, 3], color="gray").encode(y=alt.datum(cap, scale=scale))
     points = points.encode(xOffset=alt.XOffset("which:N"))
     order = list(dict.fromkeys(long["panel"]))
-    return alt.layer(budget_rule, bars, points, data=long).properties(width=170, height=170).facet(
+    return alt.layer(budget_rule, bars, points, data=long).properties(width=210, height=170).facet(
         facet=alt.Facet("panel:N", title=None, sort=order), columns=4,
     ).resolve_scale(x="independent").properties(
         title=alt.TitleParams(title, subtitle=subtitle + ["dashed: the retraining budget"]))
@@ -309,7 +321,7 @@ def out_of_sample(table: pd.DataFrame, survival: pd.DataFrame) -> alt.Chart:
 FIGURES = {
     "answer_cost_depth": lambda t, curves: cost_depth(t["survival"]),
     "answer_recovered": lambda t, curves: recovered(t["recovered_curves"]),
-    "answer_curves": lambda t, curves: log_curves(curves, t["pretrain_reference"]),
+    "answer_curves": lambda t, curves: log_curves(curves, t["pretrain_reference"], t["survival"]),
     "answer_effects": lambda t, curves: effects(t["fit"]),
     "answer_cka": lambda t, curves: cka(t["cka"]),
     "answer_damage_cost": lambda t, curves: damage_cost(t["damage_cells"]),
