@@ -31,3 +31,20 @@ def test_ruff_lint_passes():
     run = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", "."], cwd=ROOT, capture_output=True,
                          text=True)
     assert run.returncode == 0, run.stdout + run.stderr
+
+
+def test_rules_use_public_snakemake_and_the_schema_s_vocabulary():
+    """No private Snakemake attribute in the rules; the policy, init and regime wildcards are the schema's values
+    (and the controls'), generated, never spelled out again."""
+    from selfheal import grid
+    from selfheal.config import schema
+
+    rules = "".join(p.read_text() for p in (ROOT / "workflow").rglob("*.smk")) + (ROOT / "Snakefile").read_text()
+    assert "workflow._" not in rules
+    assert '"full|attn' not in rules and '"fresh|original' not in rules and '"frozen|layer' not in rules
+    loaded = schema.load_schema()
+    wildcards = grid.wildcard_constraints(loaded)
+    for key, plural in (("policy", "policies"), ("init", "inits"), ("regime", "regimes")):
+        values = loaded["properties"]["grid"]["properties"][plural]["items"]["enum"]
+        assert set(wildcards[key].split("|")) == set(values) | ({"none"} if key != "regime" else set()) | (
+            {"trained"} if key == "init" else set())

@@ -186,7 +186,7 @@ def log_curves(curves: pd.DataFrame, reference: pd.DataFrame, survival: pd.DataF
         mine, own_pre = rec[rec["model"] == model], pre[pre["model"] == model]
         rules = alt.Chart(levels).mark_rule(strokeDash=[4, 3], color="#555").encode(y=y)
         labels = alt.Chart(levels).mark_text(align="left", dx=2, dy=-5, fontSize=9, color="#555").encode(
-            y=y, x=alt.datum(0.0, scale=x_scale), text="label:N")
+            y=y, x=alt.X(datum=0.0, scale=x_scale, axis=x_axis), text="label:N")
         cells = alt.Chart(mine[mine["role"] == "reset layer"]).mark_line(opacity=0.6, strokeWidth=1.2).encode(
             x=x, y=y, color=alt.Color("rel_depth:Q", scale=DEPTH_COLOURS, title="relative depth L / (N − 1)"),
             detail="run:N", tooltip=["target", "pretrain_seed", "seed", "examples", "val_loss", "gap"])
@@ -308,7 +308,8 @@ def out_of_sample(table: pd.DataFrame, survival: pd.DataFrame) -> alt.Chart:
         x=alt.X("layer:N", title=None, axis=alt.Axis(labelAngle=-55)),
         y=alt.Y("lo:Q", scale=scale, axis=axis, title=""), y2="hi:Q", color=alt.Color("which:N", legend=None),
         xOffset=alt.XOffset("which:N"))
-    budget_rule = alt.Chart().mark_rule(strokeDash=[4, 3], color="gray").encode(y=alt.datum(cap, scale=scale))
+    budget_rule = alt.Chart().mark_rule(strokeDash=[4, 3], color="gray").encode(
+        y=alt.Y(datum=cap, scale=scale, axis=axis, title=""))
     points = points.encode(xOffset=alt.XOffset("which:N"))
     order = list(dict.fromkeys(long["panel"]))
     return alt.layer(budget_rule, bars, points, data=long).properties(width=210, height=170).facet(
