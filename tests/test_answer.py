@@ -241,6 +241,13 @@ def test_pages_that_cannot_answer_say_so():
         draw(tables, curves).to_dict()
 
 
+def test_answer_help_says_whole_sentences():
+    run = subprocess.run([sys.executable, "-m", "selfheal.analysis.answer", "--help"], capture_output=True, text=True,
+                         check=True, cwd=ROOT, env={"PYTHONPATH": str(ROOT / "src"), "PATH": "/usr/bin:/bin"})
+    description = " ".join(run.stdout.split("\n\n")[1].split())
+    assert description.startswith("The answer:") and description.endswith("is what the ``answer`` rule runs.")
+
+
 def test_readme_headline_is_regenerated(tmp_path, deeper_costs_more):
     _, md = deeper_costs_more
     page = tmp_path / "answer.md"
