@@ -15,7 +15,7 @@ import pytest
 from answer_helpers import synthetic, toy_networks
 from selfheal import results
 from selfheal.analysis import answer, answer_page, answer_plots, answer_tables, scaling
-from selfheal.analysis.page import num, span
+from selfheal.analysis.page import compact, num, span
 
 ROOT = Path(__file__).resolve().parents[1]
 warnings.filterwarnings("ignore", module="lifelines")
@@ -239,6 +239,25 @@ def test_pages_that_cannot_answer_say_so():
     assert np.isinf(tables["survival"]["median_examples"]).all()
     for name, draw in answer_plots.FIGURES.items():  # every figure draws, empty or not
         draw(tables, curves).to_dict()
+
+
+def test_a_model_you_bring_is_described_as_what_it_is():
+    """A model not pretrained here (an adapted download, as config/pretrained.yaml's): its costs are in examples
+    and tokens, its adaptation is called adaptation, never S × E or pretraining from scratch."""
+    summary, curves, networks = synthetic(models=(("smollm2-135m", 3, 64),), thresholds=(0.05,), seed=5)
+    networks["source"] = "pretrained"
+    tables = answer_tables.compute(summary, curves, networks)
+    md = answer_page.page(tables, summary, networks, LINKS).markdown()
+    head = answer.headline(md)
+    how_much = next(line for line in head.splitlines() if "How much data?" in line)
+    layers = tables["survival"][tables["survival"]["kind"] == "layer"]
+    finite = layers["median_examples"][np.isfinite(layers["median_examples"])]
+    assert f"a median {span(finite)} examples ({span(finite * 64, compact)} tokens)" in how_much
+    assert "Not pretrained here: smollm2-135m (adapted on 8,000 sequences × 5); its costs are in examples" in how_much
+    assert "pretraining from scratch needed" not in head and "of S × E" not in how_much
+    row = next(r for r in head.splitlines() if r.startswith("| smollm2-135m |"))
+    assert "not pretrained here: adapted on 8,000 sequences × 5" in row and row.endswith("| n/a |")
+    assert "(examples)" in md and "(fraction of S × E)" not in md
 
 
 def test_answer_help_says_whole_sentences():

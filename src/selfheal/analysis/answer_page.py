@@ -44,8 +44,12 @@ REFERENCE_SIZES = [("GPT-2 small (2019)", "124 M parameters", "about 10 B tokens
 ASKED = ("frozen", "full", "fresh")
 
 
-def _unit(table: pd.DataFrame) -> str:
-    return cost_unit(table["pretrain_examples"]) if len(table) else "fraction"
+def _unit(table: pd.DataFrame, networks: pd.DataFrame) -> str:
+    """``stats.cost_unit`` of some rows, with their networks' source (a model you bring: examples)."""
+    if not len(table):
+        return "fraction"
+    sources = networks.loc[networks["model"].isin(set(table["model"])), "source"] if "source" in networks else None
+    return cost_unit(table["pretrain_examples"], sources)
 
 
 def _one(v: float) -> str:
@@ -228,7 +232,12 @@ def _how_much(v: _View, rows: pd.DataFrame, unit: str, eps_pair: list[float]) ->
     for i, eps in enumerate(eps_pair):
         at = rows[rows["threshold"] == eps]
         finite, beyond, total = _median_span(at, unit)
-        cost = (f"a median {finite} {_unit_after(unit)}" if finite else "more than the budget for every layer")
+        tokens = span(at["median_examples"].astype(float).where(np.isfinite(at["median_examples"].astype(float)))
+                      * at["model"].map(lambda m: _tokens_per_example(v.summary, v.networks, m)).astype(float),
+                      compact)
+        cost = (f"a median {finite} {_unit_after(unit)}" + (f" ({tokens} tokens)" if unit == "examples" and tokens
+                                                             else "") if finite else
+                "more than the budget for every layer")
         budget = f" ({_budget_words(at, unit)})" if i == 0 else ""
         if finite and beyond:
             cost += f", and more than the budget{budget} for {beyond} of {total} (model, layer) pairs"
@@ -239,7 +248,26 @@ def _how_much(v: _View, rows: pd.DataFrame, unit: str, eps_pair: list[float]) ->
             cost += f"; pretraining from scratch needed {scratch} {_unit_after(unit)} to reach the same loss"
         parts.append(f"back within {_eps_words(eps)} of its old validation loss, one reset layer needs {cost}"
                      if i == 0 else f"back within {_eps_words(eps)}: {cost}")
+    brought = _pretrained_elsewhere(v, rows)
+    if brought:
+        its = "its" if len(brought) == 1 else "their"
+        parts.append("Not pretrained here: " + ", ".join(
+            f"{m} ({_sxe_words_row(_network(v, m)).removeprefix('not pretrained here: ')})" for m in brought)
+            + f"; {its} costs are in examples and tokens, and {its} adaptation to the corpus is neither {its} "
+              f"pretraining nor a from-scratch reference")
     return "**How much data?** " + ". ".join(p[0].upper() + p[1:] for p in parts) + "."
+
+
+def _network(v: _View, model: str) -> pd.Series:
+    return v.networks[v.networks["model"] == model].iloc[0]
+
+
+def _pretrained_elsewhere(v: _View, rows: pd.DataFrame) -> list[str]:
+    """The models of ``rows`` a user brought (networks.parquet's source is not scratch)."""
+    if "source" not in v.networks:
+        return []
+    nets = v.networks[v.networks["model"].isin(set(rows["model"]))]
+    return sorted(set(nets.loc[nets["source"].fillna("scratch") != "scratch", "model"]))
 
 
 def _refusal_answer(rows: pd.DataFrame, eps_pair: list[float]) -> str:
@@ -416,7 +444,7 @@ def _headline(doc: Page, v: _View) -> None:
               "caveats).")
         doc.raw(HEADLINE[1])
         return
-    unit = _unit(rows)
+    unit = _unit(rows, v.networks)
     eps_pair = sorted({float(rows["threshold"].min()), float(rows["threshold"].max())})
     items = [_how_much(v, rows, unit, eps_pair), _refusal_answer(rows, eps_pair),
              _position_answer(v, rows, unit, eps_pair, setting), _size_answer(v, setting, eps_pair),
@@ -455,7 +483,7 @@ def _cost_section(doc: Page, v: _View) -> None:
     for setting in settings:
         rows = _pick(surv, setting)
         rows = rows[rows["kind"].isin([survival.LAYER]) | (rows["target"] == "all")]
-        unit = _unit(rows)
+        unit = _unit(rows, v.networks)
         eps_list = sorted({float(rows["threshold"].min()), float(rows["threshold"].max())})
         doc.h(3, f"{_setting_words(setting)} ({UNIT_WORDS[unit]})")
         body = []
@@ -477,8 +505,9 @@ def _units_table(doc: Page, v: _View, setting: tuple) -> None:
     for model, g in layers.groupby("model", sort=True):
         row = [model]
         for eps in eps_pair:
-            u = _three_units(g[g["threshold"] == eps], _unit(g), model, eps, v.summary, v.networks, v.ref)
-            row += [u["examples"] or BEYOND, u["relative"] or BEYOND]
+            u = _three_units(g[g["threshold"] == eps], _unit(g, v.networks), model, eps, v.summary, v.networks,
+                                v.ref)
+            row += [u["examples"] or BEYOND, (u["relative"] or "n/a") if u["examples"] else BEYOND]
         body.append(row)
     context = pd.to_numeric(v.networks.get("context", pd.Series(dtype=float)), errors="coerce").dropna().unique()
     tokens = (f"{int(context[0])} tokens each" if len(context) == 1 else "tokens: their context each")
@@ -614,7 +643,10 @@ def _network_row(g: pd.DataFrame, plateau: bool = True) -> list[str]:
 def _sxe_words_row(r: pd.Series) -> str:
     """A network's S × E ('30,921 × 1'), or that it was not pretrained here (a model you bring)."""
     if r.get("source", "scratch") != "scratch":
-        return "not pretrained here"
+        s, e = r.get("train_sequences"), r.get("epochs")
+        adapted = (f": adapted on {num(float(s))} sequences × {num(float(e))}" if s is not None and e is not None
+                   and not pd.isna(s) and not pd.isna(e) else "")
+        return f"not pretrained here{adapted}"
     s, e = r.get("train_sequences"), r.get("epochs")
     if s is not None and e is not None and not pd.isna(s) and not pd.isna(e):
         return f"{num(float(s))} × {num(float(e))}"

@@ -13,12 +13,14 @@ from scipy import stats
 UNIT_WORDS = {"fraction": "fraction of S × E", "examples": "examples"}
 
 
-def cost_unit(pretrain_examples: pd.Series) -> str:
+def cost_unit(pretrain_examples: pd.Series, sources: pd.Series | None = None) -> str:
     """The unit every cost of some rows is stated in (the one rule for tables, fit and page): "fraction" of S x E
     when every row's network was pretrained here (its S x E known), else "examples" (a model you bring: its
-    adaptation to the corpus is not its pretraining)."""
+    adaptation to the corpus is not its pretraining). ``sources``: the rows' networks' ``source``, where known
+    (networks.parquet); any other than ``scratch`` makes it examples."""
     known = pd.to_numeric(pretrain_examples, errors="coerce").fillna(0) > 0
-    return "fraction" if len(known) and bool(known.all()) else "examples"
+    brought = sources is not None and bool((pd.Series(sources).fillna("scratch") != "scratch").any())
+    return "fraction" if len(known) and bool(known.all()) and not brought else "examples"
 
 
 def budget_column(unit: str) -> str:
