@@ -107,7 +107,7 @@ def test_a_censored_first_layer_does_not_make_deeper_layers_cheaper(only_the_fir
     head = answer.headline(md)
     position = next(line for line in head.splitlines() if "Does the position of L matter?" in line)
     assert "lowers the cost" not in position and "lowers the cost" not in _fit_row(md, "0.05", "relative depth")
-    assert "the costliest layer of a model is the first in 3 of 3" in position
+    assert "the costliest layer is the first in 3 of 3 models" in position
     assert "3 of 3 first layers, 0 of 6 others" in position
     assert "the first layer is not determined (every cell that would measure it is beyond the budget" in position
     assert "along the layers other than the first layer, relative depth: no clear effect" in position

@@ -320,8 +320,9 @@ def _position_answer(v: _View, rows: pd.DataFrame, unit: str, eps_pair: list[flo
             continue
         words = []
         if sum(counts.values()) * 2 > models:  # most models have a single costliest layer
-            words.append("the costliest layer of a model is " + ", ".join(
-                f"the {p} in {counts[p]}" for p in ("first", "middle", "last") if counts.get(p)) + f" of {models}")
+            found = [f"the {p} in {counts[p]}" for p in ("first", "middle", "last") if counts.get(p)]
+            words.append(f"the costliest layer is {found[0]} of {models} models"
+                         + "".join(f", {f}" for f in found[1:]))
         first = at[at["position"] == "first"][f"median_{unit}"].astype(float)
         others = at[at["position"].isin(["middle", "last"])][f"median_{unit}"].astype(float)
         if np.isinf(first).any() or np.isinf(others).any():
@@ -370,7 +371,7 @@ def _size_answer(v: _View, setting: tuple, eps_pair: list[float]) -> str:
             else:
                 words.append(f"not determined at ε = {_eps_words(r['threshold'])} "
                              f"({scaling.REASONS[r['reason']]})")
-        out.append(f"larger {letter} ({', '.join(map(str, values))}) " + " and ".join(words))
+        out.append(f"larger {letter} ({', '.join(map(str, values))}): " + ", ".join(words))
     return "**Do N and D matter?** " + "; ".join(p[0].upper() + p[1:] if i == 0 else p
                                                  for i, p in enumerate(out)) + "."
 
