@@ -210,8 +210,8 @@ def test_degenerate_reason_reaches_the_caveats(deeper_costs_less):
             in md)
 
 
-@pytest.mark.parametrize("factor,words", [(1.04, "The retraining itself raised the intact network's loss"),
-                                          (0.96, "Training alone lowered the intact network's loss")])
+@pytest.mark.parametrize("factor,words", [(1.04, "raised: the retraining itself raised the intact network's loss"),
+                                          (0.96, "lowered: training alone lowered the intact network's loss")])
 def test_the_control_drift_caveat_says_which_way_the_loss_moved(factor, words):
     summary, curves, networks = synthetic(thresholds=(0.05,), off_plateau=(("gpt2-n4-d64", 0),), seed=0)
     ends = curves["init"].eq("trained") & curves["model"].eq("gpt2-n4-d64") & curves["pretrain_seed"].eq(0)
@@ -219,8 +219,9 @@ def test_the_control_drift_caveat_says_which_way_the_loss_moved(factor, words):
     base = networks.set_index(["model", "pretrain_seed"]).loc[("gpt2-n4-d64", 0), "baseline_loss"]
     curves.loc[last, "val_loss"] = base * factor
     md = answer_page.page(answer_tables.compute(summary, curves, networks), summary, networks, LINKS).markdown()
-    line = next(x for x in md.splitlines() if x.startswith(f"- {words}"))
-    assert f"gpt2-n4-d64 seed 0 ({'+' if factor > 1 else '-'}4.00 %)" in line, line
+    assert words in md
+    row = next(x for x in md.splitlines() if x.startswith("| gpt2-n4-d64 seed 0 |"))
+    assert row == f"| gpt2-n4-d64 seed 0 | {'+' if factor > 1 else '-'}4.00 % | {words.split(':')[0]} | 0 of 4 |", row
 
 
 def test_pages_that_cannot_answer_say_so():

@@ -30,8 +30,7 @@ from selfheal.analysis.page import Page, compact, num, pct, signed_pct, span
 from selfheal.analysis.stats import UNIT_WORDS, cost_unit
 
 BEYOND = "> B"  # a median (or interval end) beyond the retraining budget B: censored, only a lower bound
-BEYOND_LEGEND = (f"`{BEYOND}`: not back within ε by the end of the retraining budget B (censored: the cost is only "
-                 f"known to exceed B)")
+BEYOND_LEGEND = f"`{BEYOND}`: not back within ε by the end of the retraining budget B (censored: a lower bound)"
 # Words for networks.parquet's degenerate_reason (analysis/tables.py: UNIGRAM_MARGIN, BIGRAM_MARGIN).
 DEGENERATE_WORDS = {"unigram": "its baseline is not clearly below the unigram loss",
                     "bigram": "it does not beat the interpolated bigram by 0.1 nats",
@@ -122,10 +121,10 @@ def _clusters_sentence(networks: pd.DataFrame) -> str:
     if least <= 1:
         return ("Some model has a single pretrained network: its intervals resample retrain seeds only and do "
                 "**not** cover the variation between independently pretrained networks.")
+    counts = span(per_model.astype(float))
     if least < 5:
-        return (f"Intervals (95 %) resample the pretrained networks, only {least} to {int(per_model.max())} per "
-                f"model: read directions, not digits.")
-    return f"Intervals (95 %) resample the pretrained networks ({least} to {int(per_model.max())} per model)."
+        return f"Intervals (95 %) resample the pretrained networks, only {counts} per model: read directions, not digits."
+    return f"Intervals (95 %) resample the pretrained networks ({counts} per model)."
 
 
 def _tokens_per_example(summary: pd.DataFrame, networks: pd.DataFrame, model: str) -> float:
@@ -514,8 +513,8 @@ def _units_table(doc: Page, v: _View, setting: tuple) -> None:
     tokens = (f"{int(context[0])} tokens each" if len(context) == 1 else "tokens: their context each")
     doc.p(f"The same single-layer medians (range over the finite ones) in examples ({tokens}), and × from scratch: the "
           "median in examples over the mean, across the model's usable networks pretrained here, of the examples "
-          "their own pretraining needed to first reach the same loss, baseline × (1 + ε) (interpolated between the "
-          "two evaluations around it; `answer/pretrain_reference.parquet`).")
+          "their own pretraining needed to first reach the same loss, baseline × (1 + ε) (interpolated; "
+          "`answer/pretrain_reference.parquet`).")
     doc.table(["model"] + [h for e in eps_pair for h in (f"examples, ε = {e:g}", f"× from scratch, ε = {e:g}")],
               body)
 
@@ -527,8 +526,8 @@ def _refusals(doc: Page, v: _View) -> None:
     if not len(layers):
         doc.p("No single-layer cells to judge.")
         return
-    doc.p("Per policy and ε: the single-layer cells not back within ε at the end of the budget (censored: not a "
-          "refusal by itself, see the answer) and how far above the baseline their loss ended (median).")
+    doc.p("Per policy and ε: the single-layer cells not back within ε at the end of the budget (censored, not "
+          "refused) and how far above the baseline their loss ended (median).")
     body = []
     for setting in settings:
         for eps, g in _pick(layers, setting).groupby("threshold", sort=True):
@@ -572,13 +571,12 @@ def _fit_table(doc: Page, fit: pd.DataFrame, settings: list[tuple], terms: list[
         where = f"{_setting_words(setting)}: " if len(shown) > 1 else ""
         items.append(f"{where}{named}: {scaling.REASONS.get(reason, reason)}")
     if items:
-        doc.p("Not determined (never 'no effect'):")
+        doc.p("Not determined (so no verdict):")
         doc.ul(items)
 
 
-FIT_LEGEND = ("Factor: e^b for the term's coefficient b on log cost (`answer/fit.parquet`); verdict: its 95 % "
-              "interval lies above 1 (raises the cost), below 1 (lowers it), or includes 1 (no clear effect: not "
-              "evidence of no effect).")
+FIT_LEGEND = ("Factor: e^b for the term's coefficient b on log cost; verdict: its 95 % interval is above 1 (raises "
+              "the cost), below 1 (lowers it) or includes 1 (no clear effect, not evidence of none).")
 
 
 def _position(doc: Page, v: _View) -> None:
@@ -778,11 +776,11 @@ def _damage_similarity(doc: Page, v: _View) -> None:
         doc.p("No CKA was measured in these tables.")
 
 
-DRIFT_WORDS = {"raised": "The retraining itself raised the intact network's loss (largest move), so near that ε part "
-                         "of a reset network's remaining gap is the retraining's own effect, not missing healing",
-               "lowered": "Training alone lowered the intact network's loss (largest move), so a recovery to within "
-                          "an ε near that drift is partly further training",
-               "no matched control": "No matched control measures it"}
+DRIFT_WORDS = {"raised": "the retraining itself raised the intact network's loss, so near that ε part of a reset "
+                         "network's remaining gap is the retraining's own effect, not missing healing",
+               "lowered": "training alone lowered the intact network's loss, so a recovery to within an ε near that "
+                          "drift is partly further training",
+               "no matched control": "no matched control measures it"}
 
 
 def _drift_reading(mine: pd.DataFrame) -> str:
@@ -807,10 +805,9 @@ def _caveats(doc: Page, v: _View) -> None:
     bnc = int(flags["n_baseline_not_converged"].sum()) if len(flags) else 0
     moved = int(flags["n_control_moved"].sum()) if len(flags) else 0
     rows_total = int(flags["n_rows"].sum()) if len(flags) else 0
-    items.append(f"{bnc} of {rows_total} (cell, ε) rows are flagged `baseline_not_converged` (the matched no-reset "
-                 f"control went below the baseline by more than ε_min/2: their 'recovery' partly measures further "
-                 f"training; they stay in the estimates, flagged), and {moved} have a matched control that moved "
-                 f"more than ε from the baseline by the cell's crossing.")
+    items.append(f"{bnc} of {rows_total} (cell, ε) rows are flagged `baseline_not_converged` (their matched control "
+                 f"fell more than ε_min/2 below the baseline: partly further training; kept, flagged), and {moved} "
+                 f"have a matched control that moved more than ε from the baseline by the cell's crossing.")
     if len(flags):
         params = flags["n_params"].astype(float)
         tokens = pd.to_numeric(flags["pretrain_tokens"], errors="coerce")
@@ -825,7 +822,7 @@ def _caveats(doc: Page, v: _View) -> None:
         return
     drift = tables.get("control_drift", pd.DataFrame(columns=answer_tables.CONTROL_DRIFT_COLUMNS))
     eps_min = float(summary["threshold"].min()) if len(summary) else math.nan
-    quiet, moved = [], {}
+    quiet, moved = [], []
     for _, r in off.iterrows():
         mine = drift[(drift["model"] == r["model"]) & (drift["pretrain_seed"] == r["pretrain_seed"])]
         name = f"{r['model']} seed {r['pretrain_seed']}"
@@ -834,16 +831,17 @@ def _caveats(doc: Page, v: _View) -> None:
             quiet.append(name)
             continue
         largest = float(ends[np.abs(ends).argmax()]) if len(ends) else math.nan
-        moved.setdefault(_drift_reading(mine), []).append(
-            f"{name} ({signed_pct(largest)}" + (f", {r['n_baseline_not_converged']} rows `baseline_not_converged`"
-                                                 if r["n_baseline_not_converged"] else "") + ")")
+        moved.append([name, signed_pct(largest), _drift_reading(mine),
+                      f"{r['n_baseline_not_converged']} of {r['n_rows']}"])
     doc.p(f"{len(off)} networks were still improving at the end of pretraining (off their plateau). The same "
-          f"retraining applied to the intact network (its matched no-reset controls; summary.parquet's "
-          f"`control_loss` gives each cell's at its crossing; `answer/control_drift.parquet` each network's) moved "
+          f"retraining applied to the intact network (its matched no-reset controls: `answer/control_drift.parquet`, "
+          f"and `control_loss` in summary.parquet) moved "
           f"the loss by less than ε_min / 2 = {100 * eps_min / 2:g} % for " + (f"{len(quiet)} of them" if quiet else
                                                                              "none of them")
-          + (": training alone does not account for their recoveries." if quiet else "."))
-    doc.ul([f"{DRIFT_WORDS.get(reading, reading)}: " + ", ".join(names) for reading, names in moved.items()])
+          + (": training alone does not account for their recoveries." if quiet else ".")
+          + (" The others (" + "; ".join(f"{k}: {DRIFT_WORDS[k]}" for k in sorted(
+              {row[2] for row in moved})) + "):" if moved else ""))
+    doc.table(["network", "controls' largest move", "reading", "rows `baseline_not_converged`"], moved)
 
 
 def _related_work(doc: Page, v: _View) -> None:
