@@ -218,10 +218,13 @@ def test_the_control_drift_caveat_says_which_way_the_loss_moved(factor, words):
     last = ends & (curves["examples"] == curves.loc[ends, "examples"].max())
     base = networks.set_index(["model", "pretrain_seed"]).loc[("gpt2-n4-d64", 0), "baseline_loss"]
     curves.loc[last, "val_loss"] = base * factor
-    md = answer_page.page(answer_tables.compute(summary, curves, networks), summary, networks, LINKS).markdown()
+    tables = answer_tables.compute(summary, curves, networks)
+    md = answer_page.page(tables, summary, networks, LINKS).markdown()
     assert words in md
     row = next(x for x in md.splitlines() if x.startswith("| gpt2-n4-d64 seed 0 |"))
-    assert row == f"| gpt2-n4-d64 seed 0 | {'+' if factor > 1 else '-'}4.00 % | {words.split(':')[0]} | 0 of 4 |", row
+    flags = tables["networks_flags"].set_index(["model", "pretrain_seed"]).loc[("gpt2-n4-d64", 0)]
+    assert row == (f"| gpt2-n4-d64 seed 0 | {'+' if factor > 1 else '-'}4.00 % | {words.split(':')[0]} | "
+                   f"{flags['n_baseline_not_converged']} of {flags['n_rows']} |"), row
 
 
 def test_pages_that_cannot_answer_say_so():
