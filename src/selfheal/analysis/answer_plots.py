@@ -164,8 +164,10 @@ def log_curves(curves: pd.DataFrame, reference: pd.DataFrame, survival: pd.DataF
     pre = _gap(curves[curves["kind"] == "pretrain"].copy(), baselines)
     for table in (rec, pre):
         table["x"] = _float(table[x_col])
-    n_layer = survival.drop_duplicates("model").set_index("model")["n_layer"].astype(float)
-    rec["rel_depth"] = rec["depth"].astype(float) / np.maximum(rec["model"].map(n_layer).astype(float) - 1, 1)
+    deepest = rec.groupby("model")["depth"].max().astype(float) + 1  # where the estimates leave a model out
+    n_layer = survival.drop_duplicates("model").set_index("model")["n_layer"].astype(float) if len(survival) else {}
+    n_layer = rec["model"].map(n_layer).astype(float).fillna(rec["model"].map(deepest))
+    rec["rel_depth"] = rec["depth"].astype(float) / np.maximum(n_layer - 1, 1)
     rec["run"] = rec["target"] + " p" + rec["pretrain_seed"].astype(str) + " s" + rec["seed"].astype(str)
     rec["role"] = np.where(rec["init"] == "trained", "matched control", "reset layer")
     pre["run"] = "pretrain p" + pre["pretrain_seed"].astype(str)
