@@ -33,12 +33,14 @@ def _crossing(a: float, tau: float, eps: float, budget: int, grid: np.ndarray):
     return lo, hi, True
 
 
-def synthetic(depth_effect: float = 1.5, n_effect: float = 0.0, d_effect: float = 0.0, models=(("gpt2-n2-d64", 2, 64), ("gpt2-n4-d64", 4, 64)),
+def synthetic(depth_effect: float = 1.5, n_effect: float = 0.0, d_effect: float = 0.0,
+              models=(("gpt2-n2-d64", 2, 64), ("gpt2-n4-d64", 4, 64)), first_layer_effect: float = 0.0,
               pretrain_seeds=(0, 1), seeds=(0, 1), thresholds=(0.01, 0.02, 0.05, 0.1), budget_fraction: float = 0.5,
               degenerate: tuple = (), off_plateau: tuple = (), family_kind: str = "decoder-only",
               extra_targets: bool = False, seed: int = 0):
     """(summary, curves, networks) DataFrames. ``degenerate`` / ``off_plateau``: (model, pretrain_seed) pairs to
-    flag. ``extra_targets`` adds an encoder swap and a cross-attention wipe cell (as for an encoder-decoder)."""
+    flag. ``first_layer_effect``: added to the first layer's log tau (large: every first-layer cell is censored).
+    ``extra_targets`` adds an encoder swap and a cross-attention wipe cell (as for an encoder-decoder)."""
     rng = np.random.default_rng(seed)
     budget = round(budget_fraction * SXE)
     grid = np.unique(np.concatenate([np.arange(0, budget, EVAL_EVERY), [budget]]))
@@ -73,7 +75,8 @@ def synthetic(depth_effect: float = 1.5, n_effect: float = 0.0, d_effect: float 
                 policy = "cross_attn" if target == "dec" else "full"
                 for seed_ in seeds:
                     tau = TAU * math.exp(depth_effect * rel + n_effect * math.log2(n_layer / 2)
-                                     + d_effect * math.log2(d_model / 64) + net_effect
+                                         + d_effect * math.log2(d_model / 64) + net_effect
+                                         + (first_layer_effect if depth == 0 else 0.0)
                                          + 0.15 * rng.standard_normal())
                     if flagged:
                         tau = 1.0  # a degenerate network "heals instantly"

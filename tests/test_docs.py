@@ -148,3 +148,35 @@ def test_readme_is_short_and_keeps_the_headline_markers():
 def test_default_grid_figures_have_their_place():
     text = (ROOT / "docs" / "performance.md").read_text()
     assert "<!-- default-grid: begin -->" in text and "<!-- default-grid: end -->" in text
+
+
+def _resolved(name: str) -> dict:
+    from selfheal import config
+
+    return config.resolve(yaml.safe_load((ROOT / "config" / name).read_text()))
+
+
+def test_documented_counts_of_the_shipped_configs_are_computed():
+    """The numbers the documents state about shipped configs are what the grid makes of them: cells per network of
+    the default config (docs/configuration.md), model jobs of config/full.yaml (README, docs/cluster.md)."""
+    from collections import Counter
+
+    from selfheal import grid
+
+    default = _resolved("config.yaml")
+    per_network = Counter((c.model, c.pretrain_seed) for c in grid.cells(default))
+    per_model = {model: n for (model, _), n in per_network.items()}
+    text = " ".join((ROOT / "docs" / "configuration.md").read_text().split())
+    said = re.search(r"The default config has (\d+) cells per network of `(\S+)` and (\d+) per network of `(\S+)`\.",
+                     text)
+    assert said, "docs/configuration.md no longer states the default's cells per network"
+    assert {said.group(2): int(said.group(1)), said.group(4): int(said.group(3))} == {
+        m: per_model[m] for m in (said.group(2), said.group(4))}
+    full = _resolved("full.yaml")
+    frozen, models = len(grid.frozen_random_models(full)), len(full["models"])
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    assert f"and {frozen} frozen-random variants of its GPT-2 and BART models: {models + frozen} model jobs" in readme
+    cluster = " ".join((ROOT / "docs" / "cluster.md").read_text().split())
+    assert f"plus {frozen} frozen-random pretrains" in cluster and f"({models} models and {frozen} frozen-random" in cluster
+    assert {m["arch"] for m in full["models"]} == {"gpt2", "bart", "bert"}
+    assert "a BART and a BERT" in readme

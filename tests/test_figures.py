@@ -226,6 +226,32 @@ def test_every_figure_on_the_synthetic_grid(synthetic_grid):
     assert 0.0 in seeds[0]["values"] and seeds[0]["scale"]["type"] == "symlog"
 
 
+def test_answer_figures_read_at_a_glance(synthetic_grid):
+    """One panel per ε, layers coloured by relative depth on [0, 1]; recovery curves as the gap to the baseline on a
+    log axis with the ε levels drawn; cost against depth within [0, 1] in the asker's setting."""
+    summary, curves, networks, tables = synthetic_grid
+    eps = sorted(summary["threshold"].unique())
+    recovered = answer_plots.recovered(tables["recovered_curves"]).to_dict()
+    assert recovered["facet"]["column"]["field"] == "eps" and "row" not in recovered["facet"]
+    colour = recovered["spec"]["layer"][0]["encoding"]["color"]
+    assert colour["field"] == "rel_depth" and colour["type"] == "quantitative" and colour["scale"]["domain"] == [0, 1]
+    assert recovered["spec"]["layer"][0]["encoding"]["detail"]["field"] == "line"  # a thin line per model and layer
+    gaps = [a for a in axes(answer_plots.FIGURES["answer_curves"](tables, curves)) if a["channel"] == "y"]
+    assert gaps and all(a["scale"]["type"] == "log" for a in gaps)
+    assert all(a["scale"]["domain"][0] == answer_plots.GAP_FLOOR for a in gaps)
+    levels = sorted({v for a in gaps if a["mark"] == "rule" for v in a["values"]})
+    assert levels == pytest.approx(eps)  # the ε levels, as lines every curve crosses where it recovers
+    drawn = [v for a in gaps if a["mark"] == "line" and a["field"] == "gap" for v in a["values"]]
+    baseline = networks["baseline_loss"].min()
+    assert max(drawn) > 2 * max(eps) and min(drawn) == answer_plots.GAP_FLOOR  # from the damage down to the floor
+    assert max(drawn) < (curves["val_loss"].max() / baseline)  # a gap, not the loss
+    depth = [a for a in axes(answer_plots.cost_depth(tables["survival"])) if a["channel"] == "x"]
+    assert all(0 <= v <= 1 for a in depth for v in a["values"]) and depth[0]["scale"]["domain"] == [0.0, 1.0]
+    other = tables["survival"].assign(policy="cross_attn")  # a second setting is not drawn beside the asker's
+    both = pd.concat([tables["survival"], other[other["kind"] == "layer"].head(3)])
+    assert str(answer_plots.cost_depth(both).to_dict()).count("cross_attn") == 0
+
+
 @pytest.mark.e2e
 def test_every_figure_on_the_tiny_run(tiny_run, tmp_path):
     """The real run's tables, drawn as the workflow draws them; then the answer figures again from estimates that
@@ -245,7 +271,8 @@ def test_every_figure_on_the_tiny_run(tiny_run, tmp_path):
     kept_charts = _check_all(summary, curves, kept)
     assert not _is_empty(kept_charts["answer_cost_depth"])
     cost = [a for a in axes(kept_charts["answer_cost_depth"]) if a["mark"] == "point" and a["channel"] == "y"]
-    assert sum(len(a["values"]) for a in cost) == len(layers)
+    asked = layers[(layers["regime"] == "frozen") & (layers["policy"] == "full") & (layers["init"] == "fresh")]
+    assert sum(len(a["values"]) for a in cost) == len(asked if len(asked) else layers)
     for name in ("answer_cost_depth", "answer_damage_cost", "recovery_cost", "recovery_examples"):
         plots.save(kept_charts[name], tmp_path / f"{name}.html", tmp_path / f"{name}.png")
         assert (tmp_path / f"{name}.png").read_bytes()[:4] == b"\x89PNG"

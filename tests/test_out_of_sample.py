@@ -5,6 +5,7 @@ figure draws what the table holds."""
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 from answer_helpers import synthetic
 from test_figures import check_figure
@@ -60,19 +61,51 @@ def test_a_largest_size_off_the_trend_does_not_hold():
     assert (verdicts["verdict"] == "did not hold").all(), table.to_string()
 
 
-def test_figure_draws_every_prediction(follows_the_trend):
-    chart = answer_plots.out_of_sample(follows_the_trend)
-    check_figure(chart, "answer_out_of_sample")
+def _drawn(chart) -> list[dict]:
     spec = chart.to_dict()
-    assert len(spec["data"]["values"] if "values" in spec.get("data", {}) else
-               next(iter(spec["datasets"].values()))) == 2 * len(follows_the_trend)
-    assert np.isfinite(follows_the_trend["predicted"]).all()
+    return spec["data"]["values"] if "values" in spec.get("data", {}) else next(iter(spec["datasets"].values()))
+
+
+def test_figure_draws_every_tested_prediction_and_caps_its_axis_near_the_budget(follows_the_trend):
+    summary, _, networks = synthetic(models=MODELS, depth_effect=1.0, n_effect=0.5, thresholds=(0.05,), seeds=(0,),
+                                     budget_fraction=2.0, seed=4)
+    surv = survival.estimate(survival.prepare(summary, networks))
+    table = follows_the_trend.copy()
+    # one layer not tested (as a median of 0 is), one measured beyond the budget, one prediction far above it
+    table.loc[table.index[0], "held"] = pd.NA
+    censored = table.index[1]
+    table.loc[censored, ["measured", "measured_hi"]] = np.inf
+    table.loc[censored, ["measured_lo", "measured_censored"]] = [2.0, True]
+    table.loc[table.index[2], ["predicted", "predicted_hi"]] = [150.0, 300.0]
+    chart = answer_plots.out_of_sample(table, surv)
+    check_figure(chart, "answer_out_of_sample")
+    rows = _drawn(chart)
+    tested = table[table["held"].notna()]
+    assert len(rows) == 2 * len(tested)  # a predicted and a measured point per tested layer, nothing else
+    assert f"{table.loc[table.index[0], 'model']} {table.loc[table.index[0], 'target']}" not in {
+        r["layer"] for r in rows if r["panel"] == f"{table.loc[table.index[0], 'left_out']}, ε = 0.05"}
+    budget = float(surv["budget_fraction"].max())
+    assert max(r["hi"] for r in rows) <= 1.25 * budget * (1 + 1e-9)  # the axis ends near the budget, not at 300
+    arrow = [r for r in rows if r["status"] == "measured: beyond the budget (↑)"]
+    assert len(arrow) == 1 and arrow[0]["value"] == pytest.approx(2.0)
+    spec = str(chart.to_dict())
+    assert "triangle-up" in spec and "dashed: the retraining budget" in spec
+
+
+def test_figure_names_the_panels_it_does_not_draw(follows_the_trend):
+    summary, _, networks = synthetic(models=MODELS, depth_effect=1.0, n_effect=0.5, thresholds=(0.05,), seeds=(0,),
+                                     budget_fraction=2.0, seed=4)
+    surv = survival.estimate(survival.prepare(summary, networks))
+    table = follows_the_trend.copy()
+    table.loc[table["left_out"] == "largest N", "held"] = pd.NA  # no layer of this part tested
+    chart = answer_plots.out_of_sample(table, surv)
+    assert {r["panel"] for r in _drawn(chart)} == {"largest size, ε = 0.05"}
+    assert "Not drawn: largest N, ε = 0.05 (no layer tested)" in str(chart.to_dict())
 
 
 def test_a_median_beyond_the_budget_lies_between_the_budget_and_infinity():
     """A censored measured median is known only to be at least the budget: a prediction above the budget agrees
     with it, one below does not."""
-    import pandas as pd
     inf = float("inf")
     value, low, high = out_of_sample._interval(pd.Series([inf]), pd.Series([inf]), pd.Series([inf]),
                                                pd.Series([0.2]))

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from selfheal import results
-from selfheal.analysis import answer, out_of_sample
+from selfheal.analysis import answer, answer_page, answer_plots, out_of_sample
 
 ROOT = Path(__file__).resolve().parents[1]
 STUDY = ROOT / "reference" / "study"
@@ -78,7 +78,8 @@ def test_out_of_sample_check_covers_the_largest_size_n_and_d(study):
     page = (STUDY / "answer.md").read_text()
     for _, r in out_of_sample.verdicts(table).iterrows():
         assert r["verdict"] in ("held", "did not hold", "not tested", "not fitted")
-        assert f"| {r['left_out']} | {r['models']} | {r['threshold']:g} | {r['held']} of {r['layers']} |" in page
+        line = next(x for x in page.splitlines() if x.startswith(f"- {r['left_out']} ({r['models']}): "))
+        assert f"**{r['verdict']}** at ε = " in line and f"{r['threshold']:g}" in line
 
 
 def test_the_encoder_decoder_aside_has_every_part(study):
@@ -89,6 +90,33 @@ def test_the_encoder_decoder_aside_has_every_part(study):
     layers = aside[aside["item"] != "scratch"]
     finite = layers[np.isfinite(layers["median"])]
     assert (finite["median_lo"] <= finite["median"]).all() and (finite["median"] <= finite["median_hi"]).all()
+
+
+def test_the_page_is_generated_from_the_shipped_tables_and_short(study):
+    """Every number on the shipped page comes from the shipped tables: the page the code writes from them is the
+    shipped page, byte for byte; and it reads in minutes (under 25 KB)."""
+    page = (STUDY / "answer.md").read_text()
+    tables = {name: study[name] for name in answer.TABLES}
+    links = {name: f"plots/{name}.png" for name in answer_plots.FIGURES}
+    assert answer_page.page(tables, study["summary"], study["networks"], links).markdown() == page
+    assert len(page.encode()) < 25_000
+    head = answer.headline(page)
+    assert len(head.splitlines()) < 40 and "- **How much data?**" in head
+
+
+def test_the_depth_verdict_does_not_reverse_the_per_layer_numbers(study):
+    """Where every first-layer cell is beyond the budget, the depth trend is fitted without them and the page says
+    so; it never says that deeper layers lower the cost while the first layer is the costliest."""
+    fit = study["fit"]
+    asked = fit[(fit["policy"] == "full") & (fit["term"] == "rel_depth")]
+    first = fit[(fit["policy"] == "full") & (fit["term"] == "first_layer")].set_index("threshold")
+    for _, r in asked.iterrows():
+        if first.loc[r["threshold"], "reason"] == "censored":
+            assert "first_layer" in r["left_out"].split(",")
+    head = answer.headline((STUDY / "answer.md").read_text())
+    position = next(line for line in head.splitlines() if "Does the position of L matter?" in line)
+    assert "relative depth: lowers the cost" not in position
+    assert "along the layers other than the first layer" in position
 
 
 def test_readme_headline_is_the_study_page_headline():

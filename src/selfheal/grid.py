@@ -320,6 +320,18 @@ def _cell_maker(model: str, regime: str, seed: int, pretrain_seed: int):
     return lambda target, policy, init: Cell(model, target, policy, init, regime, seed, pretrain_seed)
 
 
+def wildcard_constraints(schema: dict) -> dict[str, str]:
+    """The rules' wildcard constraints of policy, init and regime (``workflow/rules/common.smk``): the values the
+    config schema allows for the grid's policies, inits and regimes, and the controls' (policy and init ``none``,
+    init ``trained``). The schema is passed in (config imports this module)."""
+    grid = schema["properties"]["grid"]["properties"]
+    allowed = {key: list(grid[keys]["items"]["enum"]) for key, keys in (("policy", "policies"), ("init", "inits"),
+                                                                        ("regime", "regimes"))}
+    allowed["policy"].append(NONE)
+    allowed["init"] += [TRAINED, NONE]
+    return {key: one_of(values) for key, values in allowed.items()}
+
+
 def one_of(names: list[str]) -> str:
     """A wildcard constraint matching exactly these names (and nothing when there are none)."""
     return "|".join(re.escape(n) for n in names) or "(?!)"

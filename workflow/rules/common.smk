@@ -6,6 +6,7 @@ import types
 
 import selfheal.analysis.plots
 import selfheal.config
+import selfheal.config.schema
 import selfheal.grid
 import selfheal.heal.plan
 
@@ -26,7 +27,7 @@ UNADAPTED_MODELS = [m for m in PRETRAINED_MODELS if m not in ADAPTED_MODELS]
 ALL_MODELS = CONFIG["models"] + selfheal.grid.frozen_random_models(CONFIG)
 MODEL_NAMES = [m["name"] for m in ALL_MODELS]
 JOB_UNIT = selfheal.grid.job_unit(
-    CONFIG, ALL_MODELS, CELLS, selfheal.grid.concurrent_jobs(workflow.nodes, workflow._cores, THREADS)
+    CONFIG, ALL_MODELS, CELLS, selfheal.grid.concurrent_jobs(workflow.nodes, workflow.resource_settings.cores, THREADS)
 )
 JOB_UNIT = os.environ.setdefault("SELFHEAL_JOB_UNIT", JOB_UNIT) if not workflow.is_main_process else JOB_UNIT
 os.environ["SELFHEAL_JOB_UNIT"] = JOB_UNIT
@@ -75,12 +76,15 @@ NETWORK_WORK_IN_MODEL = "p{pretrain_seed}/network"  # (its units' cells are stag
 LOGS = f"{RESULTS}/logs"
 
 
+WILDCARDS = selfheal.grid.wildcard_constraints(selfheal.config.schema.load_schema())
+
+
 wildcard_constraints:
     model="[A-Za-z0-9_.-]+",
     target=selfheal.grid.WILDCARD,
-    policy="full|attn|self_attn|cross_attn|mlp|ln|embeddings|none",
-    init="fresh|original|trained|none",
-    regime="frozen|layer|full",
+    policy=WILDCARDS["policy"],
+    init=WILDCARDS["init"],
+    regime=WILDCARDS["regime"],
     seed="[0-9]+",
     pretrain_seed="[0-9]+",
     tokenizer="[A-Za-z0-9_.-]+",

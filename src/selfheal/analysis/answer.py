@@ -55,7 +55,7 @@ def update_readme(page_path: str, readme_path: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--readme", nargs=2, metavar=("ANSWER_MD", "README"), required=True,
                         help="copy ANSWER_MD's headline into README between its answer:headline markers")
     args = parser.parse_args(argv)

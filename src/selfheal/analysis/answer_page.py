@@ -1,12 +1,20 @@
 """The answer page (``results/answer.md`` and ``answer.html``), written from the answer tables only
-(``answer_tables.compute``), in the asker's order: the headline; cost per layer (against the reset-all control and
-pretraining's own curve); refusals; the position of L; N and D (every network against its n-gram references and
-the size ordering of the baselines); families; the encoder-decoder aside; caveats; related work. ``page`` calls one
-function per section, each reading the tables through ``_View``.
+(``answer_tables.compute``). It opens with the answer in sentences, one per sub-question of the asker (how much of
+S x E one reset layer needs at the smallest and largest ε, beside pretraining from scratch; whether it ever refuses;
+whether the position of L matters; whether N and D do; the encoder swap), each generated from the tables with its
+numbers and saying when the data cannot decide, and a compact table per model; this block is copied into the
+README. Then the detail, in the asker's order: cost per layer; refusals; the position of L; N and D (the networks,
+the size ordering of the baselines, the out-of-sample check); families; the encoder-decoder aside; damage and
+similarity; caveats; related work. ``page`` calls one function per section, each reading the tables through
+``_View``.
 
-Costs are stated in three units: the fraction of S x E; examples and tokens; and relative to the from-scratch run,
-the survival median in examples over the mean (across the model's usable networks pretrained here) of the examples
-the network's own pretraining needed to first reach the same loss.
+Costs are in one unit per table (``stats.cost_unit``): the fraction of S x E for networks pretrained here, else
+examples (a model you bring: its S x E is not this workflow's, and its adaptation to the corpus is called
+adaptation). §1 adds examples, tokens and the cost relative to the from-scratch run (the survival median in
+examples over the mean, across the model's usable networks pretrained here, of the examples the network's own
+pretraining needed to first reach the same loss). A median beyond the retraining budget is written ``BEYOND``.
+
+The fit's verdicts branch on its reason codes (``scaling.REASONS``), never on its notes' wording.
 """
 
 from __future__ import annotations
@@ -17,29 +25,12 @@ import math
 import numpy as np
 import pandas as pd
 
-from selfheal.analysis import answer_tables, out_of_sample, related_work, survival
+from selfheal.analysis import answer_tables, out_of_sample, related_work, scaling, survival
 from selfheal.analysis.page import Page, compact, num, pct, signed_pct, span
+from selfheal.analysis.stats import UNIT_WORDS, cost_unit
 
-def _cost(row: pd.Series, unit: str) -> str:
-    """'0.038 [0.013, 0.070]', with '> budget' for a median (or bound) beyond the budget."""
-    value, lo, hi = row[f"median_{unit}"], row[f"median_{unit}_lo"], row[f"median_{unit}_hi"]
-    budget = row[f"budget_{unit}"] if unit == "fraction" else row["budget_examples"]
-
-    def one(v):
-        return f"> {num(budget)} (budget)" if math.isinf(v) else num(v)
-
-    return f"{one(value)} [{one(lo)}, {one(hi)}]"
-
-
-def _unit(table: pd.DataFrame) -> str:
-    return "fraction" if len(table) and table["median_fraction"].notna().all() else "examples"
-
-
-def _unit_words(unit: str) -> str:
-    return "fraction of S × E" if unit == "fraction" else "examples (S × E unknown for downloaded models)"
-
-
-
+BEYOND = "> B"  # a median (or interval end) beyond the retraining budget B: censored, only a lower bound
+BEYOND_LEGEND = f"`{BEYOND}`: not back within ε by the end of the retraining budget B (censored: a lower bound)"
 # Words for networks.parquet's degenerate_reason (analysis/tables.py: UNIGRAM_MARGIN, BIGRAM_MARGIN).
 DEGENERATE_WORDS = {"unigram": "its baseline is not clearly below the unigram loss",
                     "bigram": "it does not beat the interpolated bigram by 0.1 nats",
@@ -49,13 +40,34 @@ HEADLINE = ("<!-- answer:headline -->", "<!-- /answer:headline -->")
 REFERENCE_SIZES = [("GPT-2 small (2019)", "124 M parameters", "about 10 B tokens (WebText, several epochs)"),
                    ("BERT-base (2018)", "110 M parameters", "about 3.3 B words, 40 epochs"),
                    ("Llama 3 8B (2024)", "8 B parameters", "about 15 T tokens")]
+ASKED = ("frozen", "full", "fresh")
+
+
+def _unit(table: pd.DataFrame, networks: pd.DataFrame) -> str:
+    """``stats.cost_unit`` of some rows, with their networks' source (a model you bring: examples)."""
+    if not len(table):
+        return "fraction"
+    sources = networks.loc[networks["model"].isin(set(table["model"])), "source"] if "source" in networks else None
+    return cost_unit(table["pretrain_examples"], sources)
+
+
+def _one(v: float) -> str:
+    return BEYOND if math.isinf(v) else num(v)
+
+
+def _cost(row: pd.Series, unit: str) -> str:
+    """'0.038 [0.013, 0.070]'; one number where the interval is that number; ``BEYOND`` beyond the budget."""
+    value, lo, hi = (float(row[f"median_{unit}{s}"]) for s in ("", "_lo", "_hi"))
+    if (math.isinf(value) and math.isinf(lo)) or value == lo == hi:
+        return _one(value)
+    return f"{_one(value)} [{_one(lo)}, {_one(hi)}]"
 
 
 def _settings(survival_table: pd.DataFrame) -> list[tuple]:
     """(regime, policy, init) of the single-layer groups, the asker's setting (frozen, full, fresh) first."""
     layers = survival_table[survival_table["kind"] == survival.LAYER]
     found = sorted(set(zip(layers["regime"], layers["policy"], layers["init"])))
-    return sorted(found, key=lambda s: s != ("frozen", "full", "fresh"))
+    return sorted(found, key=lambda s: s != ASKED)
 
 
 def _setting_words(setting: tuple) -> str:
@@ -66,17 +78,41 @@ def _pick(table: pd.DataFrame, setting: tuple) -> pd.DataFrame:
     return table[(table["regime"] == setting[0]) & (table["policy"] == setting[1]) & (table["init"] == setting[2])]
 
 
-def _verdict(row: pd.Series) -> str:
-    if not row["determined"]:
-        return row["note"]
+def _direction(row: pd.Series) -> str:
+    """A determined term's verdict from its interval: 'raises the cost', 'lowers the cost' or 'no clear effect'."""
     if row["n_resamples"] == 0:
-        return f"no verdict: {row['note']}"
-    lo, hi = row["coef_lo"], row["coef_hi"]
-    if lo > 0:
-        return "raises the cost (interval above 0)"
-    if hi < 0:
-        return "lowers the cost (interval below 0)"
-    return "no clear effect at this grid's resolution (the interval includes 0; not evidence of no effect)"
+        return "no interval"
+    if row["coef_lo"] > 0:
+        return "raises the cost"
+    if row["coef_hi"] < 0:
+        return "lowers the cost"
+    return "no clear effect"
+
+
+def _coef(row: pd.Series) -> str:
+    return f"{num(row['coef'])} [{num(row['coef_lo'])}, {num(row['coef_hi'])}]"
+
+
+def _factor(row: pd.Series) -> str:
+    return f"× {num(row['factor'])} [{num(row['factor_lo'])}, {num(row['factor_hi'])}]"
+
+
+SHORT_LABELS = {"rel_depth": "relative depth", "first_layer": "first layer", "last_layer": "last layer",
+                "log_n_layer": "log N", "log_d_model": "log D", "log_train_sequences": "log S", "log_epochs": "log E"}
+
+
+def _short(term: str) -> str:
+    return SHORT_LABELS.get(term, term.replace("family", "family "))
+
+
+CELL_KINDS = {"first_layer": "first layer", "last_layer": "last layer", "log_n_layer": "other N",
+              "log_d_model": "other D", "log_train_sequences": "other S", "log_epochs": "other E"}
+
+
+def _left_out(row: pd.Series, terms=None) -> list[str]:
+    """The kinds of cells a fit left out (``left_out``: the terms that identify them), among ``terms`` if given."""
+    return [CELL_KINDS.get(t, t.removeprefix("family[").removesuffix("]")) for t in
+            str(row.get("left_out") or "").split(",") if t and (terms is None or t in terms)]
 
 
 def _clusters_sentence(networks: pd.DataFrame) -> str:
@@ -85,11 +121,10 @@ def _clusters_sentence(networks: pd.DataFrame) -> str:
     if least <= 1:
         return ("Some model has a single pretrained network: its intervals resample retrain seeds only and do "
                 "**not** cover the variation between independently pretrained networks.")
+    counts = span(per_model.astype(float))
     if least < 5:
-        return (f"Intervals resample pretrained networks (clusters: {least} to {int(per_model.max())} per model); "
-                f"with so few clusters they are wide and rough: read directions, not digits.")
-    return f"Intervals resample pretrained networks ({least} to {int(per_model.max())} per model)."
-
+        return f"Intervals (95 %) resample the pretrained networks, only {counts} per model: read directions, not digits."
+    return f"Intervals (95 %) resample the pretrained networks ({counts} per model)."
 
 
 def _tokens_per_example(summary: pd.DataFrame, networks: pd.DataFrame, model: str) -> float:
@@ -112,16 +147,19 @@ def _usable(networks: pd.DataFrame) -> pd.DataFrame:
     return networks[~networks["degenerate"].fillna(False).astype(bool)]
 
 
+def _pretrained_here(networks: pd.DataFrame) -> pd.DataFrame:
+    return networks[networks["source"] == "scratch"] if "source" in networks.columns else networks
+
+
 def _scratch_reference(ref: pd.DataFrame, networks: pd.DataFrame, model: str, eps: float) -> dict:
     """The from-scratch reference of a model at one ε: the mean over its usable networks pretrained here of the
-    examples their own pretraining curve needed to first reach baseline x (1 + ε) (interpolated,
-    ``pretrain_reference.examples``, the same as summary.parquet's scratch_examples), how many of them reached it,
-    and whether any of those crossings is coarse."""
-    nets = _usable(networks)
+    examples (and fraction of S x E) their own pretraining curve needed to first reach baseline x (1 + ε)
+    (interpolated, ``pretrain_reference``, the same as summary.parquet's scratch_examples), how many of them
+    reached it, and whether any of those crossings is coarse. A model you bring has none (its adaptation to the
+    corpus is not pretraining from scratch)."""
+    nets = _pretrained_here(_usable(networks))
     nets = nets[nets["model"] == model]
-    if "source" in nets.columns:
-        nets = nets[nets["source"] == "scratch"]
-    out = {"examples": math.nan, "reached": 0, "networks": len(nets), "coarse": False}
+    out = {"examples": math.nan, "fraction": math.nan, "reached": 0, "networks": len(nets), "coarse": False}
     if not len(nets) or not len(ref) or "examples" not in ref.columns:
         return out
     rows = ref[(ref["model"] == model) & (ref["threshold"] == eps)
@@ -130,6 +168,7 @@ def _scratch_reference(ref: pd.DataFrame, networks: pd.DataFrame, model: str, ep
     out["reached"] = len(reached)
     if len(reached):
         out["examples"] = float(reached["examples"].astype(float).mean())
+        out["fraction"] = float(reached["fraction"].astype(float).mean())
         out["coarse"] = bool(reached["coarse"].astype(bool).any()) if "coarse" in reached.columns else False
     return out
 
@@ -149,84 +188,12 @@ def _three_units(at: pd.DataFrame, unit: str, model: str, eps: float, summary: p
 
 
 def _budget_words(rows: pd.DataFrame, unit: str) -> str:
-    """The budget of some cells: '0.2 of S × E = 6,184 examples', or 'N examples' when S × E is unknown; for models
-    of different S × E the range of examples, '0.2 of S × E = 6,184 to 12,368 examples'."""
-    low, high = (float(pd.to_numeric(rows["budget_examples"]).agg(f)) for f in ("min", "max"))
-    examples = f"{num(low)} examples" if low == high else f"{num(low)} to {num(high)} examples"
-    fractions = pd.to_numeric(rows["budget_fraction"], errors="coerce") if "budget_fraction" in rows else None
-    if unit == "fraction" and fractions is not None and fractions.notna().all() and fractions.round(3).nunique() == 1:
-        return f"{num(float(fractions.iloc[0]))} of S × E = {examples}"  # budgets round to whole examples
-    return examples
-
-
-def _network_line(r: pd.Series) -> str:
-    """One network: its loss against the n-gram references, S, E and its flags."""
-    def loss(column):
-        v = r.get(column)
-        return "n/a" if v is None or pd.isna(v) else f"{float(v):.3f}"
-
-    bigram = "none (masked LM)" if pd.isna(r.get("bigram_loss")) else loss("bigram_loss")
-    weight = r.get("bigram_weight")
-    if weight is not None and not pd.isna(weight):
-        bigram += f" (λ = {num(float(weight))})"
-    margin = r.get("bigram_margin")
-    if (margin is None or pd.isna(margin)) and not pd.isna(r.get("bigram_loss")):
-        margin = float(r["bigram_loss"]) - float(r["baseline_loss"])
-    margin_text = "n/a" if margin is None or pd.isna(margin) else f"{float(margin):+.3f}"
-
-    def count(column):
-        v = r.get(column)
-        return "n/a" if v is None or pd.isna(v) else num(float(v))
-
-    reason = r.get("degenerate_reason")
-    flags = []
-    if bool(r.get("degenerate", False)):
-        flags.append("**degenerate**" + (f" ({reason})" if isinstance(reason, str) and reason else ""))
-    if bool(r.get("off_plateau", False)):
-        flags.append("off its plateau")
-    return (f"{r['model']} seed {r['pretrain_seed']}: loss {loss('baseline_loss')}, unigram {loss('unigram_loss')}, "
-            f"bigram {bigram}, margin over the bigram {margin_text} nats; S = {count('train_sequences')}, "
-            f"E = {count('epochs')} ({count('pretrain_examples')} examples, "
-            f"{compact(r.get('pretrain_tokens'))} tokens)" + (f"; {', '.join(flags)}" if flags else ""))
-
-
-def _ordering_sentence(order: pd.DataFrame) -> str:
-    """Each pair of size_ordering with its numbers."""
-    if not len(order):
-        return ("Size ordering: no two models of the same family differ in exactly one of N and D, so the grid "
-                "cannot show how the baseline moves with N or D.")
-    items = []
-    for _, r in order.iterrows():
-        letter = "D" if r["varied"] == "d_model" else "N"
-        if letter == "D":
-            verdict = ("holds: it falls by more than the seed spread" if r["holds"]
-                       else "does not hold: it does not fall by more than the seed spread")
-        else:
-            verdict = ("holds: it does not rise by more than the seed spread" if r["holds"]
-                       else "does not hold: it rises by more than the seed spread")
-        seeds = ("one pretraining seed: no spread to compare with" if r["n_seeds"] < 2
-                 else f"spread {r['seed_spread']:.3f} over {r['n_seeds']} seeds")
-        items.append(f"{r['model_a']} → {r['model_b']} ({letter} {r['value_a']} → {r['value_b']}): "
-                     f"{r['mean_loss_a']:.3f} → {r['mean_loss_b']:.3f}, difference {r['difference']:+.3f} ({seeds}): "
-                     f"{verdict}")
-    return ("Size ordering of the baselines (mean over pretraining seeds; the spread is the larger max − min across "
-            "seeds of the two models): " + "; ".join(items) + ".")
-
-
-def _ordering_headline(order: pd.DataFrame) -> str | None:
-    if not len(order):
-        return None
-    parts = []
-    for varied, words in (("d_model", "at fixed N the baseline falls with D"),
-                          ("n_layer", "at fixed D it does not rise with N")):
-        rows = order[order["varied"] == varied]
-        if len(rows):
-            parts.append(f"{words} in {int(rows['holds'].sum())} of {len(rows)} pairs")
-    return "Size ordering: " + "; ".join(parts) + ", each by more than the spread between pretraining seeds (§4)."
-
-
-
-HEADLINE_TERMS = ["rel_depth", "first_layer", "log_n_layer", "log_d_model", "log_train_sequences", "log_epochs"]
+    """The budget of some cells: '0.2 of S × E', or 'N examples' when S × E is unknown; for models of different
+    budgets the range."""
+    if unit == "fraction":
+        fractions = pd.to_numeric(rows["budget_fraction"], errors="coerce").round(3)
+        return f"{span(fractions)} of S × E"  # budgets round to whole examples
+    return f"{span(pd.to_numeric(rows['budget_examples'], errors='coerce'))} examples"
 
 
 def _reasons(networks: pd.DataFrame) -> str:
@@ -236,262 +203,474 @@ def _reasons(networks: pd.DataFrame) -> str:
     return ", ".join(DEGENERATE_WORDS.get(c, c) for c in codes) or "flagged"
 
 
-def _headline(doc: Page, v: _View) -> None:
-    """The headline (copied into the README): the answer across the grid at the smallest and largest ε, the fit's
-    verdicts on position, N, D, S and E, the out-of-sample check, the encoder-decoder aside, the gates; then one
-    row per model."""
-    layers, degenerate, settings, networks = v.layers, v.degenerate, v.settings, v.networks
-    headline = []
-    if not len(layers):
-        headline.append("This grid has no single-layer cells on a usable network, so it cannot answer the question "
-                        "(see the caveats).")
-    setting = settings[0] if settings else None
-    rows = _pick(layers, setting) if setting else layers
-    unit = _unit(rows)
-    eps_pair = sorted({rows["threshold"].min(), rows["threshold"].max()}) if len(rows) else []
+# ---------------------------------------------------------------- the answer in sentences (the headline)
+
+
+def _eps_words(eps: float) -> str:
+    return f"{100 * eps:g} %"
+
+
+def _unit_after(unit: str) -> str:
+    return "of S × E" if unit == "fraction" else "examples"
+
+
+def _median_span(at: pd.DataFrame, unit: str) -> tuple[str, int, int]:
+    """The finite per-layer medians' span, how many medians lie beyond the budget, and how many there are."""
+    med = at[f"median_{unit}"].astype(float)
+    return span(med[np.isfinite(med)]), int((~np.isfinite(med)).sum()), len(med)
+
+
+def _scratch_span(v: _View, models: list[str], eps: float, unit: str) -> str:
+    """The span over models of what pretraining from scratch needed to reach baseline x (1 + ε), in ``unit``."""
+    values = [_scratch_reference(v.ref, v.networks, m, eps)[unit] for m in models]
+    return span(values)
+
+
+def _how_much(v: _View, rows: pd.DataFrame, unit: str, eps_pair: list[float]) -> str:
+    parts = []
+    for i, eps in enumerate(eps_pair):
+        at = rows[rows["threshold"] == eps]
+        finite, beyond, total = _median_span(at, unit)
+        tokens = span(at["median_examples"].astype(float).where(np.isfinite(at["median_examples"].astype(float)))
+                      * at["model"].map(lambda m: _tokens_per_example(v.summary, v.networks, m)).astype(float),
+                      compact)
+        cost = (f"a median {finite} {_unit_after(unit)}" + (f" ({tokens} tokens)" if unit == "examples" and tokens
+                                                             else "") if finite else
+                "more than the budget for every layer")
+        budget = f" ({_budget_words(at, unit)})" if i == 0 else ""
+        if finite and beyond:
+            cost += f", and more than the budget{budget} for {beyond} of {total} (model, layer) pairs"
+        elif finite and budget:
+            cost += f" (budget {_budget_words(at, unit)})"
+        scratch = _scratch_span(v, sorted(at["model"].unique()), eps, unit)
+        if scratch:
+            cost += f"; pretraining from scratch needed {scratch} {_unit_after(unit)} to reach the same loss"
+        parts.append(f"back within {_eps_words(eps)} of its old validation loss, one reset layer needs {cost}"
+                     if i == 0 else f"back within {_eps_words(eps)}: {cost}")
+    brought = _pretrained_elsewhere(v, rows)
+    if brought:
+        its = "its" if len(brought) == 1 else "their"
+        parts.append("Not pretrained here: " + ", ".join(
+            f"{m} ({_sxe_words_row(_network(v, m)).removeprefix('not pretrained here: ')})" for m in brought)
+            + f"; {its} costs are in examples and tokens, and {its} adaptation to the corpus is neither {its} "
+              f"pretraining nor a from-scratch reference")
+    return "**How much data?** " + ". ".join(p[0].upper() + p[1:] for p in parts) + "."
+
+
+def _network(v: _View, model: str) -> pd.Series:
+    return v.networks[v.networks["model"] == model].iloc[0]
+
+
+def _pretrained_elsewhere(v: _View, rows: pd.DataFrame) -> list[str]:
+    """The models of ``rows`` a user brought (networks.parquet's source is not scratch)."""
+    if "source" not in v.networks:
+        return []
+    nets = v.networks[v.networks["model"].isin(set(rows["model"]))]
+    return sorted(set(nets.loc[nets["source"].fillna("scratch") != "scratch", "model"]))
+
+
+def _refusal_answer(rows: pd.DataFrame, eps_pair: list[float]) -> str:
+    """Does it ever refuse? Written from the columns the survival table has now: censored and diverged counts.
+    Censored is not refusal (only a stalled curve is), and these columns cannot tell a stalled cell from one still
+    falling when the budget ran out, so the refusal itself is said to be not determined.
+    TO REWIRE (issue 32): with the survival table's n_stalled / n_still_falling, say how many censored cells stalled
+    (refused) and how many were still falling."""
+    lowest = rows[rows["threshold"] == eps_pair[0]]
+    n, diverged = int(lowest["n_cells"].sum()), int(lowest["n_diverged"].sum())
+    out = ["No single-layer cell diverged." if not diverged else f"{diverged} of {n} single-layer cells diverged."]
+    counts = []
     for eps in eps_pair:
-        headline.append(_grid_line(v, rows[rows["threshold"] == eps], setting, unit, eps))
-    every_eps = _pick(v.fit, setting) if setting and len(v.fit) else v.fit.iloc[:0]
-    fit = every_eps[every_eps["threshold"] == every_eps["threshold"].min()] if len(every_eps) else every_eps
-    for term in HEADLINE_TERMS:
-        for _, r in fit[fit["term"] == term].iterrows():
-            if not r["determined"] and str(r["note"]).startswith("not determined by this grid: it does not vary"):
-                continue  # the grid does not vary it: said once under "not varied" below
-            coef = (f"{num(r['coef'])} [{num(r['coef_lo'])}, {num(r['coef_hi'])}]" if r["determined"] else "")
-            line = f"Fit at ε = {r['threshold']:g}, {r['label']}: {coef + ' — ' if coef else ''}{_verdict(r)}"
-            later = every_eps[(every_eps["term"] == term) & every_eps["determined"].astype(bool)]
-            if not r["determined"] and len(later):  # where it is determined: the smallest such ε
-                d = later.sort_values("threshold").iloc[0]
-                line += (f"; at ε = {d['threshold']:g}, the smallest ε where it is determined: {num(d['coef'])} "
-                         f"[{num(d['coef_lo'])}, {num(d['coef_hi'])}] — {_verdict(d)}")
-            headline.append(line + ".")
-    fixed = [r["label"] for _, r in fit.iterrows() if r["term"] in HEADLINE_TERMS and not r["determined"]
-             and str(r["note"]).startswith("not determined by this grid: it does not vary")]
-    if fixed:
-        headline.append(f"Not varied by this grid, so not determined: {', '.join(fixed)}.")
-    headline.extend(_out_of_sample_headline(v))
-    headline.extend(_aside_headline(v))
-    ordering_line = _ordering_headline(v.ordering)
-    if ordering_line:
-        headline.append(ordering_line)
-    if len(degenerate):
-        named = "; ".join(f"{m} ({len(g)} of its networks: {_reasons(g)})"
-                          for m, g in degenerate.groupby("model", sort=True))
-        headline.append(f"Flagged degenerate and left out of every verdict: {named}.")
-    headline.append(_clusters_sentence(networks))
-    doc.h(2, "Headline")
-    doc.raw(HEADLINE[0])
-    doc.ul(headline)
-    if len(rows):
-        doc.p(f"Per model ({_setting_words(setting)}): the single-layer survival medians (range over the layers; "
-              f"'>' beyond the budget), the reset-all control, and the median over layers relative to what "
-              f"pretraining from scratch needed to first reach the same loss.")
-        doc.table(["model", "N", "D", "S × E"] + [f"one layer, ε = {e:g}" for e in eps_pair]
-                  + [f"every layer, ε = {eps_pair[-1]:g}", f"one layer ÷ from scratch, ε = {eps_pair[-1]:g}"],
-                  [_model_row(v, g, setting, unit, eps_pair) for _, g in
-                   sorted(rows.groupby("model"), key=lambda kv: (str(kv[1]["family_kind"].iloc[0]),
-                                                                 int(kv[1]["n_layer"].iloc[0]),
-                                                                 int(kv[1]["d_model"].iloc[0]), kv[0]))])
-    doc.raw(HEADLINE[1])
+        at = rows[rows["threshold"] == eps]
+        counts.append(f"within {_eps_words(eps)}: {int(at['n_censored'].sum())} of {int(at['n_cells'].sum())}")
+    censored = int(rows["n_censored"].sum())
+    out.append("Cells not back by the end of the budget: " + "; ".join(counts) + ".")
+    if censored:
+        out.append("These tables do not say whether those cells' loss had stopped falling (a stall) or was still "
+                   "falling when the budget ran out, so whether retraining ever refuses is not determined here.")
+    else:
+        out.append("Every cell got back within every ε: it never refused.")
+    return "**Does it ever refuse?** " + " ".join(out)
+
+
+def _costliest(at: pd.DataFrame, unit: str) -> tuple[dict[str, int], int]:
+    """Per model of two or more layers: the position of its single costliest layer (ties left out), counted."""
+    counts: dict[str, int] = {}
+    models = 0
+    for _, g in at.groupby("model", sort=True):
+        if len(g) < 2:
+            continue
+        models += 1
+        med = g[f"median_{unit}"].astype(float)
+        top = g[med == med.max()]
+        if len(top) == 1:
+            counts[top["position"].iloc[0]] = counts.get(top["position"].iloc[0], 0) + 1
+    return counts, models
+
+
+def _position_answer(v: _View, rows: pd.DataFrame, unit: str, eps_pair: list[float], setting: tuple) -> str:
+    """Which layer is costliest per model, how many first layers' medians lie beyond the budget against the other
+    layers', and the fit's position terms (a term not determined says why; the depth trend says which cells it was
+    fitted without)."""
+    out = []
+    for eps in reversed(eps_pair):
+        at = rows[rows["threshold"] == eps]
+        counts, models = _costliest(at, unit)
+        if not models:
+            continue
+        words = []
+        if sum(counts.values()) * 2 > models:  # most models have a single costliest layer
+            found = [f"the {p} in {counts[p]}" for p in ("first", "middle", "last") if counts.get(p)]
+            words.append(f"the costliest layer is {found[0]} of {models} models"
+                         + "".join(f", {f}" for f in found[1:]))
+        first = at[at["position"] == "first"][f"median_{unit}"].astype(float)
+        others = at[at["position"].isin(["middle", "last"])][f"median_{unit}"].astype(float)
+        if np.isinf(first).any() or np.isinf(others).any():
+            words.append(f"medians beyond the budget: {int(np.isinf(first).sum())} of {len(first)} first layers, "
+                         f"{int(np.isinf(others).sum())} of {len(others)} others")
+        if words:
+            out.append(f"at ε = {_eps_words(eps)}, " + "; ".join(words))
+    fit = _pick(v.fit, setting) if len(v.fit) else v.fit
+    for eps in reversed(eps_pair):
+        at = fit[fit["threshold"] == eps].set_index("term") if len(fit) else fit
+        if "rel_depth" not in at.index:
+            continue
+        words = []
+        for term, name in (("first_layer", "the first layer"), ("last_layer", "the last layer")):
+            r = at.loc[term] if term in at.index else None
+            if r is None or (r["determined"] and _direction(r) == "no clear effect") or r["reason"] == "not_varied":
+                continue
+            words.append(f"{name} {_direction(r)} ({_factor(r)} on top of the depth trend)" if r["determined"] else
+                         f"{name} is not determined ({scaling.REASONS[r['reason']]})")
+        r = at.loc["rel_depth"]
+        without = _left_out(r, scaling.INDICATORS)
+        along = f"along the layers other than the {' and '.join(without)}, " if without else ""
+        words.append(f"{along}relative depth: {_direction(r)} ({_factor(r)} from the first layer to the last)"
+                     if r["determined"] else f"{along}relative depth is not determined "
+                                             f"({scaling.REASONS[r['reason']]})")
+        out.append(f"in the fit at ε = {_eps_words(eps)}, " + "; ".join(words))
+    if not out:
+        return "**Does the position of L matter?** Not determined: no model of this grid has two layers."
+    return "**Does the position of L matter?** " + ". ".join(p[0].upper() + p[1:] for p in out) + "."
+
+
+def _size_answer(v: _View, setting: tuple, eps_pair: list[float]) -> str:
+    fit = _pick(v.fit, setting) if len(v.fit) else v.fit
+    out = []
+    for term, letter in (("log_n_layer", "N"), ("log_d_model", "D")):
+        rows = fit[(fit["term"] == term) & fit["threshold"].isin(eps_pair)] if len(fit) else fit
+        if not len(rows) or (rows["reason"] == "not_varied").all():
+            out.append(f"{letter} is not determined (the grid does not vary it)")
+            continue
+        values = sorted(v.networks[{"N": "n_layer", "D": "d_model"}[letter]].astype(int).unique())
+        words = []
+        for _, r in rows.sort_values("threshold").iterrows():
+            if r["determined"]:
+                words.append(f"{_direction(r)} at ε = {_eps_words(r['threshold'])} (cost ∝ {letter}^{num(r['coef'])}"
+                             f" [{num(r['coef_lo'])}, {num(r['coef_hi'])}])")
+            else:
+                words.append(f"not determined at ε = {_eps_words(r['threshold'])} "
+                             f"({scaling.REASONS[r['reason']]})")
+        out.append(f"larger {letter} ({', '.join(map(str, values))}): " + ", ".join(words))
+    return "**Do N and D matter?** " + "; ".join(p[0].upper() + p[1:] if i == 0 else p
+                                                 for i, p in enumerate(out)) + "."
+
+
+def _swap_answer(v: _View) -> str:
+    aside = v.tables.get("encoder_decoder")
+    swaps = aside[aside["item"] == "encoder_swap"] if aside is not None and len(aside) else pd.DataFrame()
+    if not len(swaps):
+        return ("**The encoder swap:** not determined (this grid has no encoder-decoder model with its encoder "
+                "swapped).")
+    out = []
+    for model, g in aside.groupby("model", sort=True):
+        eps = float(g["threshold"].max())
+        at = g[g["threshold"] == eps]
+        unit = at["unit"].iloc[0]
+
+        def value(item):
+            med = at[at["item"] == item]["median"].astype(float)
+            if not len(med):
+                return ""
+            finite = med[np.isfinite(med)]
+            return ("beyond the budget" if not len(finite) else span(finite) + (
+                f" ({len(med) - len(finite)} of {len(med)} beyond the budget)" if len(finite) < len(med) else ""))
+
+        swap = value("encoder_swap")
+        swap = "does not get back within the budget" if swap == "beyond the budget" else f"needs {swap}"
+        compare = [f"{words} {value(item)}" for item, words in (
+            ("encoder_layer", "one encoder layer"), ("decoder_layer", "one decoder layer"),
+            ("reset_all", "every layer reset"), ("scratch", "pretraining from scratch")) if value(item)]
+        budget = at["budget"].dropna()
+        out.append(f"In {model}, swapping the encoder for a fresh one {swap} at ε = {_eps_words(eps)} "
+                   f"({UNIT_WORDS[unit]}; budget {num(float(budget.max()))}), against " + ", ".join(compare))
+    return "**The encoder swap.** " + ". ".join(out) + "."
+
+
+def _sxe_words(v: _View, model: str) -> str:
+    net = v.networks[v.networks["model"] == model]
+    return _sxe_words_row(net.iloc[0]) if len(net) else "n/a"
 
 
 def _layer_span(at: pd.DataFrame, unit: str) -> str:
-    med = at[f"median_{unit}"].astype(float)
-    finite = med[np.isfinite(med)]
-    budget = at[f"budget_{unit}" if unit == "fraction" else "budget_examples"].astype(float).max()
-    if not len(finite):
-        return f"> {num(budget)} (all)"
-    beyond = int((~np.isfinite(med)).sum())
-    return span(finite) + (f"; {beyond} of {len(med)} > {num(budget)}" if beyond else "")
+    finite, beyond, total = _median_span(at, unit)
+    if not finite:
+        return BEYOND
+    return finite + (f" ({beyond} of {total} {BEYOND})" if beyond else "")
 
 
 def _model_row(v: _View, g: pd.DataFrame, setting: tuple, unit: str, eps_pair: list) -> list[str]:
     model = g["model"].iloc[0]
-    net = v.networks[v.networks["model"] == model]
-    sxe = net["pretrain_examples"].iloc[0] if len(net) and "pretrain_examples" in net else math.nan
-    s = net["train_sequences"].iloc[0] if len(net) and "train_sequences" in net else math.nan
-    e = net["epochs"].iloc[0] if len(net) and "epochs" in net else math.nan
-    sxe_words = (f"{num(float(s))} × {num(float(e))}" if not pd.isna(s) and not pd.isna(e) else
-                 num(float(sxe)) if not pd.isna(sxe) else "n/a")
-    cells = [f"{model} ({g['family_kind'].iloc[0]})", str(int(g["n_layer"].iloc[0])), str(int(g["d_model"].iloc[0])),
-             sxe_words]
+    cells = [model, f"{int(g['n_layer'].iloc[0])} × {int(g['d_model'].iloc[0])}", _sxe_words(v, model)]
     cells += [_layer_span(g[g["threshold"] == eps], unit) for eps in eps_pair]
     eps = eps_pair[-1]
     allc = v.surv[(v.surv["model"] == model) & (v.surv["target"] == "all") & (v.surv["policy"] == "full")
                   & (v.surv["threshold"] == eps) & (v.surv["regime"] == setting[0]) & (v.surv["init"] == setting[2])]
-    cells.append(_cost(allc.iloc[0], unit).split(" [")[0] if len(allc) else "n/a")
-    units = _three_units(g[g["threshold"] == eps], unit, model, eps, v.summary, v.networks, v.ref)
-    cells.append(units["relative"] or "n/a")
+    cells.append(_one(float(allc[f"median_{unit}"].iloc[0])) if len(allc) else "n/a")
+    scratch = _scratch_reference(v.ref, v.networks, model, eps)[unit]
+    cells.append("n/a" if pd.isna(scratch) else num(scratch))
     return cells
 
 
-def _grid_line(v: _View, at: pd.DataFrame, setting: tuple, unit: str, eps: float) -> str:
-    """One ε across the grid: the per-layer medians, how many beyond the budget, and the reset-all control."""
-    med = at[f"median_{unit}"].astype(float)
-    finite = med[np.isfinite(med)]
-    models = at["model"].nunique()
-    budget = _budget_words(at, unit)
-    allc = v.surv[(v.surv["target"] == "all") & (v.surv["policy"] == "full") & (v.surv["threshold"] == eps)
-                  & (v.surv["regime"] == setting[0]) & (v.surv["init"] == setting[2])
-                  & v.surv["model"].isin(set(at["model"]))]
-    within = int(np.isfinite(allc[f"median_{unit}"].astype(float)).sum())
-    refused = int((at["n_censored"] + at["n_diverged"]).sum())
-    cost = (f"a median {span(finite)} {'of S × E' if unit == 'fraction' else 'examples'} depending on the layer "
-            f"and model" if len(finite) else "more than the budget for every layer")
-    beyond = int((~np.isfinite(med)).sum())
-    return (f"**ε = {eps:g}** (back within {100 * eps:g} % of the old validation loss), {models} model(s): one reset "
-            f"layer needs {cost}; {beyond} of {len(med)} (model, layer) medians lie beyond the budget ({budget}), "
-            f"{refused} of {int(at['n_cells'].sum())} cells did not get there; resetting every layer got there "
-            f"within the budget in {within} of {len(allc)} models.")
+def _headline(doc: Page, v: _View) -> None:
+    """The answer in sentences, one per sub-question, at the smallest and largest ε; then one row per model. Copied
+    into the README between the HEADLINE markers."""
+    layers, degenerate, settings = v.layers, v.degenerate, v.settings
+    doc.h(2, "The answer")
+    doc.raw(HEADLINE[0])
+    setting = settings[0] if settings else None
+    rows = _pick(layers, setting) if setting else layers
+    if not len(rows):
+        doc.p("This grid has no single-layer cells on a usable network, so it cannot answer the question (see the "
+              "caveats).")
+        doc.raw(HEADLINE[1])
+        return
+    unit = _unit(rows, v.networks)
+    eps_pair = sorted({float(rows["threshold"].min()), float(rows["threshold"].max())})
+    items = [_how_much(v, rows, unit, eps_pair), _refusal_answer(rows, eps_pair),
+             _position_answer(v, rows, unit, eps_pair, setting), _size_answer(v, setting, eps_pair),
+             _swap_answer(v)]
+    if len(degenerate):
+        named = "; ".join(f"{m} ({len(g)} of its networks: {_reasons(g)})"
+                          for m, g in degenerate.groupby("model", sort=True))
+        items.append(f"**Left out** of every number above (flagged degenerate): {named}.")
+    items.append(f"**How sure?** {_clusters_sentence(v.networks)}")
+    doc.ul(items)
+    doc.p(f"Per model ({_setting_words(setting)}; {UNIT_WORDS[unit]}; {BEYOND_LEGEND}; one layer: the range of its "
+          f"layers' medians; from scratch: what pretraining needed to first reach the same loss):")
+    doc.table(["model", "N × D", "S × E"] + [f"one layer, ε = {_eps_words(e)}" for e in eps_pair]
+              + [f"every layer, ε = {_eps_words(eps_pair[-1])}", f"from scratch, ε = {_eps_words(eps_pair[-1])}"],
+              [_model_row(v, g, setting, unit, eps_pair) for _, g in
+               sorted(rows.groupby("model"), key=lambda kv: (str(kv[1]["family_kind"].iloc[0]),
+                                                             int(kv[1]["n_layer"].iloc[0]),
+                                                             int(kv[1]["d_model"].iloc[0]), kv[0]))])
+    doc.raw(HEADLINE[1])
 
 
-def _out_of_sample_headline(v: _View) -> list[str]:
-    table = v.tables.get("out_of_sample")
-    if table is None or not len(table):
-        return []
-    verdicts = out_of_sample.verdicts(table)
-    parts = []
-    for name, g in verdicts.groupby("left_out", sort=False):
-        words = "; ".join(f"{verdict} at ε = {', '.join(f'{e:g}' for e in h['threshold'])}"
-                          + (f" ({int(h['held'].sum())} of {int(h['layers'].sum())} tested layer medians)"
-                             if verdict in ("held", "did not hold") else "")
-                          for verdict, h in g.groupby("verdict", sort=False))
-        parts.append(f"{name} ({g['models'].iloc[0]}): {words}")
-    return ["Out of sample (the fit without a part of the size grid predicts that part's per-layer medians; held = "
-            "intervals overlap): " + "; ".join(parts) + "."]
-
-
-def _aside_headline(v: _View) -> list[str]:
-    aside = v.tables.get("encoder_decoder")
-    if aside is None or not len(aside):
-        return []
-    out = []
-    for model, g in aside.groupby("model", sort=True):
-        eps = g["threshold"].max()
-        at = g[g["threshold"] == eps]
-        words = []
-        for item in ("encoder_layer", "decoder_layer", "cross_attention", "all_cross_attention", "encoder_swap",
-                     "reset_all", "scratch"):
-            rows = at[at["item"] == item]
-            if not len(rows):
-                continue
-            med = rows["median"].astype(float)
-            finite = med[np.isfinite(med)]
-            value = span(finite) if len(finite) == len(med) else (
-                f"{span(finite)}, {len(med) - len(finite)} beyond the budget" if len(finite) else "beyond the budget")
-            words.append(f"{rows['what'].iloc[0]} {value}")
-        out.append(f"Encoder-decoder {model}, ε = {eps:g} (median {at['unit'].iloc[0]}): " + "; ".join(words) + ".")
-    return out
+# ---------------------------------------------------------------- the detail
 
 
 def _cost_section(doc: Page, v: _View) -> None:
-    """1. cost"""
-    surv, ref, settings, summary, networks, plot_links = v.surv, v.ref, v.settings, v.summary, v.networks, v.plot_links
+    """1. cost per layer"""
+    surv, settings, links = v.surv, v.settings, v.plot_links
     doc.h(2, "1. How much of S × E does a single reset layer need to get back within ε?")
-    doc.p(f"Median cost to recover with its 95 % interval, from the Turnbull estimate of the interval-censored "
-          f"crossings (a crossing between two evaluations counts at the evaluation that saw it; a cell that never "
-          f"got there is censored at the budget, never averaged as a cost). Plots: [cost against depth]"
-          f"({plot_links['answer_cost_depth']}), [share recovered against examples]"
-          f"({plot_links['answer_recovered']}), [recovery curves, log x]({plot_links['answer_curves']}).")
-    doc.p("Three units, because E is a choice of the grid: the fraction of S × E; examples (sequences) and tokens; "
-          "and relative to the from-scratch run, the survival median in examples divided by the mean, over the "
-          "model's usable networks pretrained here, of the examples their own pretraining needed to first reach the "
-          "same loss, baseline × (1 + ε) (`scratch_examples` in summary.parquet, `examples` in "
-          "answer/pretrain_reference.parquet: linearly interpolated between the two evaluations around the crossing; "
-          "rough where those are more than 10 % of it apart).")
+    doc.p(f"The median cost to get back within ε with its 95 % interval (Turnbull estimate of the interval-censored "
+          f"crossings; a cell that never got there is censored at the budget, never averaged as a cost; "
+          f"`{BEYOND}` as above), at the smallest and largest ε (every ε: `answer/survival.parquet` and the figures: "
+          f"[cost against depth]({links['answer_cost_depth']}), [share of cells back]({links['answer_recovered']}), "
+          f"[recovery curves]({links['answer_curves']})).")
     if not settings:
         doc.p("No single-layer cells to estimate.")
     for setting in settings:
         rows = _pick(surv, setting)
         rows = rows[rows["kind"].isin([survival.LAYER]) | (rows["target"] == "all")]
-        unit = _unit(rows)
-        eps_list = sorted(rows["threshold"].unique())
-        doc.h(3, f"{_setting_words(setting)} ({_unit_words(unit)})")
-        table_rows = []
-        for (model, target), g in rows.groupby(["model", "target"], sort=False):
-            g = g.set_index("threshold")
-            label = "every layer reset (control)" if target == "all" else f"{target} ({g['position'].iloc[0]})"
-            table_rows.append([f"{model} ({g['family_kind'].iloc[0]})", label]
-                              + [_cost(g.loc[e], unit) if e in g.index else "" for e in eps_list])
-        for model, g in ref.groupby("model", sort=True) if len(ref) else []:
-            col = "fraction" if unit == "fraction" else "examples"
-            cells = []
-            for e in eps_list:
-                at_e = g[g["threshold"] == e]
-                v = at_e[col].astype(float)
-                rough = " (rough)" if at_e["coarse"].astype(bool).any() else ""
-                cells.append("never" if v.isna().all() else f"{num(v.median())}{rough} (median of {len(v)} "
-                                                            f"network{'s' if len(v) > 1 else ''})")
-            if model in set(rows["model"]):
-                table_rows.append([model, "pretraining from scratch reached it at"] + cells)
-        table_rows.sort(key=lambda r: r[0])
-        doc.table(["model", "reset"] + [f"ε = {e:g}" for e in eps_list], table_rows)
-        unit_rows = []
-        layer_rows = rows[rows["kind"] == survival.LAYER]
-        for (model, eps), at in layer_rows.groupby(["model", "threshold"], sort=True):
-            u = _three_units(at, unit, model, eps, summary, networks, ref)
-            scratch = u["scratch"]
-            unit_rows.append([model, f"{eps:g}", u["fraction"] or "n/a", u["examples"] or "none reached",
-                              u["tokens"] or "n/a", u["relative"] or "n/a",
-                              (f"{num(scratch['examples'])}{' (rough)' if scratch['coarse'] else ''} "
-                               f"({scratch['reached']} of {scratch['networks']})") if scratch["networks"] else "n/a"])
-        doc.p("The single-layer medians of this setting (range over the layers) in the three units; the last column "
-              "is the from-scratch reference: the mean examples to that loss over the networks whose pretraining "
-              "reached it (k of n: of the model's usable networks pretrained here).")
-        doc.table(["model", "ε", "fraction of S × E", "examples", "tokens", "× pretraining from scratch",
-                   "pretraining from scratch: examples to that loss"], unit_rows)
+        unit = _unit(rows, v.networks)
+        eps_list = sorted({float(rows["threshold"].min()), float(rows["threshold"].max())})
+        doc.h(3, f"{_setting_words(setting)} ({UNIT_WORDS[unit]})")
+        body = []
+        for model, g in rows.groupby("model", sort=True):
+            for target, t in g.groupby("target", sort=False):
+                t = t.set_index("threshold")
+                label = "every layer" if target == "all" else f"{target} ({t['position'].iloc[0]})"
+                body.append([model, label] + [_cost(t.loc[e], unit) if e in t.index else "" for e in eps_list])
+        doc.table(["model", "reset"] + [f"ε = {e:g}" for e in eps_list], body)
+        if setting == settings[0]:
+            _units_table(doc, v, setting)
+
+
+def _units_table(doc: Page, v: _View, setting: tuple) -> None:
+    """The asker's setting at the smallest and largest ε in examples (tokens) and relative to from scratch."""
+    layers = _pick(v.layers, setting)
+    eps_pair = sorted({float(layers["threshold"].min()), float(layers["threshold"].max())})
+    body = []
+    for model, g in layers.groupby("model", sort=True):
+        row = [model]
+        for eps in eps_pair:
+            u = _three_units(g[g["threshold"] == eps], _unit(g, v.networks), model, eps, v.summary, v.networks,
+                                v.ref)
+            row += [u["examples"] or BEYOND, (u["relative"] or "n/a") if u["examples"] else BEYOND]
+        body.append(row)
+    context = pd.to_numeric(v.networks.get("context", pd.Series(dtype=float)), errors="coerce").dropna().unique()
+    tokens = (f"{int(context[0])} tokens each" if len(context) == 1 else "tokens: their context each")
+    doc.p(f"The same single-layer medians (range over the finite ones) in examples ({tokens}), and × from scratch: the "
+          "median in examples over the mean, across the model's usable networks pretrained here, of the examples "
+          "their own pretraining needed to first reach the same loss, baseline × (1 + ε) (interpolated; "
+          "`answer/pretrain_reference.parquet`).")
+    doc.table(["model"] + [h for e in eps_pair for h in (f"examples, ε = {e:g}", f"× from scratch, ε = {e:g}")],
+              body)
 
 
 def _refusals(doc: Page, v: _View) -> None:
     """2. refusals"""
     layers, settings = v.layers, v.settings
     doc.h(2, "2. Does it ever refuse to train?")
-    items = []
+    if not len(layers):
+        doc.p("No single-layer cells to judge.")
+        return
+    doc.p("Per policy and ε: the single-layer cells not back within ε at the end of the budget (censored, not "
+          "refused) and how far above the baseline their loss ended (median).")
+    body = []
     for setting in settings:
-        rows = _pick(layers, setting)
-        for eps, g in rows.groupby("threshold", sort=True):
+        for eps, g in _pick(layers, setting).groupby("threshold", sort=True):
             n, cen, div = int(g["n_cells"].sum()), int(g["n_censored"].sum()), int(g["n_diverged"].sum())
             gap = g["stall_gap_median"].dropna()
-            stall = (f"; where it stalled, the loss ended a median {pct(gap.median())} above the baseline "
-                     f"(ε = {pct(eps)})" if len(gap) else "")
-            items.append(f"{_setting_words(setting)}, ε = {eps:g}: {cen} of {n} single-layer cells censored "
-                         f"({pct(cen / n)}), {div} diverged ({pct(div / n)}){stall}.")
-    verdict = ("No single-layer cell refused: every one got within every ε within the budget."
-               if len(layers) and int((layers["n_censored"] + layers["n_diverged"]).sum()) == 0 else
-               "Some cells did not recover within the budget (censored, or the loss diverged):" if len(layers)
-               else "No single-layer cells to judge.")
-    doc.p(verdict)
-    doc.ul(items)
+            body.append([setting[1], f"{eps:g}", str(n), f"{cen} ({pct(cen / n)})", str(div),
+                         pct(gap.median()) if len(gap) else "—"])
+    doc.table(["policy", "ε", "cells", "not back (censored)", "diverged", "ended above the baseline"], body)
+
+
+def _fit_table(doc: Page, fit: pd.DataFrame, settings: list[tuple], terms: list[str]) -> None:
+    """The fit's determined coefficients as a table; the terms it does not determine, one line per setting and
+    reason that names them."""
+    rows = fit[fit["term"].isin(terms)] if len(fit) else fit
+    shown = [s for s in settings if len(_pick(rows, s)) and _pick(rows, s)["determined"].any()]
+    body, missing = [], {}
+    for setting in settings:
+        for _, r in _pick(rows, setting).iterrows():
+            if r["determined"]:
+                body.append(([_setting_words(setting)] if len(shown) > 1 else [])
+                            + [f"{r['threshold']:g}", _short(r["term"]), _factor(r), _direction(r),
+                               f"{r['n_cells']} ({r['n_censored']})", ", ".join(_left_out(r)) or "none"])
+            else:
+                missing.setdefault((setting, r["reason"]), {}).setdefault(_short(r["term"]), []).append(r["threshold"])
+    if not len(rows):
+        doc.p("Not fitted: this grid has no single-layer cells on a usable network.")
+        return
+    if body:
+        if len(shown) == 1:
+            doc.p(f"{_setting_words(shown[0])}:")
+        doc.table((["setting"] if len(shown) > 1 else []) + ["ε", "term", "factor on cost [95 %]", "verdict",
+                                                             "cells (censored)", "cells left out"], body)
+    items = []
+    for setting in [s for s in settings if s not in shown and any(k[0] == s for k in missing)]:
+        reasons = sorted({scaling.REASONS.get(r, r) for s, r in missing if s == setting})
+        items.append(f"{_setting_words(setting)}: no term determined at any ε ({'; '.join(reasons)})")
+    for (setting, reason), labels in missing.items():
+        if setting not in shown:
+            continue
+        named = "; ".join(f"{label} (ε = {', '.join(f'{e:g}' for e in eps)})" for label, eps in labels.items())
+        where = f"{_setting_words(setting)}: " if len(shown) > 1 else ""
+        items.append(f"{where}{named}: {scaling.REASONS.get(reason, reason)}")
+    if items:
+        doc.p("Not determined (so no verdict):")
+        doc.ul(items)
+
+
+FIT_LEGEND = ("Factor: e^b for the term's coefficient b on log cost; verdict: its 95 % interval is above 1 (raises "
+              "the cost), below 1 (lowers it) or includes 1 (no clear effect, not evidence of none).")
 
 
 def _position(doc: Page, v: _View) -> None:
     """3. position"""
-    fit, settings, plot_links = v.fit, v.settings, v.plot_links
     doc.h(2, "3. Does the position of L matter?")
-    doc.p(f"From the censored log-normal fit of log cost (all single-layer cells of a setting and ε; "
-          f"[effects plot]({plot_links['answer_effects']})). A coefficient b multiplies the cost by e^b: for relative "
-          f"depth, going from the first to the last layer along the trend; for first/last layer, on top of it.")
-    _fit_table(doc, fit, settings, ["rel_depth", "first_layer", "last_layer"])
+    doc.p(f"The censored log-normal fit of log cost over the single-layer cells ([plot]({v.plot_links['answer_effects']}))"
+          f": relative depth from the first layer (0) to the last (1), and the first and last layer on top of it. A "
+          f"term whose cells are all beyond the budget is not determined and its cells leave the fit (column 'cells "
+          f"left out'), so the trend speaks for the layers that stay. {FIT_LEGEND}")
+    _fit_table(doc, v.fit, v.settings, ["rel_depth", "first_layer", "last_layer"])
 
 
 def _sizes(doc: Page, v: _View) -> None:
     """4. N and D"""
-    fit, settings, networks, ordering = v.fit, v.settings, v.networks, v.ordering
+    networks = v.networks
     doc.h(2, "4. Do N and D matter?")
-    doc.p("Cost grows as N^b and D^b for the coefficients of log N and log D (in units of S × E when known; the "
-          "fit is censoring-aware and its intervals resample pretrained networks).")
-    _fit_table(doc, fit, settings, ["log_n_layer", "log_d_model"])
     n_values = sorted(networks["n_layer"].unique()) if len(networks) else []
     d_values = sorted(networks["d_model"].unique()) if len(networks) else []
-    doc.p(f"The grid's N: {', '.join(str(int(v)) for v in n_values) or 'none'}; D: "
-          f"{', '.join(str(int(v)) for v in d_values) or 'none'}.")
+    doc.p(f"Cost grows as N^b, D^b, S^b, E^b for the coefficient b of log N, D, S, E (the fit and legend of §3). "
+          f"The grid's N: "
+          f"{', '.join(str(int(x)) for x in n_values) or 'none'}; D: {', '.join(str(int(x)) for x in d_values) or 'none'}.")
+    _fit_table(doc, v.fit, v.settings, ["log_n_layer", "log_d_model", "log_train_sequences", "log_epochs"])
     doc.h(3, "The networks")
-    doc.p("Every network's validation loss against the n-gram tables of the whole train split (nats per token; the "
-          "bigram is interpolated with the unigram, its weight λ tuned on the validation set: the best such table). "
-          "A network must beat the bigram by at least 0.1 nats (the margin) not to be flagged degenerate.")
-    doc.ul([_network_line(r) for _, r in networks.sort_values(["model", "pretrain_seed"]).iterrows()]
-           if len(networks) else [])
-    doc.p(_ordering_sentence(ordering))
+    refs = networks.drop_duplicates(["unigram_loss", "bigram_loss"]) if len(networks) else networks
+    doc.p("Validation loss (nats per token) and margin over the train split's bigram (interpolated with the "
+          "unigram, weight λ tuned on the validation set); under 0.1 nats flags a network degenerate. Unigram, bigram "
+          "(λ): " + "; ".join(
+              f"{r['unigram_loss']:.3f}, " + ("none (masked LM)" if pd.isna(r["bigram_loss"]) else
+                                             f"{r['bigram_loss']:.3f} ({num(float(r['bigram_weight']))})")
+              + f" ({', '.join(sorted(networks[networks['unigram_loss'] == r['unigram_loss']]['family_kind'].unique()))})"
+              for _, r in refs.iterrows()) + ".")
+    every_off = len(networks) and "off_plateau" in networks and networks["off_plateau"].fillna(False).all()
+    if every_off:
+        doc.p("Every network was still improving at the end of pretraining (off its plateau; §8).")
+    body = [_network_row(g, not every_off) for _, g in
+            networks.sort_values(["model", "pretrain_seed"]).groupby("model")] if len(networks) else []
+    flagged = any(row[-1] for row in body)
+    doc.table(["model", "loss per seed", "margin per seed"] + (["flags"] if flagged else []),
+              [row if flagged else row[:-1] for row in body])
+    _ordering(doc, v.ordering)
+
+
+def _network_row(g: pd.DataFrame, plateau: bool = True) -> list[str]:
+    """One model's networks: their losses and margins over the bigram (one per pretraining seed), and flags."""
+    def losses(column):
+        return ", ".join("n/a" if pd.isna(x) else f"{float(x):.3f}" for x in g[column]) if column in g else "n/a"
+
+    r = g.iloc[0]
+    margins = g["bigram_margin"] if "bigram_margin" in g else g["bigram_loss"] - g["baseline_loss"]
+    seeds: dict[str, list[str]] = {}
+    for _, n in g.iterrows():
+        if bool(n.get("degenerate", False)):
+            reason = n.get("degenerate_reason")
+            flag = "**degenerate**" + (f" ({reason})" if isinstance(reason, str) and reason else "")
+            seeds.setdefault(flag, []).append(str(n["pretrain_seed"]))
+        if plateau and bool(n.get("off_plateau", False)):
+            seeds.setdefault("off its plateau", []).append(str(n["pretrain_seed"]))
+    flags = [f"{flag} (seed{'s' if len(s) > 1 else ''} {', '.join(s)})" for flag, s in seeds.items()]
+    return [r["model"], losses("baseline_loss"), ", ".join("n/a" if pd.isna(m) else f"{float(m):+.3f}" for m in margins),
+            "; ".join(flags)]
+
+
+def _sxe_words_row(r: pd.Series) -> str:
+    """A network's S × E ('30,921 × 1'), or that it was not pretrained here (a model you bring)."""
+    if r.get("source", "scratch") != "scratch":
+        s, e = r.get("train_sequences"), r.get("epochs")
+        adapted = (f": adapted on {num(float(s))} sequences × {num(float(e))}" if s is not None and e is not None
+                   and not pd.isna(s) and not pd.isna(e) else "")
+        return f"not pretrained here{adapted}"
+    s, e = r.get("train_sequences"), r.get("epochs")
+    if s is not None and e is not None and not pd.isna(s) and not pd.isna(e):
+        return f"{num(float(s))} × {num(float(e))}"
+    sxe = r.get("pretrain_examples")
+    return num(float(sxe)) if sxe is not None and not pd.isna(sxe) else "n/a"
+
+
+def _ordering(doc: Page, order: pd.DataFrame) -> None:
+    """Each pair of size_ordering with its numbers."""
+    if not len(order):
+        doc.p("Size ordering: no two models of the same family differ in exactly one of N and D, so the grid cannot "
+              "show how the baseline moves with N or D.")
+        return
+    held = {k: (int(g["holds"].sum()), len(g)) for k, g in order.groupby("varied")}
+    said = [f"at fixed N it falls with D in {held['d_model'][0]} of {held['d_model'][1]} pairs"
+            if "d_model" in held else "", f"at fixed D it does not rise with N in {held['n_layer'][0]} of "
+            f"{held['n_layer'][1]} pairs" if "n_layer" in held else ""]
+    doc.p("Size ordering of the baselines (mean over pretraining seeds; holds: by more than the spread between the "
+          f"seeds, the larger max − min of the two models): {'; '.join(filter(None, said))}.")
+    failed = order[~order["holds"].astype(bool)]
+    if len(failed):
+        doc.p("Pairs where it does not hold (smaller → larger; mean loss; difference; seed spread): " + "; ".join(
+            f"{r['model_a']} → {r['model_b']}: {r['mean_loss_a']:.3f} → {r['mean_loss_b']:.3f}, "
+            f"{r['difference']:+.3f}, " + ("one seed" if r["n_seeds"] < 2 else f"{r['seed_spread']:.3f}")
+            for _, r in failed.iterrows()) + " (every pair: `answer/size_ordering.parquet`).")
 
 
 def _out_of_sample(doc: Page, v: _View) -> None:
@@ -502,39 +681,27 @@ def _out_of_sample(doc: Page, v: _View) -> None:
         doc.p("Not tested: the size grid needs more than two levels of N or D, or more than two sizes, to leave one "
               "out and still fit a trend (`answer/out_of_sample.parquet` is empty).")
         return
-    doc.p("The censoring-aware fit of §3–4, refitted on the size grid (the most common family and (S, E), the asker's "
-          "setting) without one part of it, predicts the per-layer median cost of the part left out: the fit's "
-          "median with its interval over the same refits on resampled networks, against the measured survival "
-          "median with its interval. A layer **held** when the two intervals overlap (a median beyond the budget "
-          "lies between the budget and ∞). A layer whose measured median is 0 (within ε before any training) is not "
-          "tested: the fit models the cost of cells that needed training. A part held when every one of its tested "
-          "layers did (`answer/out_of_sample.parquet`; "
-          f"[plot]({v.plot_links['answer_out_of_sample']})).")
+    doc.p("The fit of §3–4, refitted on the size grid (the most common family and (S, E)) without one part of it, "
+          "predicts each left-out layer's median cost; a layer **held** when the predicted and the measured "
+          "interval overlap (a median beyond the budget lies between the budget and ∞). Not tested: a layer whose "
+          "measured median is 0 (within ε before any training), or one whose kind of cell left the fit (§3). Per "
+          f"layer: `answer/out_of_sample.parquet` and the [plot]({v.plot_links['answer_out_of_sample']}).")
     verdicts = out_of_sample.verdicts(table)
-    doc.table(["left out", "models", "ε", "layers held", "verdict", "fitted on"],
-              [[r["left_out"], r["models"], f"{r['threshold']:g}", f"{r['held']} of {r['layers']}",
-                f"**{r['verdict']}**" + (f" ({r['note']})" if r["note"] else ""),
-                _fitted_on(table, r["left_out"], r["threshold"])] for _, r in verdicts.iterrows()])
-    largest = table[table["left_out"] == table["left_out"].iloc[0]]
-    doc.p(f"Per layer, {largest['left_out'].iloc[0]} left out ({', '.join(largest['model'].unique())}), in the "
-          f"fit's unit ({_unit_words(largest['unit'].iloc[0])}):")
-    doc.table(["model", "layer", "ε", "predicted [95 %]", "measured [95 %]", "held"],
-              [[r["model"], f"{r['target']}", f"{r['threshold']:g}",
-                f"{num(r['predicted'])} [{num(r['predicted_lo'])}, {num(r['predicted_hi'])}]",
-                f"{num(r['measured'])} [{num(r['measured_lo'])}, {num(r['measured_hi'])}]"
-                + (" (beyond the budget)" if r["measured_censored"] else ""),
-                "n/a" if pd.isna(r["held"]) else "yes" if r["held"] else "**no**"]
-               for _, r in largest.sort_values(["threshold", "model", "depth"]).iterrows()])
-
-
-def _fitted_on(table: pd.DataFrame, left_out: str, eps: float) -> str:
-    r = table[(table["left_out"] == left_out) & (table["threshold"] == eps)].iloc[0]
-    return f"{r['fit_models']} models, {r['fit_cells']} cells; terms: {r['fit_terms'] or 'none'}"
+    items = []
+    for name, g in verdicts.groupby("left_out", sort=False):
+        words = "; ".join(
+            f"**{verdict}** at ε = {', '.join(f'{e:g}' for e in h['threshold'])}"
+            + (f" ({int(h['held'].sum())} of {int(h['layers'].sum())} tested layers held)"
+               if verdict in ("held", "did not hold") else "")
+            + (f" ({h['note'].iloc[0]})" if verdict == "not fitted" and h["note"].iloc[0] else "")
+            for verdict, h in g.groupby("verdict", sort=False))
+        items.append(f"{name} ({g['models'].iloc[0]}): {words}")
+    doc.ul(items)
 
 
 def _families(doc: Page, v: _View) -> None:
     """5. families"""
-    fit, layers, settings, networks = v.fit, v.layers, v.settings, v.networks
+    fit, settings, networks = v.fit, v.settings, v.networks
     doc.h(2, "5. Encoder-only, decoder-only, encoder-decoder")
     present = set(networks["family_kind"]) if len(networks) else set()
     usable = _usable(networks)
@@ -547,56 +714,87 @@ def _families(doc: Page, v: _View) -> None:
           + (f" Not determined by this grid (no such model): {', '.join(missing)}." if missing else ""))
     family_rows = fit[fit["term"].str.startswith("family")] if len(fit) else fit
     if len(family_rows):
+        doc.p("The family terms of the fit of §3 (against the most common family, at the same S × E).")
         _fit_table(doc, fit, settings, sorted(family_rows["term"].unique()))
-    for setting in settings[:1]:
-        rows = _pick(layers, setting)
-        unit = _unit(rows)
-        items = []
-        for (kind, eps), g in rows.groupby(["family_kind", "threshold"], sort=True):
-            med = g[f"median_{unit}"]
-            items.append(f"{kind}, ε = {eps:g}: per-layer medians {num(med.min())} to {num(med.max())} "
-                         f"({len(g)} layer groups)")
-        doc.ul(items)
 
 
 def _aside(doc: Page, v: _View) -> None:
     """6. The encoder-decoder aside: each part of it reset, beside every layer and pretraining from scratch."""
     aside = v.tables.get("encoder_decoder", pd.DataFrame(columns=answer_tables.ENCODER_DECODER_COLUMNS))
-    doc.h(2, "6. The encoder-decoder aside: one encoder or decoder layer, cross-attention, the encoder swap")
+    doc.h(2, "6. The encoder-decoder aside: cross-attention and the encoder swap")
     if not len(aside):
         doc.p("This grid has no encoder-decoder model, so the cost of resetting an encoder or decoder layer, the "
               "cross-attention or the whole encoder is not determined by it.")
         return
-    doc.p("Regime `frozen`, init `fresh`: the median cost [95 % interval] of each reset, in the unit of the row "
-          "(fraction of S × E when known); '> budget' is a median beyond the retraining budget (censored). The last "
-          "row is pretraining from scratch to the same loss: the median over the model's networks [least, most] "
-          "(`answer/encoder_decoder.parquet`).")
+    doc.p("Regime `frozen`, init `fresh`: the median cost [95 % interval] of each reset beyond one layer (one layer: "
+          "§1), and pretraining from scratch to the same loss: the median over the networks [least, most].")
     for model, rows in aside.groupby("model", sort=True):
         eps_list = sorted(rows["threshold"].unique())
         body = []
         for (item, target, policy), g in rows.groupby(["item", "target", "policy"], sort=False):
+            if item in ("encoder_layer", "decoder_layer"):
+                continue  # in §1
             g = g.set_index("threshold")
             first = g.iloc[0]
             label = first["what"] + (f" (`{target}`{', ' + policy if policy == 'cross_attn' else ''})"
                                      if target and item not in ("all_cross_attention", "reset_all") else "")
             body.append([label] + [_aside_cost(g.loc[e]) if e in g.index else "" for e in eps_list])
-        doc.h(3, model)
+        doc.h(3, f"{model} ({UNIT_WORDS[rows['unit'].iloc[0]]})")
         doc.table(["reset"] + [f"ε = {e:g}" for e in eps_list], body)
 
 
 def _aside_cost(r: pd.Series) -> str:
-    def one(x):
-        return f"> {num(r['budget'])} (budget)" if math.isinf(x) and not pd.isna(r["budget"]) else num(x)
+    value, lo, hi = float(r["median"]), float(r["median_lo"]), float(r["median_hi"])
+    text = _one(value) if (math.isinf(value) and math.isinf(lo)) or value == lo == hi else \
+        f"{_one(value)} [{_one(lo)}, {_one(hi)}]"
+    partly = 0 < r["n_censored"] < r["n_cells"]
+    return text + (f", {int(r['n_censored'])} of {int(r['n_cells'])} censored" if partly else "")
 
-    censored = f", {int(r['n_censored'])} of {int(r['n_cells'])} censored" if r["n_censored"] else ""
-    return f"{one(r['median'])} [{one(r['median_lo'])}, {one(r['median_hi'])}]{censored}"
+
+def _damage_similarity(doc: Page, v: _View) -> None:
+    """7. damage and similarity"""
+    doc.h(2, "7. Does the damage predict the cost, and is the healed layer the same function?")
+    dc = v.tables["damage_cost"]
+    doc.p(f"Spearman's rank correlation between the loss right after the reset and the cost, across single-layer "
+          f"cells (censored cells rank above every recovered one; [plot]({v.plot_links['answer_damage_cost']})).")
+    defined = dc[dc["rho"].notna()] if len(dc) else dc
+    doc.table(["policy", "ε", "ρ [95 %]", "cells (censored)"],
+              [[r["policy"], f"{r['threshold']:g}",
+                f"{num(r['rho'])} [{num(r['rho_lo'])}, {num(r['rho_hi'])}]",
+                f"{r['n_cells']} ({r['n_censored']})"] for _, r in defined.iterrows()])
+    undefined = dc[dc["rho"].isna()] if len(dc) else dc
+    if len(undefined):
+        doc.p("Undefined (fewer than 3 cells, or damage or cost does not vary): "
+              + "; ".join(f"{_setting_words(s)} at ε = {', '.join(f'{e:g}' for e in g['threshold'])}"
+                          for s, g in undefined.groupby(["regime", "policy", "init"], sort=True)) + ".")
+    ck = v.tables["cka"]
+    if len(ck):
+        doc.p(f"Linear CKA between the original and the healed layer's outputs ([plot]({v.plot_links['answer_cka']})):"
+              f" mean over layers {num(ck['cka'].mean())} (range {num(ck['cka'].min())} to {num(ck['cka'].max())}); "
+              f"the fresh unhealed layer's, the floor: {num(ck['cka_floor'].mean())}.")
+    else:
+        doc.p("No CKA was measured in these tables.")
+
+
+DRIFT_WORDS = {"raised": "the retraining itself raised the intact network's loss, so near that ε part of a reset "
+                         "network's remaining gap is the retraining's own effect, not missing healing",
+               "lowered": "training alone lowered the intact network's loss, so a recovery to within an ε near that "
+                          "drift is partly further training",
+               "no matched control": "no matched control measures it"}
+
+
+def _drift_reading(mine: pd.DataFrame) -> str:
+    """'raised' or 'lowered' (DRIFT_WORDS): the sign of the matched controls' largest move from the baseline."""
+    ends = mine[["drift_min", "drift_max"]].to_numpy(float).ravel()
+    if not len(ends):
+        return "no matched control"
+    return "raised" if float(ends[np.abs(ends).argmax()]) > 0 else "lowered"
 
 
 def _caveats(doc: Page, v: _View) -> None:
-    """7. caveats"""
-    flags, degenerate, summary, networks = v.flags, v.degenerate, v.summary, v.networks
-    plot_links, tables = v.plot_links, v.tables
-    doc.h(2, "7. Caveats the data shows")
+    """8. caveats"""
+    flags, degenerate, summary, networks, tables = v.flags, v.degenerate, v.summary, v.networks, v.tables
+    doc.h(2, "8. Caveats the data shows")
     items = [_clusters_sentence(networks)]
     for _, r in degenerate.iterrows():
         reasons = [DEGENERATE_WORDS.get(k, k) for k in str(r.get("degenerate_reason") or "").split(",") if k]
@@ -604,76 +802,53 @@ def _caveats(doc: Page, v: _View) -> None:
                "no better than n-gram statistics, or resetting every layer did little damage")
         items.append(f"{r['model']} pretraining seed {r['pretrain_seed']} is **degenerate** ({why}): excluded "
                      f"from every verdict above.")
-    off = flags[flags["off_plateau"].astype(bool)] if len(flags) else flags
-    drift = tables.get("control_drift", pd.DataFrame(columns=answer_tables.CONTROL_DRIFT_COLUMNS))
-    for _, r in off.iterrows():
-        mine = drift[(drift["model"] == r["model"]) & (drift["pretrain_seed"] == r["pretrain_seed"])]
-        measured = "; ".join(
-            f"in the {d['regime']} regime its {d['n_controls']} matched no-reset control(s) ended "
-            f"{signed_pct(d['drift_min'])} to {signed_pct(d['drift_max'])} from the baseline loss (+: above it; median "
-            f"{signed_pct(d['drift_median'])}) "
-            f"after a median {num(d['examples'])} examples" for _, d in mine.iterrows())
-        eps_min = float(summary["threshold"].min()) if len(summary) else math.nan
-        ends = mine[["drift_min", "drift_max"]].to_numpy(float).ravel()
-        largest = float(np.abs(ends).max()) if len(ends) else math.nan
-        rose = len(ends) > 0 and float(ends[np.abs(ends).argmax()]) > 0
-        verdict = (f"at most {signed_pct(largest)[1:]} either way, under ε_min / 2 = {100 * eps_min / 2:g} %: training "
-                   f"alone does not account for the recoveries at these thresholds" if largest < eps_min / 2 else
-                   f"the same retraining raised the intact network's loss by as much as {signed_pct(largest)[1:]}: "
-                   f"near that ε, part of a reset network's remaining gap is the retraining's own effect, not missing "
-                   f"healing" if rose else
-                   f"as much as {signed_pct(largest)[1:]} below: a recovery to within an ε near that drift is partly "
-                   f"further training, not healing")
-        items.append(f"{r['model']} pretraining seed {r['pretrain_seed']} was still improving at the end of "
-                     f"pretraining (off its plateau): "
-                     + (f"{measured}; {verdict} (summary.parquet's `control_loss` gives each cell's control at its "
-                        f"crossing)." if measured else
-                        "part of any 'recovery' may be further training (no matched control in this grid measures "
-                        "how much)."))
     bnc = int(flags["n_baseline_not_converged"].sum()) if len(flags) else 0
     moved = int(flags["n_control_moved"].sum()) if len(flags) else 0
     rows_total = int(flags["n_rows"].sum()) if len(flags) else 0
-    items.append(f"{bnc} of {rows_total} (cell, ε) rows are flagged `baseline_not_converged` (the matched no-reset "
-                 f"control went below the baseline by more than ε_min/2: training alone moves the loss).")
-    for _, r in flags[flags["n_baseline_not_converged"] > 0].iterrows() if bnc else []:
-        items.append(f"{r['model']} pretraining seed {r['pretrain_seed']}: {r['n_baseline_not_converged']} of "
-                     f"{r['n_rows']} rows `baseline_not_converged`: their 'recovery' partly measures further "
-                     f"training (they stay in the estimates, flagged).")
-    items.append(f"{moved} of {rows_total} (cell, ε) rows have a matched control that moved more than ε from the "
-                 f"baseline by the cell's crossing.")
+    items.append(f"{bnc} of {rows_total} (cell, ε) rows are flagged `baseline_not_converged` (their matched control "
+                 f"fell more than ε_min/2 below the baseline: partly further training; kept, flagged), and {moved} "
+                 f"have a matched control that moved more than ε from the baseline by the cell's crossing.")
     if len(flags):
         params = flags["n_params"].astype(float)
         tokens = pd.to_numeric(flags["pretrain_tokens"], errors="coerce")
         items.append(f"Scale of this grid: {num(params.min())} to {num(params.max())} parameters, "
-                     + (f"{num(tokens.min())} to {num(tokens.max())} pretraining tokens"
-                        if tokens.notna().any() else "pretraining tokens unknown (downloaded models)")
-                     + "; for comparison (published sizes): "
-                     + "; ".join(f"{name}: {p}, {t}" for name, p, t in REFERENCE_SIZES) + ".")
+                     + (f"{compact(tokens.min())} to {compact(tokens.max())} pretraining tokens"
+                        if tokens.notna().any() else "pretraining tokens unknown (models not pretrained here)")
+                     + "; published sizes: " + "; ".join(f"{name}: {p}, {t}" for name, p, t in REFERENCE_SIZES)
+                     + ".")
     doc.ul(items)
-    dc = tables["damage_cost"]
-    doc.h(3, "Does the damage predict the cost?")
-    doc.p(f"Spearman's rank correlation between the loss right after the reset and the cost, across single-layer "
-          f"cells (censored cells rank above every recovered one). [Plot]({plot_links['answer_damage_cost']}).")
-    doc.table(["setting", "ε", "ρ [95 %]", "cells (censored)", "note"],
-              [[_setting_words((r["regime"], r["policy"], r["init"])), f"{r['threshold']:g}",
-                f"{num(r['rho'])} [{num(r['rho_lo'])}, {num(r['rho_hi'])}]",
-                f"{r['n_cells']} ({r['n_censored']})", r["note"]] for _, r in dc.iterrows()])
-    ck = tables["cka"]
-    doc.h(3, "Is the healed layer the same function?")
-    if len(ck):
-        doc.p(f"Linear CKA between the original and the healed layer's outputs, with the fresh unhealed layer as the "
-              f"floor ([plot]({plot_links['answer_cka']})): mean over layers {num(ck['cka'].mean())} "
-              f"(range {num(ck['cka'].min())} to {num(ck['cka'].max())}); floor "
-              f"{num(ck['cka_floor'].mean())}.")
-    else:
-        doc.p("No CKA was measured in these tables.")
+    off = flags[flags["off_plateau"].astype(bool)] if len(flags) else flags
+    if not len(off):
+        return
+    drift = tables.get("control_drift", pd.DataFrame(columns=answer_tables.CONTROL_DRIFT_COLUMNS))
+    eps_min = float(summary["threshold"].min()) if len(summary) else math.nan
+    quiet, moved = [], []
+    for _, r in off.iterrows():
+        mine = drift[(drift["model"] == r["model"]) & (drift["pretrain_seed"] == r["pretrain_seed"])]
+        name = f"{r['model']} seed {r['pretrain_seed']}"
+        ends = mine[["drift_min", "drift_max"]].to_numpy(float).ravel()
+        if len(ends) and float(np.abs(ends).max()) < eps_min / 2:
+            quiet.append(name)
+            continue
+        largest = float(ends[np.abs(ends).argmax()]) if len(ends) else math.nan
+        moved.append([name, signed_pct(largest), _drift_reading(mine),
+                      f"{r['n_baseline_not_converged']} of {r['n_rows']}"])
+    doc.p(f"{len(off)} networks were still improving at the end of pretraining (off their plateau). The same "
+          f"retraining applied to the intact network (its matched no-reset controls: `answer/control_drift.parquet`, "
+          f"and `control_loss` in summary.parquet) moved "
+          f"the loss by less than ε_min / 2 = {100 * eps_min / 2:g} % for " + (f"{len(quiet)} of them" if quiet else
+                                                                             "none of them")
+          + (": training alone does not account for their recoveries." if quiet else ".")
+          + (" The others (" + "; ".join(f"{k}: {DRIFT_WORDS[k]}" for k in sorted(
+              {row[2] for row in moved})) + "):" if moved else ""))
+    doc.table(["network", "controls' largest move", "reading", "rows `baseline_not_converged`"], moved)
 
 
 def _related_work(doc: Page, v: _View) -> None:
-    """8. What is already known, beside this grid's numbers."""
-    doc.h(2, "8. What is already known")
-    doc.p("The published experiments nearest to the question, their findings (as published), how their setting "
-          "differs, and the number of this grid that can be set beside each (from the answer tables above).")
+    """9. What is already known, beside this grid's numbers."""
+    doc.h(2, "9. What is already known")
+    doc.p("The published experiments nearest to the question (findings as published), how they differ, and this "
+          "grid's number beside each (from the answer tables).")
     doc.table(["work", "finding", "how the setting differs", "this grid"], related_work.comparisons(v.tables))
 
 
@@ -698,8 +873,8 @@ class _View:
         self.ordering = answer_tables.size_ordering(self.networks) if ordering is None else ordering
 
 
-SECTIONS = [_headline, _cost_section, _refusals, _position, _sizes, _out_of_sample, _families, _aside, _caveats,
-            _related_work]
+SECTIONS = [_headline, _cost_section, _refusals, _position, _sizes, _out_of_sample, _families, _aside,
+            _damage_similarity, _caveats, _related_work]
 
 
 def page(tables: dict[str, pd.DataFrame], summary: pd.DataFrame, networks: pd.DataFrame,
@@ -709,29 +884,9 @@ def page(tables: dict[str, pd.DataFrame], summary: pd.DataFrame, networks: pd.Da
     doc.h(1, "selfheal: the answer")
     doc.p("*Reset one layer L of a trained N-layer transformer (width D, trained E epochs on S sequences) to random "
           "weights, freeze the rest, retrain: how much data until it is back within ε of its old validation loss?* "
-          "Every number below is computed from `summary.parquet`, `curves.parquet` and `networks.parquet` by "
-          "`selfheal.analysis.answer`; the tables behind it are in `answer/*.parquet`.")
+          "Every number below is computed by `selfheal.analysis.answer` from the workflow's tables "
+          "(`summary.parquet`, `curves.parquet`, `networks.parquet`; the answer tables are `answer/*.parquet`).")
     view = _View(tables, summary, networks, plot_links)
     for section in SECTIONS:
         section(doc, view)
     return doc
-
-
-def _fit_table(doc: Page, fit: pd.DataFrame, settings: list[tuple], terms: list[str]) -> None:
-    rows = []
-    for setting in settings:
-        for _, r in _pick(fit, setting).iterrows():
-            if r["term"] not in terms:
-                continue
-            coef = (f"{num(r['coef'])} [{num(r['coef_lo'])}, {num(r['coef_hi'])}]" if r["determined"] else "—")
-            factor = (f"× {num(r['factor'])} [{num(r['factor_lo'])}, {num(r['factor_hi'])}]"
-                      if r["determined"] else "—")
-            rows.append([_setting_words(setting), f"{r['threshold']:g}", r["label"], coef, factor, _verdict(r),
-                         f"{r['n_cells']} ({r['n_censored']}), {r['n_clusters']} networks"])
-    if not rows:
-        doc.p("Not fitted: this grid has no single-layer cells on a usable network.")
-    doc.table(["setting", "ε", "term", "coefficient on log cost [95 %]", "factor on cost", "verdict",
-               "cells (censored), clusters"], rows)
-
-
-# ---------------------------------------------------------------- files

@@ -21,14 +21,18 @@ the panel columns.
 
 from __future__ import annotations
 
+import math
+
 import altair as alt
 import numpy as np
 import pandas as pd
 
 from selfheal.analysis import plots
+from selfheal.analysis.stats import UNIT_WORDS, budget_column, cost_unit
 
 alt.data_transformers.disable_max_rows()
 
+ASKED = ("frozen", "full", "fresh")
 COST_STATUS = ["median reached", "median " + plots.BEYOND]
 CELL_STATUS = ["recovered", plots.BEYOND]
 # The estimates leave out controls and cells of degenerate networks (survival.estimable): say both reasons.
@@ -45,10 +49,31 @@ def _float(column: pd.Series) -> np.ndarray:
 
 
 def _cost_unit(table: pd.DataFrame) -> tuple[str, str, str]:
-    """Columns and title: fraction of S x E when known for every row, else examples."""
-    if table["median_fraction"].notna().all():
-        return "median_fraction", "budget_fraction", "examples to recover / (S × E)"
-    return "median_examples", "budget_examples", "examples to recover"
+    """Columns and title in the rows' unit (``stats.cost_unit``)."""
+    unit = cost_unit(table["pretrain_examples"])
+    return (f"median_{unit}", budget_column(unit),
+            "examples to recover / (S × E)" if unit == "fraction" else "examples to recover")
+
+
+def _asked(table: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    """The rows of the asker's setting (regime frozen, policy full, init fresh), else of the first setting found,
+    and its words; the other settings are in the answer tables and on the page."""
+    settings = sorted(set(zip(table["regime"], table["policy"], table["init"])),
+                      key=lambda s: (s != ASKED, s))
+    regime, policy, init = settings[0]
+    rows = table[(table["regime"] == regime) & (table["policy"] == policy) & (table["init"] == init)]
+    return rows, f"regime {regime}, policy {policy}, init {init}"
+
+
+def _inside_dodge(table: pd.DataFrame, by: str, width: float) -> np.ndarray:
+    """Relative depth shifted per ``by`` group so that groups at the same depth sit side by side, ``width`` apart,
+    and never outside [0, 1]: at 0 they go right, at 1 left, elsewhere both ways."""
+    groups = sorted(table[by].dropna().unique())
+    index = table[by].map({g: i for i, g in enumerate(groups)}).astype(float).to_numpy()
+    depth = table["rel_depth"].astype(float).to_numpy()
+    centred = (index - (len(groups) - 1) / 2) * width
+    return np.clip(np.where(depth <= 0, index * width, np.where(depth >= 1, -index * width, depth * 0 + centred))
+                   + depth, 0.0, 1.0)
 
 
 def cost_depth(survival: pd.DataFrame) -> alt.Chart:
@@ -56,6 +81,8 @@ def cost_depth(survival: pd.DataFrame) -> alt.Chart:
     layers = survival[survival["kind"] == "layer"].copy() if len(survival) else survival
     if not len(layers):
         return plots.empty_chart(title, NO_LAYER_CELLS)
+    layers, setting = _asked(layers)
+    layers = layers.copy()
     value, budget, axis = _cost_unit(layers)
     lo, hi = value + "_lo", value + "_hi"
     median, low, high, cap = (_float(layers[c]) for c in (value, lo, hi, budget))
@@ -64,18 +91,15 @@ def cost_depth(survival: pd.DataFrame) -> alt.Chart:
     layers["y"] = np.where(np.isfinite(median), median, cap)
     layers["y_lo"] = np.where(np.isfinite(low), low, np.where(np.isnan(low), layers["y"], cap))
     layers["y_hi"] = np.where(np.isfinite(high), high, np.where(np.isnan(high), layers["y"], cap))
-    layers["setting"] = layers["policy"] + " / " + layers["init"] + " / " + layers["regime"]
     layers["model (N, D)"] = layers["model"] + " (" + layers["n_layer"].astype(str) + ", " + layers[
         "d_model"].astype(str) + ")"
     layers["status"] = np.where(layers["reached"], COST_STATUS[0], COST_STATUS[1])
-    layers["x"] = plots.dodge(layers, "rel_depth", "model (N, D)", 0.025)
+    layers["x"] = _inside_dodge(layers, "model (N, D)", 0.007)
     data = _eps(layers)
     scale, y_axis = plots.cost_axis(layers["y"], layers["y_lo"], layers["y_hi"])
     y = alt.Y("y:Q", scale=scale, axis=y_axis, title=axis + " (symlog)")
     color = alt.Color("model (N, D):N", scale=plots.MODELS)
-    x = alt.X("x:Q", title="relative depth L / (N − 1)",
-              scale=alt.Scale(domain=[min(0.0, float(data["x"].min())) - 0.06, max(1.0, float(data["x"].max())) + 0.06],
-                              nice=False, zero=False),
+    x = alt.X("x:Q", title="relative depth L / (N − 1)", scale=alt.Scale(domain=[0.0, 1.0], nice=False, zero=False),
               axis=alt.Axis(values=[0, 0.25, 0.5, 0.75, 1], format=".2~f"))
     tooltip = ["model", "target", "rel_depth", "threshold", "n_cells", "n_censored", "n_not_damaged", value, lo, hi,
                "p_recover"]
@@ -85,68 +109,95 @@ def cost_depth(survival: pd.DataFrame) -> alt.Chart:
         x=x, y=alt.Y("y_lo:Q", scale=scale, axis=y_axis, title=""), y2="y_hi:Q", color=color)
     points = plots.status_points(base, x, y, "model (N, D)", "status", COST_STATUS, ["circle", plots.OPEN_TRIANGLE],
                                  None, tooltip, color_scale=plots.MODELS)
-    return alt.layer(bars, line, points, data=data).properties(
-        width=240, height=220).facet(
+    return alt.layer(bars, line, points, data=data).properties(width=200, height=220).facet(
         column=alt.Column("eps:N", title="recovered within ε of baseline"),
-        row=alt.Row("setting:N", title="policy / init / regime"),
-    ).properties(title=title)
+    ).properties(title=f"{title}; {setting}")
+
+
+DEPTH_COLOURS = alt.Scale(scheme="viridis", domain=[0, 1])
 
 
 def recovered(curves_table: pd.DataFrame) -> alt.Chart:
-    title = "Share of cells recovered against examples seen (Turnbull NPMLE), per reset layer"
+    """One panel per ε: the share of a layer's cells back within ε against the data retrained on, one thin step
+    line per (model, layer), coloured by the layer's relative depth (0: the first layer, 1: the last)."""
+    title = "Share of cells back within ε against retraining data (Turnbull NPMLE), one line per model and layer"
     table = curves_table[curves_table["kind"] == "layer"] if len(curves_table) else curves_table
     if not len(table):
         return plots.empty_chart(title, NO_LAYER_CELLS)
-    data = _eps(table).assign(setting=lambda t: t["policy"] + " / " + t["init"] + " / " + t["regime"])
-    scale, axis = plots.cost_axis(data["examples"], headroom=1.0)
-    x = alt.X("examples:Q", scale=scale, axis=axis, title="examples seen (symlog)")
-    y = alt.Y("recovered_share:Q", title="share of cells recovered", scale=alt.Scale(domain=[0, 1], nice=False),
+    table, setting = _asked(table)
+    data = _eps(table).assign(line=lambda t: t["model"] + " " + t["target"])
+    x_col = "fraction" if data["fraction"].notna().all() else "examples"
+    scale, axis = plots.cost_axis(data[x_col], headroom=1.0)
+    x = alt.X(f"{x_col}:Q", scale=scale, axis=axis,
+              title=("examples / (S × E)" if x_col == "fraction" else "examples") + " retrained on (symlog)")
+    y = alt.Y("recovered_share:Q", title="share of cells back within ε", scale=alt.Scale(domain=[0, 1], nice=False),
               axis=alt.Axis(values=[0, 0.25, 0.5, 0.75, 1], format=".2~f"))
-    color = alt.Color("target:N", title="reset layer")
-    steps = alt.Chart().mark_line(interpolate="step-after").encode(
-        x=x, y=y, color=color, detail="setting:N",
-        strokeDash=alt.StrokeDash("setting:N", title="policy / init / regime",
-                                  legend=alt.Legend(symbolStrokeColor="black")))
-    points = alt.Chart().mark_point(filled=True, size=30).encode(
-        x=x, y=y, color=color, tooltip=["model", "target", "setting", "threshold", "examples", "recovered_share"])
-    return alt.layer(steps, points, data=data).properties(width=220, height=170).facet(
-        row=alt.Row("model:N"), column=alt.Column("eps:N", title="within ε of baseline")).properties(title=title)
+    steps = alt.Chart().mark_line(interpolate="step-after", strokeWidth=1.2, opacity=0.55).encode(
+        x=x, y=y, color=alt.Color("rel_depth:Q", scale=DEPTH_COLOURS, title="relative depth L / (N − 1)"),
+        detail="line:N", tooltip=["model", "target", "rel_depth", "threshold", x_col, "recovered_share"])
+    return alt.layer(steps, data=data).properties(width=190, height=170).facet(
+        column=alt.Column("eps:N", title="back within ε of the baseline")).properties(title=f"{title}; {setting}")
 
 
-def log_curves(curves: pd.DataFrame) -> alt.Chart:
-    title = ("Recovery curves (symlog x): reset layers (colour), matched no-reset controls (grey dashed), "
-             "pretraining (black)")
+GAP_FLOOR = 1e-3  # the recovery curves' gap axis starts here: a loss at or below baseline x (1 + 0.1 %) sits on it
+
+
+def _gap(table: pd.DataFrame, baselines: pd.DataFrame) -> pd.DataFrame:
+    out = table.merge(baselines, on=["model", "pretrain_seed"], how="inner")
+    out["gap"] = np.maximum(out["val_loss"].astype(float) / out["baseline_loss"].astype(float) - 1, GAP_FLOOR)
+    return out
+
+
+def log_curves(curves: pd.DataFrame, reference: pd.DataFrame, survival: pd.DataFrame) -> alt.Chart:
+    """Recovery curves as the gap to the baseline, val loss / baseline − 1, on a log axis with the ε levels as
+    dashed lines, so where a curve crosses each ε is where it passes the line; reset layers coloured by relative
+    depth (``survival`` gives each model's N), matched no-reset controls grey, pretraining from scratch black. One
+    panel per model."""
+    title = ("Recovery curves: gap to the baseline (log; 0.1 % or less drawn at 0.1 %) against retraining data; "
+             "dashed: the ε levels; colour: relative depth; grey: matched no-reset controls; black: pretraining")
     rec = curves[(curves["kind"] == "recovery") & curves["layer"].notna()].copy() if len(curves) else curves
-    if not len(rec):
+    if not len(rec) or not len(reference):
         return plots.empty_chart(title, "no single-layer recovery curves in this grid")
+    baselines = reference.drop_duplicates(["model", "pretrain_seed"])[["model", "pretrain_seed", "baseline_loss"]]
     x_col = "fraction_of_pretrain" if curves["fraction_of_pretrain"].notna().all() else "examples"
-    pre = curves[curves["kind"] == "pretrain"].copy()
-    rec["x"] = _float(rec[x_col])
-    pre["x"] = _float(pre[x_col])
+    rec = _gap(rec, baselines)
+    pre = _gap(curves[curves["kind"] == "pretrain"].copy(), baselines)
+    for table in (rec, pre):
+        table["x"] = _float(table[x_col])
+    deepest = rec.groupby("model")["depth"].max().astype(float) + 1  # where the estimates leave a model out
+    n_layer = survival.drop_duplicates("model").set_index("model")["n_layer"].astype(float) if len(survival) else {}
+    n_layer = rec["model"].map(n_layer).astype(float).fillna(rec["model"].map(deepest))
+    rec["rel_depth"] = rec["depth"].astype(float) / np.maximum(n_layer - 1, 1)
     rec["run"] = rec["target"] + " p" + rec["pretrain_seed"].astype(str) + " s" + rec["seed"].astype(str)
     rec["role"] = np.where(rec["init"] == "trained", "matched control", "reset layer")
     pre["run"] = "pretrain p" + pre["pretrain_seed"].astype(str)
-    x_title = ("examples seen / (S × E)" if x_col == "fraction_of_pretrain" else "examples seen") + " (symlog)"
+    x_scale, x_axis = plots.cost_axis(rec["x"], headroom=1.0)
+    pre = pre[pre["x"] <= x_scale.domain[1]]  # pretraining beyond the retraining budget is off the panel
+    top = plots.nice_up(float(max(rec["gap"].max(), pre["gap"].max() if len(pre) else 0)) * 1.2)
+    ticks = [10.0 ** k for k in range(round(math.log10(GAP_FLOOR)), math.ceil(math.log10(top) - 1e-9) + 1)
+             if 10.0 ** k <= top * (1 + 1e-9)]
+    y_scale = alt.Scale(type="log", domain=[GAP_FLOOR, top], nice=False)
+    y = alt.Y("gap:Q", scale=y_scale, axis=alt.Axis(values=ticks, format="~%"),
+              title="val loss / baseline − 1 (log)")
+    x = alt.X("x:Q", scale=x_scale, axis=x_axis,
+              title=("examples / (S × E)" if x_col == "fraction_of_pretrain" else "examples") + " (symlog)")
+    levels = pd.DataFrame({"gap": sorted(reference["threshold"].astype(float).unique())})
+    levels["label"] = levels["gap"].map(lambda e: f"ε = {100 * e:g} %")
     charts = []
     for model in sorted(rec["model"].unique()):
         mine, own_pre = rec[rec["model"] == model], pre[pre["model"] == model]
-        x_scale, x_axis = plots.cost_axis(mine["x"], own_pre["x"], headroom=1.0)
-        x = alt.X("x:Q", scale=x_scale, axis=x_axis, title=x_title)
-        y = alt.Y("val_loss:Q", scale=plots.linear_scale(mine["val_loss"], own_pre["val_loss"]),
-                  title="validation loss")
-        cells = alt.Chart(mine[mine["role"] == "reset layer"]).mark_line(opacity=0.6).encode(
-            x=x, y=y, color=alt.Color("target:N", title="reset layer"), detail="run:N",
-            tooltip=["target", "pretrain_seed", "seed", "examples", "val_loss"])
+        rules = alt.Chart(levels).mark_rule(strokeDash=[4, 3], color="#555").encode(y=y)
+        labels = alt.Chart(levels).mark_text(align="left", dx=2, dy=-5, fontSize=9, color="#555").encode(
+            y=y, x=alt.X(datum=0.0, scale=x_scale, axis=x_axis), text="label:N")
+        cells = alt.Chart(mine[mine["role"] == "reset layer"]).mark_line(opacity=0.6, strokeWidth=1.2).encode(
+            x=x, y=y, color=alt.Color("rel_depth:Q", scale=DEPTH_COLOURS, title="relative depth L / (N − 1)"),
+            detail="run:N", tooltip=["target", "pretrain_seed", "seed", "examples", "val_loss", "gap"])
         controls = alt.Chart(mine[mine["role"] == "matched control"]).mark_line(
             color="gray", strokeDash=[3, 2], opacity=0.6).encode(x=x, y=y, detail="run:N")
         pretrain = alt.Chart(own_pre).mark_line(color="black", strokeWidth=2).encode(x=x, y=y, detail="run:N")
-        # a run with one evaluation (within eps at 0 examples) has no line to draw: a point instead
-        single = mine[(mine["role"] == "reset layer") & (mine.groupby(["role", "run"])["run"].transform("size") == 1)]
-        once = alt.Chart(single).mark_point(filled=True, size=40).encode(
-            x=x, y=y, color=alt.Color("target:N", title="reset layer"),
-            tooltip=["target", "pretrain_seed", "seed", "examples", "val_loss"])
-        charts.append(alt.layer(pretrain, controls, cells, once).properties(width=380, height=220, title=model))
-    return alt.vconcat(*charts).resolve_scale(x="independent", y="independent").properties(title=title)
+        charts.append(alt.layer(rules, labels, pretrain, controls, cells).properties(width=190, height=140,
+                                                                                    title=model))
+    return alt.concat(*charts, columns=4).properties(title=title)
 
 
 def effects(fit: pd.DataFrame) -> alt.Chart:
@@ -173,7 +224,14 @@ def cka(table: pd.DataFrame) -> alt.Chart:
     data = table[table["cka"].notna()] if len(table) else table
     if not len(data):
         return plots.empty_chart(title, "no CKA measured (the tables have no cka values)")
-    data = _eps(data)
+    data, setting = _asked(data)
+    subtitle = [setting]
+    per_layer = data.groupby(["model", "target"])
+    if (per_layer["cka"].nunique() <= 1).all() and (per_layer["cka_floor"].nunique(dropna=False) <= 1).all():
+        # measured once per cell, at the end of retraining: the same at every ε, so one panel
+        data = data[data["threshold"] == data["threshold"].min()].assign(threshold=math.nan)
+        subtitle.append("measured at the end of retraining: the same at every ε")
+    data = _eps(data).assign(eps=lambda d: d["eps"].where(d["threshold"].notna(), "every ε"))
     scale = alt.Scale(domain=plots.linear_domain(data["cka"], data["cka_lo"], data["cka_hi"], data["cka_floor"],
                                                  include=[0, 1], pad=0), nice=False)
     x = alt.X("depth:O", title="reset layer L (depth)", axis=alt.Axis(labelAngle=0))
@@ -184,8 +242,10 @@ def cka(table: pd.DataFrame) -> alt.Chart:
     bars = alt.Chart().mark_errorbar(ticks=True).encode(x=x, y=alt.Y("cka_lo:Q", title="", scale=scale),
                                                         y2="cka_hi:Q", color=color)
     floor = alt.Chart().mark_line(strokeDash=[4, 3]).encode(x=x, y=alt.Y("cka_floor:Q", scale=scale), color=color)
-    return alt.layer(bars, line, floor, data=data).properties(width=220, height=180).facet(
-        column=alt.Column("eps:N", title="healed to within ε")).properties(title=title)
+    single = data["eps"].nunique() == 1
+    return alt.layer(bars, line, floor, data=data).properties(width=360 if single else 220, height=200).facet(
+        column=alt.Column("eps:N", title="healed to within ε")).properties(
+        title=alt.TitleParams(title, subtitle=subtitle))
 
 
 def damage_cost(cells: pd.DataFrame) -> alt.Chart:
@@ -205,49 +265,68 @@ def damage_cost(cells: pd.DataFrame) -> alt.Chart:
         column=alt.Column("eps:N", title="within ε of baseline")).properties(title=title)
 
 
-def out_of_sample(table: pd.DataFrame) -> alt.Chart:
-    """Predicted (the fit without the part left out) against measured median cost, per left-out layer: points with
-    their 95 % intervals; a measured median beyond the budget is an open triangle at its lower bound, its interval
-    drawn up to the top of the axis."""
+def out_of_sample(table: pd.DataFrame, survival: pd.DataFrame) -> alt.Chart:
+    """Predicted (the fit without the part left out) against measured median cost, per tested layer: points with
+    their 95 % intervals, one panel per part left out and ε that has a tested layer (the others are named in the
+    title with why). The axis ends a little above the retraining budget: a measured median beyond the budget is an
+    arrow (triangle up) at the budget, and an interval end beyond the axis is drawn to its top."""
     title = "Out of sample: the fit's predicted median cost against the measured one, per layer left out"
-    data = table[table["predicted"].notna()] if len(table) else table
-    if not len(data):
+    fitted = table[table["predicted"].notna()] if len(table) else table
+    if not len(fitted):
         return plots.empty_chart(title, "no part of the size grid could be left out (answer/out_of_sample.parquet)")
+    tested = fitted[fitted["held"].notna()]
+    panels = table.groupby(["left_out", "threshold"], sort=False)
+    untested = [f"{name}, ε = {eps:g} ({'not fitted' if g['predicted'].isna().all() else 'no layer tested'})"
+                for (name, eps), g in panels if not g["held"].notna().any()]
+    subtitle = (["Not drawn: " + "; ".join(untested)
+                 + (" (a layer is not tested when its median is 0 or its cells left the fit)"
+                    if any("no layer tested" in u for u in untested) else "")] if untested else [])
+    if not len(tested):
+        return plots.empty_chart(title, "no layer could be tested: " + "; ".join(untested))
+    unit = tested["unit"].iloc[0]
+    layers = survival[survival["kind"] == "layer"] if len(survival) else survival
+    budget = float(pd.to_numeric(layers[budget_column(unit)], errors="coerce").max()) if len(layers) else math.nan
     rows = []
-    for _, r in data.iterrows():
-        key = {"left_out": r["left_out"], "layer": f"{r['model']} {r['target']}", "threshold": r["threshold"]}
+    for _, r in tested.iterrows():
+        key = {"panel": f"{r['left_out']}, ε = {r['threshold']:g}", "layer": f"{r['model']} {r['target']}"}
         rows.append({**key, "which": "predicted", "value": r["predicted"], "lo": r["predicted_lo"],
                      "hi": r["predicted_hi"], "status": "predicted"})
         censored = bool(r["measured_censored"])
         rows.append({**key, "which": "measured", "value": r["measured_lo"] if censored else r["measured"],
                      "lo": r["measured_lo"], "hi": r["measured_hi"],
-                     "status": "measured: beyond the budget" if censored else "measured"})
-    long = _eps(pd.DataFrame(rows))
-    scale, axis = plots.cost_axis(long["value"], long["lo"], long["hi"])
-    top = scale.domain[1]
-    long["hi"] = np.minimum(_float(long["hi"]), top)
-    x = alt.X("layer:N", title=None, axis=alt.Axis(labelAngle=-40))
-    y = alt.Y("value:Q", scale=scale, axis=axis, title=f"median cost ({data['unit'].iloc[0]}; symlog)")
-    statuses = ["predicted", "measured", "measured: beyond the budget"]
+                     "status": "measured: beyond the budget (↑)" if censored else "measured"})
+    long = pd.DataFrame(rows)
+    cap = budget if np.isfinite(budget) else float(np.nanmax(_float(long["value"])))
+    for column in ("value", "lo", "hi"):
+        long[column] = np.minimum(_float(long[column]), cap * 1.25)
+    scale, axis = plots.cost_axis(long["value"], long["lo"], long["hi"], [cap], headroom=1.0)
+    long["hi"] = np.minimum(_float(long["hi"]), scale.domain[1])
+    y = alt.Y("value:Q", scale=scale, axis=axis, title=f"median cost ({UNIT_WORDS[unit]}; symlog)")
+    statuses = ["predicted", "measured", "measured: beyond the budget (↑)"]
     points = plots.status_points(alt.Chart(), alt.X("layer:N", title=None), y, "which", "status", statuses,
-                                 ["circle", "square", plots.OPEN_TRIANGLE], None,
-                                 ["left_out", "layer", "which", "value", "lo", "hi"], size=45)
+                                 ["circle", "square", "triangle-up"], None,
+                                 ["panel", "layer", "which", "value", "lo", "hi"], size=55)
     bars = alt.Chart().mark_errorbar(ticks=True).encode(
-        x=x, y=alt.Y("lo:Q", scale=scale, axis=axis, title=""), y2="hi:Q", color=alt.Color("which:N"),
+        x=alt.X("layer:N", title=None, axis=alt.Axis(labelAngle=-55)),
+        y=alt.Y("lo:Q", scale=scale, axis=axis, title=""), y2="hi:Q", color=alt.Color("which:N", legend=None),
         xOffset=alt.XOffset("which:N"))
+    budget_rule = alt.Chart().mark_rule(strokeDash=[4, 3], color="gray").encode(
+        y=alt.Y(datum=cap, scale=scale, axis=axis, title=""))
     points = points.encode(xOffset=alt.XOffset("which:N"))
-    return alt.layer(bars, points, data=long).properties(width=260, height=180).facet(
-        column=alt.Column("eps:N", title="within ε of baseline"), row=alt.Row("left_out:N", title="left out"),
-    ).resolve_scale(x="independent").properties(title=title)
+    order = list(dict.fromkeys(long["panel"]))
+    return alt.layer(budget_rule, bars, points, data=long).properties(width=210, height=170).facet(
+        facet=alt.Facet("panel:N", title=None, sort=order), columns=4,
+    ).resolve_scale(x="independent").properties(
+        title=alt.TitleParams(title, subtitle=subtitle + ["dashed: the retraining budget"]))
 
 
 # name (the file under plots/) -> how it is drawn from the answer tables and curves.parquet
 FIGURES = {
     "answer_cost_depth": lambda t, curves: cost_depth(t["survival"]),
     "answer_recovered": lambda t, curves: recovered(t["recovered_curves"]),
-    "answer_curves": lambda t, curves: log_curves(curves),
+    "answer_curves": lambda t, curves: log_curves(curves, t["pretrain_reference"], t["survival"]),
     "answer_effects": lambda t, curves: effects(t["fit"]),
     "answer_cka": lambda t, curves: cka(t["cka"]),
     "answer_damage_cost": lambda t, curves: damage_cost(t["damage_cells"]),
-    "answer_out_of_sample": lambda t, curves: out_of_sample(t["out_of_sample"]),
+    "answer_out_of_sample": lambda t, curves: out_of_sample(t["out_of_sample"], t["survival"]),
 }

@@ -22,7 +22,8 @@ import numpy as np
 import pandas as pd
 
 from selfheal.analysis import out_of_sample, scaling, survival
-from selfheal.analysis.stats import first_crossing
+from selfheal.analysis.stats import budget_column, cost_unit, first_crossing
+from selfheal.heal.thresholds import threshold_loss
 
 TABLES = ["survival", "recovered_curves", "fit", "damage_cost", "damage_cells", "cka", "pretrain_reference",
           "networks_flags", "size_ordering", "control_drift", "out_of_sample", "encoder_decoder", "network_costs",
@@ -100,7 +101,7 @@ def pretrain_reference(curves: pd.DataFrame, networks: pd.DataFrame, thresholds)
         sxe = net["pretrain_examples"].iloc[0]
         known = sxe is not None and not pd.isna(sxe) and sxe > 0
         for eps in thresholds:
-            c = first_crossing(curve["examples"], curve["val_loss"], baseline * (1 + eps))
+            c = first_crossing(curve["examples"], curve["val_loss"], threshold_loss(baseline, eps))
             out.append({"model": model, "pretrain_seed": ps, "threshold": eps, "baseline_loss": baseline,
                         "examples_lo": c.examples_lo, "examples_hi": c.examples_hi,
                         "fraction_lo": c.examples_lo / sxe if known else math.nan,
@@ -283,14 +284,14 @@ def encoder_decoder(surv: pd.DataFrame, ref: pd.DataFrame, networks: pd.DataFram
     rows = surv[surv["model"].isin(models) & (surv["regime"] == "frozen") & (surv["init"] == "fresh")] \
         if len(surv) else surv
     for (model, eps), group in rows.groupby(["model", "threshold"], sort=True):
-        unit = "fraction" if group["median_fraction"].notna().all() else "examples"
+        unit = cost_unit(group["pretrain_examples"])
         for item, what, pick in ENCODER_DECODER_ITEMS:
             for _, r in group[pick(group)].sort_values("target").iterrows():
                 out.append({"model": model, "threshold": float(eps), "item": item, "what": what,
                             "target": r["target"], "policy": r["policy"], "unit": unit,
                             "median": r[f"median_{unit}"], "median_lo": r[f"median_{unit}_lo"],
                             "median_hi": r[f"median_{unit}_hi"],
-                            "budget": r["budget_fraction"] if unit == "fraction" else r["budget_examples"],
+                            "budget": r[budget_column(unit)],
                             "n_cells": int(r["n_cells"]), "n_censored": int(r["n_censored"])})
         scratch = ref[(ref["model"] == model) & (ref["threshold"] == eps)] if len(ref) else ref
         if len(scratch):

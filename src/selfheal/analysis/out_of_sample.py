@@ -17,7 +17,8 @@ Per left-out model, layer and threshold:
   the left-out networks; inf when the median lies beyond the budget (censored), its interval then [budget, inf].
 - **held**: the two intervals overlap (a censored median's reaches from the budget to inf). A layer whose measured
   median is 0 (most of its cells within eps before any training) is not tested (held null): the fit models the
-  cost of cells that needed training, as ``scaling`` says. A part's verdict is ``held``
+  cost of cells that needed training, as ``scaling`` says; nor is a layer of a kind whose cells left the fit
+  (``scaling.Refits.covers``: e.g. every first-layer cell of the fitted sizes beyond the budget). A part's verdict is ``held``
   when every one of its layers held, ``did not hold`` otherwise; a fit that could not be made says why.
 """
 
@@ -29,6 +30,7 @@ import numpy as np
 import pandas as pd
 
 from selfheal.analysis import scaling, survival
+from selfheal.analysis.stats import budget_column
 
 ASKED_SETTING = ("frozen", "full", "fresh")
 COLUMNS = ["left_out", "model", "n_layer", "d_model", "n_params", "target", "depth", "threshold", "unit",
@@ -102,8 +104,7 @@ def check(cells: pd.DataFrame, survival_table: pd.DataFrame, max_resamples: int 
                 column = "median_fraction" if fitted.unit == "fraction" else "median_examples"
                 if len(measured):
                     m, m_lo, m_hi = _interval(measured[column], measured[f"{column}_lo"], measured[f"{column}_hi"],
-                                              measured["budget_fraction" if fitted.unit == "fraction"
-                                                       else "budget_examples"])
+                                              measured[budget_column(fitted.unit)])
                 else:
                     m = m_lo = m_hi = math.nan
                 row.update(measured=m, measured_lo=m_lo, measured_hi=m_hi, measured_censored=bool(np.isinf(m)))
@@ -112,7 +113,9 @@ def check(cells: pd.DataFrame, survival_table: pd.DataFrame, max_resamples: int 
                 else:
                     p, p_lo, p_hi = fitted.predict(cell)
                     overlap = p_lo <= m_hi and m_lo <= p_hi  # a censored median: [budget, inf]
-                    tested = not math.isnan(m) and m > 0  # a median of 0: within eps untrained, nothing to predict
+                    # a median of 0: within eps untrained, nothing to predict; a layer whose cells left the fit
+                    # (scaling.refits: every one censored) is outside what it speaks for
+                    tested = not math.isnan(m) and m > 0 and fitted.covers(cell)
                     row.update(predicted=p, predicted_lo=p_lo, predicted_hi=p_hi,
                                held=bool(overlap) if tested else pd.NA)
                 out.append(row)

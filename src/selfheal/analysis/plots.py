@@ -74,7 +74,7 @@ def _step(span: float) -> float:
     return next(m * power for m in (1, 2, 5, 10) if m * power >= raw * (1 - 1e-9))
 
 
-def _nice_up(x: float, steps: tuple = (1, 2, 5, 10)) -> float:
+def nice_up(x: float, steps: tuple = (1, 2, 5, 10)) -> float:
     """The smallest 1-2-5 x 10^k (or ``steps`` x 10^k) at or above x > 0."""
     power = 10.0 ** math.floor(math.log10(x))
     return float(f"{next(m * power for m in steps if m * power >= x * (1 - 1e-9)):.12g}")
@@ -109,7 +109,7 @@ def log_domain(*columns: Iterable) -> list[float]:
     values = values[values > 0]
     if not len(values):
         return [1.0, 10.0]
-    return [_nice_down(float(values.min()) / 1.1), _nice_up(float(values.max()) * 1.1)]
+    return [_nice_down(float(values.min()) / 1.1), nice_up(float(values.max()) * 1.1)]
 
 
 def cost_axis(*columns: Iterable, headroom: float = 1.25) -> tuple[alt.Scale, alt.Axis]:
@@ -125,7 +125,7 @@ def cost_axis(*columns: Iterable, headroom: float = 1.25) -> tuple[alt.Scale, al
         return alt.Scale(type="symlog", constant=0.1, domain=[0.0, 1.0], nice=False), alt.Axis(
             values=[0.0, 1.0], labelExpr=ZERO_LABEL)
     low = math.floor(math.log10(float(positive.min())) + 1e-9)
-    top = _nice_up(float(positive.max()) * headroom, (1, 2, 3, 5, 10))
+    top = nice_up(float(positive.max()) * headroom, (1, 2, 3, 5, 10))
     high = math.ceil(math.log10(top) - 1e-9)
     multiples = (1, 2, 5) if high - low <= 1 else (1,)
     ticks = [0.0] + [float(f"{m * 10.0 ** k:.12g}") for k in range(low, high + 1) for m in multiples

@@ -10,6 +10,7 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
+from selfheal.analysis import scaling
 from selfheal.analysis.page import num, pct
 
 
@@ -77,7 +78,7 @@ def _damage_by_position(t: dict[str, pd.DataFrame]) -> str:
 
 
 def _position_effect(t: dict[str, pd.DataFrame]) -> str:
-    """The fit's first-layer and relative-depth terms at the smallest ε."""
+    """The fit's first-layer and relative-depth terms at the smallest ε (reason codes: ``scaling.REASONS``)."""
     fit = _asked(t["fit"])
     if not len(fit):
         return "not determined by this grid"
@@ -85,11 +86,15 @@ def _position_effect(t: dict[str, pd.DataFrame]) -> str:
     out = []
     for term, words in (("first_layer", "the first layer"), ("rel_depth", "first → last layer")):
         r = fit[fit["term"] == term]
-        if len(r) and bool(r["determined"].iloc[0]):
-            r = r.iloc[0]
+        if not len(r):
+            continue
+        r = r.iloc[0]
+        if term == "rel_depth" and "first_layer" in str(r.get("left_out") or "").split(","):
+            words = "along the other layers"
+        if bool(r["determined"]):
             out.append(f"{words}: cost × {num(r['factor'])} [{num(r['factor_lo'])}, {num(r['factor_hi'])}]")
-        elif len(r):
-            out.append(f"{words}: not determined ({r['note'].iloc[0]})")
+        else:
+            out.append(f"{words}: not determined ({scaling.REASONS.get(r['reason'], r['reason'])})")
     return f"ε = {fit['threshold'].min():g}: " + "; ".join(out) if out else "not determined by this grid"
 
 

@@ -13,7 +13,8 @@ and whether the damage a reset does predicts its cost.
   terms before it (the design's rank does not grow), is reported as not determined, never as zero; so is every term
   of a fit with fewer than MIN_CELLS_PER_PARAMETER cells per parameter or with more than MAX_SHARE_AT_ZERO of its
   cells at zero cost, a term whose identifying cells are all censored (a first/last-layer indicator's marked cells, else
-  those away from the term's most common value: its coefficient is unbounded), a term along which the likelihood
+  those away from the term's most common value: its coefficient is unbounded; those cells then leave the fit, so the
+  other terms are fitted on the cells that determine them, ``left_out`` names them), a term along which the likelihood
   rises without bound together with others (``_unbounded``), a family term whose networks share no
   S × E with the reference family's (it would extrapolate the data terms; that family's cells leave the fit), and
   a term whose refits centre further from its estimate than UNSTABLE_BIAS standard errors and UNSTABLE_SHARE of it
@@ -37,6 +38,7 @@ import pandas as pd
 from lifelines import LogNormalAFTFitter
 from scipy import optimize, stats
 
+from selfheal.analysis import stats as stats_
 from selfheal.analysis import survival
 
 TERMS = ["rel_depth", "first_layer", "last_layer", "log_n_layer", "log_d_model", "log_train_sequences", "log_epochs"]
@@ -49,9 +51,23 @@ TERM_LABELS = {
     "log_train_sequences": "log S (pretraining sequences)",
     "log_epochs": "log E (pretraining epochs)",
 }
-FIT_COLUMNS = ["regime", "policy", "init", "threshold", "term", "label", "determined", "note", "coef", "coef_lo",
-               "coef_hi", "factor", "factor_lo", "factor_hi", "unit", "n_cells", "n_censored", "n_clusters",
-               "n_resamples", "n_failed", "interval_over"]
+FIT_COLUMNS = ["regime", "policy", "init", "threshold", "term", "label", "determined", "reason", "note", "coef",
+               "coef_lo", "coef_hi", "factor", "factor_lo", "factor_hi", "unit", "n_cells", "n_censored",
+               "n_clusters", "n_resamples", "n_failed", "interval_over", "left_out", "n_left_out"]
+# Why a term is not determined (the fit table's ``reason``; "" when it is): the code other modules branch on, the
+# ``note`` beside it says it in words with the numbers.
+REASONS = {
+    "not_varied": "the grid does not vary it",
+    "confounded": "the grid confounds it with another term",
+    "censored": "every cell that would measure it is beyond the budget, so those cells are left out of the fit",
+    "unbounded": "every cell that would bound it is beyond the budget (its coefficient is unbounded)",
+    "unmatched_family": "no network of its family shares S × E with the reference family's (its cells are left out)",
+    "unstable": "its refits on resampled networks centre far from the estimate",
+    "all_censored": "every cell is beyond the budget",
+    "mostly_free": "most cells were within ε before any training",
+    "too_few_cells": "too few cells for the fit's parameters",
+    "not_converged": "the fit did not converge",
+}
 DAMAGE_COLUMNS = ["regime", "policy", "init", "threshold", "rho", "rho_lo", "rho_hi", "n_cells", "n_censored",
                   "n_clusters", "n_resamples", "interval_over", "note"]
 # A fit needs at least this many (non-zero-cost) cells per parameter, and is not made when more than this share
@@ -75,9 +91,8 @@ def _layer_cells(cells: pd.DataFrame) -> pd.DataFrame:
 
 
 def cost_unit(rows: pd.DataFrame) -> str:
-    """fraction of S x E when every network has S x E (pretrained here), else examples."""
-    known = rows["pretrain_examples"].notna() & (rows["pretrain_examples"].astype("Float64").fillna(0) > 0)
-    return "fraction" if bool(known.all()) else "examples"
+    """The cells' cost unit (``stats.cost_unit``)."""
+    return stats_.cost_unit(rows["pretrain_examples"])
 
 
 def _bounds(rows: pd.DataFrame, unit: str) -> tuple[np.ndarray, np.ndarray]:
@@ -119,14 +134,15 @@ def identifiable(x: pd.DataFrame) -> tuple[list[str], dict[str, str]]:
     for term in x.columns:
         column = x[term].to_numpy(float)
         if len(column) == 0 or np.ptp(column) == 0:
-            why[term] = "not determined by this grid: it does not vary"
+            why[term] = ("not_varied", "not determined by this grid: it does not vary")
             continue
         trial = np.column_stack([base, column])
         if np.linalg.matrix_rank(trial) > rank:
             base, rank = trial, rank + 1
             kept.append(term)
         else:
-            why[term] = f"not determined by this grid: confounded with {', '.join(kept) or 'the intercept'}"
+            why[term] = ("confounded",
+                         f"not determined by this grid: confounded with {', '.join(kept) or 'the intercept'}")
     return kept, why
 
 
@@ -198,6 +214,7 @@ def fit(cells: pd.DataFrame, max_resamples: int = MAX_FIT_RESAMPLES, workers: in
     for column in ("coef", "coef_lo", "coef_hi", "factor", "factor_lo", "factor_hi", "threshold"):
         table[column] = table[column].astype(float)
     table["determined"] = table["determined"].astype(bool)
+    table["n_left_out"] = table["n_left_out"].fillna(0).astype(int)
     return table
 
 
@@ -218,11 +235,15 @@ class Refits:
     x: pd.DataFrame  # their design
     unit: str
     terms: list[str]  # the terms fitted
-    why: dict[str, str]  # why a column of x is not fitted
+    why: dict[str, tuple[str, str]]  # why a column of x is not fitted: (REASONS code, words)
     n_at_zero: int
     n_given: int
     point: pd.Series | None  # lifelines' params_, or None when not fitted (``note`` says why)
     note: str
+    reason: str = ""  # REASONS code of ``note`` ("" when fitted)
+    # Cells that left the fit because the term that identifies them is not determined (every one censored, or an
+    # unmatched family): term -> (the value of that column of x the fit keeps, how many cells left).
+    outside: dict[str, tuple[float, int]] = dataclasses.field(default_factory=dict)
     draws: list[pd.Series] = dataclasses.field(default_factory=list)
     probs: list[float] = dataclasses.field(default_factory=list)
     strata: list[list] = dataclasses.field(default_factory=list)
@@ -235,6 +256,12 @@ class Refits:
         x = _design(cell.to_frame().T)
         return float(params.loc[("mu_", "Intercept")]) + sum(
             float(params.loc[("mu_", t)]) * float(x[t].iloc[0]) for t in self.terms)
+
+    def covers(self, cell: pd.Series) -> bool:
+        """Whether the fit speaks for this cell: it is not of a kind whose cells left the fit (``outside``)."""
+        x = _design(cell.to_frame().T)
+        return all(term not in x or np.isclose(float(x[term].iloc[0]), value) for term, (value, _) in
+                   self.outside.items())
 
     def predict(self, cell: pd.Series) -> tuple[float, float, float]:
         """The fit's median cost of one cell, in ``unit``, with its interval: the bootstrap's normal interval on the
@@ -306,7 +333,8 @@ def _unmatched_families(rows: pd.DataFrame, x: pd.DataFrame) -> dict[str, str]:
         own = sorted({r for r, m in zip(regime, x[term].to_numpy(bool)) if m})
         if not reference & set(own):
             ref_kind = kind[~marked].iloc[0] if (~marked).any() else "reference"
-            why[term] = (f"not determined: no {term[7:-1]} network shares S × E with a {ref_kind} one (its "
+            why[term] = ("unmatched_family",
+                         f"not determined: no {term[7:-1]} network shares S × E with a {ref_kind} one (its "
                          f"{', '.join(f'{s:,} × {e}' for s, e in own)}), so the term would be the log S / log E "
                          f"trend extrapolated to its training, not a difference between families; its cells are "
                          f"left out of this fit")
@@ -315,43 +343,66 @@ def _unmatched_families(rows: pd.DataFrame, x: pd.DataFrame) -> dict[str, str]:
 
 def refits(rows: pd.DataFrame, max_resamples: int = MAX_FIT_RESAMPLES, pool=None) -> Refits:
     """The fit of ``rows`` (single-layer cells of one setting and threshold) and its refits on resampled networks
-    (in ``pool``'s processes when given)."""
+    (in ``pool``'s processes when given).
+
+    A term whose identifying cells (``_away``) are all censored is not determined, and those cells leave the fit
+    (``Refits.outside``): kept in without their term, their lower bounds would be absorbed by the other terms (every
+    first-layer cell censored would make the depth trend fall from the first layer on, the reverse of what the
+    cells show). The remaining terms are fitted on the cells that determine them, and the fit table says which
+    cells were left out."""
     at_zero = rows["upper"].to_numpy(float) == 0
     rows = rows[~at_zero]
     unit = cost_unit(rows)
     x = _design(rows)
+    outside: dict[str, tuple[float, int]] = {}
+
+    def leave(term: str, mask: np.ndarray, keep_value: float) -> None:
+        nonlocal rows, x
+        outside[term] = (keep_value, int(mask.sum()))
+        rows, x = rows[~mask], x[~mask]
+
     unmatched = _unmatched_families(rows, x)
-    if unmatched:  # those families' cells leave the fit; their term stays in x (all zero) to say why
-        inside = ~x[list(unmatched)].to_numpy(bool).any(axis=1)
-        rows, x = rows[inside], x[inside]
-    kept, why = identifiable(x.drop(columns=list(unmatched)))
-    why.update(unmatched)
+    for term in unmatched:  # those families' cells leave the fit; their term stays in x (all zero) to say why
+        leave(term, x[term].to_numpy(bool), 0.0)
+    why: dict[str, tuple[str, str]] = dict(unmatched)
     censored = (rows["status"] != "recovered").to_numpy()
-    for term in list(kept) if not censored.all() else []:  # all censored: the whole fit is not made (note)
-        if censored[_away(x[term], term)].all():
-            kept.remove(term)  # its MLE is unbounded: the data say only that these cells cost more
-            why[term] = ("not determined: every such cell is beyond the budget (only a lower bound on its cost; "
-                         "the fit's coefficient would be unbounded)")
+    while True:  # a term identified only by censored cells: its cells leave, and the rest is looked at again
+        kept, found = identifiable(x.drop(columns=list(outside)))
+        why.update({t: w for t, w in found.items() if t not in outside})
+        if censored.all():  # all censored: the whole fit is not made (note)
+            break
+        dropped = [t for t in kept if censored[_away(x[t], t)].all()]
+        if not dropped:
+            break
+        for term in dropped:
+            mask = _away(x[term], term)
+            keep_value = 0.0 if term in INDICATORS else float(x[term][~mask].iloc[0])
+            why[term] = ("censored", f"not determined: every such cell is beyond the budget (only a lower bound on "
+                                     f"its cost); its {int(mask.sum())} cells are left out of the fit")
+            leave(term, mask, keep_value)
+            censored = censored[~mask]
     lower, upper = _bounds(rows, unit)
-    unbounded = _unbounded(x[kept], upper) if not censored.all() else []
+    unbounded = _unbounded(x[kept], upper) if len(rows) and not censored.all() else []
     for term in unbounded:
         kept.remove(term)
         others = [t for t in unbounded if t != term]
-        why[term] = ("not determined: unbounded (the censored cells' costs rise for free along this term"
+        why[term] = ("unbounded", "not determined: unbounded (the censored cells' costs rise for free along this term"
                      + (f" together with {', '.join(_label(t) for t in others)}" if others else "")
                      + ": every cell that would bound it is beyond the budget)")
     n_parameters = len(kept) + 2  # the terms, the intercept and the scale
     mostly_free = at_zero.mean() > MAX_SHARE_AT_ZERO if len(at_zero) else False
-    note = ("not fitted: every cell censored" if not np.isfinite(upper).any()
-            else f"not determined: {int(at_zero.sum())} of {len(at_zero)} cells cost nothing at this ε "
-                 f"(more than {MAX_SHARE_AT_ZERO:.0%})" if mostly_free
-            else f"not determined: {len(rows)} cells for {n_parameters} parameters (fewer than "
-                 f"{MIN_CELLS_PER_PARAMETER} per parameter)" if len(rows) < MIN_CELLS_PER_PARAMETER * n_parameters
-            else "")
+    reason, note = (
+        ("all_censored", "not fitted: every cell censored") if not np.isfinite(upper).any()
+        else ("mostly_free", f"not determined: {int(at_zero.sum())} of {len(at_zero)} cells cost nothing at this ε "
+                             f"(more than {MAX_SHARE_AT_ZERO:.0%})") if mostly_free
+        else ("too_few_cells", f"not determined: {len(rows)} cells for {n_parameters} parameters (fewer than "
+                               f"{MIN_CELLS_PER_PARAMETER} per parameter)")
+        if len(rows) < MIN_CELLS_PER_PARAMETER * n_parameters
+        else ("", ""))
     point = _aft(x[kept], lower, upper) if not note else None
     if point is None and not note:
-        note = "not fitted: the model did not converge on this grid"
-    result = Refits(rows, x, unit, kept, why, int(at_zero.sum()), len(at_zero), point, note)
+        reason, note = "not_converged", "not fitted: the model did not converge on this grid"
+    result = Refits(rows, x, unit, kept, why, int(at_zero.sum()), len(at_zero), point, note, reason, outside)
     if point is not None:
         col, strata, keys = _units(rows)
         if sum(len(s) for s in strata) > len(strata):
@@ -369,17 +420,19 @@ def refits(rows: pd.DataFrame, max_resamples: int = MAX_FIT_RESAMPLES, pool=None
 
 def _coefficients(base: dict, r: Refits) -> list[dict]:
     """The fit table's rows of one group: a coefficient with its interval per fitted term, or why not."""
-    left_out = (f"{r.n_at_zero} cell(s) within eps before any training left out (no cost to model)"
-                if r.n_at_zero else "")
+    at_zero = (f"{r.n_at_zero} cell(s) within eps before any training left out (no cost to model)"
+               if r.n_at_zero else "")
     base = {**base, "unit": r.unit, "n_cells": len(r.rows), "n_censored": int((r.rows["status"] != "recovered").sum()),
-            "n_clusters": int(r.rows[survival.CLUSTER].drop_duplicates().shape[0])}
+            "n_clusters": int(r.rows[survival.CLUSTER].drop_duplicates().shape[0]),
+            "left_out": ",".join(r.outside), "n_left_out": sum(n for _, n in r.outside.values())}
     out = []
     for term in r.x.columns:
         row = {**base, "term": term, "label": _label(term),
                "n_resamples": len(r.probs), "n_failed": r.n_failed, "interval_over": r.interval_over}
         if term not in r.terms or r.point is None:
-            note = r.why[term] if term not in r.terms else r.note
-            out.append({**row, "determined": False, "note": "; ".join(filter(None, [note, left_out]))})
+            reason, note = r.why[term] if term not in r.terms else (r.reason, r.note)
+            out.append({**row, "determined": False, "reason": reason,
+                        "note": "; ".join(filter(None, [note, at_zero]))})
             continue
         coef = float(r.point.loc[("mu_", term)])
         boot = [float(b.loc[("mu_", term)]) for b in r.draws]
@@ -387,14 +440,14 @@ def _coefficients(base: dict, r: Refits) -> list[dict]:
         if abs(bias) > UNSTABLE_BIAS * spread and abs(bias) > UNSTABLE_SHARE * abs(coef):
             # The refits on resampled networks centre far from the fit on all of them (a flat or multimodal
             # likelihood): neither the number nor an interval around it can be reported.
-            out.append({**row, "determined": False, "note": "; ".join(filter(None, [
+            out.append({**row, "determined": False, "reason": "unstable", "note": "; ".join(filter(None, [
                 f"not determined: unstable (the fit on every network gives {coef:.3g}; its refits on resampled "
                 f"networks centre {bias:+.3g} away, more than {UNSTABLE_BIAS:g} standard errors and "
-                f"{UNSTABLE_SHARE:.0%} of the estimate)", left_out]))})
+                f"{UNSTABLE_SHARE:.0%} of the estimate)", at_zero]))})
             continue
-        out.append({**row, "determined": True,
+        out.append({**row, "determined": True, "reason": "",
                     "note": "; ".join(filter(None, ["" if r.probs else "no interval: one pretrained network and one "
-                                                    "seed per model", left_out])),
+                                                    "seed per model", at_zero])),
                     "coef": coef, "coef_lo": lo, "coef_hi": hi, "factor": math.exp(coef),
                     "factor_lo": math.exp(lo), "factor_hi": math.exp(hi)})
     return out

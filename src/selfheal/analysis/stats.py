@@ -1,4 +1,4 @@
-"""Statistics over cells: intervals across seeds; where a curve first reaches a level."""
+"""Statistics over cells: intervals across seeds; where a curve first reaches a level; the unit a cost is stated in."""
 
 from __future__ import annotations
 
@@ -7,7 +7,26 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 import numpy as np
+import pandas as pd
 from scipy import stats
+
+UNIT_WORDS = {"fraction": "fraction of S × E", "examples": "examples"}
+
+
+def cost_unit(pretrain_examples: pd.Series, sources: pd.Series | None = None) -> str:
+    """The unit every cost of some rows is stated in (the one rule for tables, fit and page): "fraction" of S x E
+    when every row's network was pretrained here (its S x E known), else "examples" (a model you bring: its
+    adaptation to the corpus is not its pretraining). ``sources``: the rows' networks' ``source``, where known
+    (networks.parquet); any other than ``scratch`` makes it examples."""
+    known = pd.to_numeric(pretrain_examples, errors="coerce").fillna(0) > 0
+    brought = sources is not None and bool((pd.Series(sources).fillna("scratch") != "scratch").any())
+    return "fraction" if len(known) and bool(known.all()) and not brought else "examples"
+
+
+def budget_column(unit: str) -> str:
+    """The survival table's budget column in ``unit`` (``budget_fraction`` or ``budget_examples``)."""
+    return f"budget_{unit}"
+
 
 # A crossing bracket wider than this share of the interpolated crossing is coarse (the retrain resolution).
 RESOLUTION = 0.1

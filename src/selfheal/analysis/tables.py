@@ -63,6 +63,7 @@ import pandas as pd
 from selfheal import records, results_io
 from selfheal.analysis.stats import RESOLUTION, first_crossing, last_doubling
 from selfheal.grid import TRAINED
+from selfheal.heal.thresholds import threshold_loss
 from selfheal.models.families import FAMILIES
 from selfheal.records import Baseline, CellResult, PretrainSummary
 
@@ -130,7 +131,7 @@ def summary_table(recovery_paths: list[str]) -> pd.DataFrame:
                 "n_params": cell["n_params"], "cka": cell["cka"], "cka_floor": cell["cka_floor"],
                 "baseline_loss": cell["baseline_loss"], "damaged_loss": cell["damaged_loss"],
                 "final_loss": cell["final_loss"],
-                "threshold_loss": cell["baseline_loss"] * (1 + rec["threshold"]),
+                "threshold_loss": threshold_loss(cell["baseline_loss"], rec["threshold"]),
                 "wall_s": rec["wall_s"], "budget_examples": cell["budget_examples"],
                 "pretrain_examples": cell["pretrain_examples"], "trainable_params": cell["trainable_params"],
                 "confirm_sequences": cell["confirm_sequences"], "confirm_loss": cell["confirm_loss"],
