@@ -16,6 +16,11 @@ from selfheal.analysis import answer, answer_page, answer_plots, out_of_sample
 
 ROOT = Path(__file__).resolve().parents[1]
 STUDY = ROOT / "reference" / "study"
+# The shipped study was measured before "fully trained" became a gate (pretrain.plateau_check): every network is
+# off its plateau, so none enters the estimates. These tests hold for a study that answers; strict, so they must
+# be switched back on when config/study.yaml is re-run under the gate and shipped.
+NOT_ANSWERED = pytest.mark.xfail(strict=True, reason="the shipped study's networks are all off their plateau: it "
+                                 "is re-run under the plateau gate before it answers")
 
 
 @pytest.fixture(scope="module")
@@ -66,6 +71,7 @@ def test_the_two_pretraining_seeds_agree(study):
     assert (spread < 0.1).all(), spread[spread >= 0.1]
 
 
+@NOT_ANSWERED
 def test_out_of_sample_check_covers_the_largest_size_n_and_d(study):
     table = study["out_of_sample"]
     assert {"largest size", "largest N", "largest D"} <= set(table["left_out"])
@@ -82,6 +88,7 @@ def test_out_of_sample_check_covers_the_largest_size_n_and_d(study):
         assert f"**{r['verdict']}** at ε = " in line and f"{r['threshold']:g}" in line
 
 
+@NOT_ANSWERED
 def test_the_encoder_decoder_aside_has_every_part(study):
     aside = study["encoder_decoder"]
     items = set(aside["item"])
@@ -101,9 +108,25 @@ def test_the_page_is_generated_from_the_shipped_tables_and_short(study):
     assert answer_page.page(tables, study["summary"], study["networks"], links).markdown() == page
     assert len(page.encode()) < 25_000
     head = answer.headline(page)
-    assert len(head.splitlines()) < 40 and "- **How much data?**" in head
+    assert len(head.splitlines()) < 40
 
 
+def test_networks_off_their_plateau_leave_every_estimate(study):
+    """A network that more training would still improve is not fully trained: its cells enter no estimate, and a
+    page whose every network is such says so instead of answering."""
+    networks = study["networks"]
+    off = networks["off_plateau"].astype(bool)
+    assert off.all()
+    assert study["survival"].empty and study["fit"].empty and study["network_costs"].empty
+    head = answer.headline((STUDY / "answer.md").read_text())
+    assert f"**Not answered by this grid.** {int(off.sum())} of {len(networks)} networks are off their plateau" in head
+    # the outcomes are still recorded per cell: censored ones say whether they were still falling
+    summary = study["summary"]
+    censored = summary[summary["outcome"].isin(["stalled", "still_falling"])]
+    assert len(censored) and censored["fall_per_doubling"].notna().all()
+
+
+@NOT_ANSWERED
 def test_the_depth_verdict_does_not_reverse_the_per_layer_numbers(study):
     """Where every first-layer cell is beyond the budget, the depth trend is fitted without them and the page says
     so; it never says that deeper layers lower the cost while the first layer is the costliest."""
@@ -124,6 +147,7 @@ def test_readme_headline_is_the_study_page_headline():
     assert answer.headline(page) in (ROOT / "README.md").read_text()
 
 
+@NOT_ANSWERED
 def test_families_are_compared_only_at_shared_training(study):
     fit = study["fit"]
     bert = fit[fit["term"] == "family[encoder-only]"]

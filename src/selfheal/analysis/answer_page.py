@@ -270,25 +270,23 @@ def _pretrained_elsewhere(v: _View, rows: pd.DataFrame) -> list[str]:
 
 
 def _refusal_answer(rows: pd.DataFrame, eps_pair: list[float]) -> str:
-    """Does it ever refuse? Written from the columns the survival table has now: censored and diverged counts.
-    Censored is not refusal (only a stalled curve is), and these columns cannot tell a stalled cell from one still
-    falling when the budget ran out, so the refusal itself is said to be not determined.
-    TO REWIRE (issue 32): with the survival table's n_stalled / n_still_falling, say how many censored cells stalled
-    (refused) and how many were still falling."""
+    """Does it ever refuse? From the outcomes of the damaged single-layer cells: a cell refuses only when its curve
+    stalled short of the threshold (the stall rule); a censored cell still falling when the budget ran out says
+    only that the budget ended first; a diverged cell is counted apart. Undamaged cells are not counted."""
     lowest = rows[rows["threshold"] == eps_pair[0]]
-    n, diverged = int(lowest["n_cells"].sum()), int(lowest["n_diverged"].sum())
+    damaged = lowest["n_cells"] - lowest["n_not_damaged"]
+    n, diverged = int(damaged.sum()), int(lowest["n_diverged"].sum())
     out = ["No single-layer cell diverged." if not diverged else f"{diverged} of {n} single-layer cells diverged."]
-    counts = []
     for eps in eps_pair:
         at = rows[rows["threshold"] == eps]
-        counts.append(f"within {_eps_words(eps)}: {int(at['n_censored'].sum())} of {int(at['n_cells'].sum())}")
-    censored = int(rows["n_censored"].sum())
-    out.append("Cells not back by the end of the budget: " + "; ".join(counts) + ".")
-    if censored:
-        out.append("These tables do not say whether those cells' loss had stopped falling (a stall) or was still "
-                   "falling when the budget ran out, so whether retraining ever refuses is not determined here.")
-    else:
-        out.append("Every cell got back within every ε: it never refused.")
+        total = int((at["n_cells"] - at["n_not_damaged"]).sum())
+        stalled, falling = int(at["n_stalled"].sum()), int(at["n_still_falling"].sum())
+        if not stalled and not falling:
+            out.append(f"Within {_eps_words(eps)}: every damaged cell got back within the budget.")
+            continue
+        out.append(f"Within {_eps_words(eps)}: {stalled} of {total} damaged cells stalled short of it (they refuse, "
+                   f"by the stall rule); {falling} were still falling when the budget ran out (not answered: the "
+                   "budget ended first).")
     return "**Does it ever refuse?** " + " ".join(out)
 
 
@@ -431,6 +429,24 @@ def _model_row(v: _View, g: pd.DataFrame, setting: tuple, unit: str, eps_pair: l
     return cells
 
 
+def _unanswered(networks: pd.DataFrame) -> str:
+    """Why a grid cannot answer: how many of its networks are not fully trained or degenerate (left out of every
+    estimate), or that it has no single-layer cells."""
+    n = len(networks)
+    off = int(networks["off_plateau"].astype(bool).sum()) if "off_plateau" in networks else 0
+    degenerate = int(networks["degenerate"].astype(bool).sum()) if "degenerate" in networks else 0
+    if n and off + degenerate:
+        parts = []
+        if off:
+            parts.append(f"{off} of {n} networks are off their plateau (more pretraining would still lower their "
+                         "loss by more than ε_min / 4: not fully trained)")
+        if degenerate:
+            parts.append(f"{degenerate} of {n} are degenerate (no better than n-gram statistics)")
+        return ("**Not answered by this grid.** " + "; ".join(parts) + ". Such networks are left out of every "
+                "estimate, and no single-layer cell on a usable network remains (the caveats list them).")
+    return "This grid has no single-layer cells on a usable network, so it cannot answer the question."
+
+
 def _headline(doc: Page, v: _View) -> None:
     """The answer in sentences, one per sub-question, at the smallest and largest ε; then one row per model. Copied
     into the README between the HEADLINE markers."""
@@ -440,8 +456,7 @@ def _headline(doc: Page, v: _View) -> None:
     setting = settings[0] if settings else None
     rows = _pick(layers, setting) if setting else layers
     if not len(rows):
-        doc.p("This grid has no single-layer cells on a usable network, so it cannot answer the question (see the "
-              "caveats).")
+        doc.p(_unanswered(v.networks))
         doc.raw(HEADLINE[1])
         return
     unit = _unit(rows, v.networks)
