@@ -79,7 +79,7 @@ wildcard_constraints:
     model="[A-Za-z0-9_.-]+",
     target=selfheal.grid.WILDCARD,
     policy="full|attn|self_attn|cross_attn|mlp|ln|embeddings|none",
-    init="fresh|original|trained|none",
+    init=selfheal.grid.INIT_WILDCARD,
     regime="frozen|layer|full",
     seed="[0-9]+",
     pretrain_seed="[0-9]+",
