@@ -135,6 +135,15 @@ class CellResult:
     replay_share: float = 0.0  # share of the cell's wall time spent replaying intervals to locate crossings
     cka: float | None = None  # linear CKA (unbiased) of the healed layer's output with the original's
     cka_floor: float | None = None  # the same for the freshly reset layer, before any training
+    # the budget (heal.budget): what budget_examples is a multiple of (scratch_cost, pretrain_examples or
+    # train_sequences), the multiple, and the examples the network's pretraining needed to first reach baseline x
+    # (1 + eps_min) (None where it has no from-scratch curve). A matched control's budget_examples is its length.
+    budget_unit: str = "pretrain_examples"
+    budget_multiple: float | None = None
+    scratch_cost: float | None = None
+    # the examples of the regular evaluation at which the cell met every threshold: a run with any budget at least
+    # this is the same run (None: it ran to its budget or diverged, or is a control)
+    settled_examples: int | None = None
 
 
 _NESTED = {(CellResult, "recoveries"): Recovery}

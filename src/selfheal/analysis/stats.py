@@ -1,16 +1,15 @@
-"""Statistics over cells: intervals across seeds; where a curve first reaches a level."""
+"""Statistics over cells: intervals across seeds; where a curve first reaches a level (``first_crossing``, defined
+with the thresholds in ``heal.thresholds``: the retraining budget uses it too)."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import NamedTuple
 
 import numpy as np
 from scipy import stats
 
-# A crossing bracket wider than this share of the interpolated crossing is coarse (the retrain resolution).
-RESOLUTION = 0.1
+from selfheal.heal.thresholds import RESOLUTION, Crossing, first_crossing  # noqa: F401 (the analysis' names)
 
 
 def mean_ci(values: Sequence[float], level: float = 0.95) -> tuple[float, float, float]:
@@ -26,34 +25,3 @@ def mean_ci(values: Sequence[float], level: float = 0.95) -> tuple[float, float,
     return (mean, mean - half, mean + half)
 
 
-class Crossing(NamedTuple):
-    """Where a curve first reaches a level: ``examples`` interpolated linearly between the bracketing evaluations
-    ``examples_lo`` (the last above the level) and ``examples_hi`` (the first at or below it); both the first
-    evaluation when that one is already at or below. Never reached: examples NaN, examples_lo the last evaluation,
-    examples_hi None. ``coarse``: the bracket is wider than ``resolution`` x examples."""
-
-    examples: float
-    examples_lo: int | None
-    examples_hi: int | None
-    coarse: bool
-
-
-def first_crossing(examples, losses, level: float, resolution: float = RESOLUTION) -> Crossing:
-    """The first crossing of ``level`` on a curve (evaluations at ``examples`` with ``losses``, in any order),
-    interpolated: the one function behind summary.parquet's scratch_* columns (analysis/tables.py) and
-    ``pretrain_reference``."""
-    x = np.asarray(examples, dtype=float)
-    y = np.asarray(losses, dtype=float)
-    order = np.argsort(x, kind="stable")
-    x, y = x[order], y[order]
-    if not len(x):
-        return Crossing(math.nan, None, None, False)
-    at = np.flatnonzero(y <= level)
-    if not len(at):
-        return Crossing(math.nan, int(x[-1]), None, False)
-    i = int(at[0])
-    if i == 0:
-        return Crossing(float(x[0]), int(x[0]), int(x[0]), False)
-    x0, x1, y0, y1 = x[i - 1], x[i], y[i - 1], y[i]
-    value = float(x0 + (y0 - level) / (y0 - y1) * (x1 - x0))
-    return Crossing(value, int(x0), int(x1), bool(x1 - x0 > resolution * value))

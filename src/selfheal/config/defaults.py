@@ -34,6 +34,7 @@ DEFAULTS: dict = {
         "checkpoint_every_steps": 50,
         "prefix_cache_mb": 4096,
         "budget_fraction": 1.0,
+        "budget_scratch": None,
         "thresholds": [0.01, 0.02, 0.05, 0.10],
         "resolution": 0.1,
     },

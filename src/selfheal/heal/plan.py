@@ -13,7 +13,7 @@ import hashlib
 import json
 from pathlib import Path
 
-from selfheal.heal import staging
+from selfheal.heal import budget, staging
 
 NETWORK_MADE = {  # what making a network stages, by source (``job.MADE``)
     "scratch": ("theta0", "trained", "pretrain_curve.parquet", "pretrain.json", "baseline.json"),
@@ -30,8 +30,9 @@ def network_settings(network_cfg: dict, eval_cfg, source: str) -> str:
 
 
 def cell_settings(network_cfg: dict, eval_cfg, cell: dict) -> str:
-    """The settings a healed cell depends on."""
-    return staging.fingerprint(model=network_cfg, eval=eval_cfg, cell=cell)
+    """The settings a healed cell depends on (its budget left out: a cell staged under another budget is kept or
+    continued, ``heal.unit``)."""
+    return staging.fingerprint(model=budget.without_budget(network_cfg), eval=eval_cfg, cell=cell)
 
 
 def digest(networks: list[dict], cells: list[dict], eval_cfg) -> str:
