@@ -70,8 +70,6 @@ def resolve(raw: dict) -> dict:
             if not model["adapt"] and len(model["pretrain"]["seeds"]) > 1:
                 raise ConfigError(f"{key}.adapt", "a downloaded model healed without adaptation is one network: "
                                                   "give it a single pretrain seed (pretrain.seeds)")
-        _check_one_budget(raw.get("retrain", {}), "retrain")
-        _check_one_budget(raw["models"][i].get("retrain", {}), f"{key}.retrain")
         model["retrain"] = merge(config["retrain"], model.get("retrain", {}))
         layers = config["grid"]["layers"]
         if layers != "all":
@@ -99,14 +97,6 @@ def resolve(raw: dict) -> dict:
     config["frozen_random"] = [variant for i, model in enumerate(models)
                                for variant in _frozen_random_variants(model, f"models[{i}]", taken)]
     return config
-
-
-def _check_one_budget(section: dict, key: str) -> None:
-    """A retrain section states its budget one way: budget_scratch (a multiple of the from-scratch cost) or
-    budget_fraction (of S x E), not both (a model's own section may override the top level's either way)."""
-    if section.get("budget_scratch") is not None and "budget_fraction" in section:
-        raise ConfigError(f"{key}.budget_scratch", "states the budget as a multiple of the from-scratch cost, and "
-                                                   f"{key}.budget_fraction as a fraction of S x E: set one of them")
 
 
 def _check_finite(value, path=()) -> None:
