@@ -70,11 +70,12 @@ def inputs(tmp_path):
     records.write(tmp_path / "baseline.json", records.Baseline("t", 4.0, 54.6, 32, 16))
     records.write(tmp_path / "pretrain.json", PretrainSummary("t", "gpt2", 3, 16, 1000, train_sequences=128,
                                                               epochs=2))
-    # eval every 48 examples in batches of 16; budgets 0.35 x 256 = 90 (the run ends mid-interval, on a partial
-    # batch) and 0.7 x 256 = 179
+    # eval every 40 examples in batches of 16 (at 48, 80, 120 or 128, ...); budgets 0.47 x 256 = 120 (its last
+    # batch, 112-120, is cut short and reaches 120: an evaluation the larger run makes at 128 instead) and
+    # 0.7 x 256 = 179
     model_cfg = {**TINY_MODEL, "source": "scratch", "pretrain": {"train_sequences": 128, "seed": 0, "epochs": 2},
                  "retrain": {"lr": 1e-2, "batch_size": 16, "weight_decay": 0.0, "grad_clip": 1.0,
-                             "eval_every_examples": 48, "warmup_steps": 2, "budget_fraction": 0.35,
+                             "eval_every_examples": 40, "warmup_steps": 2, "budget_fraction": 0.47,
                              "thresholds": [0.01], "checkpoint_every_steps": 0, "prefix_cache_mb": 100,
                              "resolution": 0.1}}
     return tmp_path, model_cfg, {"val_sequences": 32, "batch_size": 16}
@@ -99,13 +100,13 @@ def test_a_raised_budget_continues_to_the_numbers_of_the_larger_run(inputs, capl
     tmp_path, model_cfg, eval_cfg = inputs
     larger = {**model_cfg, "retrain": {**model_cfg["retrain"], "budget_fraction": 0.7}}
     short, _ = _run(tmp_path, model_cfg, eval_cfg, "extended")
-    assert all(r.settled_examples is None and r.budget_examples == 90 for r in short.values())  # censored
+    assert all(r.settled_examples is None and r.budget_examples == 120 for r in short.values())  # censored
     assert short[CELLS[1]].prefix_cache_depth == 2  # L2 from the prefix cache (its extension point says so too)
     caplog.clear()
     with caplog.at_level("INFO", logger="selfheal"):
         extended, extended_curves = _run(tmp_path, larger, eval_cfg, "extended")  # the same work folder
     continued = [r.getMessage() for r in caplog.records if "continues a run with a smaller budget" in r.getMessage()]
-    assert len(continued) == len(CELLS) and all("(48 examples)" in m for m in continued)  # the last regular one
+    assert len(continued) == len(CELLS) and all("(80 examples)" in m for m in continued)  # the last regular one
     fresh, fresh_curves = _run(tmp_path, larger, eval_cfg, "fresh")
     for cell in CELLS:
         assert _numbers(extended[cell]) == _numbers(fresh[cell]), cell

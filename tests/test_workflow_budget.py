@@ -69,7 +69,18 @@ def test_a_raised_budget_extends_only_the_cells_that_had_not_crossed(tmp_path, c
     assert short["tinyA/p0/frozen/s0/all-full-fresh"]["settled_examples"] > 0  # it trained, then crossed eps_min
     assert all(r["budget_unit"] == "scratch_cost" for r in short.values())
     before = _staged(extended)
+    # continued: censored, or a control of a censored cell (a control matched with settled cells keeps its length)
+    continued = {k for k in censored if short[k]["budget_examples"] > 0}
+    assert "tinyB/p0/frozen/s0/L0-full-trained" in continued and not any(k.startswith("tinyA") for k in continued)
 
+    configfile = extended / "config.yaml"
+    configfile.write_text(yaml.safe_dump(_config(LONG)))
+    dry = snakemake(extended, configfile, "-n", *TABLES)  # the job's plan says what it keeps and continues
+    assert dry.returncode == 0, dry.stderr[-4000:]
+    n = len(continued)
+    assert "model tinyA: trains 0 networks (keeps 1), heals 0 cells (keeps 6)" in dry.stdout, dry.stdout
+    assert (f"model tinyB: trains 0 networks (keeps 1), heals {n} cells (keeps {4 - n}, continues {n} staged under "
+            "another budget)") in dry.stdout, dry.stdout
     _run(extended, LONG)  # the same folder: its staged cells are kept or continued
     _run(fresh, LONG)  # the larger budget from the start
     got, want = _records(extended), _records(fresh)
@@ -85,10 +96,7 @@ def test_a_raised_budget_extends_only_the_cells_that_had_not_crossed(tmp_path, c
     # lays cells out as the cells folder does)
     after = _staged(extended)
     assert all(after[k] == before[k] for k in settled)
-    # the censored cells continued from their last regular evaluation (128 examples), the controls with them (a
-    # control matched with settled cells keeps its length, and is kept)
-    continued = {k for k in censored if short[k]["budget_examples"] > 0}
-    assert "tinyB/p0/frozen/s0/L0-full-trained" in continued
+    # the censored cells continued from their last regular evaluation (128 examples), the controls with them
     logs = "".join(p.read_text() for p in (extended / "results" / "logs").rglob("*.log"))
     assert logs.count("continues a run with a smaller budget from its last regular evaluation (128 examples)") \
         == len(continued)

@@ -62,6 +62,7 @@ SUMMARY_COLUMNS = [
     "budget_examples", "pretrain_examples", "trainable_params", "n_params", "control_loss", "baseline_not_converged",
     "degenerate", "off_plateau", "cka", "cka_floor", "scratch_examples", "scratch_examples_lo", "scratch_examples_hi",
     "scratch_coarse", "relative_to_scratch", "relative_lo", "relative_hi",
+    "budget_unit",
 ]
 CURVE_COLUMNS = [
     "kind", "model", "pretrain_seed", "target", "stack", "layer", "depth", "policy", "init", "regime", "seed",
@@ -107,6 +108,7 @@ def summary_table(recovery_paths: list[str]) -> pd.DataFrame:
                 "final_loss": cell["final_loss"],
                 "threshold_loss": cell["baseline_loss"] * (1 + rec["threshold"]),
                 "wall_s": rec["wall_s"], "budget_examples": cell["budget_examples"],
+                "budget_unit": cell["budget_unit"],
                 "pretrain_examples": cell["pretrain_examples"], "trainable_params": cell["trainable_params"],
             })
     table = pd.DataFrame(rows, columns=SUMMARY_COLUMNS)

@@ -19,6 +19,7 @@ a cell staged under another budget is kept or continued (``heal.unit``), never r
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -78,3 +79,11 @@ def run_examples(budget: Budget, is_control: bool, control_examples: int | None)
 def without_budget(model_cfg: dict) -> dict:
     """A network's settings without the budget keys: what a staged cell's fingerprint covers."""
     return {**model_cfg, "retrain": {k: v for k, v in model_cfg["retrain"].items() if k not in KEYS}}
+
+
+STAMP = "budget.txt"  # in a staged cell's folder: the budget keys it was last trained or kept under
+
+
+def stamp(model_cfg: dict) -> str:
+    """The budget keys of a network's settings, as the text of a staged cell's ``STAMP``."""
+    return json.dumps({k: model_cfg["retrain"].get(k) for k in KEYS}, sort_keys=True)

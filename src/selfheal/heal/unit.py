@@ -197,6 +197,7 @@ def run(model_cfg: dict, eval_cfg: dict, cells: list[dict], tokens_path: str, tr
         if staging.is_staged(folder, fingerprint, OUTPUTS) and _keep(folder, length, depth, budget):
             log.info("cell %s finished in an earlier run of this job: kept", cell.as_dict())
             spent[cell] = int(pd.read_parquet(folder / "curve.parquet")["examples"].max())
+            (folder / budgets.STAMP).write_text(budgets.stamp(model_cfg))
             continue
         if depth is None:
             cache = None
@@ -210,6 +211,7 @@ def run(model_cfg: dict, eval_cfg: dict, cells: list[dict], tokens_path: str, tr
         spent[cell] = int(curve["examples"].max())
         records.write(folder / "damage.json", damage)
         results_io.write_parquet(folder / "curve.parquet", curve)
+        (folder / budgets.STAMP).write_text(budgets.stamp(model_cfg))
         records.write(folder / "recovery.json", result)  # last: its presence marks the cell finished
         checkpoint.unlink(missing_ok=True)
     out = Path(out_dir)

@@ -154,7 +154,8 @@ def run(
 
     def after_step(info: trainer.StepInfo) -> bool:  # after every optimizer step; True: stop training
         training.advance(info)
-        regular = pos.examples >= pos.next_eval  # an evaluation a run with a larger budget makes too
+        # an evaluation a run with a larger budget makes too (not after a batch the budget cut short)
+        regular = pos.examples >= pos.next_eval and not training.cut
         at_evaluation = regular or pos.examples >= s.max_examples
         if not at_evaluation:
             training.keep_weights()  # to locate a crossing in this interval, should its closing evaluation find one
@@ -218,6 +219,7 @@ class _Training:
         # one: exact only where the lr schedule has no horizon
         self.extending = bool(s.extension_path) and self.optimizer is not None and not s.cosine
         self.extension_point = None  # that state (``checkpoints.state``), on the CPU
+        self.cut = False  # the last batch was cut short by the budget
         self.saved_at = 0  # the step of the last checkpoint
         if self.refining:
             log.info("%s locates crossings %s (trainable tensors %.1f MB x %d steps per evaluation interval, budget "
@@ -239,8 +241,9 @@ class _Training:
             resumed = True
         if resumed:
             self.t0 -= self.result.resumed_elapsed  # the wall clock continues where the killed run left it
-            log.info("%s resumed from %s at step %d (%d examples)", self.label, self.s.checkpoint_path,
-                     self.pos.steps, self.pos.examples)
+            log.info("%s resumed from %s at step %d (%d examples)", self.label, self.s.checkpoint_path
+                     if Path(self.s.checkpoint_path or "").is_file() else self.s.extension_path, self.pos.steps,
+                     self.pos.examples)
         self.saved_at = self.pos.steps
         return resumed
 
@@ -262,7 +265,9 @@ class _Training:
         while pos.examples < limit:
             order = streams.epoch_order(self.train_seqs.shape[0], s.data_seed, pos.epoch)
             while pos.index < len(order) and pos.examples < limit:
-                index = order[pos.index : pos.index + min(s.batch_size, s.max_examples - pos.examples)]
+                size = min(s.batch_size, s.max_examples - pos.examples)
+                index = order[pos.index : pos.index + size]
+                self.cut = size < min(s.batch_size, len(order) - pos.index)  # by the budget: a longer run's is not
                 yield index, to_device(self.objective.batch(self.train_seqs[index], self.batch_generator),
                                        self.device)
             if pos.index >= len(order):  # not when stopped at ``limit`` mid-epoch (a replay goes on from there)
