@@ -77,7 +77,7 @@ def inputs(tmp_path):
                  "retrain": {"lr": 1e-2, "batch_size": 16, "weight_decay": 0.0, "grad_clip": 1.0,
                              "eval_every_examples": 40, "warmup_steps": 2, "budget_fraction": 0.47,
                              "thresholds": [0.01], "checkpoint_every_steps": 0, "prefix_cache_mb": 100,
-                             "resolution": 0.1}}
+                             "resolution": 0.1, "optimizer": "adamw"}}
     return tmp_path, model_cfg, {"val_sequences": 32, "batch_size": 16}
 
 
