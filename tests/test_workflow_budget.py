@@ -49,10 +49,11 @@ def _without_timing(value):
 
 
 def _staged(workdir) -> dict:
-    """Each staged cell's curve file in the work folder: (inode, modification time), to tell kept from re-made."""
+    """Each staged cell's curve file in the work folder: (inode, content), to tell kept from re-made (a file is
+    written anew, to a new inode, atomically; its modification time is no witness: Snakemake touches the outputs,
+    hard links to these files, of a group job)."""
     work = workdir / "results" / "work"
-    return {str(p.parent.relative_to(work)): (p.stat().st_ino, p.stat().st_mtime_ns)
-            for p in work.rglob("curve.parquet")}
+    return {str(p.parent.relative_to(work)): (p.stat().st_ino, p.read_bytes()) for p in work.rglob("curve.parquet")}
 
 
 def test_a_raised_budget_extends_only_the_cells_that_had_not_crossed(tmp_path, corpus_seed):
