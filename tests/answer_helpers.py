@@ -165,6 +165,6 @@ def _cell(cell, a, tau, baseline, thresholds, budget, grid, summary_rows, curve_
             "confirm_sequences": 2698, "confirm_loss": float(losses[-1]) + 0.01,
             "confirm_baseline_loss": baseline + 0.01,
             "confirmed": (float(losses[-1]) <= baseline * (1 + eps)) if recovered else None,
-            "val_diff_se": 0.002,
+            "val_diff_se": 0.002, "budget_unit": "pretrain_examples",
         })
     return last

@@ -50,6 +50,7 @@ NON_FINITE = [
     ("retrain: {lr: .nan}", "retrain.lr"),
     ("pretrain: {lr: .inf}", "pretrain.lr"),
     ("retrain: {budget_fraction: .inf}", "retrain.budget_fraction"),
+    ("retrain: {budget_scratch: .inf}", "retrain.budget_scratch"),
     ("retrain: {prefix_cache_mb: .inf}", "retrain.prefix_cache_mb"),
     ("retrain: {thresholds: [0.01, .nan]}", "retrain.thresholds[1]"),
     ("corpus: {source: shakespeare, val_fraction: .nan}", "corpus.val_fraction"),

@@ -93,6 +93,10 @@ BAD = [
     (("models", 0, "n_head"), 5, "models[0].n_head"),
     (("pretrain", "epochs"), "three", "pretrain.epochs"),
     (("retrain", "budget_fraction"), -0.5, "retrain.budget_fraction"),
+    (("retrain", "budget_scratch"), 0, "retrain.budget_scratch"),
+    (("retrain", "budget_scratch"), "1.25x", "retrain.budget_scratch"),
+    (("models", 0, "retrain"), {"budget_scratch": -1.0}, "models[0].retrain.budget_scratch"),
+    (("grid",), {"policies": ["ln"], "inits": ["fresh", "zero_out"]}, "grid.inits"),  # zero_out: nothing to zero
     (("retrain", "thresholds"), [0.01, 1.5], "retrain.thresholds[1]"),
     (("grid", "seeds"), [], "grid.seeds"),
     (("corpus", "source"), "files", "corpus.files"),

@@ -64,7 +64,11 @@ CELLS = [Cell("t", "L0", "full", "fresh", "frozen", 0), Cell("t", "L2", "full", 
 def test_unit_heals_every_cell_like_a_cell_alone(inputs):
     tmp_path, model_cfg, eval_cfg = inputs
     together = _run(tmp_path, model_cfg, eval_cfg, CELLS)
-    assert not list((tmp_path / "work").rglob("*.ckpt"))  # finished: no checkpoint left, the cells staged
+    assert not list((tmp_path / "work").rglob("retrain.ckpt"))  # finished: no checkpoint left, the cells staged
+    # ... with the extension point of each cell that trained to its budget, for a larger budget to continue from
+    extended = {p.parent.name for p in (tmp_path / "work").rglob(unit.EXTENSION)}
+    assert extended == {PATTERN.format(**c.as_dict()).split("/")[1] for c in CELLS
+                        if together[c].trainable_tensors and together[c].settled_examples is None}
     assert len(list((tmp_path / "work").rglob("fingerprint.txt"))) == len(CELLS)
     for cell in CELLS:
         folder = tmp_path / "out" / PATTERN.format(**cell.as_dict())

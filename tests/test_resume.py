@@ -135,4 +135,5 @@ def test_killed_jobs_resume_to_identical_results(tmp_path, corpus_seed):
     want_curves = pd.read_parquet(reference / "results" / "curves.parquet")
     got_curves = pd.read_parquet(killed / "results" / "curves.parquet")
     pd.testing.assert_series_equal(got_curves["val_loss"], want_curves["val_loss"])
-    assert not list((killed / "results").rglob("*.ckpt"))  # checkpoints are dropped once a job finishes
+    # checkpoints are dropped once a job finishes (a censored cell's extension point stays, for a larger budget)
+    assert not [p for p in (killed / "results").rglob("*.ckpt") if p.name != "extend.ckpt"]

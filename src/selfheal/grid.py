@@ -25,6 +25,10 @@ NONE = "none"  # the no-reset control
 ALL = "all"  # every layer (the from-scratch comparison)
 SWAP = "swap"  # encoder swap prefix: swap<width>
 TRAINED = "trained"  # init of the matched no-reset control: the cell's tensors train from their trained values
+ZERO_OUT = "zero_out"  # a fresh draw with the output projections at zero: the layer starts as deleted
+INITS = ("fresh", "original", ZERO_OUT)  # the inits a config names (grid.inits)
+NO_OUTPUT_PROJECTION = ("ln", "embeddings")  # policies that reset no output projection: no zero_out cells
+INIT_WILDCARD = "|".join((*INITS, TRAINED, NONE))  # every init a cell's folder can name
 STACKS = ("enc", "dec")
 
 # kinds of target
@@ -290,6 +294,8 @@ def _network_cells(grid: dict, model: dict, pretrain_seed: int) -> list[Cell]:
             for policy in grid["policies"]:
                 cell = _cell_maker(model["name"], regime, seed, pretrain_seed)
                 for init in grid["inits"]:
+                    if init == ZERO_OUT and policy in NO_OUTPUT_PROJECTION:
+                        continue  # nothing to zero: its cells would be the fresh ones
                     if policy == "embeddings":
                         out.append(cell(ALL, policy, init))
                         continue

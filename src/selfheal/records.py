@@ -147,6 +147,15 @@ class CellResult:
     # standard error of the mean per-sequence (cell - baseline) difference on eval.val_sequences sequences, the
     # set the curve is evaluated on: its resolution of a threshold
     val_diff_se: float | None = None
+    # the budget (heal.budget): what budget_examples is a multiple of (scratch_cost, pretrain_examples or
+    # train_sequences), the multiple, and the examples the network's pretraining needed to first reach baseline x
+    # (1 + eps_min) (None where it has no from-scratch curve). A matched control's budget_examples is its length.
+    budget_unit: str = "pretrain_examples"
+    budget_multiple: float | None = None
+    scratch_cost: float | None = None
+    # the examples of the regular evaluation at which the cell met every threshold: a run with any budget at least
+    # this is the same run (None: it ran to its budget or diverged, or is a control)
+    settled_examples: int | None = None
 
 
 _NESTED = {(CellResult, "recoveries"): Recovery}

@@ -1,4 +1,6 @@
-"""Statistics over cells: intervals across seeds; where a curve first reaches a level; the unit a cost is stated in."""
+"""Statistics over cells: intervals across seeds; where a curve first reaches a level (``first_crossing``, defined
+with the thresholds in ``heal.thresholds``: the retraining budget uses it too); the unit a cost is stated in; the
+stall rule."""
 
 from __future__ import annotations
 
@@ -9,6 +11,8 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 from scipy import stats
+
+from selfheal.heal.thresholds import RESOLUTION, Crossing, first_crossing  # noqa: F401 (the analysis' names)
 
 UNIT_WORDS = {"fraction": "fraction of S × E", "examples": "examples"}
 
@@ -28,10 +32,6 @@ def budget_column(unit: str) -> str:
     return f"budget_{unit}"
 
 
-# A crossing bracket wider than this share of the interpolated crossing is coarse (the retrain resolution).
-RESOLUTION = 0.1
-
-
 def mean_ci(values: Sequence[float], level: float = 0.95) -> tuple[float, float, float]:
     """Mean and t-distribution confidence interval; a single value gives a zero-width interval."""
     n = len(values)
@@ -43,39 +43,6 @@ def mean_ci(values: Sequence[float], level: float = 0.95) -> tuple[float, float,
     sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
     half = stats.t.ppf(0.5 + level / 2, n - 1) * sd / math.sqrt(n)
     return (mean, mean - half, mean + half)
-
-
-class Crossing(NamedTuple):
-    """Where a curve first reaches a level: ``examples`` interpolated linearly between the bracketing evaluations
-    ``examples_lo`` (the last above the level) and ``examples_hi`` (the first at or below it); both the first
-    evaluation when that one is already at or below. Never reached: examples NaN, examples_lo the last evaluation,
-    examples_hi None. ``coarse``: the bracket is wider than ``resolution`` x examples."""
-
-    examples: float
-    examples_lo: int | None
-    examples_hi: int | None
-    coarse: bool
-
-
-def first_crossing(examples, losses, level: float, resolution: float = RESOLUTION) -> Crossing:
-    """The first crossing of ``level`` on a curve (evaluations at ``examples`` with ``losses``, in any order),
-    interpolated: the one function behind summary.parquet's scratch_* columns (analysis/tables.py) and
-    ``pretrain_reference``."""
-    x = np.asarray(examples, dtype=float)
-    y = np.asarray(losses, dtype=float)
-    order = np.argsort(x, kind="stable")
-    x, y = x[order], y[order]
-    if not len(x):
-        return Crossing(math.nan, None, None, False)
-    at = np.flatnonzero(y <= level)
-    if not len(at):
-        return Crossing(math.nan, int(x[-1]), None, False)
-    i = int(at[0])
-    if i == 0:
-        return Crossing(float(x[0]), int(x[0]), int(x[0]), False)
-    x0, x1, y0, y1 = x[i - 1], x[i], y[i - 1], y[i]
-    value = float(x0 + (y0 - level) / (y0 - y1) * (x1 - x0))
-    return Crossing(value, int(x0), int(x1), bool(x1 - x0 > resolution * value))
 
 
 # The stall rule: a censored curve has *stalled* when the fall of its validation loss over the last doubling of

@@ -78,6 +78,7 @@ SUMMARY_COLUMNS = [
     "degenerate", "off_plateau", "cka", "cka_floor", "scratch_examples", "scratch_examples_lo", "scratch_examples_hi",
     "scratch_coarse", "relative_to_scratch", "relative_lo", "relative_hi", "outcome", "fall_per_doubling", "fall_se",
     "confirm_sequences", "confirm_loss", "confirm_baseline_loss", "confirmed", "val_diff_se",
+    "budget_unit",
 ]
 OUTCOMES = ("not_damaged", "recovered", "diverged", "stalled", "still_falling")
 CURVE_COLUMNS = [
@@ -133,6 +134,7 @@ def summary_table(recovery_paths: list[str]) -> pd.DataFrame:
                 "final_loss": cell["final_loss"],
                 "threshold_loss": threshold_loss(cell["baseline_loss"], rec["threshold"]),
                 "wall_s": rec["wall_s"], "budget_examples": cell["budget_examples"],
+                "budget_unit": cell["budget_unit"],
                 "pretrain_examples": cell["pretrain_examples"], "trainable_params": cell["trainable_params"],
                 "confirm_sequences": cell["confirm_sequences"], "confirm_loss": cell["confirm_loss"],
                 "confirm_baseline_loss": cell["confirm_baseline_loss"], "val_diff_se": cell["val_diff_se"],

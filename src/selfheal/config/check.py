@@ -128,6 +128,9 @@ def _check_grid_entries(config: dict) -> None:
             hint = "; cross-attention exists only in the decoder layers of encoder-decoder models (bart)"
             raise ConfigError(f"grid.policies[{j}]", f"{policy!r} resets no tensor of any chosen layer of any model "
                                                      f"({described}){hint if policy == 'cross_attn' else ''}")
+    if grid.ZERO_OUT in spec["inits"] and all(p in grid.NO_OUTPUT_PROJECTION for p in spec["policies"]):
+        raise ConfigError("grid.inits", f"{grid.ZERO_OUT!r} zeroes the output projections a policy resets, and "
+                                        f"policies {spec['policies']} reset none: it would make no layer cell")
     for j, target in enumerate(spec["targets"]):
         if target != grid.ALL and not encdec:
             raise ConfigError(f"grid.targets[{j}]", f"the set {target!r} is a stack of an encoder-decoder model, and "

@@ -36,6 +36,7 @@ DEFAULTS: dict = {
         "prefix_cache_mb": 4096,
         "optimizer": "adamw",
         "budget_fraction": 1.0,
+        "budget_scratch": None,
         "thresholds": [0.01, 0.02, 0.05, 0.10],
         "resolution": 0.1,
     },

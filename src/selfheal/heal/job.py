@@ -33,6 +33,7 @@ log = logging.getLogger("selfheal")
 
 SOURCES = ("scratch", "adapt", "as_downloaded")
 BASELINE = "baseline.json"  # a staged network's baseline (linked to the baselines folder)
+CURVE = "pretrain_curve.parquet"  # a network's pretraining curve (its from-scratch cost sets a budget_scratch)
 MADE = plan.NETWORK_MADE  # what making a network stages, by source
 
 
@@ -53,7 +54,7 @@ def make_network(source: str, network_cfg: dict, eval_cfg: dict, tokens_path: st
         return
     pretrain.pretrain(settings, eval_cfg, tokens_path,
                       theta0_dir=str(folder / "theta0") if source == "scratch" else None,
-                      trained_dir=str(folder / "trained"), curve_path=str(folder / "pretrain_curve.parquet"),
+                      trained_dir=str(folder / "trained"), curve_path=str(folder / CURVE),
                       summary_path=str(folder / "pretrain.json"), threads=threads,
                       start_dir=start_dir if source == "adapt" else None, baseline_path=str(folder / BASELINE))
 
@@ -93,7 +94,8 @@ def run(source: str, networks: list[dict], eval_cfg: dict, cells: list[dict], to
             folder = layout["unit"].format(pretrain_seed=seed, regime=u.regime)
             unit.run(network_cfg, eval_cfg, [c.as_dict() for c in grid.cells_of(mine, u)], tokens_path, trained,
                      theta0, str(baseline), summary, out_dir=str(Path(cells_dir) / folder),
-                     work_dir=str(work / folder), cell_folder=layout["cell"], threads=threads)
+                     work_dir=str(work / folder), cell_folder=layout["cell"], threads=threads,
+                     pretrain_curve_path=None if source == "as_downloaded" else str(network / CURVE))
     Path(cells_dir).mkdir(parents=True, exist_ok=True)  # (empty for a model that makes no cells)
     Path(baselines_dir).mkdir(parents=True, exist_ok=True)
     Path(networks_dir).mkdir(parents=True, exist_ok=True)
@@ -117,4 +119,5 @@ def heal(source: str, network_cfg: dict, eval_cfg: dict, cell: dict, unit_cells:
              str(network / "theta0") if source == "scratch" else None, baseline,
              imported_summary if source == "as_downloaded" else str(network / "pretrain.json"),
              out_dir=unit_dir, work_dir=unit_work_dir, cell_folder=cell_folder, threads=threads,
-             unit_cells=unit_cells, earlier=earlier)
+             unit_cells=unit_cells, earlier=earlier,
+             pretrain_curve_path=None if source == "as_downloaded" else str(network / CURVE))

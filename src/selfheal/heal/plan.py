@@ -13,7 +13,9 @@ import hashlib
 import json
 from pathlib import Path
 
-from selfheal.heal import staging
+from selfheal import records
+from selfheal.grid import Cell
+from selfheal.heal import budget, staging
 
 NETWORK_MADE = {  # what making a network stages, by source (``job.MADE``)
     "scratch": ("theta0", "trained", "pretrain_curve.parquet", "pretrain.json", "baseline.json"),
@@ -30,8 +32,9 @@ def network_settings(network_cfg: dict, eval_cfg, source: str) -> str:
 
 
 def cell_settings(network_cfg: dict, eval_cfg, cell: dict) -> str:
-    """The settings a healed cell depends on."""
-    return staging.fingerprint(model=network_cfg, eval=eval_cfg, cell=cell)
+    """The settings a healed cell depends on (its budget left out: a cell staged under another budget is kept or
+    continued, ``heal.unit``)."""
+    return staging.fingerprint(model=budget.without_budget(network_cfg), eval=eval_cfg, cell=cell)
 
 
 def digest(networks: list[dict], cells: list[dict], eval_cfg) -> str:
@@ -49,23 +52,49 @@ def summary(source: str, networks: list[dict], eval_cfg, cells: list[dict], work
             layout: dict[str, str], makes_networks: bool = True) -> str:
     """What a job will do: the networks (``networks``: each one's settings) and cells it trains and those it keeps
     (staged under the same settings in ``work_dir``, at the places ``layout`` spells: ``network_work``, ``unit`` and
-    ``cell``). ``makes_networks``: False for a cell's own job, whose network another job made."""
+    ``cell``), and those staged under another budget that it continues (``_continued``). ``makes_networks``: False
+    for a cell's own job, whose network another job made."""
     work = Path(work_dir)
     by_seed = {n["pretrain"]["seed"]: n for n in networks}
     kept_networks = sum(staging.has_settings(work / layout["network_work"].format(pretrain_seed=seed),
                                              network_settings(cfg, eval_cfg, source), NETWORK_MADE[source])
                         for seed, cfg in by_seed.items()) if makes_networks else 0
-    kept_cells = sum(staging.has_settings(cell_folder(work, layout, c), cell_settings(by_seed[c["pretrain_seed"]],
-                                                                                       eval_cfg, c), CELL_OUTPUTS)
-                     for c in cells)
+    staged = [c for c in cells if staging.has_settings(cell_folder(work, layout, c),
+                                                       cell_settings(by_seed[c["pretrain_seed"]], eval_cfg, c),
+                                                       CELL_OUTPUTS)]
+    continued = len(_continued(staged, cells, work, layout, by_seed))
+    kept_cells = len(staged) - continued
     if not makes_networks and len(cells) == 1:
-        return "kept (staged with the same settings)" if kept_cells else "heals it"
+        return ("kept (staged with the same settings)" if kept_cells else
+                "continues it (staged under another budget)" if continued else "heals it")
     parts = []
     if networks and makes_networks:
         parts.append(f"trains {_count(len(networks) - kept_networks, 'network')} (keeps {kept_networks})")
     if cells or not parts:
-        parts.append(f"heals {_count(len(cells) - kept_cells, 'cell')} (keeps {kept_cells})")
+        parts.append(f"heals {_count(len(cells) - kept_cells, 'cell')} (keeps {kept_cells}"
+                     + (f", continues {continued} staged under another budget" if continued else "") + ")")
     return ", ".join(parts)
+
+
+def _continued(staged: list[dict], cells: list[dict], work: Path, layout: dict[str, str], by_seed: dict) -> list:
+    """The staged cells a job continues rather than keeps (``heal.unit``): staged with the same settings under other
+    budget keys, and not settled (every threshold met at a regular evaluation); a matched control where a cell it is
+    matched with among the job's is continued (it trains as long as the longest of them)."""
+    def moved(c: dict) -> bool:
+        folder = cell_folder(work, layout, c)
+        stamp = folder / budget.STAMP
+        return (stamp.exists() and stamp.read_text() != budget.stamp(by_seed[c["pretrain_seed"]])
+                and records.read(folder / "recovery.json", records.CellResult).settled_examples is None)
+
+    all_cells = [Cell(**c) for c in cells]
+    out = []
+    for c in staged:
+        cell = Cell(**c)
+        matched = [m for m in all_cells if cell.matches(m)] if cell.is_matched_control else []
+        if any(m.as_dict() in staged and moved(m.as_dict()) or m.as_dict() not in staged for m in matched) or (
+                not matched and moved(c)):
+            out.append(cell)
+    return out
 
 
 def cell_folder(work: Path, layout: dict[str, str], cell: dict) -> Path:

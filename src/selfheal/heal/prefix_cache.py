@@ -42,12 +42,15 @@ def cache_depth(model_cfg: dict, target: str, policy: str, regime: str) -> int |
     return None if has_dropout else depth
 
 
-def worth_building(model_cfg: dict, cells_sharing: int) -> bool:
+def worth_building(model_cfg: dict, cells_sharing: int, budget_epochs: float | None = None) -> bool:
     """Building costs one prefix forward over the S train sequences; each sharing cell saves one per example of
-    its budget (budget_fraction x S x E, or x S for a downloaded model). Build when the cells would together
-    spend at least S examples: cells x budget_fraction x E >= 1."""
-    epochs = model_cfg["pretrain"]["epochs"] if model_cfg["source"] == "scratch" else 1
-    return cells_sharing * model_cfg["retrain"]["budget_fraction"] * epochs >= 1
+    its budget (``budget_epochs``: the budget over S, ``heal.budget``; by default budget_fraction x E, or
+    budget_fraction for a downloaded model). Build when the cells would together spend at least S examples:
+    cells x budget_epochs >= 1."""
+    if budget_epochs is None:
+        epochs = model_cfg["pretrain"]["epochs"] if model_cfg["source"] == "scratch" else 1
+        budget_epochs = model_cfg["retrain"]["budget_fraction"] * epochs
+    return cells_sharing * budget_epochs >= 1
 
 
 def footprint_mb(sequences: int, context: int, width: int) -> float:
@@ -55,7 +58,7 @@ def footprint_mb(sequences: int, context: int, width: int) -> float:
     return sequences * context * width * 4 / 1e6
 
 
-def plan(model_cfg: dict, cells: list, mb: float) -> dict:
+def plan(model_cfg: dict, cells: list, mb: float, budget_epochs: float | None = None) -> dict:
     """Which cells of one heal unit start from a prefix cache: {cell: depth} for the cells where the cache is
     valid (``cache_depth``), pays for itself (``worth_building``, counted over the job's cells sharing a depth) and
     fits the budget (``mb``, one cache's footprint, at most ``retrain.prefix_cache_mb``); the other cells run the
@@ -65,7 +68,7 @@ def plan(model_cfg: dict, cells: list, mb: float) -> dict:
     depths = {c: cache_depth(model_cfg, c.target, c.policy, c.regime) for c in cells}
     depths = {c: d for c, d in depths.items() if d is not None}
     sharing = {d: sum(1 for x in depths.values() if x == d) for d in set(depths.values())}
-    return {c: d for c, d in depths.items() if worth_building(model_cfg, sharing[d])}
+    return {c: d for c, d in depths.items() if worth_building(model_cfg, sharing[d], budget_epochs)}
 
 
 @dataclass

@@ -2,6 +2,9 @@
 
 ``init='fresh'`` draws new weights from the family's own init distribution (the adapter's explicit init);
 ``init='original'`` restores the tensors to their values at step 0 (theta0), as in Zhang, Bengio & Singer 2019;
+``init='zero_out'`` is the fresh draw with the reset output projections (attention, cross-attention and FFN
+outputs) at zero, so the reset sublayers add nothing to the residual stream: a layer reset in full starts as the
+layer deleted (pre-LN), or as its layer norms alone (post-LN: BERT, BART; ``Family.zero_out_init_``);
 ``init='trained'`` (the matched no-reset control) leaves them at their trained values: only their names are taken.
 """
 
@@ -20,7 +23,7 @@ from selfheal.models.families import MODEL_POLICIES
 
 log = logging.getLogger("selfheal")
 
-INITS = ("fresh", "original", grid.TRAINED)
+INITS = (*grid.INITS, grid.TRAINED)
 
 
 class ResetError(RuntimeError):
@@ -73,6 +76,11 @@ def apply(
     before = {n: params[n].detach().clone() for n in names}
     if init == "fresh":
         family.fresh_init_(model, names, generator)
+    elif init == grid.ZERO_OUT:
+        if not family.output_projection_names(model, names):
+            raise ValueError("init 'zero_out' needs an output projection among the reset tensors (not policy ln or "
+                             "embeddings)")
+        family.zero_out_init_(model, names, generator)
     elif init == "original":
         if theta0 is None:
             raise ValueError("init='original' needs the step-0 weights (theta0)")

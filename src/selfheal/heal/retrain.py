@@ -13,7 +13,9 @@ import pandas as pd
 
 from selfheal import grid
 from selfheal.grid import Cell, Target
+from selfheal.heal import budget as budgets
 from selfheal.heal import thresholds
+from selfheal.heal.budget import Budget
 from selfheal.heal.prefix_cache import PrefixCache
 from selfheal.heal.reset import target_layers
 from selfheal.records import CellResult, PretrainSummary
@@ -52,10 +54,13 @@ def retrain(
     cache: PrefixCache | None = None,
     checkpoint_path: str | None = None,
     control_examples: int | None = None,
+    budget: Budget | None = None,
+    extension_path: str | None = None,
 ) -> tuple[CellResult, pd.DataFrame]:
-    """Retrain one reset cell (``model`` holds the reset) until every threshold is met or the budget of
-    ``retrain.budget_fraction`` x S x E examples runs out. Returns the cell's record and its recovery curve; the
-    caller removes ``checkpoint_path`` once it has written them.
+    """Retrain one reset cell (``model`` holds the reset) until every threshold is met or the budget runs out
+    (``budget``: the network's, ``heal.budget``; by default ``retrain.budget_fraction`` x S x E). Returns the cell's
+    record and its recovery curve; the caller removes ``checkpoint_path`` once it has written them.
+    ``extension_path``: the cell's extension point (``loop.run``), continued when it lies within the budget.
 
     A matched no-reset control (``Cell.is_matched_control``) does not stop at a threshold (it starts at the baseline): it
     trains for ``control_examples`` (the longest run of the cells it is matched with), at most the budget, on the
@@ -64,32 +69,31 @@ def retrain(
     target = Target.parse(cell.target)
     trainable = trainable_names(model, family, cell.regime, target, reset_names)
     trainable_params = int(sum(p.numel() for n, p in model.named_parameters() if n in trainable))
-    # S x E: unknown for a downloaded model, whose budget is then counted in the train sequences available here.
-    pretrain_examples = pre.pretrain_examples
-    budget_unit = pretrain_examples or train_seqs.shape[0]
+    pretrain_examples = pre.pretrain_examples  # S x E (None for a downloaded model)
+    budget = budget or budgets.of(r, pre, baseline, None, train_seqs.shape[0])
+    control = cell.is_matched_control
     settings = Settings(
         lr=r["lr"],
         batch_size=r["batch_size"],
         weight_decay=r["weight_decay"],
         grad_clip=r["grad_clip"],
         eval_every_examples=r["eval_every_examples"],
-        max_examples=round(r["budget_fraction"] * budget_unit),
+        max_examples=budgets.run_examples(budget, control, control_examples),
         warmup_steps=r["warmup_steps"],
         optimizer=r["optimizer"],
         data_seed=cell.seed,
         hardware=job.hardware,
         checkpoint_path=checkpoint_path,
         checkpoint_every_steps=r["checkpoint_every_steps"],
+        extension_path=extension_path,
     )
     log.info(
-        "retrain %s: %d trainable tensors (%d params), baseline %.4f, damaged %.4f, budget %d examples%s",
-        cell.as_dict(), len(trainable), trainable_params, baseline, damaged, settings.max_examples,
-        f", from the prefix cache at depth {cache.depth}" if cache else "",
+        "retrain %s: %d trainable tensors (%d params), baseline %.4f, damaged %.4f, %s %d examples (%g x %s)%s",
+        cell.as_dict(), len(trainable), trainable_params, baseline, damaged, "trains for" if control else "budget",
+        settings.max_examples, budget.multiple, budget.unit, f", from the prefix cache at depth {cache.depth}"
+        if cache else "",
     )
     levels = r["thresholds"]
-    control = cell.is_matched_control
-    if control:
-        settings.max_examples = min(settings.max_examples, control_examples or 0)
     result = loop.run(
         model, family, job.objective, train_seqs, job.val_batches, trainable, settings,
         should_stop=lambda point: not control and thresholds.all_reached(point.val_loss, baseline, levels),
@@ -119,6 +123,10 @@ def retrain(
         d_model=pre.d_model,
         pretrain_examples=pretrain_examples,
         budget_examples=settings.max_examples,
+        budget_unit=budget.unit,
+        budget_multiple=budget.multiple,
+        scratch_cost=budget.scratch_examples,
+        settled_examples=result.settled_at,
         baseline_loss=baseline,
         damaged_loss=damaged,
         final_loss=max(result.curve, key=lambda p: p.examples).val_loss,

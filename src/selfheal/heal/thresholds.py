@@ -8,9 +8,16 @@ columns hold the budget actually spent (a lower bound on the true cost), never d
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
+from typing import NamedTuple
+
+import numpy as np
 
 from selfheal.records import Recovery
+
+# A crossing bracket wider than this share of the interpolated crossing is coarse (the retrain resolution).
+RESOLUTION = 0.1
 
 
 def threshold_loss(baseline: float, eps: float) -> float:
@@ -36,3 +43,36 @@ def recoveries(curve: Sequence, baseline: float, thresholds: Sequence[float]) ->
 def all_reached(val_loss: float, baseline: float, thresholds: Sequence[float]) -> bool:
     """True once the tightest threshold is met (so every looser one is too)."""
     return val_loss <= threshold_loss(baseline, min(thresholds))
+
+
+class Crossing(NamedTuple):
+    """Where a curve first reaches a level: ``examples`` interpolated linearly between the bracketing evaluations
+    ``examples_lo`` (the last above the level) and ``examples_hi`` (the first at or below it); both the first
+    evaluation when that one is already at or below. Never reached: examples NaN, examples_lo the last evaluation,
+    examples_hi None. ``coarse``: the bracket is wider than ``resolution`` x examples."""
+
+    examples: float
+    examples_lo: int | None
+    examples_hi: int | None
+    coarse: bool
+
+
+def first_crossing(examples, losses, level: float, resolution: float = RESOLUTION) -> Crossing:
+    """The first crossing of ``level`` on a curve (evaluations at ``examples`` with ``losses``, in any order),
+    interpolated: the one function behind the retraining budget's from-scratch cost (``heal.budget``),
+    summary.parquet's scratch_* columns (analysis/tables.py) and ``pretrain_reference``."""
+    x = np.asarray(examples, dtype=float)
+    y = np.asarray(losses, dtype=float)
+    order = np.argsort(x, kind="stable")
+    x, y = x[order], y[order]
+    if not len(x):
+        return Crossing(math.nan, None, None, False)
+    at = np.flatnonzero(y <= level)
+    if not len(at):
+        return Crossing(math.nan, int(x[-1]), None, False)
+    i = int(at[0])
+    if i == 0:
+        return Crossing(float(x[0]), int(x[0]), int(x[0]), False)
+    x0, x1, y0, y1 = x[i - 1], x[i], y[i - 1], y[i]
+    value = float(x0 + (y0 - level) / (y0 - y1) * (x1 - x0))
+    return Crossing(value, int(x0), int(x1), bool(x1 - x0 > resolution * value))

@@ -14,11 +14,19 @@ checkpoints into the unit's work folder, and each finished cell is staged there 
 depends on (its settings and the content of its input files); the outputs are hard links to the staged files,
 which stay. The next run (killed, or re-run because a retrain seed or a cell was added) keeps every finished cell
 whose fingerprint matches, resumes the cell in progress from its checkpoint and trains only the rest.
+
+The budget (``heal.budget``, once per unit) is not part of a cell's fingerprint. A staged cell whose run is the
+run the new budget gives is kept without training (``_keep``): the same length, or a cell that met every threshold
+at a regular evaluation within the new budget (its record's budget fields are updated). Any other staged cell
+(censored, diverged, or a matched control whose cells now train longer) continues from its extension point, the
+state of its last regular evaluation (``extend.ckpt``, ``loop.run``), so its curve and crossings are those of a
+run given the new budget from the start.
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import logging
 import math
 from pathlib import Path
@@ -29,7 +37,9 @@ import torch
 from selfheal import grid, models, records, results_io
 from selfheal.data import streams
 from selfheal.grid import Cell
+from selfheal.heal import budget as budgets
 from selfheal.heal import plan, prefix_cache, reset, retrain, similarity, staging
+from selfheal.heal.budget import Budget
 from selfheal.heal.prefix_cache import PrefixCache
 from selfheal.records import Baseline, Damage, PretrainSummary
 from selfheal.training import setup
@@ -38,6 +48,7 @@ from selfheal.training.evaluation import evaluate
 
 log = logging.getLogger("selfheal")
 OUTPUTS = ("damage.json", "recovery.json", "curve.parquet")
+EXTENSION = "extend.ckpt"  # a staged cell's extension point (``loop.run``), beside its outputs
 
 
 class FrozenTensorChanged(RuntimeError):
@@ -45,8 +56,25 @@ class FrozenTensorChanged(RuntimeError):
 
 
 def _fingerprint(model_cfg: dict, eval_cfg: dict, cell: Cell, inputs_digest: str) -> str:
-    """What a finished cell depends on: its settings and the content of its inputs (``staging.digest``)."""
-    return staging.fingerprint(model=model_cfg, eval=eval_cfg, cell=cell.as_dict(), inputs=inputs_digest)
+    """What a finished cell depends on: its settings but the budget, and the content of its inputs
+    (``staging.digest``)."""
+    return staging.fingerprint(model=budgets.without_budget(model_cfg), eval=eval_cfg, cell=cell.as_dict(),
+                               inputs=inputs_digest)
+
+
+def _keep(folder: Path, length: int, depth: int | None, budget: Budget) -> bool:
+    """Whether a staged cell (fingerprint matching) is the run this budget gives, so it is kept untrained: trained
+    for ``length`` examples, or settled (every threshold met at a regular evaluation) within it, from the same
+    prefix cache depth. A kept cell's record gets this budget's fields, as a run given it from the start would."""
+    result = records.read(folder / "recovery.json", records.CellResult)
+    settled = result.settled_examples is not None and result.settled_examples <= length
+    if result.prefix_cache_depth != depth or not (settled or result.budget_examples == length):
+        return False
+    fields = {"budget_examples": length, "budget_unit": budget.unit, "budget_multiple": budget.multiple,
+              "scratch_cost": budget.scratch_examples}
+    if any(getattr(result, k) != v for k, v in fields.items()):
+        records.write(folder / "recovery.json", dataclasses.replace(result, **fields))
+    return True
 
 
 def check_frozen(model, base, trainable: set[str]) -> None:
@@ -93,9 +121,11 @@ class TrainedReference:
 
 def heal_cell(base, job: setup.Setup, train_seqs, model_cfg: dict, cell: Cell, theta0, baseline: float,
               pre: PretrainSummary, cache: PrefixCache | None, checkpoint_path: str,
-              control_examples: int | None = None, reference: TrainedReference | None = None):
+              control_examples: int | None = None, reference: TrainedReference | None = None,
+              budget: Budget | None = None, extension_path: str | None = None):
     """Reset, measure the damage, retrain: one cell on a copy of the trained ``base``. ``reference``: the trained
-    model's loss and layer outputs, shared by the cells of a job (a cell that resets nothing reuses them)."""
+    model's loss and layer outputs, shared by the cells of a job (a cell that resets nothing reuses them);
+    ``budget``: the network's (``heal.budget``); ``extension_path``: the cell's extension point."""
     reference = reference or TrainedReference(base, job)
     setup.seed_everything(cell.seed)
     model = copy.deepcopy(base)
@@ -114,7 +144,7 @@ def heal_cell(base, job: setup.Setup, train_seqs, model_cfg: dict, cell: Cell, t
     log.info("reset %s %s/%s/%s seed %d: %d tensors, damaged val loss %.4f",
              cell.model, cell.target, cell.policy, cell.init, cell.seed, len(names), damaged)
     result, curve = retrain.retrain(model, job.family, job, train_seqs, model_cfg, cell, names, baseline, damaged,
-                                    pre, cache, checkpoint_path, control_examples)
+                                    pre, cache, checkpoint_path, control_examples, budget, extension_path)
     check_frozen(model, base, {n for n, p in model.named_parameters() if p.requires_grad})
     if layer is not None:
         result.cka_floor = floor
@@ -148,12 +178,14 @@ def _order(cells: list[Cell], depths: dict) -> list[Cell]:
 def run(model_cfg: dict, eval_cfg: dict, cells: list[dict], tokens_path: str, trained_dir: str,
         theta0_dir: str | None, baseline_path: str, pretrain_summary_path: str, out_dir: str, work_dir: str,
         cell_folder: str, threads: int = 1, unit_cells: list[dict] | None = None,
-        earlier: list[tuple[dict, str]] = ()) -> None:
+        earlier: list[tuple[dict, str]] = (), pretrain_curve_path: str | None = None) -> None:
     """Heal every cell of one unit, or some of them. ``cell_folder``: the per-cell folder inside ``out_dir`` (and
     ``work_dir``), a pattern over the cell's fields (e.g. ``{target}-{policy}-{init}``). Where the cells of a unit
     are healed by several jobs (``job_unit: cell``): ``unit_cells``, every cell of the unit (the prefix caches are
     planned over them, as in one job, so every job unit gives the same numbers), and ``earlier``, the cells healed
-    by other jobs that a matched control among ``cells`` is matched with, each with its ``curve.parquet``."""
+    by other jobs that a matched control among ``cells`` is matched with, each with its ``curve.parquet``.
+    ``pretrain_curve_path``: the network's pretraining curve (None for a downloaded model healed as downloaded),
+    whose from-scratch cost sets the budget under ``retrain.budget_scratch``."""
     cells = [Cell(**c) for c in cells]
     unit_cells = cells if unit_cells is None else [Cell(**c) for c in unit_cells]
     setup.seed_everything(0, threads)
@@ -164,10 +196,14 @@ def run(model_cfg: dict, eval_cfg: dict, cells: list[dict], tokens_path: str, tr
     theta0 = reset.load_theta0(theta0_dir) if any(c.init == "original" for c in cells) else None
     baseline = records.read(baseline_path, Baseline).val_loss
     pre = records.read(pretrain_summary_path, PretrainSummary)
+    budget = budgets.of(model_cfg["retrain"], pre, baseline, pretrain_curve_path, train_seqs.shape[0])
+    log.info("budget %d examples: %g x %s (%.0f examples)", budget.examples, budget.multiple, budget.unit,
+             budget.unit_examples)
     val_count = sum(b["input_ids"].shape[0] for b in job.val_batches)
     mb = prefix_cache.footprint_mb(train_seqs.shape[0] + val_count, train_seqs.shape[1], base.config.hidden_size)
     mine = set(cells)
-    depths = {c: d for c, d in prefix_cache.plan(model_cfg, unit_cells, mb).items() if c in mine}
+    planned = prefix_cache.plan(model_cfg, unit_cells, mb, budget.examples / train_seqs.shape[0])
+    depths = {c: d for c, d in planned.items() if c in mine}
     if depths:
         log.info("prefix caches at depths %s: %.1f MB each, one at a time", sorted(set(depths.values())), mb)
     elif any(prefix_cache.cache_depth(model_cfg, c.target, c.policy, c.regime) for c in cells):
@@ -185,23 +221,27 @@ def run(model_cfg: dict, eval_cfg: dict, cells: list[dict], tokens_path: str, tr
     for cell in _order(cells, depths):
         folder = work / cell_folder.format(**cell.as_dict())
         fingerprint = _fingerprint(model_cfg, eval_cfg, cell, inputs)
-        if staging.is_staged(folder, fingerprint, OUTPUTS):
+        depth = depths.get(cell)
+        control_examples = max((n for c, n in spent.items() if cell.matches(c)), default=None)
+        length = budgets.run_examples(budget, cell.is_matched_control, control_examples)
+        if staging.is_staged(folder, fingerprint, OUTPUTS) and _keep(folder, length, depth, budget):
             log.info("cell %s finished in an earlier run of this job: kept", cell.as_dict())
             spent[cell] = int(pd.read_parquet(folder / "curve.parquet")["examples"].max())
+            (folder / budgets.STAMP).write_text(budgets.stamp(model_cfg))
             continue
-        depth = depths.get(cell)
         if depth is None:
             cache = None
         elif cache is None or cache.depth != depth:  # deeper than the last one (``_order``): built on it, then freed
             cache = PrefixCache.build(base, job.family, train_seqs, job.val_batches, depth, job.device, cache)
         staging.begin(folder, fingerprint, OUTPUTS, plan.cell_settings(model_cfg, eval_cfg, cell.as_dict()))
         checkpoint = folder / "retrain.ckpt"
-        control_examples = max((n for c, n in spent.items() if cell.matches(c)), default=None)
         damage, result, curve = heal_cell(base, job, train_seqs, model_cfg, cell, theta0, baseline, pre, cache,
-                                          str(checkpoint), control_examples, reference)
+                                          str(checkpoint), control_examples, reference, budget,
+                                          str(folder / EXTENSION))
         spent[cell] = int(curve["examples"].max())
         records.write(folder / "damage.json", damage)
         results_io.write_parquet(folder / "curve.parquet", curve)
+        (folder / budgets.STAMP).write_text(budgets.stamp(model_cfg))
         records.write(folder / "recovery.json", result)  # last: its presence marks the cell finished
         checkpoint.unlink(missing_ok=True)
     out = Path(out_dir)

@@ -17,6 +17,7 @@ import logging
 import math
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
 import schedulefree
 import torch
@@ -166,15 +167,21 @@ def run(
     training = _Training(model, family, objective, train_seqs, val_batches, trainable, s, should_stop, label,
                          cache, levels, resolution, start_loss)
     result, pos = training.result, training.pos
-    if not training.resume() and (training.evaluate() or not trainable or s.max_examples <= 0):
-        result.stopped_early = bool(result.curve) and should_stop(result.curve[-1])
-        return result  # stopped at the first evaluation, or nothing to train
+    if not training.resume():
+        stop = training.evaluate()
+        training.regular_evaluation(stop)
+        if stop or not trainable or s.max_examples <= 0:
+            result.stopped_early = stop
+            training.keep_extension_point()
+            return result  # stopped at the first evaluation, or nothing to train
     training.save_interval_start()  # the state a replay of the first interval starts from
     training.compile()
 
     def after_step(info: trainer.StepInfo) -> bool:  # after every optimizer step; True: stop training
         training.advance(info)
-        at_evaluation = pos.examples >= pos.next_eval or pos.examples >= s.max_examples
+        # an evaluation a run with a larger budget makes too (not after a batch the budget cut short)
+        regular = pos.examples >= pos.next_eval and not training.cut
+        at_evaluation = regular or pos.examples >= s.max_examples
         if not at_evaluation:
             training.keep_weights()  # to locate a crossing in this interval, should its closing evaluation find one
         else:
@@ -185,6 +192,8 @@ def run(
                 training.locate_by_replay()
                 training.save_interval_start(stop)
             training.plan_next_evaluation()
+            if regular:
+                training.regular_evaluation(stop)
             if stop:  # stopping
                 result.stopped_early = True
                 return True
@@ -194,6 +203,7 @@ def run(
     model.train()
     training.train(s.max_examples, on_loss=training.diverged, on_step=after_step)
     model.eval()
+    training.keep_extension_point()
     training.end_at_evaluated_weights()
     return result
 
@@ -232,6 +242,11 @@ class _Training:
         self.keeping = self.refining and step_bytes * interval_steps <= SNAPSHOT_BUDGET_MB * 2**20  # else replays
         self.kept: dict[int, tuple[int, dict[str, torch.Tensor]]] = {}  # step -> (examples, trainable tensors)
         self.start = None  # the state at the last evaluation, for a replay of the interval after it
+        # continuing a run with a smaller budget, and keeping the state of the last regular evaluation for a larger
+        # one: exact only where the lr schedule has no horizon
+        self.extending = bool(s.extension_path) and self.optimizer is not None and not s.cosine
+        self.extension_point = None  # that state (``checkpoints.state``), on the CPU
+        self.cut = False  # the last batch was cut short by the budget
         self.saved_at = 0  # the step of the last checkpoint
         if self.refining:
             log.info("%s locates crossings %s (trainable tensors %.1f MB x %d steps per evaluation interval, budget "
@@ -244,10 +259,18 @@ class _Training:
         """Load the checkpoint of a killed run, if there is one that matches; True when resumed."""
         resumed = self.optimizer is not None and checkpoints.restore(self.s, self.model, self.optimizer,
                                                                      self.batch_generator, self.pos, self.result)
+        if not resumed and self.extending and checkpoints.restore(
+                self.s, self.model, self.optimizer, self.batch_generator, self.pos, self.result,
+                path=self.s.extension_path, any_budget=True, extra=self.cache_depth):
+            log.info("%s continues a run with a smaller budget from its last regular evaluation (%d examples)",
+                     self.label, self.pos.examples)
+            self.regular_evaluation(False)
+            resumed = True
         if resumed:
             self.t0 -= self.result.resumed_elapsed  # the wall clock continues where the killed run left it
-            log.info("%s resumed from %s at step %d (%d examples)", self.label, self.s.checkpoint_path,
-                     self.pos.steps, self.pos.examples)
+            log.info("%s resumed from %s at step %d (%d examples)", self.label, self.s.checkpoint_path
+                     if Path(self.s.checkpoint_path or "").is_file() else self.s.extension_path, self.pos.steps,
+                     self.pos.examples)
         self.saved_at = self.pos.steps
         return resumed
 
@@ -269,7 +292,9 @@ class _Training:
         while pos.examples < limit:
             order = streams.epoch_order(self.train_seqs.shape[0], s.data_seed, pos.epoch)
             while pos.index < len(order) and pos.examples < limit:
-                index = order[pos.index : pos.index + min(s.batch_size, s.max_examples - pos.examples)]
+                size = min(s.batch_size, s.max_examples - pos.examples)
+                index = order[pos.index : pos.index + size]
+                self.cut = size < min(s.batch_size, len(order) - pos.index)  # by the budget: a longer run's is not
                 yield index, to_device(self.objective.batch(self.train_seqs[index], self.batch_generator),
                                        self.device)
             if pos.index >= len(order):  # not when stopped at ``limit`` mid-epoch (a replay goes on from there)
@@ -486,6 +511,35 @@ class _Training:
         if points:
             log.info("%s located %d crossing(s) in examples %d-%d with %d more evaluations", self.label, len(new),
                      first.examples, end.examples, len(points))
+
+    # -- extension: a larger budget continues the run ---------------------------------------------------------
+
+    @property
+    def cache_depth(self) -> int | None:
+        return self.cache.depth if self.cache is not None else None
+
+    def regular_evaluation(self, stop: bool) -> None:
+        """After an evaluation that a run with a larger budget makes too (at 0 and every ``eval_every_examples``, not
+        at the budget's end), with the next one planned: where ``should_stop`` ended the run (``settled_at``), or
+        else, when extending, the state a longer run continues from (the same as that run's state here)."""
+        if stop:
+            self.result.settled_at = self.pos.examples
+        elif self.extending:
+            self.extension_point = checkpoints.state(self.s, self.model, self.optimizer, self.batch_generator,
+                                                     self.pos, self.result, time.perf_counter() - self.t0,
+                                                     any_budget=True, extra=self.cache_depth)
+
+    def keep_extension_point(self) -> None:
+        """At the end of the run: the state of its last regular evaluation written to ``s.extension_path`` (none
+        needed once the run settled; one left by an earlier run of the same settings stays where this run has
+        none, e.g. resumed after its last regular evaluation: it is a valid, earlier point of the same run)."""
+        if not self.extending:
+            return
+        path = Path(self.s.extension_path)
+        if self.result.settled_at is not None:
+            path.unlink(missing_ok=True)
+        elif self.extension_point is not None:
+            checkpoints.write(self.extension_point, path)
 
     # -- checkpointing -----------------------------------------------------------------------------------------
 

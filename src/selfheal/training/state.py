@@ -28,6 +28,9 @@ class Settings:
     hardware: Hardware = Hardware()
     checkpoint_path: str | None = None  # resumable state, written atomically every checkpoint_every_steps
     checkpoint_every_steps: int = 0
+    # where the run keeps the state of its last regular evaluation for a run with a larger budget to continue from,
+    # and continues from one it finds there (loop.run; constant lr after warm-up only)
+    extension_path: str | None = None
 
 
 @dataclass
@@ -66,6 +69,9 @@ class Result:
     replay_s: float = 0.0  # wall seconds spent replaying intervals (their training and evaluations)
     replay_train_s: float = 0.0  # of which training (their evaluations count in eval_s too)
     resumed_elapsed: float = 0.0  # wall seconds already spent before a resume
+    # the examples of the regular evaluation at which ``should_stop`` ended the run: any budget at least this gives
+    # the same run (None: it ran to its budget or diverged)
+    settled_at: int | None = None
 
     @property
     def wall_s(self) -> float:

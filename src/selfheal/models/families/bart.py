@@ -40,6 +40,8 @@ class BART(Family):
             "ln": ("self_attn_layer_norm.", "final_layer_norm."),
         },
     }
+    output_projections = {"enc": ("self_attn.out_proj.", "fc2."),
+                          "dec": ("self_attn.out_proj.", "encoder_attn.out_proj.", "fc2.")}
 
     def stack_prefix(self, model, stack):
         return {"enc": f"{_ENC}layers.", "dec": f"{_DEC}layers."}[stack]

@@ -32,13 +32,16 @@ class Layer:
 
 class Family:
     """Base class; subclasses fill in the anatomy. ``components[stack][policy]`` are name prefixes relative to a
-    layer's prefix (``full`` is implicit: every tensor under the prefix)."""
+    layer's prefix (``full`` is implicit: every tensor under the prefix). ``output_projections[stack]``: the
+    prefixes of the linear maps whose outputs are added to the residual stream (attention output, cross-attention
+    output, FFN output), which the ``zero_out`` init sets to zero."""
 
     arch: str = ""
     model_type: str = ""
     objective: str = "causal_lm"
     stacks: tuple[str, ...] = ("",)
     components: dict[str, dict[str, tuple[str, ...]]] = {}
+    output_projections: dict[str, tuple[str, ...]] = {}
 
     # -- anatomy ----------------------------------------------------------------------------------------------------
     def stack_prefix(self, model: nn.Module, stack: str) -> str:
@@ -126,6 +129,23 @@ class Family:
 
     def std_for(self, model: nn.Module, name: str) -> float:
         return self.init_std(model)
+
+    def output_projection_names(self, model: nn.Module, names: list[str]) -> list[str]:
+        """Those of ``names`` that belong to a layer's output projections (weights and biases)."""
+        wanted = tuple(layer.prefix + p for layer in self.layers(model)
+                       for p in self.output_projections.get(layer.stack, ()))
+        return [n for n in names if n.startswith(wanted)] if wanted else []
+
+    def zero_out_init_(self, model: nn.Module, names: list[str], generator: torch.Generator) -> None:
+        """The ``fresh`` draw (``fresh_init_``, the same generator, so every other tensor gets the fresh cell's
+        values), then the output projections among ``names`` set to zero: each reset sublayer adds exactly zero to
+        the residual stream, so a layer reset in full passes its input through (pre-LN) or through its own layer
+        norms only (post-LN)."""
+        self.fresh_init_(model, names, generator)
+        params = dict(model.named_parameters())
+        with torch.no_grad():
+            for name in self.output_projection_names(model, names):
+                params[name].zero_()
 
     # -- forward ----------------------------------------------------------------------------------------------------
     def loss(self, model: nn.Module, batch: dict, grad_from: int) -> torch.Tensor:

@@ -21,6 +21,7 @@ class BERT(SingleStack):
             "ln": ("attention.output.LayerNorm.", "output.LayerNorm."),
         }
     }
+    output_projections = {"": ("attention.output.dense.", "output.dense.")}
 
     @staticmethod
     def _base(model):

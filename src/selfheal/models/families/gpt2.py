@@ -16,6 +16,7 @@ class GPT2(SingleStack):
     objective = "causal_lm"
     stacks = ("",)
     components = {"": {"self_attn": ("attn.",), "mlp": ("mlp.",), "ln": ("ln_1.", "ln_2.")}}
+    output_projections = {"": ("attn.c_proj.", "mlp.c_proj.")}
 
     def stack_prefix(self, model, stack):
         return "transformer.h."

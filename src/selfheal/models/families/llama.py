@@ -15,6 +15,7 @@ class Llama(SingleStack):
     may_have_dropout = False  # as built here and as loaded: attention_dropout 0, no residual dropout
     components = {"": {"self_attn": ("self_attn.",), "mlp": ("mlp.",),
                        "ln": ("input_layernorm.", "post_attention_layernorm.")}}
+    output_projections = {"": ("self_attn.o_proj.", "mlp.down_proj.")}
 
     def stack_prefix(self, model, stack):
         return "model.layers."

@@ -1,0 +1,89 @@
+"""The retraining budget of one network: how many examples a cell may train before it counts as censored.
+
+It is a multiple of one of three units, recorded in every cell's ``CellResult.budget_unit``:
+
+- ``scratch_cost``: the examples the network's own pretraining needed to first reach its baseline x (1 + eps_min)
+  (eps_min the smallest of ``retrain.thresholds``), interpolated between the two evaluations of its pretraining
+  curve that bracket it (``thresholds.first_crossing``, the function behind summary.parquet's scratch_* columns).
+  Used with ``retrain.budget_scratch`` for a network pretrained from scratch here.
+- ``pretrain_examples``: S x E of the network's pretraining (or of its adaptation to the corpus). Used with
+  ``retrain.budget_fraction``, and with ``retrain.budget_scratch`` where no from-scratch curve exists (an adapted
+  downloaded model).
+- ``train_sequences``: the train sequences available here, for a downloaded model healed as downloaded (S x E is
+  unknown), with whichever key is set.
+
+``retrain.budget_scratch`` (null: unused) takes precedence over ``retrain.budget_fraction``. The budget is
+computed once per heal unit (``of``). The budget keys are not part of a cell's staged settings (``without_budget``):
+a cell staged under another budget is kept or continued (``heal.unit``), never re-run from the start.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from selfheal.heal.thresholds import first_crossing, threshold_loss
+from selfheal.records import PretrainSummary
+
+KEYS = ("budget_fraction", "budget_scratch")  # the retrain keys that set the budget
+SCRATCH_COST, PRETRAIN_EXAMPLES, TRAIN_SEQUENCES = "scratch_cost", "pretrain_examples", "train_sequences"
+UNITS = (SCRATCH_COST, PRETRAIN_EXAMPLES, TRAIN_SEQUENCES)
+SCRATCH_SOURCE = "scratch"  # a network whose pretraining curve is a from-scratch run
+
+
+@dataclass(frozen=True)
+class Budget:
+    examples: int  # the budget: round(multiple x unit_examples)
+    unit: str  # one of UNITS
+    unit_examples: float  # the unit, in examples
+    multiple: float  # the config's budget_scratch or budget_fraction
+    scratch_examples: float | None  # the from-scratch cost (None where there is no from-scratch curve)
+
+
+def scratch_cost(curve: pd.DataFrame, baseline: float, eps_min: float) -> float | None:
+    """The examples a pretraining curve (columns examples, val_loss) needed to first reach baseline x (1 + eps_min),
+    interpolated; None when it never does or reaches it at its first evaluation (no cost to scale)."""
+    crossing = first_crossing(curve["examples"], curve["val_loss"], threshold_loss(baseline, eps_min))
+    return crossing.examples if math.isfinite(crossing.examples) and crossing.examples > 0 else None
+
+
+def of(retrain_cfg: dict, pre: PretrainSummary, baseline: float, curve_path: str | None,
+       train_sequences: int) -> Budget:
+    """The budget of a network (module docstring): ``pre`` its pretraining record, ``baseline`` its baseline loss,
+    ``curve_path`` its pretraining curve (None where it has none), ``train_sequences`` the train sequences
+    available here (the unit of a downloaded model healed as downloaded)."""
+    scratch = None
+    if pre.source == SCRATCH_SOURCE and curve_path and Path(curve_path).is_file():
+        scratch = scratch_cost(pd.read_parquet(curve_path, columns=["examples", "val_loss"]), baseline,
+                               min(retrain_cfg["thresholds"]))
+    multiple = retrain_cfg.get("budget_scratch")
+    if multiple is not None and scratch is not None:
+        unit, size = SCRATCH_COST, scratch
+    else:
+        multiple = retrain_cfg["budget_fraction"] if multiple is None else multiple
+        unit, size = (PRETRAIN_EXAMPLES, pre.pretrain_examples) if pre.pretrain_examples else (TRAIN_SEQUENCES,
+                                                                                                 train_sequences)
+    return Budget(round(multiple * size), unit, float(size), float(multiple), scratch)
+
+
+def run_examples(budget: Budget, is_control: bool, control_examples: int | None) -> int:
+    """How long one cell trains at most: the budget; a matched no-reset control as long as the longest of the cells
+    it is matched with (``control_examples``), at most the budget."""
+    return min(budget.examples, control_examples or 0) if is_control else budget.examples
+
+
+def without_budget(model_cfg: dict) -> dict:
+    """A network's settings without the budget keys: what a staged cell's fingerprint covers."""
+    return {**model_cfg, "retrain": {k: v for k, v in model_cfg["retrain"].items() if k not in KEYS}}
+
+
+STAMP = "budget.txt"  # in a staged cell's folder: the budget keys it was last trained or kept under
+
+
+def stamp(model_cfg: dict) -> str:
+    """The budget keys of a network's settings, as the text of a staged cell's ``STAMP``."""
+    return json.dumps({k: model_cfg["retrain"].get(k) for k in KEYS}, sort_keys=True)

@@ -1,0 +1,125 @@
+"""The retraining budget (heal/budget.py): its unit (the network's own from-scratch cost, S x E, or the train
+sequences), and a raised budget continuing the staged cells that had not crossed from their extension points, to
+the numbers of a run given the larger budget from the start."""
+
+import math
+
+import pandas as pd
+import pytest
+import torch
+from conftest import SPECIAL, TINY_MODEL, trained_like
+from safetensors.torch import save_file
+
+from selfheal import models, records, results_io
+from selfheal.grid import Cell
+from selfheal.heal import budget, unit
+from selfheal.records import CellResult, PretrainSummary
+
+RETRAIN = {"budget_fraction": 0.2, "budget_scratch": None, "thresholds": [0.05, 0.01]}
+# a pretraining curve: baseline 4.0 (its last evaluation); 4.0 x 1.01 = 4.04 is first reached between 1000 (4.2) and
+# 2000 (4.0): at 1800 examples, interpolated
+CURVE = pd.DataFrame({"examples": [0, 1000, 2000, 3000], "val_loss": [6.0, 4.2, 4.0, 4.0]})
+PRE = PretrainSummary("m", "gpt2", 2, 16, 100, train_sequences=1000, epochs=3)
+
+
+def test_the_budget_unit(tmp_path):
+    curve = tmp_path / "pretrain_curve.parquet"
+    results_io.write_parquet(curve, CURVE)
+    assert budget.scratch_cost(CURVE, 4.0, 0.01) == pytest.approx(1800.0)
+    assert budget.scratch_cost(CURVE, 4.0, 0.6) is None  # reached at the first evaluation: no cost to scale
+    # budget_fraction: a fraction of S x E; the from-scratch cost is recorded all the same
+    b = budget.of(RETRAIN, PRE, 4.0, str(curve), 500)
+    assert (b.examples, b.unit, b.multiple, b.scratch_examples) == (600, "pretrain_examples", 0.2, pytest.approx(1800))
+    # budget_scratch: a multiple of the from-scratch cost at eps_min (0.01, not the first threshold listed)
+    b = budget.of({**RETRAIN, "budget_scratch": 1.25}, PRE, 4.0, str(curve), 500)
+    assert (b.examples, b.unit, b.unit_examples) == (2250, "scratch_cost", pytest.approx(1800))
+    # no from-scratch curve: an adapted model (its curve is an adaptation), or none at all -> S x E
+    adapted = PretrainSummary("m", "gpt2", 2, 16, 100, train_sequences=1000, epochs=3, source="pretrained")
+    for pre, path in ((adapted, str(curve)), (PRE, None), (PRE, str(tmp_path / "missing.parquet"))):
+        b = budget.of({**RETRAIN, "budget_scratch": 1.25}, pre, 4.0, path, 500)
+        assert (b.examples, b.unit) == (3750, "pretrain_examples")
+    assert budget.of({**RETRAIN, "budget_scratch": 1.25}, adapted, 4.0, str(curve), 500).scratch_examples is None
+    # a downloaded model healed as downloaded: S x E unknown, the train sequences here
+    downloaded = PretrainSummary("m", "gpt2", 2, 16, 100, source="pretrained")
+    b = budget.of({**RETRAIN, "budget_scratch": 2.0}, downloaded, 4.0, None, 500)
+    assert (b.examples, b.unit) == (1000, "train_sequences")
+    assert budget.run_examples(b, is_control=True, control_examples=300) == 300
+    assert budget.run_examples(b, is_control=True, control_examples=None) == 0
+    assert budget.run_examples(b, is_control=False, control_examples=300) == 1000
+    cfg = {"name": "m", "retrain": {**RETRAIN, "lr": 1.0}}
+    assert budget.without_budget(cfg) == {"name": "m", "retrain": {"thresholds": [0.05, 0.01], "lr": 1.0}}
+
+
+# -- a raised budget continues the cells that had not crossed ---------------------------------------------------
+
+PATTERN = "s{seed}/{target}-{policy}-{init}"
+CELLS = [Cell("t", "L0", "full", "fresh", "frozen", 0), Cell("t", "L2", "full", "fresh", "frozen", 0),
+         Cell("t", "L0", "full", "trained", "frozen", 0), Cell("t", "L2", "full", "trained", "frozen", 0)]
+TIMING = ("wall_s",)  # the only columns that differ between identical runs
+RECORD_TIMING = ("train_tokens_per_s", "eval_share", "replay_share")
+
+
+@pytest.fixture
+def inputs(tmp_path):
+    model = trained_like(models.build(TINY_MODEL, SPECIAL, seed=0))
+    models.save(model, tmp_path / "trained")
+    g = torch.Generator().manual_seed(0)
+    stream = torch.randint(3, 64, (16 * 200,), generator=g, dtype=torch.int32)
+    save_file({"train": stream, "val": stream[: 16 * 40].clone()}, str(tmp_path / "tokens.safetensors"),
+              metadata={k: str(v) for k, v in SPECIAL.items()})
+    records.write(tmp_path / "baseline.json", records.Baseline("t", 4.0, 54.6, 32, 16))
+    records.write(tmp_path / "pretrain.json", PretrainSummary("t", "gpt2", 3, 16, 1000, train_sequences=128,
+                                                              epochs=2))
+    # eval every 40 examples in batches of 16 (at 48, 80, 120 or 128, ...); budgets 0.47 x 256 = 120 (its last
+    # batch, 112-120, is cut short and reaches 120: an evaluation the larger run makes at 128 instead) and
+    # 0.7 x 256 = 179
+    model_cfg = {**TINY_MODEL, "source": "scratch", "pretrain": {"train_sequences": 128, "seed": 0, "epochs": 2},
+                 "retrain": {"lr": 1e-2, "batch_size": 16, "weight_decay": 0.0, "grad_clip": 1.0,
+                             "eval_every_examples": 40, "warmup_steps": 2, "budget_fraction": 0.47,
+                             "thresholds": [0.01], "checkpoint_every_steps": 0, "prefix_cache_mb": 100,
+                             "resolution": 0.1, "optimizer": "adamw"}}
+    return tmp_path, model_cfg, {"val_sequences": 32, "batch_size": 16}
+
+
+def _run(tmp_path, model_cfg, eval_cfg, out):
+    unit.run(model_cfg, eval_cfg, [c.as_dict() for c in CELLS], str(tmp_path / "tokens.safetensors"),
+             str(tmp_path / "trained"), None, str(tmp_path / "baseline.json"), str(tmp_path / "pretrain.json"),
+             str(tmp_path / out), str(tmp_path / "work" / out), PATTERN)
+    folder = {c: tmp_path / out / PATTERN.format(**c.as_dict()) for c in CELLS}
+    return ({c: records.read(f / "recovery.json", CellResult) for c, f in folder.items()},
+            {c: pd.read_parquet(f / "curve.parquet").drop(columns=list(TIMING)) for c, f in folder.items()})
+
+
+def _numbers(result: CellResult) -> dict:
+    record = {k: v for k, v in result.__dict__.items() if k not in RECORD_TIMING}
+    record["recoveries"] = [{k: v for k, v in r.__dict__.items() if k != "wall_s"} for r in result.recoveries]
+    return record
+
+
+def test_a_raised_budget_continues_to_the_numbers_of_the_larger_run(inputs, caplog):
+    tmp_path, model_cfg, eval_cfg = inputs
+    larger = {**model_cfg, "retrain": {**model_cfg["retrain"], "budget_fraction": 0.7}}
+    short, _ = _run(tmp_path, model_cfg, eval_cfg, "extended")
+    assert all(r.settled_examples is None and r.budget_examples == 120 for r in short.values())  # censored
+    assert short[CELLS[1]].prefix_cache_depth == 2  # L2 from the prefix cache (its extension point says so too)
+    caplog.clear()
+    with caplog.at_level("INFO", logger="selfheal"):
+        extended, extended_curves = _run(tmp_path, larger, eval_cfg, "extended")  # the same work folder
+    continued = [r.getMessage() for r in caplog.records if "continues a run with a smaller budget" in r.getMessage()]
+    assert len(continued) == len(CELLS) and all("(80 examples)" in m for m in continued)  # the last regular one
+    fresh, fresh_curves = _run(tmp_path, larger, eval_cfg, "fresh")
+    for cell in CELLS:
+        assert _numbers(extended[cell]) == _numbers(fresh[cell]), cell
+        pd.testing.assert_frame_equal(extended_curves[cell], fresh_curves[cell], check_exact=True)
+        assert extended[cell].budget_examples == 179 if not cell.is_matched_control else True
+    # the controls train as long as the longest cell they are matched with, under the larger budget too
+    for control, matched in ((CELLS[2], CELLS[0]), (CELLS[3], CELLS[1])):
+        assert extended_curves[control]["examples"].max() == extended_curves[matched]["examples"].max()
+    # a lowered budget within the last regular evaluation continues from it; below it, the cell trains anew
+    lowered = {**model_cfg, "retrain": {**model_cfg["retrain"], "budget_fraction": 0.2}}  # 51 examples
+    again, again_curves = _run(tmp_path, lowered, eval_cfg, "extended")
+    alone, alone_curves = _run(tmp_path, lowered, eval_cfg, "lowered")
+    for cell in CELLS:
+        assert _numbers(again[cell]) == _numbers(alone[cell]), cell
+        pd.testing.assert_frame_equal(again_curves[cell], alone_curves[cell], check_exact=True)
+    assert math.isfinite(alone[CELLS[0]].final_loss)

@@ -1,0 +1,110 @@
+"""Raising the budget (real Snakemake runs on tests/tiny.yaml): the cells that had not crossed continue from their
+saved state to exactly the numbers of a run given the larger budget from the start; the cells that had are not
+re-run; the matched no-reset controls follow their cells."""
+
+import json
+import os
+
+import pandas as pd
+import pytest
+import yaml
+from snakemake_helpers import ROOT, snakemake
+
+pytestmark = pytest.mark.e2e
+
+TABLES = ["results/summary.parquet", "results/curves.parquet"]
+# eps_min 0.001: the from-scratch cost is most of S x E (about 460 and 490 examples); at 0.3 x it (138 and 147
+# examples, past the last regular evaluation at 128) tinyA's cells settle and tinyB's L0 does not
+SHORT, LONG = 0.3, 1.0
+
+
+def _config(budget_scratch: float) -> dict:
+    config = yaml.safe_load((ROOT / "tests" / "tiny.yaml").read_text())
+    del config["models"][0]["frozen_random"]
+    config["retrain"].pop("budget_fraction")
+    config["retrain"].update({"budget_scratch": budget_scratch, "thresholds": [0.001, 0.01]})
+    return config
+
+
+def _run(workdir, budget_scratch):
+    configfile = workdir / "config.yaml"
+    configfile.write_text(yaml.safe_dump(_config(budget_scratch)))
+    proc = snakemake(workdir, configfile, *TABLES)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+
+
+def _records(workdir) -> dict:
+    cells = workdir / "results" / "cells"
+    return {str(p.parent.relative_to(cells)): json.loads(p.read_text()) for p in sorted(cells.rglob("recovery.json"))}
+
+
+def _without_timing(value):
+    """A record without its measured times (seconds, rates, shares of time): what two identical runs share."""
+    if isinstance(value, list):
+        return [_without_timing(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _without_timing(v) for k, v in value.items()
+                if not k.endswith(("_s", "_share", "_per_s"))}
+    return value
+
+
+def _staged(workdir) -> dict:
+    """Each staged cell's curve file in the work folder: (inode, content), to tell kept from re-made (a file is
+    written anew, to a new inode, atomically; its modification time is no witness: Snakemake touches the outputs,
+    hard links to these files, of a group job)."""
+    work = workdir / "results" / "work"
+    return {str(p.parent.relative_to(work)): (p.stat().st_ino, p.read_bytes()) for p in work.rglob("curve.parquet")}
+
+
+def test_a_raised_budget_extends_only_the_cells_that_had_not_crossed(tmp_path, corpus_seed):
+    extended, fresh = tmp_path / "extended", tmp_path / "fresh"
+    for workdir in (extended, fresh):
+        workdir.mkdir()
+        corpus_seed(workdir)
+    _run(extended, SHORT)
+    short = _records(extended)
+    settled = {k for k, r in short.items() if r["settled_examples"] is not None}
+    censored = {k for k, r in short.items() if r["settled_examples"] is None}
+    assert {"tinyA/p0/frozen/s0/all-full-fresh", "tinyA/p0/frozen/s0/L1-full-fresh"} <= settled
+    assert {"tinyB/p0/frozen/s0/L0-full-fresh", "tinyB/p0/frozen/s0/L0-full-trained"} <= censored
+    assert short["tinyA/p0/frozen/s0/all-full-fresh"]["settled_examples"] > 0  # it trained, then crossed eps_min
+    assert all(r["budget_unit"] == "scratch_cost" for r in short.values())
+    before = _staged(extended)
+    # continued: censored, or a control of a censored cell (a control matched with settled cells keeps its length)
+    continued = {k for k in censored if short[k]["budget_examples"] > 0}
+    assert "tinyB/p0/frozen/s0/L0-full-trained" in continued and not any(k.startswith("tinyA") for k in continued)
+
+    configfile = extended / "config.yaml"
+    configfile.write_text(yaml.safe_dump(_config(LONG)))
+    dry = snakemake(extended, configfile, "-n", *TABLES)  # the job's plan says what it keeps and continues
+    assert dry.returncode == 0, dry.stderr[-4000:]
+    n = len(continued)
+    assert "model tinyA: trains 0 networks (keeps 1), heals 0 cells (keeps 6)" in dry.stdout, dry.stdout
+    assert (f"model tinyB: trains 0 networks (keeps 1), heals {n} cells (keeps {4 - n}, continues {n} staged under "
+            "another budget)") in dry.stdout, dry.stdout
+    _run(extended, LONG)  # the same folder: its staged cells are kept or continued
+    _run(fresh, LONG)  # the larger budget from the start
+    got, want = _records(extended), _records(fresh)
+    assert got.keys() == want.keys()
+    for cell in want:
+        assert _without_timing(got[cell]) == _without_timing(want[cell]), cell
+    for table in ("summary", "curves"):
+        a, b = (pd.read_parquet(d / "results" / f"{table}.parquet") for d in (extended, fresh))
+        numbers = [c for c in a.columns if not c.endswith(("_s", "_share"))]
+        pd.testing.assert_frame_equal(a[numbers], b[numbers], check_exact=True)
+
+    # the settled cells were not re-run: their staged curves are the very files of the first run (the work folder
+    # lays cells out as the cells folder does)
+    after = _staged(extended)
+    assert all(after[k] == before[k] for k in settled)
+    # the censored cells continued from their last regular evaluation (128 examples), the controls with them
+    logs = "".join(p.read_text() for p in (extended / "results" / "logs").rglob("*.log"))
+    assert logs.count("continues a run with a smaller budget from its last regular evaluation (128 examples)") \
+        == len(continued)
+    assert all(after[k] == before[k] for k in censored - continued)
+    budget = got["tinyB/p0/frozen/s0/L0-full-fresh"]["budget_examples"]
+    assert budget == round(LONG * got["tinyB/p0/frozen/s0/L0-full-fresh"]["scratch_cost"])
+    curves = pd.read_parquet(extended / "results" / "curves.parquet")
+    tinyb = curves[(curves["model"] == "tinyB") & (curves["target"] == "L0")]
+    assert tinyb.groupby("init")["examples"].max().nunique() == 1  # the control as long as its cell
+    assert os.path.exists(extended / "results" / "summary.parquet")
