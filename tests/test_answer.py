@@ -131,10 +131,33 @@ def test_the_answer_opens_the_page_in_sentences(deeper_costs_more):
     ref = tables["pretrain_reference"]
     scratch = ref[ref["threshold"] == 0.05].groupby("model")["fraction"].mean()
     assert f"pretraining from scratch needed {span(scratch)} of S × E" in bullets[0]
-    # censored is not refusal: with the columns there are now, the page says refusal is not determined
-    censored = int(layers["n_censored"].sum())
-    assert f"within 5 %: {censored} of {int(layers['n_cells'].sum())}" in bullets[1]
-    assert ("not determined here" in bullets[1]) == (censored > 0) and "refuses" not in bullets[1].split(".")[0]
+    # censored is not refusal: only stalled cells refuse; still-falling ones are counted as not answered
+    stalled, falling = int(layers["n_stalled"].sum()), int(layers["n_still_falling"].sum())
+    damaged = int((layers["n_cells"] - layers["n_not_damaged"]).sum())
+    if stalled or falling:
+        assert f"Within 5 %: {stalled} of {damaged} damaged cells stalled" in bullets[1]
+        assert f"{falling} were still falling when the budget ran out" in bullets[1]
+    else:
+        assert "Within 5 %: every damaged cell got back within the budget." in bullets[1]
+    # a grid where some cells stall and others are still falling says both, with the tables' counts
+    summary, curves, networks = synthetic(thresholds=(0.05,), depth_effect=1.5, seed=0)
+    stalling = summary.copy()
+    hit = (stalling["target"] == "L0") & (stalling["init"] == "fresh")
+    stalling.loc[hit, ["recovered"]] = False
+    stalling.loc[hit, "examples_hi"] = pd.NA
+    curves_flat = curves.copy()
+    rec = (curves_flat["kind"] == "recovery") & (curves_flat["target"] == "L0") & (curves_flat["init"] == "fresh")
+    flat = rec & (curves_flat["pretrain_seed"] == 0)
+    curves_flat.loc[flat, "val_loss"] = 4.4 + 0.001 * np.sin(curves_flat.loc[flat, "examples"].to_numpy(float))
+    stalling = summary_tables.add_outcomes(stalling, curves_flat)
+    t2 = answer_tables.compute(stalling, curves_flat, networks)
+    rows = t2["survival"]
+    rows = rows[(rows["kind"] == "layer") & (rows["threshold"] == 0.05)]
+    n_stalled, n_falling = int(rows["n_stalled"].sum()), int(rows["n_still_falling"].sum())
+    assert n_stalled > 0
+    md2 = answer_page.page(t2, stalling, networks, LINKS).markdown()
+    refuse = next(line for line in answer.headline(md2).splitlines() if "Does it ever refuse?" in line)
+    assert f"Within 5 %: {n_stalled} of " in refuse and f"{n_falling} were still falling" in refuse
     assert "not determined (this grid has no encoder-decoder model" in bullets[4]
     assert len(head.splitlines()) < 40
 
