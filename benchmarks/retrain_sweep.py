@@ -70,7 +70,7 @@ def network(a, results: Path):
 
 def run_cell(args) -> dict:
     """One cell (a reset layer, or its matched control over the whole budget) under one candidate."""
-    a, results, optimizer, lr, target, control = args
+    a, results, optimizer, lr, target, control, init = args
     folder, base_loss, scratch = network(a, results)
     model_cfg, eval_cfg = model_config(a)
     pre = records.read(folder / "pretrain.json", PretrainSummary)
@@ -83,16 +83,17 @@ def run_cell(args) -> dict:
     job = setup.prepare(base, model_cfg, eval_cfg, tokens)
     base.requires_grad_(False)
     train_seqs = setup.train_sequences(model_cfg, tokens)
-    cell = grid.Cell(model_cfg["name"], target, "full", grid.TRAINED if control else "fresh", "frozen", 0,
+    cell = grid.Cell(model_cfg["name"], target, "full", grid.TRAINED if control else init, "frozen", 0,
                      pretrain_seed=0)
+    checkpoint = results / "sweep" / f"{optimizer}-{lr}-{target}-{init}-{control}.ckpt"
     t0 = time.perf_counter()
     _, result, curve = unit.heal_cell(base, job, train_seqs, model_cfg, cell, None, base_loss, pre, None,
-                                      str(results / "sweep" / f"{optimizer}-{lr}-{target}-{control}.ckpt"),
-                                      control_examples=budget if control else None)
+                                      str(checkpoint), control_examples=budget if control else None)
     wall = time.perf_counter() - t0
+    checkpoint.unlink(missing_ok=True)
     warm = model_cfg["retrain"]["warmup_steps"]
     after = curve[curve["steps"] > warm]
-    row = {"optimizer": optimizer, "lr": lr, "target": target, "control": control, "budget": budget,
+    row = {"optimizer": optimizer, "lr": lr, "target": target, "control": control, "init": init, "budget": budget,
            "scratch_examples": scratch, "pretrain_examples": pre.pretrain_examples, "baseline": base_loss,
            "s_per_step": wall / max(1, int(curve["steps"].max())),
            "worst_drift": float((after["val_loss"] / base_loss - 1).abs().max()) if len(after) else math.nan,
@@ -107,7 +108,7 @@ def table(rows: pd.DataFrame) -> str:
     lines = ["| optimiser | lr | controls' worst drift | first layer, ε 0.01 | last layer, ε 0.01 | first, ε 0.05 | "
              "last, ε 0.05 | s / step |", "|---|---|---|---|---|---|---|---|"]
     for (opt, lr), g in rows.groupby(["optimizer", "lr"], sort=False):
-        controls = g[g["control"]]
+        controls = g[g["control"]] if g["control"].any() else g.iloc[:0]
         cells = g[~g["control"]].set_index("target")
         first, last = cells.index.min(), cells.index.max()
 
@@ -131,18 +132,20 @@ def main() -> None:
     parser.add_argument("results", type=Path, help="a results folder with the default corpus and tokens")
     for key, value in DOCUMENTED.items():
         parser.add_argument(f"--{key.replace('_', '-')}", type=type(value), default=value)
+    parser.add_argument("--init", default="fresh", help="the reset cells' init (e.g. zero_out: reset as deletion)")
+    parser.add_argument("--no-controls", action="store_true", help="heal the reset cells only")
     parser.add_argument("--workers", type=int, default=2)
     add_write_flag(parser)
     a = parser.parse_args()
     network(a, a.results)  # pretrained once, before the workers read it
     n_layer = a.n_layer
-    jobs = [(a, a.results, opt, float(lr), target, control)
+    jobs = [(a, a.results, opt, float(lr), target, control, a.init)
             for opt, lr in (c.split(":") for c in a.candidates.split(","))
-            for target in ("L0", f"L{n_layer - 1}") for control in (False, True)]
+            for target in ("L0", f"L{n_layer - 1}") for control in ((False,) if a.no_controls else (False, True))]
     t0 = time.perf_counter()
     with concurrent.futures.ProcessPoolExecutor(a.workers) as pool:
         rows = pd.DataFrame(list(pool.map(run_cell, jobs)))
-    out = a.results / "sweep" / "retrain_sweep.parquet"
+    out = a.results / "sweep" / f"retrain_sweep{'' if a.init == 'fresh' else '_' + a.init}.parquet"
     rows.to_parquet(out)
     report(a, rows, (time.perf_counter() - t0) / 60)
     print(f"written: {out}")
@@ -156,7 +159,7 @@ def report(a, rows: pd.DataFrame, minutes: float) -> None:
             f"{a.budget_scratch:g} × that; cost as a fraction of S × E (and × the from-scratch cost). "
             f"{len(rows)} runs, {a.workers} at a time, {minutes:.0f} minutes on {machine()} "
             "(`.venv/bin/python benchmarks/retrain_sweep.py results`).")
-    documented = all(getattr(a, k) == v for k, v in DOCUMENTED.items())
+    documented = all(getattr(a, k) == v for k, v in DOCUMENTED.items()) and a.init == "fresh" and not a.no_controls
     publish(MARKER, text, not a.no_write, page=PAGE, why_not=None if documented else "options other than documented")
 
 
