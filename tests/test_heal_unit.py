@@ -34,7 +34,7 @@ def inputs(tmp_path):
                                                                        epochs=2))
     model_cfg = {**TINY_MODEL, "hardware": CPU, "source": "scratch", "pretrain": {"train_sequences": 128, "seed": 0, "epochs": 2},
                  "retrain": {"lr": 1e-2, "batch_size": 16, "weight_decay": 0.0, "grad_clip": 1.0,
-                             "eval_every_examples": 32, "warmup_steps": 2, "budget_fraction": 0.5,
+                             "eval_every_examples": 32, "warmup_steps": 2, "optimizer": "adamw", "budget_fraction": 0.5,
                              "thresholds": [0.01], "checkpoint_every_steps": 0, "prefix_cache_mb": 100,
                              "resolution": 0.1}}
     eval_cfg = {"val_sequences": 32, "batch_size": 16}
