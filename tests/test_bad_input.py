@@ -144,7 +144,9 @@ def gpt2_folder(tmp_path_factory):
 
 def test_brought_model_folder_is_accepted(gpt2_folder):
     resolved = config.resolve(_pretrained(str(gpt2_folder)))
-    assert len(grid.cells(resolved)) > 0
+    model = resolved["models"][0]
+    targets = {c.target for c in grid.cells(resolved) if c.model == model["name"]}
+    assert {"L0", "none"} <= targets and "L1" not in targets, targets  # the grid's layer 0 of the folder's model
 
 
 def test_brought_model_folder_that_does_not_exist(tmp_path):

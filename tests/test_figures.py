@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 
 from answer_helpers import synthetic
+from conftest import assert_drawn_png
 from selfheal.analysis import answer_plots, answer_tables, plots, survival
 
 warnings.filterwarnings("ignore", module="lifelines")
@@ -275,4 +276,4 @@ def test_every_figure_on_the_tiny_run(tiny_run, tmp_path):
     assert sum(len(a["values"]) for a in cost) == len(asked if len(asked) else layers)
     for name in ("answer_cost_depth", "answer_damage_cost", "recovery_cost", "recovery_examples"):
         plots.save(kept_charts[name], tmp_path / f"{name}.html", tmp_path / f"{name}.png")
-        assert (tmp_path / f"{name}.png").read_bytes()[:4] == b"\x89PNG"
+        assert_drawn_png(tmp_path / f"{name}.png")

@@ -92,7 +92,9 @@ def _kill_at_checkpoint(workdir, phase: str, after_step: int) -> tuple[int, str]
             except psutil.NoSuchProcess:
                 break
             proc.wait(timeout=120)
-            return step, _logs(workdir)
+            # the checkpoint the kill left (the job may have written a newer one between the look and the kill): the
+            # next kill of this phase waits for one past it, so the run it stops has resumed and gone on
+            return _checkpoint_step(workdir, phase) or step, _logs(workdir)
         time.sleep(0.02)
     proc.kill()
     proc.wait(timeout=60)

@@ -29,7 +29,7 @@ def finished(tmp_path_factory, corpus_seed):
     config["models"] = [MODEL]
     config["grid"] = {"layers": "all", "seeds": [0], "inits": ["original"], "policies": ["full", "embeddings"],
                       "controls": False, "matched_controls": "none"}
-    config["retrain"]["thresholds"] = [0.05]
+    config["retrain"]["thresholds"] = [0.001]
     configfile = workdir / "config.yaml"
     configfile.write_text(yaml.safe_dump(config))
     corpus_seed(workdir)
@@ -90,5 +90,9 @@ def test_an_original_cell_records_the_damage_and_cka_floor_of_its_step0_layer(fi
     assert cell["damaged_loss"] == pytest.approx(damaged, rel=1e-6)
     floor = _unbiased_cka(original.double().numpy(), reset.double().numpy())
     assert cell["cka_floor"] == pytest.approx(floor, abs=1e-6)
-    assert -1 <= cell["cka"] <= 1 and cell["cka"] != cell["cka_floor"]  # retraining moved the layer's outputs
+    assert -1 <= cell["cka"] <= 1
+    if cell["examples"] == 0:  # within eps of the baseline at once: never trained, so healed is as reset
+        assert cell["cka"] == pytest.approx(cell["cka_floor"])
+    else:
+        assert cell["cka"] != cell["cka_floor"]
     assert pd.isna(summary[summary["policy"] == "embeddings"]["cka"]).all()  # no single layer to compare
