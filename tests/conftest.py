@@ -41,6 +41,19 @@ def trained_like(model: torch.nn.Module, seed: int = 1) -> torch.nn.Module:
     return model
 
 
+def write_trained_and_tokens(folder) -> None:
+    """A trained-like tiny model (``folder/trained``) and a token file of random ids (``folder/tokens.safetensors``:
+    3,200 train tokens, the first 640 again as validation): the inputs of a heal unit outside the workflow."""
+    from safetensors.torch import save_file
+
+    model = trained_like(models.build(TINY_MODEL, SPECIAL, seed=0))
+    models.save(model, folder / "trained")
+    g = torch.Generator().manual_seed(0)
+    stream = torch.randint(3, 64, (16 * 200,), generator=g, dtype=torch.int32)
+    save_file({"train": stream, "val": stream[: 16 * 40].clone()}, str(folder / "tokens.safetensors"),
+              metadata={k: str(v) for k, v in SPECIAL.items()})
+
+
 def assert_drawn_png(path) -> None:
     """``path`` is a PNG of some size with more than a blank page in it: its decoded rows hold more than a few
     distinct byte values (a blank image has about 2), read with the standard library."""

@@ -6,11 +6,9 @@ import math
 
 import pandas as pd
 import pytest
-import torch
-from conftest import SPECIAL, TINY_MODEL, trained_like
-from safetensors.torch import save_file
+from conftest import TINY_MODEL, write_trained_and_tokens
 
-from selfheal import models, records, results_io
+from selfheal import records, results_io
 from selfheal.grid import Cell
 from selfheal.heal import budget, unit
 from selfheal.records import CellResult, PretrainSummary
@@ -61,12 +59,7 @@ RECORD_TIMING = ("train_tokens_per_s", "eval_share", "replay_share")
 
 @pytest.fixture
 def inputs(tmp_path):
-    model = trained_like(models.build(TINY_MODEL, SPECIAL, seed=0))
-    models.save(model, tmp_path / "trained")
-    g = torch.Generator().manual_seed(0)
-    stream = torch.randint(3, 64, (16 * 200,), generator=g, dtype=torch.int32)
-    save_file({"train": stream, "val": stream[: 16 * 40].clone()}, str(tmp_path / "tokens.safetensors"),
-              metadata={k: str(v) for k, v in SPECIAL.items()})
+    write_trained_and_tokens(tmp_path)
     records.write(tmp_path / "baseline.json", records.Baseline("t", 4.0, 54.6, 32, 16))
     records.write(tmp_path / "pretrain.json", PretrainSummary("t", "gpt2", 3, 16, 1000, train_sequences=128,
                                                               epochs=2))

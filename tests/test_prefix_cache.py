@@ -3,8 +3,7 @@
 import numpy as np
 import pytest
 import torch
-from conftest import CPU, SPECIAL, TINY_MODEL, trained_like
-from safetensors.torch import save_file
+from conftest import CPU, SPECIAL, TINY_MODEL, write_trained_and_tokens
 
 from selfheal import models
 from selfheal.data import streams
@@ -19,12 +18,7 @@ from selfheal.training import setup as training_setup
 
 @pytest.fixture
 def setup(tmp_path):
-    model = trained_like(models.build(TINY_MODEL, SPECIAL, seed=0))
-    models.save(model, tmp_path / "trained")
-    g = torch.Generator().manual_seed(0)
-    stream = torch.randint(3, 64, (16 * 200,), generator=g, dtype=torch.int32)
-    save_file({"train": stream, "val": stream[: 16 * 40].clone()}, str(tmp_path / "tokens.safetensors"),
-              metadata={k: str(v) for k, v in SPECIAL.items()})
+    write_trained_and_tokens(tmp_path)
     model_cfg = {**TINY_MODEL, "hardware": CPU, "source": "scratch", "pretrain": {"train_sequences": 128, "seed": 0}}
     eval_cfg = {"val_sequences": 32, "batch_size": 16}
     return tmp_path, model_cfg, eval_cfg
