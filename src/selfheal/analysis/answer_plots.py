@@ -36,8 +36,8 @@ ASKED = ("frozen", "full", "fresh")
 COST_STATUS = ["median reached", "median " + plots.BEYOND]
 CELL_STATUS = ["recovered", plots.BEYOND]
 # The estimates leave out controls and cells of degenerate networks (survival.estimable): say both reasons.
-NO_LAYER_CELLS = ("no single-layer cell to estimate: the grid has none, or every network is flagged degenerate "
-                  "(results/answer/networks_flags.parquet)")
+NO_LAYER_CELLS = ("no single-layer cell to estimate: the grid has none, or every network is flagged degenerate or "
+                  "off its plateau (results/answer/networks_flags.parquet)")
 
 
 def _eps(table: pd.DataFrame) -> pd.DataFrame:
