@@ -25,13 +25,38 @@ def _reset_copy(model, adapter, target="L1"):
     return model, set(names)
 
 
-def test_it_is_evaluated_at_its_averaged_weights_and_ends_there(trained_model, adapter, sequences):
+def test_it_is_evaluated_at_its_averaged_weights_and_ends_there(trained_model, adapter, sequences, monkeypatch):
+    """At every evaluation (``should_stop`` sees it while the model holds the training weights y), the recorded loss
+    is the loss at the averaged weights x = y + (1 - 1/beta1)(z - y), not at y; the run ends holding x."""
     train, val = sequences
     model, names = _reset_copy(trained_model, adapter)
     before = {n: t.clone() for n, t in model.state_dict().items()}
-    result = loop.run(model, adapter, CAUSAL, train, val, names, _settings())
+    made = []
+    real = loop._optimizer
+    monkeypatch.setattr(loop, "_optimizer", lambda *a: made.append(real(*a)) or made[-1])  # keep a handle on it
+    params = {n: p for n, p in model.named_parameters() if n in names}
+    seen = []
+
+    def check(point):
+        if point.steps == 0:
+            return False
+        (optimizer,) = made
+        beta1 = optimizer.param_groups[0]["betas"][0]
+        probe = copy.deepcopy(model)
+        probe_params = dict(probe.named_parameters())
+        with torch.no_grad():
+            for n, p in params.items():
+                probe_params[n].copy_(torch.lerp(p.detach(), optimizer.state[p]["z"], 1 - 1 / beta1))
+        at_x, at_y = evaluation.evaluate(probe, adapter, val), evaluation.evaluate(model, adapter, val)
+        seen.append((point.val_loss, at_x, at_y))
+        return False
+
+    result = loop.run(model, adapter, CAUSAL, train, val, names, _settings(), should_stop=check)
+    assert seen
+    for recorded, at_x, at_y in seen:
+        assert recorded == pytest.approx(at_x, abs=1e-6) and abs(recorded - at_y) > 1e-6
     # the model ends at the weights its last evaluation saw
-    assert result.curve[-1].val_loss == evaluation.evaluate(model, adapter, val)
+    assert result.curve[-1].val_loss == pytest.approx(evaluation.evaluate(model, adapter, val), abs=1e-6)
     after = model.state_dict()
     moved = {n for n in before if not torch.equal(before[n], after[n])}
     assert moved and moved <= names  # frozen tensors bit-identical
