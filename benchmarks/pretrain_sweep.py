@@ -40,18 +40,28 @@ ROWS = [
     (2, 32, 1e-2, 16, 64, None, 1), (4, 32, 1e-2, 16, 64, None, 1),           # batch 16: twice the steps
     (2, 64, 6e-3, 16, 64, None, 1), (4, 64, 6e-3, 16, 64, None, 1), (2, 128, 6e-3, 16, 64, None, 1),
 ]
+# The fully-trained regime: a subset S seen E times, each checked by the same network pretrained 1.5 x E epochs
+# (pretrain.plateau_check): it passes when the longer run is not lower by more than eps_min x loss / 4.
+PLATEAU_ROWS = [
+    (2, 64, 6e-3, 16, 64, 3865, 24, 1.5), (2, 64, 6e-3, 16, 64, 2000, 24, 1.5), (2, 64, 6e-3, 16, 64, 2000, 16, 1.5),
+    (1, 64, 6e-3, 16, 64, 3865, 24, 1.5), (2, 32, 6e-3, 16, 64, 3865, 24, 1.5), (2, 32, 1e-2, 16, 64, 3865, 24, 1.5),
+    (2, 48, 6e-3, 16, 64, 3865, 24, 1.5), (2, 32, 1e-2, 16, 64, 7730, 16, 1.5),
+]
+EPS_MIN = 0.01
 
 
 def label(row) -> str:
-    n, d, lr, batch, context, S, E = row
-    return f"n={n} d={d} lr={lr:g} batch={batch} context={context} S={'all' if S is None else S} E={E}"
+    n, d, lr, batch, context, S, E, *check = row
+    check_text = f" check={check[0]:g}" if check else ""
+    return f"n={n} d={d} lr={lr:g} batch={batch} context={context} S={'all' if S is None else S} E={E}{check_text}"
 
 
 def run_one(row, results: str) -> dict:
-    n, d, lr, batch, context, S, E = row
+    n, d, lr, batch, context, S, E, *check = row
     raw = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
     raw["models"] = [{"name": "sweep", "arch": "gpt2", "n_layer": n, "d_model": d, "n_head": 4, "context": context}]
-    raw["pretrain"].update(epochs=E, train_sequences=S, lr=lr, batch_size=batch, seeds=[0])
+    raw["pretrain"].update(epochs=E, train_sequences=S, lr=lr, batch_size=batch, seeds=[0],
+                           plateau_check=check[0] if check else None)
     cfg = config.resolve(raw)
     model_cfg = grid.network_config(grid.model_by_name(cfg, "sweep"), 0)
     tokens = f"{results}/corpus/bpe/tokens.safetensors"
@@ -66,7 +76,8 @@ def run_one(row, results: str) -> dict:
             "S": summary.train_sequences, "E": E, "params": summary.params, "val_loss": base.val_loss,
             "unigram_loss": base.unigram_loss, "bigram_loss": base.bigram_loss,
             "bigram_margin": base.bigram_loss - base.val_loss,
-            "last_quarter_val_drop": summary.last_quarter_val_drop, "wall_s": wall}
+            "last_quarter_val_drop": summary.last_quarter_val_drop, "plateau_check": check[0] if check else None,
+            "plateau_val_loss": summary.plateau_val_loss, "wall_s": wall}
 
 
 def main() -> None:
@@ -74,16 +85,21 @@ def main() -> None:
     parser.add_argument("results", type=Path, help="a results folder with the default corpus and tokens")
     parser.add_argument("--only", default="", help="run only rows whose label contains this text")
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--plateau", action="store_true",
+                        help="run the fully-trained regime rows (each with its plateau check) into block "
+                             "pretrain-plateau instead")
     add_write_flag(parser)
     a = parser.parse_args()
-    rows = [r for r in ROWS if a.only in label(r)]
+    rows = [r for r in (PLATEAU_ROWS if a.plateau else ROWS) if a.only in label(r)]
     t0 = time.perf_counter()
     with concurrent.futures.ProcessPoolExecutor(a.workers) as pool:
         table = pd.DataFrame(list(pool.map(run_one, rows, [str(a.results)] * len(rows))))
     wall = time.perf_counter() - t0
-    out = a.results / "sweep" / "pretrain_sweep.parquet"
+    out = a.results / "sweep" / ("pretrain_plateau.parquet" if a.plateau else "pretrain_sweep.parquet")
     out.parent.mkdir(parents=True, exist_ok=True)
     table.to_parquet(out)
+    if a.plateau:
+        return publish_plateau(table, rows, wall, a, out)
     lines = ["| N | D | lr | batch | context | S | E | params | val loss | bigram | margin | last-quarter drop |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in table.itertuples():
@@ -93,6 +109,21 @@ def main() -> None:
     text = "\n".join(lines) + (f"\n\n{len(rows)} runs, {a.workers} at a time, {wall / 60:.0f} minutes on "
                                 f"{machine()} (`.venv/bin/python benchmarks/pretrain_sweep.py results`).")
     publish(MARKER, text, not a.no_write, page=PAGE, why_not="--only: not every row" if a.only else None)
+    print(f"written: {out}")
+
+
+def publish_plateau(table: pd.DataFrame, rows, wall: float, a, out: Path) -> None:
+    lines = ["| N | D | lr | S | E | examples | core-s | val loss | at 1.5 × E | gain | bigram margin | fully trained |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in table.itertuples():
+        gain = r.val_loss - r.plateau_val_loss
+        ok = gain <= EPS_MIN * r.val_loss / 4 and r.bigram_margin >= 0.1
+        lines.append(f"| {r.n_layer} | {r.d_model} | {r.lr:g} | {r.S:,} | {r.E} | {r.S * r.E:,} | {r.wall_s:.0f} | "
+                     f"{r.val_loss:.3f} | {r.plateau_val_loss:.3f} | {gain:+.3f} | {r.bigram_margin:+.3f} | "
+                     f"{'yes' if ok else 'no'} |")
+    text = "\n".join(lines) + (f"\n\n{len(rows)} runs, {a.workers} at a time, {wall / 60:.0f} minutes on "
+                                f"{machine()} (`.venv/bin/python benchmarks/pretrain_sweep.py results --plateau`).")
+    publish("pretrain-plateau", text, not a.no_write, page=PAGE, why_not="--only: not every row" if a.only else None)
     print(f"written: {out}")
 
 
