@@ -54,8 +54,11 @@ def read_block(marker: str, page: Path = PERFORMANCE) -> str:
 
 def add_write_flag(parser: argparse.ArgumentParser) -> None:
     """``--no-write``: print the figure block without writing it into its page."""
-    parser.add_argument("--no-write", action="store_true",
-                        help="only print the figure block; do not write it into its documentation page")
+    parser.add_argument(
+        "--no-write",
+        action="store_true",
+        help="only print the figure block; do not write it into its documentation page",
+    )
 
 
 def publish(marker: str, markdown: str, write: bool, page: Path = PERFORMANCE, why_not: str | None = None) -> None:
@@ -83,6 +86,7 @@ def machine() -> str:
 
 # ---------------------------------------------------------------------------------------------------- timing
 
+
 def snakemake_env(pythonpath: str | None = None) -> dict:
     """The environment the benchmarks start Snakemake in.
 
@@ -100,8 +104,10 @@ def snakemake_env(pythonpath: str | None = None) -> dict:
     except subprocess.TimeoutExpired:
         answered = False
     if not answered:
-        print("SLURM's client is installed here but no controller answers: Snakemake is started with "
-              "SLURM_CONF=/dev/null, as on a machine without SLURM (else each start waits 9 s on `scontrol`)")
+        print(
+            "SLURM's client is installed here but no controller answers: Snakemake is started with "
+            "SLURM_CONF=/dev/null, as on a machine without SLURM (else each start waits 9 s on `scontrol`)"
+        )
         env["SLURM_CONF"] = "/dev/null"
     return env
 
@@ -111,8 +117,9 @@ def snakemake_command(workdir: Path, *args: str) -> list[str]:
     return [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory", str(workdir), *args]
 
 
-def timed_process(cmd: list[str], env: dict | None = None, cwd: Path | None = None,
-                  check: bool = True) -> tuple[float, subprocess.CompletedProcess]:
+def timed_process(
+    cmd: list[str], env: dict | None = None, cwd: Path | None = None, check: bool = True
+) -> tuple[float, subprocess.CompletedProcess]:
     """(wall seconds, the finished process) of one command, output captured; with ``check``, a failure ends the
     benchmark with the command's last stderr."""
     t0 = time.perf_counter()

@@ -28,8 +28,7 @@ MARKER = "dag-dry-run"
 
 def snakemake(workdir: Path, *args: str) -> tuple[float, subprocess.CompletedProcess]:
     """(wall seconds, process) of Snakemake on the grid's config in ``workdir``; a failure ends the benchmark."""
-    return timed_process(snakemake_command(workdir, "--configfile", str(workdir / "config.yaml"), *args),
-                         env=ENV)
+    return timed_process(snakemake_command(workdir, "--configfile", str(workdir / "config.yaml"), *args), env=ENV)
 
 
 ENV: dict = {}
@@ -42,8 +41,13 @@ def main():
     ENV.update(snakemake_env())
     cfg = {
         "models": [{"name": f"gpt2-d{d}", "n_layer": 12, "d_model": d, "n_head": 4} for d in (64, 128, 192, 256)],
-        "grid": {"layers": "all", "policies": ["full", "attn"], "inits": ["fresh", "original"],
-                 "seeds": [0, 1, 2, 3, 4], "controls": True},
+        "grid": {
+            "layers": "all",
+            "policies": ["full", "attn"],
+            "inits": ["fresh", "original"],
+            "seeds": [0, 1, 2, 3, 4],
+            "controls": True,
+        },
     }
     n_cells = len(grid.cells(config.resolve(cfg)))
     with tempfile.TemporaryDirectory() as tmp:
@@ -65,11 +69,15 @@ def main():
             times.append(wall)
         done = "Nothing to be done" in dry.stdout + dry.stderr
     best = min(times)
-    print(f"{n_cells} cells, {len(outputs)} output files; `snakemake -n` on the computed grid: "
-          f"{best:.2f} s (best of 3: {', '.join(f'{t:.2f}' for t in times)}); target {TARGET_S:.0f} s -> "
-          f"{TARGET_S / best:.1f}x under; nothing to be done: {done}")
-    text = (f"`.venv/bin/python benchmarks/dag_dry_run.py` on {machine()}: {n_cells:,} cells and {len(outputs):,} "
-            f"output files, `snakemake -n` **{best:.1f} s** (best of 3; target {TARGET_S:.0f} s).")
+    print(
+        f"{n_cells} cells, {len(outputs)} output files; `snakemake -n` on the computed grid: "
+        f"{best:.2f} s (best of 3: {', '.join(f'{t:.2f}' for t in times)}); target {TARGET_S:.0f} s -> "
+        f"{TARGET_S / best:.1f}x under; nothing to be done: {done}"
+    )
+    text = (
+        f"`.venv/bin/python benchmarks/dag_dry_run.py` on {machine()}: {n_cells:,} cells and {len(outputs):,} "
+        f"output files, `snakemake -n` **{best:.1f} s** (best of 3; target {TARGET_S:.0f} s)."
+    )
     publish(MARKER, text, not a.no_write, why_not=None if done else "the dry run found work to do")
 
 

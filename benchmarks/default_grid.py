@@ -58,9 +58,13 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         workdir = a.keep or Path(tmp)
         workdir.mkdir(parents=True, exist_ok=True)
-        args = ["--cores", str(a.cores), "--quiet",
-                *(["--configfile", str(a.configfile.resolve())] if a.configfile else []),
-                *(["--config", *a.config] if a.config else [])]
+        args = [
+            "--cores",
+            str(a.cores),
+            "--quiet",
+            *(["--configfile", str(a.configfile.resolve())] if a.configfile else []),
+            *(["--config", *a.config] if a.config else []),
+        ]
         wall, _ = timed_process(snakemake_command(workdir, *args), env=snakemake_env())
         startups = []
         # every job's log, under results/logs/ or a config's own results_dir (e.g. results/families/logs/)
@@ -76,33 +80,50 @@ def main():
     if a.config:
         name += f" with `--config {' '.join(a.config)}`"
     target = "" if a.configfile else f"; target 15 min -> {900 / wall:.2f}x under"
-    print(f"{name}, --cores {a.cores}: {wall / 60:.1f} min wall ({wall:.0f} s{target}); {len(startups)} jobs, "
-          f"start-up {sum(startups):.0f} core-s = {share:.1%} of {a.cores} x wall, mean {mean_startup:.1f} s per job")
+    print(
+        f"{name}, --cores {a.cores}: {wall / 60:.1f} min wall ({wall:.0f} s{target}); {len(startups)} jobs, "
+        f"start-up {sum(startups):.0f} core-s = {share:.1%} of {a.cores} x wall, mean {mean_startup:.1f} s per job"
+    )
     if b:
-        print(f"from Snakemake's job timestamps: {describe(b, wall, a.cores)} (target: fixed per-job cost <= 5 %, "
-              f"evaluation <= 15 % of a cell)")
+        print(
+            f"from Snakemake's job timestamps: {describe(b, wall, a.cores)} (target: fixed per-job cost <= 5 %, "
+            f"evaluation <= 15 % of a cell)"
+        )
 
     config = a.configfile.resolve().relative_to(ROOT).as_posix() if a.configfile else None
     marker = BLOCKS.get((config, tuple(a.config)))
-    why_not = ("not a documented run (BLOCKS)" if marker is None else
-               f"--cores {a.cores}: the documented figures are for --cores 2" if a.cores != 2 else None)
-    where = f"`.venv/bin/python benchmarks/default_grid.py{' --configfile ' + config if config else ''}" \
-            f"{' --config ' + ' '.join(a.config) if a.config else ''}` on {machine()}"
+    why_not = (
+        "not a documented run (BLOCKS)"
+        if marker is None
+        else f"--cores {a.cores}: the documented figures are for --cores 2"
+        if a.cores != 2
+        else None
+    )
+    where = (
+        f"`.venv/bin/python benchmarks/default_grid.py{' --configfile ' + config if config else ''}"
+        f"{' --config ' + ' '.join(a.config) if a.config else ''}` on {machine()}"
+    )
     text = f"{name}: **{wall / 60:.1f} min wall** ({wall:.0f} s{'; target 15 min' if not config else ''}), {where}."
     if b:
         core = wall * a.cores
-        text += (f" {b['jobs']} jobs ({b['training_jobs']} training jobs), {b['cells']} cells. Core time: pretraining "
-                 f"{b['pretrain_s']:.0f} s, retraining {b['retrain_train_s']:.0f} s + evaluation "
-                 f"{b['retrain_eval_s']:.0f} s (evaluation {b['eval_share_of_retrain']:.1%} of retraining; per cell "
-                 f"mean {b['eval_share_mean']:.1%}, max {b['eval_share_max']:.1%}; {b['evaluations']} evaluations, "
-                 f"{b['located_evaluations']} of them made after the fact to locate crossings), fixed per-job cost "
-                 f"of the training jobs {b['fixed_s']:.0f} s = **{b['fixed_s'] / core:.1%}** of core time, data and "
-                 f"report jobs {b['other_job_core_s']:.0f} s; {b['job_core_s']:.0f} job core-s of {core:.0f}.")
+        text += (
+            f" {b['jobs']} jobs ({b['training_jobs']} training jobs), {b['cells']} cells. Core time: pretraining "
+            f"{b['pretrain_s']:.0f} s, retraining {b['retrain_train_s']:.0f} s + evaluation "
+            f"{b['retrain_eval_s']:.0f} s (evaluation {b['eval_share_of_retrain']:.1%} of retraining; per cell "
+            f"mean {b['eval_share_mean']:.1%}, max {b['eval_share_max']:.1%}; {b['evaluations']} evaluations, "
+            f"{b['located_evaluations']} of them made after the fact to locate crossings), fixed per-job cost "
+            f"of the training jobs {b['fixed_s']:.0f} s = **{b['fixed_s'] / core:.1%}** of core time, data and "
+            f"report jobs {b['other_job_core_s']:.0f} s; {b['job_core_s']:.0f} job core-s of {core:.0f}."
+        )
     publish(marker or "unknown", text, not a.no_write, why_not=why_not)
     if marker == "default-grid":
-        publish(START_UP_BLOCK, f"The default grid's {len(startups)} jobs logged a mean start-up of "
-                f"{mean_startup:.1f} s each ({sum(startups):.0f} core-s = {share:.1%} of {a.cores} × wall), {where}.",
-                not a.no_write, why_not=why_not)
+        publish(
+            START_UP_BLOCK,
+            f"The default grid's {len(startups)} jobs logged a mean start-up of "
+            f"{mean_startup:.1f} s each ({sum(startups):.0f} core-s = {share:.1%} of {a.cores} × wall), {where}.",
+            not a.no_write,
+            why_not=why_not,
+        )
 
 
 if __name__ == "__main__":

@@ -49,8 +49,17 @@ MARKER = "gpu-check"
 ENV = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
 
 # Dense bf16 tensor-core peak, TFLOP/s, by a substring of torch.cuda.get_device_name() (vendor data sheets).
-PEAK_BF16_TFLOPS = {"H200": 989.0, "H100 PCIe": 756.0, "H100": 989.0, "A100": 312.0, "L40S": 362.0, "L4": 121.0,
-                    "A10": 125.0, "RTX 4090": 165.0, "RTX 3090": 71.0}
+PEAK_BF16_TFLOPS = {
+    "H200": 989.0,
+    "H100 PCIe": 756.0,
+    "H100": 989.0,
+    "A100": 312.0,
+    "L40S": 362.0,
+    "L4": 121.0,
+    "A10": 125.0,
+    "RTX 4090": 165.0,
+    "RTX 3090": 71.0,
+}
 
 LAYER = 1  # the retrain cell's layer in every model: the input gradients run through all layers above it
 FAST = {"precision": "bf16", "tf32": True, "fused_adamw": True, "compile": "inductor"}
@@ -59,8 +68,10 @@ FP32 = {"precision": "fp32", "tf32": False, "fused_adamw": True, "compile": None
 
 def models_for(tiny: bool) -> list[dict]:
     if tiny:  # tests/tiny.yaml's sizes
-        return [{"name": "tiny-n2-d16", "arch": "gpt2", "n_layer": 2, "d_model": 16, "n_head": 2, "context": 32},
-                {"name": "tiny-n2-d32", "arch": "gpt2", "n_layer": 2, "d_model": 32, "n_head": 2, "context": 32}]
+        return [
+            {"name": "tiny-n2-d16", "arch": "gpt2", "n_layer": 2, "d_model": 16, "n_head": 2, "context": 32},
+            {"name": "tiny-n2-d32", "arch": "gpt2", "n_layer": 2, "d_model": 32, "n_head": 2, "context": 32},
+        ]
     full = yaml.safe_load((ROOT / "config" / "full.yaml").read_text())["models"]
     gpt2 = [m for m in full if m["arch"] == "gpt2"]
     size = lambda m: m["n_layer"] * m["d_model"] ** 2  # noqa: E731
@@ -73,14 +84,32 @@ def config_for(models: list[dict], hardware: dict, device: str, tiny: bool) -> d
         "corpus": {"source": "shakespeare"},
         "tokenizer": {"vocab_size": 300 if tiny else 8192},
         "models": models,
-        "pretrain": {"epochs": 1, "train_sequences": 256 if tiny else 4096, "batch_size": 32 if tiny else 64,
-                     "lr": 1e-2 if tiny else 6e-4, "eval_every_examples": 128 if tiny else 2048, "seeds": [0]},
+        "pretrain": {
+            "epochs": 1,
+            "train_sequences": 256 if tiny else 4096,
+            "batch_size": 32 if tiny else 64,
+            "lr": 1e-2 if tiny else 6e-4,
+            "eval_every_examples": 128 if tiny else 2048,
+            "seeds": [0],
+        },
         "eval": {"val_sequences": 32 if tiny else 512, "batch_size": 32 if tiny else 128},
-        "grid": {"layers": [LAYER], "regimes": ["frozen"], "inits": ["fresh"], "seeds": [0],
-                 "controls": False, "matched_controls": "none"},
-        "retrain": {"batch_size": 32 if tiny else 64, "lr": 1e-2 if tiny else 6e-4, "warmup_steps": 5,
-                    "eval_every_examples": 128 if tiny else 2048, "budget_fraction": 1.0, "thresholds": [1e-4],
-                    "resolution": 0},
+        "grid": {
+            "layers": [LAYER],
+            "regimes": ["frozen"],
+            "inits": ["fresh"],
+            "seeds": [0],
+            "controls": False,
+            "matched_controls": "none",
+        },
+        "retrain": {
+            "batch_size": 32 if tiny else 64,
+            "lr": 1e-2 if tiny else 6e-4,
+            "warmup_steps": 5,
+            "eval_every_examples": 128 if tiny else 2048,
+            "budget_fraction": 1.0,
+            "thresholds": [1e-4],
+            "resolution": 0,
+        },
         "hardware": {"device": device, **hardware},
         "threads": 2 if tiny else 8,
     }
@@ -100,9 +129,22 @@ def run(workdir: Path, cfg: dict) -> dict[str, dict]:
     figures."""
     workdir.mkdir(parents=True, exist_ok=True)
     (workdir / "config.yaml").write_text(yaml.safe_dump(only_known_keys(cfg)))
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory", str(workdir),
-           "--configfile", str(workdir / "config.yaml"), "--cores", str(cfg["threads"]), "--quiet",
-           "--until", "model"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "-s",
+        str(ROOT / "Snakefile"),
+        "--directory",
+        str(workdir),
+        "--configfile",
+        str(workdir / "config.yaml"),
+        "--cores",
+        str(cfg["threads"]),
+        "--quiet",
+        "--until",
+        "model",
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=ENV)
     if proc.returncode:
         sys.exit(proc.stderr[-3000:])
@@ -111,8 +153,12 @@ def run(workdir: Path, cfg: dict) -> dict[str, dict]:
         (pre_path,) = results.glob(f"models/{model['name']}/**/pretrain.json")
         (rec_path,) = [p for p in results.glob(f"cells/{model['name']}/**/recovery.json") if "work" not in p.parts]
         pre, rec = json.loads(pre_path.read_text()), json.loads(rec_path.read_text())
-        out[model["name"]] = {"pre_tokens_per_s": pre["tokens"] / pre["wall_s"], "pre_loss": pre["final_val_loss"],
-                              "re_tokens_per_s": rec["train_tokens_per_s"], "re_loss": rec["final_loss"]}
+        out[model["name"]] = {
+            "pre_tokens_per_s": pre["tokens"] / pre["wall_s"],
+            "pre_loss": pre["final_val_loss"],
+            "re_tokens_per_s": rec["train_tokens_per_s"],
+            "re_loss": rec["final_loss"],
+        }
     return out
 
 
@@ -141,8 +187,10 @@ def main():
     peak = a.peak_tflops or next((v for k, v in PEAK_BF16_TFLOPS.items() if k in name), None)
     # the CPU smoke check skips torch.compile (its first compile alone takes most of a minute on a CPU)
     fast = FAST | ({"compile": None} if a.device == "cpu" else {})
-    print(f"device {name}, torch {torch.__version__}, dense bf16 peak "
-          f"{f'{peak:g} TFLOP/s' if peak else 'unknown (--peak-tflops)'}; fast = {fast}, reference = {FP32}")
+    print(
+        f"device {name}, torch {torch.__version__}, dense bf16 peak "
+        f"{f'{peak:g} TFLOP/s' if peak else 'unknown (--peak-tflops)'}; fast = {fast}, reference = {FP32}"
+    )
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         base = a.keep or Path(tmp)
@@ -151,35 +199,58 @@ def main():
             cfg = config_for(chosen, hardware, a.device, a.tiny)
             t0 = time.perf_counter()
             figures = run(base / label, cfg)
-            print(f"{label}: snakemake (data, {len(chosen)} pretrainings, baselines, retrain cells) "
-                  f"{time.perf_counter() - t0:.0f} s")
+            print(
+                f"{label}: snakemake (data, {len(chosen)} pretrainings, baselines, retrain cells) "
+                f"{time.perf_counter() - t0:.0f} s"
+            )
             vocab = cfg["tokenizer"]["vocab_size"]
             for model in chosen:
                 r = figures[model["name"]]
-                for phase, tps, layer in (("pretrain", r["pre_tokens_per_s"], None),
-                                          ("retrain", r["re_tokens_per_s"], LAYER)):
+                for phase, tps, layer in (
+                    ("pretrain", r["pre_tokens_per_s"], None),
+                    ("retrain", r["re_tokens_per_s"], LAYER),
+                ):
                     flops = flops_per_token(model, vocab, layer) * tps
-                    rows.append({"model": model["name"], "run": label, "phase": phase, "tokens_per_s": round(tps),
-                                 "model_tflops": round(flops / 1e12, 4),
-                                 "mfu": round(flops / (peak * 1e12), 4) if peak else None,
-                                 "final_val_loss": r["pre_loss"] if phase == "pretrain" else r["re_loss"]})
+                    rows.append(
+                        {
+                            "model": model["name"],
+                            "run": label,
+                            "phase": phase,
+                            "tokens_per_s": round(tps),
+                            "model_tflops": round(flops / 1e12, 4),
+                            "mfu": round(flops / (peak * 1e12), 4) if peak else None,
+                            "final_val_loss": r["pre_loss"] if phase == "pretrain" else r["re_loss"],
+                        }
+                    )
     table = pd.DataFrame(rows)
     print(table.to_string(index=False))
-    lines = ["| model | phase | fast tokens/s | fp32 tokens/s | speed-up | fast MFU | val loss fast − fp32 |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        "| model | phase | fast tokens/s | fp32 tokens/s | speed-up | fast MFU | val loss fast − fp32 |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for (model, phase), g in table.groupby(["model", "phase"], sort=False):
         f, ref = g.set_index("run").loc["fast"], g.set_index("run").loc["fp32"]
-        print(f"{model} {phase}: fast {f['tokens_per_s'] / ref['tokens_per_s']:.2f}x the fp32 tokens/s; final val "
-              f"loss fast - fp32 = {f['final_val_loss'] - ref['final_val_loss']:+.4f} "
-              f"({(f['final_val_loss'] - ref['final_val_loss']) / ref['final_val_loss']:+.2%})")
+        print(
+            f"{model} {phase}: fast {f['tokens_per_s'] / ref['tokens_per_s']:.2f}x the fp32 tokens/s; final val "
+            f"loss fast - fp32 = {f['final_val_loss'] - ref['final_val_loss']:+.4f} "
+            f"({(f['final_val_loss'] - ref['final_val_loss']) / ref['final_val_loss']:+.2%})"
+        )
         mfu = f"{f['mfu']:.1%}" if f["mfu"] is not None and f["mfu"] == f["mfu"] else "n/a"
-        lines.append(f"| {model} | {phase} | {f['tokens_per_s']:,.0f} | {ref['tokens_per_s']:,.0f} | "
-                     f"{f['tokens_per_s'] / ref['tokens_per_s']:.2f}× | {mfu} | "
-                     f"{(f['final_val_loss'] - ref['final_val_loss']) / ref['final_val_loss']:+.2%} |")
-    text = (f"`.venv/bin/python benchmarks/gpu_check.py` on {machine()} (dense bf16 peak "
-            f"{f'{peak:g} TFLOP/s' if peak else 'unknown'}):\n\n" + "\n".join(lines))
-    publish(MARKER, text, not a.no_write,
-            why_not="the smoke check's numbers are meaningless" if a.tiny or a.device != "cuda" else None)
+        lines.append(
+            f"| {model} | {phase} | {f['tokens_per_s']:,.0f} | {ref['tokens_per_s']:,.0f} | "
+            f"{f['tokens_per_s'] / ref['tokens_per_s']:.2f}× | {mfu} | "
+            f"{(f['final_val_loss'] - ref['final_val_loss']) / ref['final_val_loss']:+.2%} |"
+        )
+    text = (
+        f"`.venv/bin/python benchmarks/gpu_check.py` on {machine()} (dense bf16 peak "
+        f"{f'{peak:g} TFLOP/s' if peak else 'unknown'}):\n\n" + "\n".join(lines)
+    )
+    publish(
+        MARKER,
+        text,
+        not a.no_write,
+        why_not="the smoke check's numbers are meaningless" if a.tiny or a.device != "cuda" else None,
+    )
 
 
 if __name__ == "__main__":

@@ -67,8 +67,19 @@ ENV = snakemake_env(str(ROOT / "src"))  # the peer runs in it too
 
 
 def snakemake(workdir: Path, *args: str) -> float:
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory", str(workdir),
-           "--configfile", str(workdir / "config.yaml"), "--quiet", *args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "-s",
+        str(ROOT / "Snakefile"),
+        "--directory",
+        str(workdir),
+        "--configfile",
+        str(workdir / "config.yaml"),
+        "--quiet",
+        *args,
+    ]
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, env=ENV)
     if proc.returncode:
@@ -105,8 +116,12 @@ def peer(args) -> None:
     job = json.loads(args.peer)
     # the config the workflow ran: its own config file merged over config/config.yaml, as Snakemake merges them
     # (the default's retrain section, lr 3e-3 and budget 0.25, is not in the benchmark's file)
-    cfg = config.resolve(merge(yaml.safe_load((ROOT / "config" / "config.yaml").read_text()),
-                               yaml.safe_load(Path(job["config"]).read_text())))
+    cfg = config.resolve(
+        merge(
+            yaml.safe_load((ROOT / "config" / "config.yaml").read_text()),
+            yaml.safe_load(Path(job["config"]).read_text()),
+        )
+    )
     model_cfg = grid.model_by_name(cfg, job["model"])
     r, ev = model_cfg["retrain"], cfg["eval"]
     tokens = job["tokens"]
@@ -124,9 +139,22 @@ def peer(args) -> None:
         limits = {eps: network["baseline"] * (1 + eps) for eps in thresholds}
         for layer in range(model_cfg["n_layer"]):
             for seed in cfg["grid"]["seeds"]:
-                out.append(peer_cell(trained, family, train_seqs, val_seqs, model_cfg, ev, budget, limits,
-                                     every if job["cadence"] == "interval" else None, layer, seed)
-                           | {"pretrain_seed": network["pretrain_seed"]})
+                out.append(
+                    peer_cell(
+                        trained,
+                        family,
+                        train_seqs,
+                        val_seqs,
+                        model_cfg,
+                        ev,
+                        budget,
+                        limits,
+                        every if job["cadence"] == "interval" else None,
+                        layer,
+                        seed,
+                    )
+                    | {"pretrain_seed": network["pretrain_seed"]}
+                )
     print(json.dumps(out))
 
 
@@ -164,8 +192,9 @@ def peer_cell(trained, family, train_seqs, val_seqs, model_cfg, ev, budget, limi
     names = set(reset.draw(model, family, f"L{layer}", "full", "fresh", seed))
     for name, param in model.named_parameters():
         param.requires_grad_(name in names)
-    order = torch.cat([streams.epoch_order(train_seqs.shape[0], seed, e)
-                       for e in range(math.ceil(budget / train_seqs.shape[0]))])[:budget]
+    order = torch.cat(
+        [streams.epoch_order(train_seqs.shape[0], seed, e) for e in range(math.ceil(budget / train_seqs.shape[0]))]
+    )[:budget]
     dataset = [{"input_ids": train_seqs[i], "labels": train_seqs[i]} for i in order]
     found: dict[float, list[int]] = {}
     at = {"last": 0, "next": 0, "evals": 0}
@@ -197,21 +226,38 @@ def peer_cell(trained, family, train_seqs, val_seqs, model_cfg, ev, budget, limi
 
     with tempfile.TemporaryDirectory() as tmp:
         targs = TrainingArguments(
-            output_dir=tmp, per_device_train_batch_size=r["batch_size"], learning_rate=r["lr"],
+            output_dir=tmp,
+            per_device_train_batch_size=r["batch_size"],
+            learning_rate=r["lr"],
             # the same optimiser: AdamW (0.9, 0.95) warmed up then constant, or schedule-free AdamW (its default
             # betas, its own warmup)
             lr_scheduler_type="constant" if schedule_free else "constant_with_warmup",
-            warmup_steps=r["warmup_steps"], weight_decay=0.0, adam_beta1=0.9,
-            adam_beta2=0.999 if schedule_free else 0.95, max_grad_norm=r["grad_clip"],
+            warmup_steps=r["warmup_steps"],
+            weight_decay=0.0,
+            adam_beta1=0.9,
+            adam_beta2=0.999 if schedule_free else 0.95,
+            max_grad_norm=r["grad_clip"],
             optim="schedule_free_adamw" if schedule_free else "adamw_torch",
-            max_steps=math.ceil(budget / r["batch_size"]), logging_strategy="no", save_strategy="no",
-            eval_strategy="no", report_to="none", use_cpu=True, disable_tqdm=True,
-            dataloader_num_workers=0, seed=seed)
+            max_steps=math.ceil(budget / r["batch_size"]),
+            logging_strategy="no",
+            save_strategy="no",
+            eval_strategy="no",
+            report_to="none",
+            use_cpu=True,
+            disable_tqdm=True,
+            dataloader_num_workers=0,
+            seed=seed,
+        )
         InOrder(model=model, args=targs, train_dataset=dataset, callbacks=[StopAtThresholds()]).train()
     first = min(limits)
-    return {"target": f"L{layer}", "seed": seed, "examples": found[first][1] if first in found else None,
-            "crossings": {str(eps): found.get(eps) for eps in limits}, "evaluations": at["evals"],
-            "wall_s": time.perf_counter() - t0}
+    return {
+        "target": f"L{layer}",
+        "seed": seed,
+        "examples": found[first][1] if first in found else None,
+        "crossings": {str(eps): found.get(eps) for eps in limits},
+        "evaluations": at["evals"],
+        "wall_s": time.perf_counter() - t0,
+    }
 
 
 def main():
@@ -243,63 +289,98 @@ def main():
         b = breakdown(workdir, results, since, pretrained=False)
         summary = pd.read_parquet(results / "summary.parquet")
         summary = summary[summary["threshold"].round(6) == round(a.threshold, 6)]
-        print(f"selfheal `snakemake --until model --forcerun model --cores {a.threads}`: {ours:.1f} s wall for {len(summary)} cells "
-              f"of {', '.join(names)}; {describe(b, ours, a.threads)}")
-        resolved = config.resolve(merge(yaml.safe_load((ROOT / "config" / "config.yaml").read_text()),
-                                        yaml.safe_load((workdir / "config.yaml").read_text())))
+        print(
+            f"selfheal `snakemake --until model --forcerun model --cores {a.threads}`: {ours:.1f} s wall for {len(summary)} cells "
+            f"of {', '.join(names)}; {describe(b, ours, a.threads)}"
+        )
+        resolved = config.resolve(
+            merge(
+                yaml.safe_load((ROOT / "config" / "config.yaml").read_text()),
+                yaml.safe_load((workdir / "config.yaml").read_text()),
+            )
+        )
         everything = pd.read_parquet(results / "summary.parquet")
         totals = {"interval": 0.0, "geometric": 0.0}
         for model in names:
             cells = summary[summary["model"] == model]
             tokens = next(iter(sorted(results.glob("corpus/bpe/**/tokens.safetensors"))))
             seeds = sorted(cells["pretrain_seed"].unique()) if "pretrain_seed" in cells else [0]
-            networks = [{"pretrain_seed": int(ps), "trained": str(trained_dir(results, model, int(ps))),
-                         "baseline": float(cells[cells.get("pretrain_seed", 0) == ps]["baseline_loss"].iloc[0])}
-                        for ps in seeds]
+            networks = [
+                {
+                    "pretrain_seed": int(ps),
+                    "trained": str(trained_dir(results, model, int(ps))),
+                    "baseline": float(cells[cells.get("pretrain_seed", 0) == ps]["baseline_loss"].iloc[0]),
+                }
+                for ps in seeds
+            ]
             retrain = grid.model_by_name(resolved, model)["retrain"]
             interval = retrain["eval_every_examples"]
             keys = ["pretrain_seed", "target", "seed"] if "pretrain_seed" in cells else ["target", "seed"]
             share = len(cells) / len(summary)  # selfheal's time for this model: its share of the snakemake wall
             for cadence in ("interval", "geometric"):
-                job = {"config": str(workdir / "config.yaml"), "model": model, "tokens": str(tokens),
-                       "networks": networks, "threshold": a.threshold, "cadence": cadence}
+                job = {
+                    "config": str(workdir / "config.yaml"),
+                    "model": model,
+                    "tokens": str(tokens),
+                    "networks": networks,
+                    "threshold": a.threshold,
+                    "cadence": cadence,
+                }
                 theirs, peer_cells = run_peer(job, a.threads)
                 totals[cadence] += theirs
                 if cadence == "interval":
-                    merged = cells[[*keys, "recovered", "examples"]].merge(peer_cells, on=keys,
-                                                                           suffixes=("", "_peer"))
+                    merged = cells[[*keys, "recovered", "examples"]].merge(peer_cells, on=keys, suffixes=("", "_peer"))
                     merged["agree"] = [  # both crossed within one interval of each other, or neither crossed
-                        (not rec and (e2 is None or pd.isna(e2))) or
-                        (bool(rec) and e2 is not None and not pd.isna(e2) and abs(e - e2) <= interval)
-                        for rec, e, e2 in zip(merged["recovered"], merged["examples"], merged["examples_peer"])]
+                        (not rec and (e2 is None or pd.isna(e2)))
+                        or (bool(rec) and e2 is not None and not pd.isna(e2) and abs(e - e2) <= interval)
+                        for rec, e, e2 in zip(merged["recovered"], merged["examples"], merged["examples_peer"])
+                    ]
                     what = f"one threshold ({a.threshold:g}) to {interval} examples"
                     agree = f"examples agree within {interval} at {int(merged['agree'].sum())}/{len(merged)} cells"
                 else:
-                    merged = same_information(everything[everything["model"] == model], peer_cells, keys,
-                                              retrain["batch_size"])
+                    merged = same_information(
+                        everything[everything["model"] == model], peer_cells, keys, retrain["batch_size"]
+                    )
                     what = f"every threshold ({', '.join(f'{t:g}' for t in retrain['thresholds'])}) to 10 % or a step"
-                    agree = (f"crossings agree within 10 % or a step at {int(merged['agree'].sum())}/{len(merged)} "
-                             f"cell-thresholds; {int(peer_cells['evaluations'].sum())} peer evaluations")
-                print(f"\n{model}, {cadence} peer ({what}): peer {theirs:.1f} s (one process, Trainer + callback, "
-                      f"{a.threads} thread(s)), selfheal {ours * share:.1f} s (snakemake) -> selfheal "
-                      f"{theirs / (ours * share):.2f}x the peer's speed; {agree}")
-                print(merged.drop(columns=["crossings"], errors="ignore")
-                      .rename(columns={"wall_s": "peer_cell_s"}).to_string(index=False))
-        figure = (f"Grid level ({', '.join(names)}; {len(summary)} cells, {a.threads} thread(s), start-up included): "
-                  f"selfheal {ours:.1f} s; the same-information peer (every threshold to 10 % or a step) "
-                  f"{totals['geometric']:.1f} s: **{totals['geometric'] / ours:.2f}x the peer's speed** (target "
-                  f"1.3x); the one-threshold peer ({a.threshold:g}, to {interval} examples) {totals['interval']:.1f} s: "
-                  f"{totals['interval'] / ours:.2f}x.")
+                    agree = (
+                        f"crossings agree within 10 % or a step at {int(merged['agree'].sum())}/{len(merged)} "
+                        f"cell-thresholds; {int(peer_cells['evaluations'].sum())} peer evaluations"
+                    )
+                print(
+                    f"\n{model}, {cadence} peer ({what}): peer {theirs:.1f} s (one process, Trainer + callback, "
+                    f"{a.threads} thread(s)), selfheal {ours * share:.1f} s (snakemake) -> selfheal "
+                    f"{theirs / (ours * share):.2f}x the peer's speed; {agree}"
+                )
+                print(
+                    merged.drop(columns=["crossings"], errors="ignore")
+                    .rename(columns={"wall_s": "peer_cell_s"})
+                    .to_string(index=False)
+                )
+        figure = (
+            f"Grid level ({', '.join(names)}; {len(summary)} cells, {a.threads} thread(s), start-up included): "
+            f"selfheal {ours:.1f} s; the same-information peer (every threshold to 10 % or a step) "
+            f"{totals['geometric']:.1f} s: **{totals['geometric'] / ours:.2f}x the peer's speed** (target "
+            f"1.3x); the one-threshold peer ({a.threshold:g}, to {interval} examples) {totals['interval']:.1f} s: "
+            f"{totals['interval'] / ours:.2f}x."
+        )
         documented = a.models == "gpt2-n4-d64" and a.threads == 1 and a.threshold == 0.01
-        publish("grid-vs-peer", f"`.venv/bin/python benchmarks/grid_vs_peer.py`: {figure}", not a.no_write,
-                why_not=None if documented else "not the documented run (gpt2-n4-d64, one thread, ε = 0.01)")
+        publish(
+            "grid-vs-peer",
+            f"`.venv/bin/python benchmarks/grid_vs_peer.py`: {figure}",
+            not a.no_write,
+            why_not=None if documented else "not the documented run (gpt2-n4-d64, one thread, ε = 0.01)",
+        )
 
 
 def run_peer(job: dict, threads: int) -> tuple[float, pd.DataFrame]:
     """One peer's process for one model, timed (start-up and imports included): its wall seconds and cells."""
     t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, __file__, "--threads", str(threads), "--peer", json.dumps(job)],
-                          capture_output=True, text=True, env=ENV)
+    proc = subprocess.run(
+        [sys.executable, __file__, "--threads", str(threads), "--peer", json.dumps(job)],
+        capture_output=True,
+        text=True,
+        env=ENV,
+    )
     seconds = time.perf_counter() - t0
     if proc.returncode:
         sys.exit(proc.stderr[-3000:])
@@ -312,16 +393,27 @@ def same_information(summary: pd.DataFrame, peer_cells: pd.DataFrame, keys: list
     rows = []
     for _, p in peer_cells.iterrows():
         for eps, crossing in p["crossings"].items():
-            mine = summary[(summary[keys] == p[keys]).all(axis=1) & (summary["threshold"].round(6) == round(float(eps), 6))]
+            mine = summary[
+                (summary[keys] == p[keys]).all(axis=1) & (summary["threshold"].round(6) == round(float(eps), 6))
+            ]
             if mine.empty:
                 continue
             ours = mine.iloc[0]
             hi = int(ours["examples_hi"]) if bool(ours["recovered"]) else None
             peer_hi = crossing[1] if crossing else None
             agree = (hi is None and peer_hi is None) or (
-                hi is not None and peer_hi is not None and abs(hi - peer_hi) <= max(0.1 * max(hi, peer_hi), batch))
-            rows.append({**{k: p[k] for k in keys}, "threshold": float(eps), "examples_hi": hi,
-                         "peer_lo": crossing[0] if crossing else None, "peer_hi": peer_hi, "agree": agree})
+                hi is not None and peer_hi is not None and abs(hi - peer_hi) <= max(0.1 * max(hi, peer_hi), batch)
+            )
+            rows.append(
+                {
+                    **{k: p[k] for k in keys},
+                    "threshold": float(eps),
+                    "examples_hi": hi,
+                    "peer_lo": crossing[0] if crossing else None,
+                    "peer_hi": peer_hi,
+                    "agree": agree,
+                }
+            )
     return pd.DataFrame(rows)
 
 

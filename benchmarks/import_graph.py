@@ -39,8 +39,9 @@ def graph() -> tuple[dict[str, set[str]], list[tuple[str, str]]]:
             if isinstance(node, ast.Import):
                 targets = [a.name for a in node.names]
             elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                targets = [f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in known else node.module
-                           for a in node.names]
+                targets = [
+                    f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in known else node.module for a in node.names
+                ]
             for target in targets:
                 if target.startswith("selfheal") and target in known and target != name:
                     edges[name].add(target)

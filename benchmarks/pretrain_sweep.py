@@ -32,20 +32,35 @@ PAGE = ROOT / "docs" / "method.md"
 
 # (n_layer, d_model, lr, batch_size, context, S or None = the whole train split, epochs)
 ROWS = [
-    (2, 32, 3e-3, 32, 64, None, 1), (4, 64, 3e-3, 32, 64, None, 1),          # the old learning rate, one epoch
-    (2, 32, 1e-2, 32, 64, None, 1), (4, 64, 1e-2, 32, 64, None, 1), (2, 64, 1e-2, 32, 64, None, 1),
-    (2, 96, 1e-2, 32, 64, None, 1), (2, 128, 1e-2, 32, 64, None, 1),          # D = 128 diverges at 1e-2
-    (2, 128, 4e-3, 32, 64, None, 1), (2, 128, 6e-3, 32, 64, None, 1), (4, 128, 5e-3, 32, 64, None, 1),
-    (2, 32, 1e-2, 32, 128, None, 1), (2, 64, 1e-2, 32, 128, None, 1),         # context 128: half the steps
-    (2, 32, 1e-2, 16, 64, None, 1), (4, 32, 1e-2, 16, 64, None, 1),           # batch 16: twice the steps
-    (2, 64, 6e-3, 16, 64, None, 1), (4, 64, 6e-3, 16, 64, None, 1), (2, 128, 6e-3, 16, 64, None, 1),
+    (2, 32, 3e-3, 32, 64, None, 1),
+    (4, 64, 3e-3, 32, 64, None, 1),  # the old learning rate, one epoch
+    (2, 32, 1e-2, 32, 64, None, 1),
+    (4, 64, 1e-2, 32, 64, None, 1),
+    (2, 64, 1e-2, 32, 64, None, 1),
+    (2, 96, 1e-2, 32, 64, None, 1),
+    (2, 128, 1e-2, 32, 64, None, 1),  # D = 128 diverges at 1e-2
+    (2, 128, 4e-3, 32, 64, None, 1),
+    (2, 128, 6e-3, 32, 64, None, 1),
+    (4, 128, 5e-3, 32, 64, None, 1),
+    (2, 32, 1e-2, 32, 128, None, 1),
+    (2, 64, 1e-2, 32, 128, None, 1),  # context 128: half the steps
+    (2, 32, 1e-2, 16, 64, None, 1),
+    (4, 32, 1e-2, 16, 64, None, 1),  # batch 16: twice the steps
+    (2, 64, 6e-3, 16, 64, None, 1),
+    (4, 64, 6e-3, 16, 64, None, 1),
+    (2, 128, 6e-3, 16, 64, None, 1),
 ]
 # The fully-trained regime: a subset S seen E times, each checked by the same network pretrained 1.5 x E epochs
 # (pretrain.plateau_check): it passes when the longer run is not lower by more than eps_min x loss / 4.
 PLATEAU_ROWS = [
-    (2, 64, 6e-3, 16, 64, 3865, 24, 1.5), (2, 64, 6e-3, 16, 64, 2000, 24, 1.5), (2, 64, 6e-3, 16, 64, 2000, 16, 1.5),
-    (1, 64, 6e-3, 16, 64, 3865, 24, 1.5), (2, 32, 6e-3, 16, 64, 3865, 24, 1.5), (2, 32, 1e-2, 16, 64, 3865, 24, 1.5),
-    (2, 48, 6e-3, 16, 64, 3865, 24, 1.5), (2, 32, 1e-2, 16, 64, 7730, 16, 1.5),
+    (2, 64, 6e-3, 16, 64, 3865, 24, 1.5),
+    (2, 64, 6e-3, 16, 64, 2000, 24, 1.5),
+    (2, 64, 6e-3, 16, 64, 2000, 16, 1.5),
+    (1, 64, 6e-3, 16, 64, 3865, 24, 1.5),
+    (2, 32, 6e-3, 16, 64, 3865, 24, 1.5),
+    (2, 32, 1e-2, 16, 64, 3865, 24, 1.5),
+    (2, 48, 6e-3, 16, 64, 3865, 24, 1.5),
+    (2, 32, 1e-2, 16, 64, 7730, 16, 1.5),
 ]
 EPS_MIN = 0.01
 
@@ -60,24 +75,46 @@ def run_one(row, results: str) -> dict:
     n, d, lr, batch, context, S, E, *check = row
     raw = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
     raw["models"] = [{"name": "sweep", "arch": "gpt2", "n_layer": n, "d_model": d, "n_head": 4, "context": context}]
-    raw["pretrain"].update(epochs=E, train_sequences=S, lr=lr, batch_size=batch, seeds=[0],
-                           plateau_check=check[0] if check else None)
+    raw["pretrain"].update(
+        epochs=E, train_sequences=S, lr=lr, batch_size=batch, seeds=[0], plateau_check=check[0] if check else None
+    )
     cfg = config.resolve(raw)
     model_cfg = grid.network_config(grid.model_by_name(cfg, "sweep"), 0)
     tokens = f"{results}/corpus/bpe/tokens.safetensors"
     with tempfile.TemporaryDirectory() as d_:
         t0 = time.perf_counter()
-        summary = pretrain.pretrain(model_cfg, cfg["eval"], tokens, f"{d_}/theta0", f"{d_}/trained",
-                                    f"{d_}/curve.parquet", f"{d_}/pretrain.json", threads=1,
-                                    baseline_path=f"{d_}/baseline.json")
+        summary = pretrain.pretrain(
+            model_cfg,
+            cfg["eval"],
+            tokens,
+            f"{d_}/theta0",
+            f"{d_}/trained",
+            f"{d_}/curve.parquet",
+            f"{d_}/pretrain.json",
+            threads=1,
+            baseline_path=f"{d_}/baseline.json",
+        )
         wall = time.perf_counter() - t0
         base = records.read(f"{d_}/baseline.json", Baseline)
-    return {"setting": label(row), "n_layer": n, "d_model": d, "lr": lr, "batch_size": batch, "context": context,
-            "S": summary.train_sequences, "E": E, "params": summary.params, "val_loss": base.val_loss,
-            "unigram_loss": base.unigram_loss, "bigram_loss": base.bigram_loss,
-            "bigram_margin": base.bigram_loss - base.val_loss,
-            "last_quarter_val_drop": summary.last_quarter_val_drop, "plateau_check": check[0] if check else None,
-            "plateau_val_loss": summary.plateau_val_loss, "wall_s": wall}
+    return {
+        "setting": label(row),
+        "n_layer": n,
+        "d_model": d,
+        "lr": lr,
+        "batch_size": batch,
+        "context": context,
+        "S": summary.train_sequences,
+        "E": E,
+        "params": summary.params,
+        "val_loss": base.val_loss,
+        "unigram_loss": base.unigram_loss,
+        "bigram_loss": base.bigram_loss,
+        "bigram_margin": base.bigram_loss - base.val_loss,
+        "last_quarter_val_drop": summary.last_quarter_val_drop,
+        "plateau_check": check[0] if check else None,
+        "plateau_val_loss": summary.plateau_val_loss,
+        "wall_s": wall,
+    }
 
 
 def main() -> None:
@@ -85,9 +122,11 @@ def main() -> None:
     parser.add_argument("results", type=Path, help="a results folder with the default corpus and tokens")
     parser.add_argument("--only", default="", help="run only rows whose label contains this text")
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--plateau", action="store_true",
-                        help="run the fully-trained regime rows (each with its plateau check) into block "
-                             "pretrain-plateau instead")
+    parser.add_argument(
+        "--plateau",
+        action="store_true",
+        help="run the fully-trained regime rows (each with its plateau check) into block pretrain-plateau instead",
+    )
     add_write_flag(parser)
     a = parser.parse_args()
     rows = [r for r in (PLATEAU_ROWS if a.plateau else ROWS) if a.only in label(r)]
@@ -100,29 +139,41 @@ def main() -> None:
     table.to_parquet(out)
     if a.plateau:
         return publish_plateau(table, rows, wall, a, out)
-    lines = ["| N | D | lr | batch | context | S | E | params | val loss | bigram | margin | last-quarter drop |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| N | D | lr | batch | context | S | E | params | val loss | bigram | margin | last-quarter drop |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in table.itertuples():
-        lines.append(f"| {r.n_layer} | {r.d_model} | {r.lr:g} | {r.batch_size} | {r.context} | {r.S:,} | {r.E} | "
-                     f"{r.params:,} | {r.val_loss:.3f} | {r.bigram_loss:.3f} | {r.bigram_margin:+.3f} | "
-                     f"{r.last_quarter_val_drop:.3f} |")
-    text = "\n".join(lines) + (f"\n\n{len(rows)} runs, {a.workers} at a time, {wall / 60:.0f} minutes on "
-                                f"{machine()} (`.venv/bin/python benchmarks/pretrain_sweep.py results`).")
+        lines.append(
+            f"| {r.n_layer} | {r.d_model} | {r.lr:g} | {r.batch_size} | {r.context} | {r.S:,} | {r.E} | "
+            f"{r.params:,} | {r.val_loss:.3f} | {r.bigram_loss:.3f} | {r.bigram_margin:+.3f} | "
+            f"{r.last_quarter_val_drop:.3f} |"
+        )
+    text = "\n".join(lines) + (
+        f"\n\n{len(rows)} runs, {a.workers} at a time, {wall / 60:.0f} minutes on "
+        f"{machine()} (`.venv/bin/python benchmarks/pretrain_sweep.py results`)."
+    )
     publish(MARKER, text, not a.no_write, page=PAGE, why_not="--only: not every row" if a.only else None)
     print(f"written: {out}")
 
 
 def publish_plateau(table: pd.DataFrame, rows, wall: float, a, out: Path) -> None:
-    lines = ["| N | D | lr | S | E | examples | core-s | val loss | at 1.5 × E | gain | bigram margin | fully trained |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| N | D | lr | S | E | examples | core-s | val loss | at 1.5 × E | gain | bigram margin | fully trained |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in table.itertuples():
         gain = r.val_loss - r.plateau_val_loss
         ok = gain <= EPS_MIN * r.val_loss / 4 and r.bigram_margin >= 0.1
-        lines.append(f"| {r.n_layer} | {r.d_model} | {r.lr:g} | {r.S:,} | {r.E} | {r.S * r.E:,} | {r.wall_s:.0f} | "
-                     f"{r.val_loss:.3f} | {r.plateau_val_loss:.3f} | {gain:+.3f} | {r.bigram_margin:+.3f} | "
-                     f"{'yes' if ok else 'no'} |")
-    text = "\n".join(lines) + (f"\n\n{len(rows)} runs, {a.workers} at a time, {wall / 60:.0f} minutes on "
-                                f"{machine()} (`.venv/bin/python benchmarks/pretrain_sweep.py results --plateau`).")
+        lines.append(
+            f"| {r.n_layer} | {r.d_model} | {r.lr:g} | {r.S:,} | {r.E} | {r.S * r.E:,} | {r.wall_s:.0f} | "
+            f"{r.val_loss:.3f} | {r.plateau_val_loss:.3f} | {gain:+.3f} | {r.bigram_margin:+.3f} | "
+            f"{'yes' if ok else 'no'} |"
+        )
+    text = "\n".join(lines) + (
+        f"\n\n{len(rows)} runs, {a.workers} at a time, {wall / 60:.0f} minutes on "
+        f"{machine()} (`.venv/bin/python benchmarks/pretrain_sweep.py results --plateau`)."
+    )
     publish("pretrain-plateau", text, not a.no_write, page=PAGE, why_not="--only: not every row" if a.only else None)
     print(f"written: {out}")
 

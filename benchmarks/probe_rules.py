@@ -34,9 +34,11 @@ MARKER = "probe-rules"
 
 EPS = [0.01, 0.02, 0.05, 0.10]
 EVERY, RESOLUTION, BATCH = 16, 0.1, 32
-DEFAULT_CELLS = ([f"gpt2-n4-d64:{l}:{s}:0" for l in range(4) for s in (0, 1)]
-                 + [f"gpt2-n2-d64:{l}:{s}:1" for l in range(2) for s in (0, 1)]
-                 + [f"gpt2-n2-d128:{l}:{s}:0" for l in range(2) for s in (0, 1)])
+DEFAULT_CELLS = (
+    [f"gpt2-n4-d64:{l}:{s}:0" for l in range(4) for s in (0, 1)]
+    + [f"gpt2-n2-d64:{l}:{s}:1" for l in range(2) for s in (0, 1)]
+    + [f"gpt2-n2-d128:{l}:{s}:0" for l in range(2) for s in (0, 1)]
+)
 
 
 def per_step_curve(results: Path, spec: str) -> dict:
@@ -61,12 +63,30 @@ def per_step_curve(results: Path, spec: str) -> dict:
     names = reset.draw(model, job.family, f"L{layer}", "full", "fresh", seed)
     damaged = evaluate(model, job.family, job.val_batches)
     cache = PrefixCache.build(base, job.family, seqs, job.val_batches, layer, job.device) if layer else None
-    s = Settings(lr=3e-3, batch_size=BATCH, weight_decay=0.0, grad_clip=1.0, eval_every_examples=BATCH,
-                 max_examples=8000, warmup_steps=10, data_seed=seed, hardware=job.hardware)
+    s = Settings(
+        lr=3e-3,
+        batch_size=BATCH,
+        weight_decay=0.0,
+        grad_clip=1.0,
+        eval_every_examples=BATCH,
+        max_examples=8000,
+        warmup_steps=10,
+        data_seed=seed,
+        hardware=job.hardware,
+    )
     tight = min(EPS)
-    result = loop.run(model, job.family, job.objective, seqs, job.val_batches, set(names), s,
-                      should_stop=lambda p: p.val_loss <= thresholds.threshold_loss(baseline, tight), cache=cache,
-                      start_loss=damaged)
+    result = loop.run(
+        model,
+        job.family,
+        job.objective,
+        seqs,
+        job.val_batches,
+        set(names),
+        s,
+        should_stop=lambda p: p.val_loss <= thresholds.threshold_loss(baseline, tight),
+        cache=cache,
+        start_loss=damaged,
+    )
     return {"cell": spec, "baseline": baseline, "val": [p.val_loss for p in result.curve]}
 
 
@@ -121,8 +141,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("results", type=Path)
     parser.add_argument("--cells", nargs="+", default=DEFAULT_CELLS, help="model:layer:retrain seed:pretraining seed")
-    parser.add_argument("--curves", type=Path, default=None,
-                        help="per-step curves (cache; default RESULTS/probe_rules_curves.json)")
+    parser.add_argument(
+        "--curves", type=Path, default=None, help="per-step curves (cache; default RESULTS/probe_rules_curves.json)"
+    )
     add_write_flag(parser)
     a = parser.parse_args()
     a.curves = a.curves or a.results / "probe_rules_curves.json"
@@ -133,22 +154,29 @@ def main() -> None:
             curves.append(per_step_curve(a.results, spec))
             a.curves.write_text(json.dumps(curves))
     curves = [c for c in curves if c["cell"] in a.cells]
-    rules = {"loop (exponential approach, edge probes)":
-             lambda known, level, ev: loop.bracket(known, level, ev, lambda k: k * BATCH, RESOLUTION),
-             "replaced (linear, bisection fallback)": replaced_rule}
+    rules = {
+        "loop (exponential approach, edge probes)": lambda known, level, ev: loop.bracket(
+            known, level, ev, lambda k: k * BATCH, RESOLUTION
+        ),
+        "replaced (linear, bisection fallback)": replaced_rule,
+    }
     totals = {name: [probes(c, rule) for c in curves] for name, rule in rules.items()}
-    print(f"{len(curves)} single-layer cells, evaluated every {EVERY} steps, thresholds {EPS}, resolution "
-          f"{RESOLUTION:.0%}: evaluations of kept weights to locate every crossing; the latest a located crossing "
-          f"came after the per-step curve's first one")
+    print(
+        f"{len(curves)} single-layer cells, evaluated every {EVERY} steps, thresholds {EPS}, resolution "
+        f"{RESOLUTION:.0%}: evaluations of kept weights to locate every crossing; the latest a located crossing "
+        f"came after the per-step curve's first one"
+    )
     for name, got in totals.items():
         counts = [n for n, _ in got]
         print(f"  {name:42s} {sum(counts):5d} (max {max(counts)} in one cell); latest {max(l for _, l in got):.0%}")
     new, old = (sum(n for n, _ in v) for v in totals.values())
     print(f"  ratio {new / old:.2f}" if old else "")
     latest = max(late for _, late in next(iter(totals.values())))
-    text = (f"`.venv/bin/python benchmarks/probe_rules.py results`, {len(curves)} single-layer cells: "
-            f"the current rule makes **{new / old:.2f}×** the evaluations of the replaced one ({new} against {old}); "
-            f"a located crossing came at most {latest:.0%} later than the per-step curve's first one.")
+    text = (
+        f"`.venv/bin/python benchmarks/probe_rules.py results`, {len(curves)} single-layer cells: "
+        f"the current rule makes **{new / old:.2f}×** the evaluations of the replaced one ({new} against {old}); "
+        f"a located crossing came at most {latest:.0%} later than the per-step curve's first one."
+    )
     publish(MARKER, text, not a.no_write, why_not=None if a.cells == DEFAULT_CELLS else "cells other than the default")
 
 

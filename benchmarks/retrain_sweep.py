@@ -37,14 +37,28 @@ from selfheal.training import pretrain, setup
 MARKER = "retrain-sweep"
 PAGE = ROOT / "docs" / "method.md"
 EPS = (0.01, 0.05)
-DOCUMENTED = dict(n_layer=2, d_model=64, train_sequences=3865, epochs=16,
-                  candidates="adamw:3e-3,adamw:1e-3,schedulefree:3e-3,schedulefree:1e-2", budget_scratch=1.25)
+DOCUMENTED = dict(
+    n_layer=2,
+    d_model=64,
+    train_sequences=3865,
+    epochs=16,
+    candidates="adamw:3e-3,adamw:1e-3,schedulefree:3e-3,schedulefree:1e-2",
+    budget_scratch=1.25,
+)
 
 
 def model_config(a) -> dict:
     raw = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
-    raw["models"] = [{"name": f"sweep-n{a.n_layer}-d{a.d_model}", "arch": "gpt2", "n_layer": a.n_layer,
-                      "d_model": a.d_model, "n_head": 4, "context": 64}]
+    raw["models"] = [
+        {
+            "name": f"sweep-n{a.n_layer}-d{a.d_model}",
+            "arch": "gpt2",
+            "n_layer": a.n_layer,
+            "d_model": a.d_model,
+            "n_head": 4,
+            "context": 64,
+        }
+    ]
     raw["pretrain"].update(epochs=a.epochs, train_sequences=a.train_sequences, seeds=[0], plateau_check=None)
     raw["eval"]["confirm_sequences"] = 0
     cfg = config.resolve(raw)
@@ -59,9 +73,16 @@ def network(a, results: Path):
     tokens = str(results / "corpus" / "bpe" / "tokens.safetensors")
     if not (folder / "baseline.json").is_file():
         folder.mkdir(parents=True, exist_ok=True)
-        pretrain.pretrain(model_cfg, eval_cfg, tokens, str(folder / "theta0"), str(folder / "trained"),
-                          str(folder / "curve.parquet"), str(folder / "pretrain.json"),
-                          baseline_path=str(folder / "baseline.json"))
+        pretrain.pretrain(
+            model_cfg,
+            eval_cfg,
+            tokens,
+            str(folder / "theta0"),
+            str(folder / "trained"),
+            str(folder / "curve.parquet"),
+            str(folder / "pretrain.json"),
+            baseline_path=str(folder / "baseline.json"),
+        )
     base = records.read(folder / "baseline.json", Baseline).val_loss
     curve = pd.read_parquet(folder / "curve.parquet")
     scratch = first_crossing(curve["examples"], curve["val_loss"], thresholds.threshold_loss(base, min(EPS)))
@@ -75,38 +96,61 @@ def run_cell(args) -> dict:
     model_cfg, eval_cfg = model_config(a)
     pre = records.read(folder / "pretrain.json", PretrainSummary)
     budget = math.ceil(a.budget_scratch * scratch)
-    model_cfg["retrain"].update(optimizer=optimizer, lr=lr, thresholds=list(EPS),
-                                budget_fraction=budget / pre.pretrain_examples)
+    model_cfg["retrain"].update(
+        optimizer=optimizer, lr=lr, thresholds=list(EPS), budget_fraction=budget / pre.pretrain_examples
+    )
     tokens = str(results / "corpus" / "bpe" / "tokens.safetensors")
     setup.seed_everything(0, 1)
     base = models.load(str(folder / "trained"))
     job = setup.prepare(base, model_cfg, eval_cfg, tokens)
     base.requires_grad_(False)
     train_seqs = setup.train_sequences(model_cfg, tokens)
-    cell = grid.Cell(model_cfg["name"], target, "full", grid.TRAINED if control else init, "frozen", 0,
-                     pretrain_seed=0)
+    cell = grid.Cell(model_cfg["name"], target, "full", grid.TRAINED if control else init, "frozen", 0, pretrain_seed=0)
     checkpoint = results / "sweep" / f"{optimizer}-{lr}-{target}-{init}-{control}.ckpt"
     t0 = time.perf_counter()
-    _, result, curve = unit.heal_cell(base, job, train_seqs, model_cfg, cell, None, base_loss, pre, None,
-                                      str(checkpoint), control_examples=budget if control else None)
+    _, result, curve = unit.heal_cell(
+        base,
+        job,
+        train_seqs,
+        model_cfg,
+        cell,
+        None,
+        base_loss,
+        pre,
+        None,
+        str(checkpoint),
+        control_examples=budget if control else None,
+    )
     wall = time.perf_counter() - t0
     checkpoint.unlink(missing_ok=True)
     warm = model_cfg["retrain"]["warmup_steps"]
     after = curve[curve["steps"] > warm]
-    row = {"optimizer": optimizer, "lr": lr, "target": target, "control": control, "init": init, "budget": budget,
-           "scratch_examples": scratch, "pretrain_examples": pre.pretrain_examples, "baseline": base_loss,
-           "s_per_step": wall / max(1, int(curve["steps"].max())),
-           "worst_drift": float((after["val_loss"] / base_loss - 1).abs().max()) if len(after) else math.nan,
-           "drift_min": float((after["val_loss"] / base_loss - 1).min()) if len(after) else math.nan,
-           "drift_max": float((after["val_loss"] / base_loss - 1).max()) if len(after) else math.nan}
+    row = {
+        "optimizer": optimizer,
+        "lr": lr,
+        "target": target,
+        "control": control,
+        "init": init,
+        "budget": budget,
+        "scratch_examples": scratch,
+        "pretrain_examples": pre.pretrain_examples,
+        "baseline": base_loss,
+        "s_per_step": wall / max(1, int(curve["steps"].max())),
+        "worst_drift": float((after["val_loss"] / base_loss - 1).abs().max()) if len(after) else math.nan,
+        "drift_min": float((after["val_loss"] / base_loss - 1).min()) if len(after) else math.nan,
+        "drift_max": float((after["val_loss"] / base_loss - 1).max()) if len(after) else math.nan,
+    }
     for rec in result.recoveries:
         row[f"examples_{rec.threshold:g}"] = rec.examples if rec.recovered else math.nan
     return row
 
 
 def table(rows: pd.DataFrame) -> str:
-    lines = ["| optimiser | lr | controls' worst drift | first layer, ε 0.01 | last layer, ε 0.01 | first, ε 0.05 | "
-             "last, ε 0.05 | s / step |", "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| optimiser | lr | controls' worst drift | first layer, ε 0.01 | last layer, ε 0.01 | first, ε 0.05 | "
+        "last, ε 0.05 | s / step |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for (opt, lr), g in rows.groupby(["optimizer", "lr"], sort=False):
         controls = g[g["control"]] if g["control"].any() else g.iloc[:0]
         cells = g[~g["control"]].set_index("target")
@@ -121,9 +165,11 @@ def table(rows: pd.DataFrame) -> str:
 
         drift = controls["worst_drift"].max()
         lo, hi = controls["drift_min"].min(), controls["drift_max"].max()
-        lines.append(f"| {opt} | {lr:g} | {100 * drift:.2f} % ({100 * lo:+.2f} to {100 * hi:+.2f}) | "
-                     f"{cost(first, 0.01)} | {cost(last, 0.01)} | {cost(first, 0.05)} | {cost(last, 0.05)} | "
-                     f"{g['s_per_step'].median():.3f} |")
+        lines.append(
+            f"| {opt} | {lr:g} | {100 * drift:.2f} % ({100 * lo:+.2f} to {100 * hi:+.2f}) | "
+            f"{cost(first, 0.01)} | {cost(last, 0.01)} | {cost(first, 0.05)} | {cost(last, 0.05)} | "
+            f"{g['s_per_step'].median():.3f} |"
+        )
     return "\n".join(lines)
 
 
@@ -139,9 +185,12 @@ def main() -> None:
     a = parser.parse_args()
     network(a, a.results)  # pretrained once, before the workers read it
     n_layer = a.n_layer
-    jobs = [(a, a.results, opt, float(lr), target, control, a.init)
-            for opt, lr in (c.split(":") for c in a.candidates.split(","))
-            for target in ("L0", f"L{n_layer - 1}") for control in ((False,) if a.no_controls else (False, True))]
+    jobs = [
+        (a, a.results, opt, float(lr), target, control, a.init)
+        for opt, lr in (c.split(":") for c in a.candidates.split(","))
+        for target in ("L0", f"L{n_layer - 1}")
+        for control in ((False,) if a.no_controls else (False, True))
+    ]
     t0 = time.perf_counter()
     with concurrent.futures.ProcessPoolExecutor(a.workers) as pool:
         rows = pd.DataFrame(list(pool.map(run_cell, jobs)))
@@ -154,11 +203,13 @@ def main() -> None:
 def report(a, rows: pd.DataFrame, minutes: float) -> None:
     """The block: the table and how it was measured."""
     _, base, scratch = network(a, a.results)
-    text = (table(rows) + f"\n\nNetwork: GPT-2 N = {a.n_layer}, D = {a.d_model}, S = {a.train_sequences:,} × E = "
-            f"{a.epochs} (baseline {base:.3f}; from scratch to baseline × 1.01: {scratch:,.0f} examples); budget "
-            f"{a.budget_scratch:g} × that; cost as a fraction of S × E (and × the from-scratch cost). "
-            f"{len(rows)} runs, {a.workers} at a time, {minutes:.0f} minutes on {machine()} "
-            "(`.venv/bin/python benchmarks/retrain_sweep.py results`).")
+    text = (
+        table(rows) + f"\n\nNetwork: GPT-2 N = {a.n_layer}, D = {a.d_model}, S = {a.train_sequences:,} × E = "
+        f"{a.epochs} (baseline {base:.3f}; from scratch to baseline × 1.01: {scratch:,.0f} examples); budget "
+        f"{a.budget_scratch:g} × that; cost as a fraction of S × E (and × the from-scratch cost). "
+        f"{len(rows)} runs, {a.workers} at a time, {minutes:.0f} minutes on {machine()} "
+        "(`.venv/bin/python benchmarks/retrain_sweep.py results`)."
+    )
     documented = all(getattr(a, k) == v for k, v in DOCUMENTED.items()) and a.init == "fresh" and not a.no_controls
     publish(MARKER, text, not a.no_write, page=PAGE, why_not=None if documented else "options other than documented")
 

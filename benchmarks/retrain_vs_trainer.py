@@ -43,19 +43,35 @@ def selfheal_run(model_cfg, eval_cfg, trained, tokens, target, baseline, thresho
     depth = int(target[1:])
     t0 = time.perf_counter()
     cache = None
-    if (prefix_cache.cache_depth(model_cfg, target, "full", "frozen") is not None
-            and prefix_cache.worth_building(model_cfg, sharing)):
+    if prefix_cache.cache_depth(model_cfg, target, "full", "frozen") is not None and prefix_cache.worth_building(
+        model_cfg, sharing
+    ):
         cache = prefix_cache_for(model_cfg, eval_cfg, trained, tokens, depth)
     cache_s = time.perf_counter() - t0
     model, family, names = reset_model(trained, target)
-    settings = state.Settings(lr=r["lr"], batch_size=r["batch_size"], weight_decay=0.0, grad_clip=r["grad_clip"],
-                              eval_every_examples=r["eval_every_examples"],
-                              max_examples=budget(model_cfg, train_seqs),
-                              warmup_steps=r["warmup_steps"], data_seed=0)
+    settings = state.Settings(
+        lr=r["lr"],
+        batch_size=r["batch_size"],
+        weight_decay=0.0,
+        grad_clip=r["grad_clip"],
+        eval_every_examples=r["eval_every_examples"],
+        max_examples=budget(model_cfg, train_seqs),
+        warmup_steps=r["warmup_steps"],
+        data_seed=0,
+    )
     val_batches = objective.val_batches(val_seqs, eval_cfg["batch_size"])
     setup.seed_everything(0)
-    result = loop.run(model, family, objective, train_seqs, val_batches, set(names), settings,
-                       should_stop=lambda p: thresholds.all_reached(p.val_loss, baseline, [threshold]), cache=cache)
+    result = loop.run(
+        model,
+        family,
+        objective,
+        train_seqs,
+        val_batches,
+        set(names),
+        settings,
+        should_stop=lambda p: thresholds.all_reached(p.val_loss, baseline, [threshold]),
+        cache=cache,
+    )
     (rec,) = thresholds.recoveries(result.curve, baseline, [threshold])
     return rec, cache_s
 
@@ -80,8 +96,9 @@ def trainer_run(model_cfg, eval_cfg, trained, tokens, target, baseline, threshol
         p.requires_grad_(name in names)
     # the same example order as selfheal: epochs of a seeded permutation, cut at the budget
     examples = budget(model_cfg, train_seqs)
-    order = torch.cat([streams.epoch_order(train_seqs.shape[0], 0, e)
-                       for e in range(math.ceil(examples / train_seqs.shape[0]))])
+    order = torch.cat(
+        [streams.epoch_order(train_seqs.shape[0], 0, e) for e in range(math.ceil(examples / train_seqs.shape[0]))]
+    )
     dataset = [{"input_ids": train_seqs[i], "labels": train_seqs[i]} for i in order[:examples]]
     limit = baseline * (1 + threshold)
     every = r["eval_every_examples"] // r["batch_size"]
@@ -115,11 +132,25 @@ def trainer_run(model_cfg, eval_cfg, trained, tokens, target, baseline, threshol
             return SequentialSampler(self.train_dataset)
 
     args = TrainingArguments(
-        output_dir=str(workdir), per_device_train_batch_size=r["batch_size"], learning_rate=r["lr"],
-        lr_scheduler_type="constant_with_warmup", warmup_steps=r["warmup_steps"], weight_decay=0.0,
-        adam_beta1=0.9, adam_beta2=0.95, max_grad_norm=r["grad_clip"], optim="adamw_torch",
-        max_steps=math.ceil(examples / r["batch_size"]), logging_strategy="no", save_strategy="no",
-        eval_strategy="no", report_to="none", use_cpu=True, disable_tqdm=True, dataloader_num_workers=0, seed=0,
+        output_dir=str(workdir),
+        per_device_train_batch_size=r["batch_size"],
+        learning_rate=r["lr"],
+        lr_scheduler_type="constant_with_warmup",
+        warmup_steps=r["warmup_steps"],
+        weight_decay=0.0,
+        adam_beta1=0.9,
+        adam_beta2=0.95,
+        max_grad_norm=r["grad_clip"],
+        optim="adamw_torch",
+        max_steps=math.ceil(examples / r["batch_size"]),
+        logging_strategy="no",
+        save_strategy="no",
+        eval_strategy="no",
+        report_to="none",
+        use_cpu=True,
+        disable_tqdm=True,
+        dataloader_num_workers=0,
+        seed=0,
     )
     trainer = InOrder(model=model, args=args, train_dataset=dataset, callbacks=[StopAtThreshold()])
     t0 = time.perf_counter()
@@ -143,33 +174,46 @@ def main():
     n = model_cfg["n_layer"]
     layers = [int(x) for x in a.layers.split(",")] if a.layers else list(range(n))
     sharing = len(config_seeds())
-    print(f"model {model_cfg['name']} (N={n}, D={model_cfg['d_model']}), threshold {a.threshold:g}, "
-          f"baseline {baseline:.4f}, {a.threads} threads, eval every {model_cfg['retrain']['eval_every_examples']} "
-          f"examples; cache amortised over {sharing} seeds")
-    print(f"{'L':>3} {'selfheal_s':>10} {'(cache_s)':>9} {'amortised_s':>11} {'trainer_s':>9} {'ratio':>6} "
-          f"{'ratio_amort':>11} {'examples':>8} {'peer_ex':>8} {'agree':>5}")
+    print(
+        f"model {model_cfg['name']} (N={n}, D={model_cfg['d_model']}), threshold {a.threshold:g}, "
+        f"baseline {baseline:.4f}, {a.threads} threads, eval every {model_cfg['retrain']['eval_every_examples']} "
+        f"examples; cache amortised over {sharing} seeds"
+    )
+    print(
+        f"{'L':>3} {'selfheal_s':>10} {'(cache_s)':>9} {'amortised_s':>11} {'trainer_s':>9} {'ratio':>6} "
+        f"{'ratio_amort':>11} {'examples':>8} {'peer_ex':>8} {'agree':>5}"
+    )
     rows = []
     for layer in layers:
         target = f"L{layer}"
         with tempfile.TemporaryDirectory() as tmp:
-            rec, cache_s = selfheal_run(model_cfg, eval_cfg, trained, tokens, target, baseline, a.threshold, tmp,
-                                        sharing)
+            rec, cache_s = selfheal_run(
+                model_cfg, eval_cfg, trained, tokens, target, baseline, a.threshold, tmp, sharing
+            )
             peer = trainer_run(model_cfg, eval_cfg, trained, tokens, target, baseline, a.threshold, tmp)
         ours = rec.wall_s + cache_s
         amortised = rec.wall_s + cache_s / sharing
         agree = (peer["examples"] is None and not rec.recovered) or (  # neither crossed, or both within a step
-            peer["examples"] is not None and rec.recovered
-            and abs(peer["examples"] - rec.examples) <= model_cfg["retrain"]["eval_every_examples"])
+            peer["examples"] is not None
+            and rec.recovered
+            and abs(peer["examples"] - rec.examples) <= model_cfg["retrain"]["eval_every_examples"]
+        )
         marker = " <- L = N/2" if layer == n // 2 else ""
-        print(f"{layer:>3} {ours:>10.1f} {cache_s:>9.1f} {amortised:>11.1f} {peer['wall_s']:>9.1f} "
-              f"{peer['wall_s'] / ours:>6.2f} {peer['wall_s'] / amortised:>11.2f} "
-              f"{rec.examples if rec.recovered else 'cens.':>8} {peer['examples'] or 'cens.':>8} {str(agree):>5}"
-              f"{marker}")
-        rows.append(f"{peer['wall_s'] / ours:.2f}× at L = {layer}{' = N/2' if layer == n // 2 else ''} "
-                    f"({peer['wall_s'] / amortised:.2f}× with the cache amortised over the cells that share it)"
-                    + ("" if agree else ", examples to the threshold NOT within one evaluation interval"))
-    text = (f"`.venv/bin/python benchmarks/retrain_vs_trainer.py` on {machine()}, {model_cfg['name']}, threshold "
-            f"{a.threshold:g}, {a.threads} threads; the Trainer's time over selfheal's: " + "; ".join(rows) + ".")
+        print(
+            f"{layer:>3} {ours:>10.1f} {cache_s:>9.1f} {amortised:>11.1f} {peer['wall_s']:>9.1f} "
+            f"{peer['wall_s'] / ours:>6.2f} {peer['wall_s'] / amortised:>11.2f} "
+            f"{rec.examples if rec.recovered else 'cens.':>8} {peer['examples'] or 'cens.':>8} {str(agree):>5}"
+            f"{marker}"
+        )
+        rows.append(
+            f"{peer['wall_s'] / ours:.2f}× at L = {layer}{' = N/2' if layer == n // 2 else ''} "
+            f"({peer['wall_s'] / amortised:.2f}× with the cache amortised over the cells that share it)"
+            + ("" if agree else ", examples to the threshold NOT within one evaluation interval")
+        )
+    text = (
+        f"`.venv/bin/python benchmarks/retrain_vs_trainer.py` on {machine()}, {model_cfg['name']}, threshold "
+        f"{a.threshold:g}, {a.threads} threads; the Trainer's time over selfheal's: " + "; ".join(rows) + "."
+    )
     documented = {"model": a.model, "threshold": a.threshold, "threads": a.threads, "layers": a.layers} == DOCUMENTED
     publish(MARKER, text, not a.no_write, why_not=None if documented else f"options other than {DOCUMENTED}")
 

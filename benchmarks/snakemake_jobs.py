@@ -44,8 +44,9 @@ def jobs(workdir: Path, under: str | None = None) -> list[Job]:
     for path in (workdir / ".snakemake" / "metadata").glob("*"):
         record = json.loads(path.read_text())
         logs = record.get("log") or []
-        if under is not None and not (logs and all(log.startswith(under.rstrip("/") + "/")
-                                                   and (workdir / log).exists() for log in logs)):
+        if under is not None and not (
+            logs and all(log.startswith(under.rstrip("/") + "/") and (workdir / log).exists() for log in logs)
+        ):
             continue
         if record.get("starttime") and record.get("endtime") and not record.get("incomplete"):
             key = (record["rule"], tuple(record.get("log") or [path.name]))
@@ -55,8 +56,14 @@ def jobs(workdir: Path, under: str | None = None) -> list[Job]:
     return sorted(found, key=lambda j: j.start)
 
 
-def breakdown(workdir: Path, results: Path, since: float = 0.0, pretrained: bool = True,
-              under: str | None = None, threads: int = 1) -> dict[str, float]:
+def breakdown(
+    workdir: Path,
+    results: Path,
+    since: float = 0.0,
+    pretrained: bool = True,
+    under: str | None = None,
+    threads: int = 1,
+) -> dict[str, float]:
     """Core-seconds of the jobs that started at or after ``since``: by rule kind, and the training jobs split into
     pretraining, retraining (training), evaluation (retrain evaluations) and fixed per-job cost. ``pretrained``:
     whether those jobs pretrained their networks (False: they kept networks staged by an earlier run). ``under``:
@@ -66,10 +73,13 @@ def breakdown(workdir: Path, results: Path, since: float = 0.0, pretrained: bool
     per_rule = defaultdict(float)
     for j in run:
         per_rule[j.rule] += j.seconds * (threads if j.rule in TRAINING_RULES else 1)
-    out = {"jobs": len(run), "job_core_s": sum(per_rule.values()),
-           "training_jobs": sum(1 for j in run if j.rule in TRAINING_RULES),
-           "training_job_core_s": sum(v for r, v in per_rule.items() if r in TRAINING_RULES),
-           "other_job_core_s": sum(v for r, v in per_rule.items() if r not in TRAINING_RULES)}
+    out = {
+        "jobs": len(run),
+        "job_core_s": sum(per_rule.values()),
+        "training_jobs": sum(1 for j in run if j.rule in TRAINING_RULES),
+        "training_job_core_s": sum(v for r, v in per_rule.items() if r in TRAINING_RULES),
+        "other_job_core_s": sum(v for r, v in per_rule.items() if r not in TRAINING_RULES),
+    }
     curves = pd.read_parquet(results / "curves.parquet")
     keys = [c for c in ("model", "pretrain_seed", "target", "policy", "init", "regime", "seed") if c in curves]
     pre = curves[curves["kind"] == "pretrain"].groupby([k for k in ("model", "pretrain_seed") if k in curves])
@@ -90,29 +100,37 @@ def breakdown(workdir: Path, results: Path, since: float = 0.0, pretrained: bool
     recovery = curves[curves["kind"] == "recovery"]
     # evaluations made after the fact inside an interval already trained, to locate crossings (``replay`` column:
     # of weights kept at every step, or of a replayed interval); tables of older runs also had an ``ahead`` column
-    counts = {"evaluations": int(len(recovery)),
-              "located_evaluations": int(recovery["replay"].fillna(False).astype(bool).sum())
-              if "replay" in recovery else 0}
+    counts = {
+        "evaluations": int(len(recovery)),
+        "located_evaluations": int(recovery["replay"].fillna(False).astype(bool).sum()) if "replay" in recovery else 0,
+    }
     out.update(counts, replay_share_of_retrain=replay_s / retrain_s if retrain_s else float("nan"))
-    out.update(pretrain_s=pretrain_s, retrain_train_s=retrain_s - eval_s, retrain_eval_s=eval_s,
-               cells=int(len(walls)), eval_share_mean=(sum(shares) / len(shares)) if shares else float("nan"),
-               eval_share_max=max(shares) if shares else float("nan"),
-               eval_share_of_retrain=eval_s / retrain_s if retrain_s else float("nan"))
+    out.update(
+        pretrain_s=pretrain_s,
+        retrain_train_s=retrain_s - eval_s,
+        retrain_eval_s=eval_s,
+        cells=int(len(walls)),
+        eval_share_mean=(sum(shares) / len(shares)) if shares else float("nan"),
+        eval_share_max=max(shares) if shares else float("nan"),
+        eval_share_of_retrain=eval_s / retrain_s if retrain_s else float("nan"),
+    )
     out["fixed_s"] = out["training_job_core_s"] - pretrain_s - retrain_s
     return out
 
 
 def describe(b: dict[str, float], wall: float, cores: int) -> str:
     core = wall * cores
-    return (f"{b['jobs']} jobs, {b['job_core_s']:.0f} job core-s of {core:.0f} ({cores} x {wall:.0f} s wall): "
-            f"pretraining {b['pretrain_s']:.0f} s, retraining {b['retrain_train_s']:.0f} s + evaluation "
-            f"{b['retrain_eval_s']:.0f} s ({b['cells']} cells; evaluation {b['eval_share_of_retrain']:.1%} of retraining, "
-            f"per cell mean {b['eval_share_mean']:.1%}, max {b['eval_share_max']:.1%}, no-reset controls left out of "
-            f"the mean; {b['evaluations']} evaluations, {b['located_evaluations']} of them made after the fact to "
-            f"locate crossings; replays {b['replay_share_of_retrain']:.1%} of retraining), fixed per-job cost of the "
-            f"{b['training_jobs']} training jobs "
-            f"{b['fixed_s']:.0f} s = {b['fixed_s'] / core:.1%} of core time, data/report jobs "
-            f"{b['other_job_core_s']:.0f} s")
+    return (
+        f"{b['jobs']} jobs, {b['job_core_s']:.0f} job core-s of {core:.0f} ({cores} x {wall:.0f} s wall): "
+        f"pretraining {b['pretrain_s']:.0f} s, retraining {b['retrain_train_s']:.0f} s + evaluation "
+        f"{b['retrain_eval_s']:.0f} s ({b['cells']} cells; evaluation {b['eval_share_of_retrain']:.1%} of retraining, "
+        f"per cell mean {b['eval_share_mean']:.1%}, max {b['eval_share_max']:.1%}, no-reset controls left out of "
+        f"the mean; {b['evaluations']} evaluations, {b['located_evaluations']} of them made after the fact to "
+        f"locate crossings; replays {b['replay_share_of_retrain']:.1%} of retraining), fixed per-job cost of the "
+        f"{b['training_jobs']} training jobs "
+        f"{b['fixed_s']:.0f} s = {b['fixed_s'] / core:.1%} of core time, data/report jobs "
+        f"{b['other_job_core_s']:.0f} s"
+    )
 
 
 if __name__ == "__main__":  # the breakdown of a finished run: snakemake_jobs.py WORKDIR --wall SECONDS [--cores 2]

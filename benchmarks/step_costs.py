@@ -21,8 +21,18 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (ROOT, add_write_flag, data_for, interleaved, json_child, load_setup, machine,  # noqa: E402
-                    medians, publish, reset_model)
+from common import (
+    ROOT,
+    add_write_flag,
+    data_for,
+    interleaved,
+    json_child,
+    load_setup,
+    machine,  # noqa: E402
+    medians,
+    publish,
+    reset_model,
+)
 
 MARKER = "step-costs"
 DOCUMENTED = {"model": "gpt2-n4-d64", "layer": 0, "repeats": 3, "threads": 1}
@@ -98,28 +108,48 @@ def main():
         return child(a)
 
     def run(variant):
-        return lambda: json_child([sys.executable, __file__, a.results, "--model", a.model, "--layer", str(a.layer),
-                                   "--threads", str(a.threads), "--variant", variant])
+        return lambda: json_child(
+            [
+                sys.executable,
+                __file__,
+                a.results,
+                "--model",
+                a.model,
+                "--layer",
+                str(a.layer),
+                "--threads",
+                str(a.threads),
+                "--variant",
+                variant,
+            ]
+        )
 
     keys = ("step_ms", "eval_batch_ms", "gelu_ms", "gelu_pytorch_tanh_ms")
     med = medians(interleaved({v: run(v) for v in VARIANTS}, a.repeats), keys)
     print(f"{a.model}, reset L{a.layer}, {a.threads} thread(s), median of {a.repeats} processes per variant:")
     plain = med[next(iter(VARIANTS))]
     for variant, m in med.items():
-        print(f"  {variant:40s} step {m['step_ms']:6.1f} ms ({plain['step_ms'] / m['step_ms']:.2f}x)   "
-              f"evaluation batch of 64 {m['eval_batch_ms']:6.1f} ms ({plain['eval_batch_ms'] / m['eval_batch_ms']:.2f}x)")
-    both, gelu, heap = (med["kept heap, exact GELU (what jobs run)"], med["plain heap, exact GELU"],
-                        med["kept heap, tanh GELU"])
+        print(
+            f"  {variant:40s} step {m['step_ms']:6.1f} ms ({plain['step_ms'] / m['step_ms']:.2f}x)   "
+            f"evaluation batch of 64 {m['eval_batch_ms']:6.1f} ms ({plain['eval_batch_ms'] / m['eval_batch_ms']:.2f}x)"
+        )
+    both, gelu, heap = (
+        med["kept heap, exact GELU (what jobs run)"],
+        med["plain heap, exact GELU"],
+        med["kept heap, tanh GELU"],
+    )
     tanh_ms, exact_ms = (median_over_variants(med, "gelu_pytorch_tanh_ms"), median_over_variants(med, "gelu_ms"))
-    text = (f"`.venv/bin/python benchmarks/step_costs.py results` on {machine()} ({a.model}, reset L{a.layer}, "
-            f"{a.threads} thread(s), median of {a.repeats} interleaved processes), with the kept heap and the exact "
-            f"GELU against neither: a training step {plain['step_ms']:.1f} → {both['step_ms']:.1f} ms "
-            f"({plain['step_ms'] / both['step_ms']:.2f}×; the exact GELU alone "
-            f"{plain['step_ms'] / gelu['step_ms']:.2f}×, the heap alone {plain['step_ms'] / heap['step_ms']:.2f}×), "
-            f"an evaluation batch of 64 sequences {plain['eval_batch_ms']:.1f} → {both['eval_batch_ms']:.1f} ms "
-            f"({plain['eval_batch_ms'] / both['eval_batch_ms']:.2f}×). One call of PyTorch's tanh-approximated GELU "
-            f"on a step's MLP activations took {tanh_ms:.2f} ms, the exact one {exact_ms:.2f} ms "
-            f"({tanh_ms / exact_ms:.1f}×).")
+    text = (
+        f"`.venv/bin/python benchmarks/step_costs.py results` on {machine()} ({a.model}, reset L{a.layer}, "
+        f"{a.threads} thread(s), median of {a.repeats} interleaved processes), with the kept heap and the exact "
+        f"GELU against neither: a training step {plain['step_ms']:.1f} → {both['step_ms']:.1f} ms "
+        f"({plain['step_ms'] / both['step_ms']:.2f}×; the exact GELU alone "
+        f"{plain['step_ms'] / gelu['step_ms']:.2f}×, the heap alone {plain['step_ms'] / heap['step_ms']:.2f}×), "
+        f"an evaluation batch of 64 sequences {plain['eval_batch_ms']:.1f} → {both['eval_batch_ms']:.1f} ms "
+        f"({plain['eval_batch_ms'] / both['eval_batch_ms']:.2f}×). One call of PyTorch's tanh-approximated GELU "
+        f"on a step's MLP activations took {tanh_ms:.2f} ms, the exact one {exact_ms:.2f} ms "
+        f"({tanh_ms / exact_ms:.1f}×)."
+    )
     documented = {"model": a.model, "layer": a.layer, "repeats": a.repeats, "threads": a.threads} == DOCUMENTED
     publish(MARKER, text, not a.no_write, why_not=None if documented else f"options other than {DOCUMENTED}")
 

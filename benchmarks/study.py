@@ -44,17 +44,27 @@ def per_model(results: Path) -> pd.DataFrame:
     """Per model: networks, parameters, pretraining core-s and ms per pretraining step, cells, retraining core-s."""
     curves = pd.read_parquet(results / "curves.parquet")
     networks = pd.read_parquet(results / "networks.parquet")
-    pre = curves[curves["kind"] == "pretrain"].groupby(["model", "pretrain_seed"]).agg(
-        wall=("wall_s", "max"), steps=("steps", "max"))
+    pre = (
+        curves[curves["kind"] == "pretrain"]
+        .groupby(["model", "pretrain_seed"])
+        .agg(wall=("wall_s", "max"), steps=("steps", "max"))
+    )
     keys = ["model", "pretrain_seed", "target", "policy", "init", "regime", "seed"]
     rec = curves[curves["kind"] == "recovery"].groupby(keys, dropna=False)["wall_s"].max().groupby("model")
     rows = []
     for model, g in pre.groupby("model"):
         net = networks[networks["model"] == model].iloc[0]
-        rows.append({"model": model, "networks": len(g), "params": int(net["n_params"]),
-                     "pretrain_core_s": float(g["wall"].sum()),
-                     "ms_per_step": float((g["wall"] / g["steps"]).median() * 1000),
-                     "cells": int(rec.size().get(model, 0)), "retrain_core_s": float(rec.sum().get(model, 0.0))})
+        rows.append(
+            {
+                "model": model,
+                "networks": len(g),
+                "params": int(net["n_params"]),
+                "pretrain_core_s": float(g["wall"].sum()),
+                "ms_per_step": float((g["wall"] / g["steps"]).median() * 1000),
+                "cells": int(rec.size().get(model, 0)),
+                "retrain_core_s": float(rec.sum().get(model, 0.0)),
+            }
+        )
     return pd.DataFrame(rows).sort_values("params")
 
 
@@ -63,15 +73,21 @@ def block(workdir: Path, results: Path, cores: int) -> str:
     wall = busy_wall(workdir, under)
     b = breakdown(workdir, results, under=under)
     table = per_model(results)
-    lines = [f"Measured on {machine()} (`.venv/bin/python benchmarks/study.py`): **{wall / 60:.0f} min** of wall time "
-             f"with a job running ({wall:.0f} s; target 3 hours) for {b['cells']} cells on "
-             f"{int(table['networks'].sum())} networks, `--cores {cores}`. From Snakemake's job timestamps: "
-             f"{describe(b, wall, cores)}.", "",
-             "| model | parameters | networks | pretraining core-min | ms per pretraining step | cells | "
-             "retraining core-min |", "|---|---|---|---|---|---|---|"]
+    lines = [
+        f"Measured on {machine()} (`.venv/bin/python benchmarks/study.py`): **{wall / 60:.0f} min** of wall time "
+        f"with a job running ({wall:.0f} s; target 3 hours) for {b['cells']} cells on "
+        f"{int(table['networks'].sum())} networks, `--cores {cores}`. From Snakemake's job timestamps: "
+        f"{describe(b, wall, cores)}.",
+        "",
+        "| model | parameters | networks | pretraining core-min | ms per pretraining step | cells | "
+        "retraining core-min |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for _, r in table.iterrows():
-        lines.append(f"| {r['model']} | {r['params']:,} | {r['networks']} | {r['pretrain_core_s'] / 60:.1f} | "
-                     f"{r['ms_per_step']:.0f} | {r['cells']} | {r['retrain_core_s'] / 60:.1f} |")
+        lines.append(
+            f"| {r['model']} | {r['params']:,} | {r['networks']} | {r['pretrain_core_s'] / 60:.1f} | "
+            f"{r['ms_per_step']:.0f} | {r['cells']} | {r['retrain_core_s'] / 60:.1f} |"
+        )
     return "\n".join(lines)
 
 
@@ -84,14 +100,23 @@ def main():
     a = parser.parse_args()
     if a.run:
         t0 = time.perf_counter()
-        proc = subprocess.run(snakemake_command(a.workdir, "--cores", str(a.cores), "--configfile", str(CONFIG)),
-                              env=snakemake_env(), capture_output=True, text=True)
+        proc = subprocess.run(
+            snakemake_command(a.workdir, "--cores", str(a.cores), "--configfile", str(CONFIG)),
+            env=snakemake_env(),
+            capture_output=True,
+            text=True,
+        )
         if proc.returncode:
             sys.exit(proc.stderr[-3000:])
         print(f"this invocation: {time.perf_counter() - t0:.0f} s")
     results = a.workdir / "results" / "study"
-    publish("study-breakdown", block(a.workdir, results, a.cores), not a.no_write, page=STUDY_PAGE,
-            why_not=None if a.workdir.resolve() == ROOT and a.cores == 2 else "not the documented run")
+    publish(
+        "study-breakdown",
+        block(a.workdir, results, a.cores),
+        not a.no_write,
+        page=STUDY_PAGE,
+        why_not=None if a.workdir.resolve() == ROOT and a.cores == 2 else "not the documented run",
+    )
 
 
 if __name__ == "__main__":

@@ -26,8 +26,11 @@ DURATION = re.compile(r"^([0-9.]+)s (setup|call|teardown)\s+(\S+)$")
 
 
 def summary_line(out: str) -> str:
-    lines = [line for line in out.splitlines() if re.search(r"\b(passed|failed|error)", line) and "=" in line
-             or re.match(r"^[0-9]+ (passed|failed)", line)]
+    lines = [
+        line
+        for line in out.splitlines()
+        if re.search(r"\b(passed|failed|error)", line) and "=" in line or re.match(r"^[0-9]+ (passed|failed)", line)
+    ]
     return re.sub(r"=+|\s+in [0-9.]+s.*", "", lines[-1]).strip() if lines else "no summary"
 
 
@@ -55,13 +58,22 @@ def minutes(seconds: float) -> str:
 
 def block(wall: float, out: str) -> str:
     slurm = "with SLURM installed" if shutil.which("slurmctld") else "without SLURM (its one test skipped)"
-    lines = [f"`.venv/bin/python benchmarks/suite_time.py` on {machine()}, {slurm}: the suite "
-             f"(`.venv/bin/python -m pytest -q`) **{minutes(wall)}** ({summary_line(out)}).", "",
-             "| stage | result | wall |", "| --- | --- | --- |"]
+    lines = [
+        f"`.venv/bin/python benchmarks/suite_time.py` on {machine()}, {slurm}: the suite "
+        f"(`.venv/bin/python -m pytest -q`) **{minutes(wall)}** ({summary_line(out)}).",
+        "",
+        "| stage | result | wall |",
+        "| --- | --- | --- |",
+    ]
     for name, title, result, seconds in stages(out):
         lines.append(f"| {name} ({title}) | {result} | {minutes(seconds) if seconds is not None else '—'} |")
-    lines += ["", "The ten slowest tests (pytest's `--durations=10`):", "", "| s | phase | test |",
-              "| --- | --- | --- |"]
+    lines += [
+        "",
+        "The ten slowest tests (pytest's `--durations=10`):",
+        "",
+        "| s | phase | test |",
+        "| --- | --- | --- |",
+    ]
     lines += [f"| {s:.1f} | {phase} | `{test}` |" for s, phase, test in slowest(out)]
     return "\n".join(lines)
 

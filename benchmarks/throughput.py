@@ -78,8 +78,10 @@ def main():
 
     big = gemm_rate(2048, 2048, 2048)
     shaped = min(gemm_rate(rows, d, 4 * d), gemm_rate(rows, 4 * d, d), gemm_rate(rows, d, 3 * d))
-    print(f"{a.threads} threads. matmul ceiling: {big / 1e9:.1f} GFLOP/s (2048^3 fp32 GEMM); "
-          f"{shaped / 1e9:.1f} GFLOP/s at the model's shapes ({rows} x {d} x {4 * d})")
+    print(
+        f"{a.threads} threads. matmul ceiling: {big / 1e9:.1f} GFLOP/s (2048^3 fp32 GEMM); "
+        f"{shaped / 1e9:.1f} GFLOP/s at the model's shapes ({rows} x {d} x {4 * d})"
+    )
 
     target = f"L{model_cfg['n_layer'] // 2}"
     depth = model_cfg["n_layer"] // 2
@@ -89,36 +91,49 @@ def main():
     for label, use_cache in (("plain forward", None), ("prefix cache", cache)):
         model, family, names = reset_model(trained, target)
         examples = a.steps * r["batch_size"]
-        settings = state.Settings(lr=r["lr"], batch_size=r["batch_size"], weight_decay=0.0, grad_clip=1.0,
-                                  eval_every_examples=examples, max_examples=examples, warmup_steps=10)
+        settings = state.Settings(
+            lr=r["lr"],
+            batch_size=r["batch_size"],
+            weight_decay=0.0,
+            grad_clip=1.0,
+            eval_every_examples=examples,
+            max_examples=examples,
+            warmup_steps=10,
+        )
         val_batches = objective.val_batches(val_seqs[:8], 8)  # evaluation is not what is measured here
-        result = loop.run(model, family, objective, train_seqs, val_batches, set(names), settings,
-                           cache=use_cache)
+        result = loop.run(model, family, objective, train_seqs, val_batches, set(names), settings, cache=use_cache)
         tps = result.train_tokens_per_s
         per_token = flops.train_flops_per_token(model, family, set(names), depth, t, use_cache is not None)
         achieved = tps * per_token
-        print(f"{model_cfg['name']} retrain {target} ({label}): {tps:,.0f} tokens/s, "
-              f"{per_token / 1e6:.2f} MFLOP/token -> {achieved / 1e9:.2f} GFLOP/s = "
-              f"{achieved / big:.1%} of the GEMM ceiling, {achieved / shaped:.1%} of the model-shaped one")
+        print(
+            f"{model_cfg['name']} retrain {target} ({label}): {tps:,.0f} tokens/s, "
+            f"{per_token / 1e6:.2f} MFLOP/token -> {achieved / 1e9:.2f} GFLOP/s = "
+            f"{achieved / big:.1%} of the GEMM ceiling, {achieved / shaped:.1%} of the model-shaped one"
+        )
         index = torch.arange(r["batch_size"])
-        fwd, bwd, opt = step_breakdown(model, family, set(names), {"input_ids": train_seqs[index]}, use_cache,
-                                       index, depth)
+        fwd, bwd, opt = step_breakdown(
+            model, family, set(names), {"input_ids": train_seqs[index]}, use_cache, index, depth
+        )
         full_val = objective.val_batches(val_seqs, eval_cfg["batch_size"])
         t0 = time.perf_counter()
         evaluation.evaluate(model, family, full_val, use_cache)
         eval_ms = 1000 * (time.perf_counter() - t0)
-        print(f"  per step of {r['batch_size']} sequences: forward {fwd:.1f} ms, backward {bwd:.1f} ms, "
-              f"optimizer {opt:.1f} ms; one evaluation of {val_seqs.shape[0]} sequences: {eval_ms:.0f} ms")
+        print(
+            f"  per step of {r['batch_size']} sequences: forward {fwd:.1f} ms, backward {bwd:.1f} ms, "
+            f"optimizer {opt:.1f} ms; one evaluation of {val_seqs.shape[0]} sequences: {eval_ms:.0f} ms"
+        )
         measured[label] = {"tps": tps, "achieved": achieved, "fwd": fwd, "bwd": bwd, "opt": opt}
     plain, cached = measured["plain forward"], measured["prefix cache"]
-    text = (f"`.venv/bin/python benchmarks/throughput.py` on {machine()}, {a.threads} threads, {model_cfg['name']} "
-            f"retrain {target} with the prefix cache: {cached['tps']:,.0f} tokens/s = "
-            f"{cached['achieved'] / 1e9:.1f} GFLOP/s, {cached['achieved'] / big:.0%} of the machine's "
-            f"{big / 1e9:.0f} GFLOP/s fp32 GEMM ceiling ({cached['achieved'] / shaped:.0%} of the "
-            f"{shaped / 1e9:.0f} GFLOP/s reached at the model's own shapes); plain forward {plain['tps']:,.0f} "
-            f"tokens/s. Per training step of {r['batch_size']} sequences: forward {plain['fwd']:.1f} ms plain, "
-            f"{cached['fwd']:.1f} ms from the cache (the frozen prefix: the difference); backward through the layers "
-            f"above L and the LM head {cached['bwd']:.1f} ms; optimizer {cached['opt']:.1f} ms.")
+    text = (
+        f"`.venv/bin/python benchmarks/throughput.py` on {machine()}, {a.threads} threads, {model_cfg['name']} "
+        f"retrain {target} with the prefix cache: {cached['tps']:,.0f} tokens/s = "
+        f"{cached['achieved'] / 1e9:.1f} GFLOP/s, {cached['achieved'] / big:.0%} of the machine's "
+        f"{big / 1e9:.0f} GFLOP/s fp32 GEMM ceiling ({cached['achieved'] / shaped:.0%} of the "
+        f"{shaped / 1e9:.0f} GFLOP/s reached at the model's own shapes); plain forward {plain['tps']:,.0f} "
+        f"tokens/s. Per training step of {r['batch_size']} sequences: forward {plain['fwd']:.1f} ms plain, "
+        f"{cached['fwd']:.1f} ms from the cache (the frozen prefix: the difference); backward through the layers "
+        f"above L and the LM head {cached['bwd']:.1f} ms; optimizer {cached['opt']:.1f} ms."
+    )
     documented = {"model": a.model, "threads": a.threads, "steps": a.steps} == DOCUMENTED
     publish(MARKER, text, not a.no_write, why_not=None if documented else f"options other than {DOCUMENTED}")
 

@@ -50,8 +50,11 @@ def write_trained_and_tokens(folder) -> None:
     models.save(model, folder / "trained")
     g = torch.Generator().manual_seed(0)
     stream = torch.randint(3, 64, (16 * 200,), generator=g, dtype=torch.int32)
-    save_file({"train": stream, "val": stream[: 16 * 40].clone()}, str(folder / "tokens.safetensors"),
-              metadata={k: str(v) for k, v in SPECIAL.items()})
+    save_file(
+        {"train": stream, "val": stream[: 16 * 40].clone()},
+        str(folder / "tokens.safetensors"),
+        metadata={k: str(v) for k, v in SPECIAL.items()},
+    )
 
 
 def assert_drawn_png(path) -> None:
@@ -62,9 +65,9 @@ def assert_drawn_png(path) -> None:
     width, height = struct.unpack(">II", data[16:24])
     pos, idat = 8, b""
     while pos < len(data):
-        (length,), kind = struct.unpack(">I", data[pos:pos + 4]), data[pos + 4:pos + 8]
+        (length,), kind = struct.unpack(">I", data[pos : pos + 4]), data[pos + 4 : pos + 8]
         if kind == b"IDAT":
-            idat += data[pos + 8:pos + 8 + length]
+            idat += data[pos + 8 : pos + 8 + length]
         pos += 12 + length
     distinct = len(set(zlib.decompress(idat)))
     assert width >= 200 and height >= 100 and distinct > 8, (path, width, height, distinct)
@@ -142,12 +145,33 @@ def tiny_run(tmp_path_factory, corpus_seed):
     assert [m["name"] for m in config["models"]] == GPT2_MODELS
     config["models"] += [
         {"name": "tinyBert", "arch": "bert", "n_layer": 2, "d_model": 32, "n_head": 2, "context": 32},
-        {"name": "tinyBart", "arch": "bart", "n_layer": 1, "n_dec_layer": 1, "d_model": 32, "n_head": 2,
-         "context": 32, "frozen_random": [["attention"], ["embeddings", "ffn"]]},
-        {"name": "myLlama", "source": "pretrained", "name_or_path": str(workdir / "my-llama"), "arch": "llama",
-         "n_layer": 2, "context": 16},
-        {"name": "asIs", "source": "pretrained", "name_or_path": str(workdir / "my-llama"), "arch": "llama",
-         "n_layer": 2, "context": 16, "adapt": False},
+        {
+            "name": "tinyBart",
+            "arch": "bart",
+            "n_layer": 1,
+            "n_dec_layer": 1,
+            "d_model": 32,
+            "n_head": 2,
+            "context": 32,
+            "frozen_random": [["attention"], ["embeddings", "ffn"]],
+        },
+        {
+            "name": "myLlama",
+            "source": "pretrained",
+            "name_or_path": str(workdir / "my-llama"),
+            "arch": "llama",
+            "n_layer": 2,
+            "context": 16,
+        },
+        {
+            "name": "asIs",
+            "source": "pretrained",
+            "name_or_path": str(workdir / "my-llama"),
+            "arch": "llama",
+            "n_layer": 2,
+            "context": 16,
+            "adapt": False,
+        },
     ]
     config["grid"].update({"policies": ["full", "cross_attn"], "targets": ["all"], "encoder_swap": [16]})
     configfile = workdir / "config.yaml"

@@ -36,9 +36,13 @@ print("REPORT " + json.dumps(report))
 def run_many(runs: dict[str, tuple[str, str]], executor: str = "dryrun") -> dict[str, dict]:
     """Per name, (configfile, working folder) in; per name, the DAG's rules and job count, or the error, out.
     ``executor``: 'dryrun' (snakemake -n) or 'local' (a real run)."""
-    proc = subprocess.run([sys.executable, "-c", DRIVER, str(ROOT / "Snakefile"), executor, json.dumps(runs)],
-                          capture_output=True, text=True, timeout=900,
-                          env={**os.environ, "PYTHONPATH": str(ROOT / "src"), "HF_HUB_OFFLINE": "1"})
+    proc = subprocess.run(
+        [sys.executable, "-c", DRIVER, str(ROOT / "Snakefile"), executor, json.dumps(runs)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={**os.environ, "PYTHONPATH": str(ROOT / "src"), "HF_HUB_OFFLINE": "1"},
+    )
     lines = [line for line in proc.stdout.splitlines() if line.startswith("REPORT ")]
     assert proc.returncode == 0 and lines, proc.stderr[-3000:]
     return json.loads(lines[-1].removeprefix("REPORT "))
@@ -70,8 +74,13 @@ def dag_jobs(workdir: Path, cores: int, nodes: int = 0, configfiles: tuple = ())
     where given, ``nodes``: the --jobs of a cluster), each with its rule, the indexes of the jobs it depends on and
     its rule's conda env as written."""
     args = [str(ROOT / "Snakefile"), str(workdir), str(cores), str(nodes), json.dumps([str(f) for f in configfiles])]
-    proc = subprocess.run([sys.executable, "-c", DAG, *args], capture_output=True, text=True, timeout=900,
-                          env={**os.environ, "PYTHONPATH": str(ROOT / "src"), "HF_HUB_OFFLINE": "1"})
+    proc = subprocess.run(
+        [sys.executable, "-c", DAG, *args],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={**os.environ, "PYTHONPATH": str(ROOT / "src"), "HF_HUB_OFFLINE": "1"},
+    )
     lines = [line for line in proc.stdout.splitlines() if line.startswith("DAG ")]
     assert proc.returncode == 0 and lines, proc.stderr[-3000:]
     return json.loads(lines[-1].removeprefix("DAG "))
@@ -79,8 +88,20 @@ def dag_jobs(workdir: Path, cores: int, nodes: int = 0, configfiles: tuple = ())
 
 def snakemake(workdir: Path, configfile: Path, *args: str, timeout: int = 900) -> subprocess.CompletedProcess:
     """The real Snakemake command line on the project's Snakefile, in ``workdir``, with 2 cores."""
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory", str(workdir),
-           "--configfile", str(configfile), "--cores", "2", *args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "-s",
+        str(ROOT / "Snakefile"),
+        "--directory",
+        str(workdir),
+        "--configfile",
+        str(configfile),
+        "--cores",
+        "2",
+        *args,
+    ]
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
 

@@ -43,11 +43,12 @@ class Stages:
         if stage not in self.start:
             self.start[stage] = time.monotonic()
             self._note(f"running stage {stage} ({TITLES[stage]})")
-        failed = [s for s in STAGES[:STAGES.index(stage)] if self.failures[s]]
+        failed = [s for s in STAGES[: STAGES.index(stage)] if self.failures[s]]
         if self.gate and failed:
             self.gated[stage] += 1
-            pytest.skip(f"stage {failed[0]} ({TITLES[failed[0]]}) failed: later stages do not run (--all-stages "
-                        "runs them)")
+            pytest.skip(
+                f"stage {failed[0]} ({TITLES[failed[0]]}) failed: later stages do not run (--all-stages runs them)"
+            )
 
     def _note(self, line: str) -> None:
         if self.stage_file:
@@ -104,8 +105,11 @@ def stage_of_report(report) -> str | None:
 
 
 def pytest_addoption(parser):
-    parser.addoption("--all-stages", action="store_true",
-                     help="run every stage even after an earlier one failed (selfheal's CI stages)")
+    parser.addoption(
+        "--all-stages",
+        action="store_true",
+        help="run every stage even after an earlier one failed (selfheal's CI stages)",
+    )
 
 
 def pytest_configure(config):

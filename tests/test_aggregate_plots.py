@@ -22,26 +22,68 @@ def _drawn(html_path, png_path) -> None:
 
 def _cell(tmp_path, target, layer, seed, recovered_at, diverged=None, budget=1000):
     cell = CellResult(
-        model="m", target=target, policy="full", init="fresh", regime="frozen", seed=seed, arch="gpt2", n_layer=2,
-        d_model=8, stack="" if layer is not None else None, layer=layer, depth=layer, pretrain_examples=2000,
-        budget_examples=budget, baseline_loss=4.0, damaged_loss=6.0, final_loss=4.1, trainable_tensors=2,
-        trainable_params=10, reset_tensors=2, diverged_step=diverged, prefix_cache_depth=None,
-        train_tokens_per_s=1.0, eval_share=0.1,
-        recoveries=[Recovery(threshold=eps, recovered=recovered_at is not None,
-                             examples=recovered_at if recovered_at is not None else budget,
-                             tokens=0, steps=0, wall_s=1.0, val_loss=4.1) for eps in (0.01, 0.1)])
+        model="m",
+        target=target,
+        policy="full",
+        init="fresh",
+        regime="frozen",
+        seed=seed,
+        arch="gpt2",
+        n_layer=2,
+        d_model=8,
+        stack="" if layer is not None else None,
+        layer=layer,
+        depth=layer,
+        pretrain_examples=2000,
+        budget_examples=budget,
+        baseline_loss=4.0,
+        damaged_loss=6.0,
+        final_loss=4.1,
+        trainable_tensors=2,
+        trainable_params=10,
+        reset_tensors=2,
+        diverged_step=diverged,
+        prefix_cache_depth=None,
+        train_tokens_per_s=1.0,
+        eval_share=0.1,
+        recoveries=[
+            Recovery(
+                threshold=eps,
+                recovered=recovered_at is not None,
+                examples=recovered_at if recovered_at is not None else budget,
+                tokens=0,
+                steps=0,
+                wall_s=1.0,
+                val_loss=4.1,
+            )
+            for eps in (0.01, 0.1)
+        ],
+    )
     path = tmp_path / f"{target}-{seed}.json"
     records.write(path, cell)
     curve = tmp_path / f"{target}-{seed}.parquet"
-    pd.DataFrame({"examples": [0, 100], "tokens": [0, 800], "steps": [0, 10], "wall_s": [0.0, 1.0],
-                  "val_loss": [6.0, 4.1], "train_loss": [None, 4.2]}).to_parquet(curve)
+    pd.DataFrame(
+        {
+            "examples": [0, 100],
+            "tokens": [0, 800],
+            "steps": [0, 10],
+            "wall_s": [0.0, 1.0],
+            "val_loss": [6.0, 4.1],
+            "train_loss": [None, 4.2],
+        }
+    ).to_parquet(curve)
     return str(path), str(curve)
 
 
 def test_censored_and_diverged_cells_are_kept_and_plotted(tmp_path):
-    cells = [_cell(tmp_path, "L0", 0, 0, 100), _cell(tmp_path, "L0", 0, 1, None),
-             _cell(tmp_path, "L1", 1, 0, 300), _cell(tmp_path, "L1", 1, 1, None, diverged=7),
-             _cell(tmp_path, "all", None, 0, 900), _cell(tmp_path, "swap16", None, 0, None)]
+    cells = [
+        _cell(tmp_path, "L0", 0, 0, 100),
+        _cell(tmp_path, "L0", 0, 1, None),
+        _cell(tmp_path, "L1", 1, 0, 300),
+        _cell(tmp_path, "L1", 1, 1, None, diverged=7),
+        _cell(tmp_path, "all", None, 0, 900),
+        _cell(tmp_path, "swap16", None, 0, None),
+    ]
     summary = tables.summary_table([c[0] for c in cells])
     assert len(summary) == 12 and list(summary.columns) == tables.SUMMARY_COLUMNS
     diverged = summary[summary.diverged]
@@ -51,8 +93,11 @@ def test_censored_and_diverged_cells_are_kept_and_plotted(tmp_path):
     curves = tables.curves_table([c[0] for c in cells], [c[1] for c in cells], [], [])
     cost = json.dumps(plots.recovery_cost(summary).to_dict())
     assert '"status": "diverged"' in cost and '"status": "censored (\\u2265 budget)"' in cost
-    for chart in (plots.recovery_cost(summary, unit="examples"), plots.recovery_curves(curves, summary),
-                  plots.damage(summary)):
+    for chart in (
+        plots.recovery_cost(summary, unit="examples"),
+        plots.recovery_curves(curves, summary),
+        plots.damage(summary),
+    ):
         chart.to_dict()  # a valid Vega-Lite spec
     html = tmp_path / "cost.html"
     plots.save(plots.recovery_cost(summary), html, tmp_path / "cost.png")
@@ -62,55 +107,137 @@ def test_censored_and_diverged_cells_are_kept_and_plotted(tmp_path):
 
 # --- every figure on tables shaped like each shipped config's output, written and read as the workflow does ------
 
-def _shaped_cell(folder, model, target, seed, *, pretrain_examples, recovered_at, diverged=None, init="fresh",
-                 thresholds=(0.01, 0.1), budget=1000):
+
+def _shaped_cell(
+    folder,
+    model,
+    target,
+    seed,
+    *,
+    pretrain_examples,
+    recovered_at,
+    diverged=None,
+    init="fresh",
+    thresholds=(0.01, 0.1),
+    budget=1000,
+):
     """One cell's recovery.json and curve.parquet, as a heal job writes them."""
     layer = int(target[1:]) if target.startswith("L") else None
     cell = CellResult(
-        model=model, target=target, policy="none" if target == "none" else "full",
-        init="none" if target == "none" else init, regime="frozen", seed=seed, arch="gpt2", n_layer=2, d_model=8,
-        stack="" if layer is not None else None, layer=layer, depth=layer, pretrain_examples=pretrain_examples,
-        budget_examples=budget, baseline_loss=4.0, damaged_loss=6.0 if target != "none" else 4.0,
-        final_loss=4.1, trainable_tensors=2, trainable_params=10, reset_tensors=2, diverged_step=diverged,
-        prefix_cache_depth=None, train_tokens_per_s=1.0, eval_share=0.1,
-        recoveries=[Recovery(threshold=eps, recovered=recovered_at is not None,
-                             examples=recovered_at if recovered_at is not None else budget, tokens=0, steps=0,
-                             wall_s=1.0, val_loss=4.1, examples_lo=0 if recovered_at is None else recovered_at // 2)
-                    for eps in thresholds])
+        model=model,
+        target=target,
+        policy="none" if target == "none" else "full",
+        init="none" if target == "none" else init,
+        regime="frozen",
+        seed=seed,
+        arch="gpt2",
+        n_layer=2,
+        d_model=8,
+        stack="" if layer is not None else None,
+        layer=layer,
+        depth=layer,
+        pretrain_examples=pretrain_examples,
+        budget_examples=budget,
+        baseline_loss=4.0,
+        damaged_loss=6.0 if target != "none" else 4.0,
+        final_loss=4.1,
+        trainable_tensors=2,
+        trainable_params=10,
+        reset_tensors=2,
+        diverged_step=diverged,
+        prefix_cache_depth=None,
+        train_tokens_per_s=1.0,
+        eval_share=0.1,
+        recoveries=[
+            Recovery(
+                threshold=eps,
+                recovered=recovered_at is not None,
+                examples=recovered_at if recovered_at is not None else budget,
+                tokens=0,
+                steps=0,
+                wall_s=1.0,
+                val_loss=4.1,
+                examples_lo=0 if recovered_at is None else recovered_at // 2,
+            )
+            for eps in thresholds
+        ],
+    )
     stem = folder / f"{model}-{target}-{init}-{seed}"
     records.write(f"{stem}.json", cell)
-    pd.DataFrame({"examples": [0, 100], "tokens": [0, 800], "steps": [0, 10], "wall_s": [0.0, 1.0],
-                  "val_loss": [6.0, 4.1], "train_loss": [None, 4.2]}).to_parquet(f"{stem}.parquet")
+    pd.DataFrame(
+        {
+            "examples": [0, 100],
+            "tokens": [0, 800],
+            "steps": [0, 10],
+            "wall_s": [0.0, 1.0],
+            "val_loss": [6.0, 4.1],
+            "train_loss": [None, 4.2],
+        }
+    ).to_parquet(f"{stem}.parquet")
     return f"{stem}.json", f"{stem}.parquet"
 
 
 def _network(folder, model, *, downloaded):
     """The network's pretrain.json (and pretraining curve when it was pretrained here) and baseline."""
     pre = folder / f"{model}-pretrain.json"
-    records.write(pre, records.PretrainSummary(
-        model=model, arch="gpt2", n_layer=2, d_model=8, params=100, source="pretrained" if downloaded else "scratch",
-        train_sequences=None if downloaded else 400, epochs=None if downloaded else 5,
-        last_quarter_val_drop=None if downloaded else 0.001))
-    records.write(folder / f"{model}-baseline.json", records.Baseline(
-        model=model, val_loss=4.0, perplexity=54.6, val_sequences=8, context=16, unigram_loss=5.5))
+    records.write(
+        pre,
+        records.PretrainSummary(
+            model=model,
+            arch="gpt2",
+            n_layer=2,
+            d_model=8,
+            params=100,
+            source="pretrained" if downloaded else "scratch",
+            train_sequences=None if downloaded else 400,
+            epochs=None if downloaded else 5,
+            last_quarter_val_drop=None if downloaded else 0.001,
+        ),
+    )
+    records.write(
+        folder / f"{model}-baseline.json",
+        records.Baseline(model=model, val_loss=4.0, perplexity=54.6, val_sequences=8, context=16, unigram_loss=5.5),
+    )
     curve = folder / f"{model}-pretrain.parquet"
-    pd.DataFrame({"examples": [0, 2000], "tokens": [0, 32000], "steps": [0, 60], "wall_s": [0.0, 9.0],
-                  "val_loss": [7.0, 4.0], "train_loss": [None, 4.1]}).to_parquet(curve)
+    pd.DataFrame(
+        {
+            "examples": [0, 2000],
+            "tokens": [0, 32000],
+            "steps": [0, 60],
+            "wall_s": [0.0, 9.0],
+            "val_loss": [7.0, 4.0],
+            "train_loss": [None, 4.1],
+        }
+    ).to_parquet(curve)
     return str(pre), str(curve), str(folder / f"{model}-baseline.json")
 
 
 # name: (downloaded?, cells as (target, seed, recovered_at, diverged_step, init), thresholds)
 SHAPES = {
-    "downloaded models only (pretrained.yaml, adapt: false)": (True, [("L0", 0, 200, None, "fresh"),
-                                                                      ("L1", 0, None, None, "fresh")], (0.01, 0.1)),
-    "one seed": (False, [("L0", 0, 200, None, "fresh"), ("L1", 0, 100, None, "fresh"), ("all", 0, 900, None, "fresh"),
-                         ("none", 0, 0, None, "none"), ("L0", 0, 0, None, "trained")], (0.01, 0.1)),
-    "censored only": (False, [("L0", s, None, None, "fresh") for s in (0, 1)] + [("all", 0, None, None, "fresh")],
-                      (0.01, 0.1)),
+    "downloaded models only (pretrained.yaml, adapt: false)": (
+        True,
+        [("L0", 0, 200, None, "fresh"), ("L1", 0, None, None, "fresh")],
+        (0.01, 0.1),
+    ),
+    "one seed": (
+        False,
+        [
+            ("L0", 0, 200, None, "fresh"),
+            ("L1", 0, 100, None, "fresh"),
+            ("all", 0, 900, None, "fresh"),
+            ("none", 0, 0, None, "none"),
+            ("L0", 0, 0, None, "trained"),
+        ],
+        (0.01, 0.1),
+    ),
+    "censored only": (
+        False,
+        [("L0", s, None, None, "fresh") for s in (0, 1)] + [("all", 0, None, None, "fresh")],
+        (0.01, 0.1),
+    ),
     "diverged only": (False, [("L0", 0, None, 3, "fresh"), ("L1", 1, None, 5, "fresh")], (0.01, 0.1)),
     "a single layer, one threshold (one row)": (False, [("L0", 0, 300, None, "fresh")], (0.05,)),
-    "controls only (no layer cells)": (False, [("none", 0, 0, None, "none"), ("all", 0, 700, None, "fresh")],
-                                       (0.01,)),
+    "controls only (no layer cells)": (False, [("none", 0, 0, None, "none"), ("all", 0, 700, None, "fresh")], (0.01,)),
 }
 
 
@@ -118,13 +245,33 @@ SHAPES = {
 def test_every_figure_draws_every_output_shape(tmp_path, shape):
     downloaded, specs, thresholds = SHAPES[shape]
     pre, pre_curve, baseline = _network(tmp_path, "m", downloaded=downloaded)
-    cells = [_shaped_cell(tmp_path, "m", target, seed, pretrain_examples=None if downloaded else 2000,
-                          recovered_at=at, diverged=div, init=init, thresholds=thresholds)
-             for target, seed, at, div, init in specs]
+    cells = [
+        _shaped_cell(
+            tmp_path,
+            "m",
+            target,
+            seed,
+            pretrain_examples=None if downloaded else 2000,
+            recovered_at=at,
+            diverged=div,
+            init=init,
+            thresholds=thresholds,
+        )
+        for target, seed, at, div, init in specs
+    ]
     out = {name: tmp_path / f"{name}.parquet" for name in ("summary", "curves", "networks")}
-    tables.write([c[0] for c in cells], [c[1] for c in cells], [] if downloaded else [pre],
-                 [] if downloaded else [pre_curve], [baseline], [pre] if downloaded else [],
-                 {"m": list(thresholds)}, str(out["summary"]), str(out["curves"]), str(out["networks"]))
+    tables.write(
+        [c[0] for c in cells],
+        [c[1] for c in cells],
+        [] if downloaded else [pre],
+        [] if downloaded else [pre_curve],
+        [baseline],
+        [pre] if downloaded else [],
+        {"m": list(thresholds)},
+        str(out["summary"]),
+        str(out["curves"]),
+        str(out["networks"]),
+    )
     summary = pd.read_parquet(out["summary"])
     assert len(summary) == len(specs) * len(thresholds)
     names = list(plots.FIGURES)

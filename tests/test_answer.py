@@ -85,9 +85,13 @@ def test_page_numbers_and_verdicts_follow_the_tables(deeper_costs_more, deeper_c
 def only_the_first_layer_is_costly():
     """Every layer heals alike (no depth trend) except the first, which costs e^5 times more: every first-layer cell
     is beyond the budget, at three depths N."""
-    summary, curves, networks = synthetic(depth_effect=0.0, first_layer_effect=5.0, thresholds=(0.05,), seed=1,
-                                          models=(("gpt2-n2-d64", 2, 64), ("gpt2-n3-d64", 3, 64),
-                                                  ("gpt2-n4-d64", 4, 64)))
+    summary, curves, networks = synthetic(
+        depth_effect=0.0,
+        first_layer_effect=5.0,
+        thresholds=(0.05,),
+        seed=1,
+        models=(("gpt2-n2-d64", 2, 64), ("gpt2-n3-d64", 3, 64), ("gpt2-n4-d64", 4, 64)),
+    )
     tables = answer_tables.compute(summary, curves, networks)
     return tables, answer_page.page(tables, summary, networks, LINKS).markdown()
 
@@ -121,9 +125,14 @@ def test_the_answer_opens_the_page_in_sentences(deeper_costs_more):
     head = answer.headline(md)
     assert md.index("## The answer") < md.index("## 1.")
     bullets = [line for line in head.splitlines() if line.startswith("- **")]
-    assert [b.split("**")[1] for b in bullets] == ["How much data?", "Does it ever refuse?",
-                                                   "Does the position of L matter?", "Do N and D matter?",
-                                                   "The encoder swap:", "How sure?"]
+    assert [b.split("**")[1] for b in bullets] == [
+        "How much data?",
+        "Does it ever refuse?",
+        "Does the position of L matter?",
+        "Do N and D matter?",
+        "The encoder swap:",
+        "How sure?",
+    ]
     surv = tables["survival"]
     layers = surv[(surv["kind"] == "layer") & (surv["threshold"] == 0.05)]
     finite = layers["median_fraction"][np.isfinite(layers["median_fraction"])]
@@ -170,8 +179,11 @@ def test_page_states_the_cost_in_three_units(deeper_costs_more):
     scratch = ref[(ref["model"] == "gpt2-n4-d64") & (ref["threshold"] == 0.05)]
     finite = layers[np.isfinite(layers["median_examples"])]
     low = finite.loc[finite["median_examples"].idxmin()]
-    line = next(row for row in md.splitlines() if row.startswith("| gpt2-n4-d64 | ") and " to " in row
-                and "×" not in row and "(" not in row)  # §1's units table
+    line = next(
+        row
+        for row in md.splitlines()
+        if row.startswith("| gpt2-n4-d64 | ") and " to " in row and "×" not in row and "(" not in row
+    )  # §1's units table
     # examples (64 tokens each), x what pretraining needed: all from the tables
     assert f"| {num(low['median_examples'])} to " in line and "(64 tokens each)" in md
     assert f"| {num(low['median_examples'] / scratch['examples'].mean())} to " in line
@@ -186,12 +198,15 @@ def test_page_states_the_cost_in_three_units(deeper_costs_more):
 
 
 def test_size_ordering_on_a_toy_networks_table():
-    networks = toy_networks({
-        ("n2d32", 2, 32): [4.50, 4.40], ("n2d64", 2, 64): [4.20, 4.25],  # D at N = 2: falls 0.225 > spread 0.1
-        ("n4d32", 4, 32): [4.50, 4.52],  # N at D = 32: rises 0.06 < spread 0.1
-        ("n4d64", 4, 64): [4.25, 4.45],  # D at N = 4: falls 0.16 < spread 0.2; N at D = 64: rises 0.125 < 0.2
-        ("n8d16", 8, 16): [3.0],  # differs from every other model in both N and D: in no pair
-    })
+    networks = toy_networks(
+        {
+            ("n2d32", 2, 32): [4.50, 4.40],
+            ("n2d64", 2, 64): [4.20, 4.25],  # D at N = 2: falls 0.225 > spread 0.1
+            ("n4d32", 4, 32): [4.50, 4.52],  # N at D = 32: rises 0.06 < spread 0.1
+            ("n4d64", 4, 64): [4.25, 4.45],  # D at N = 4: falls 0.16 < spread 0.2; N at D = 64: rises 0.125 < 0.2
+            ("n8d16", 8, 16): [3.0],  # differs from every other model in both N and D: in no pair
+        }
+    )
     order = answer_tables.size_ordering(networks)
     assert list(order.columns) == answer_tables.SIZE_ORDERING_COLUMNS
     rows = {(r.model_a, r.model_b): r for r in order.itertuples()}
@@ -207,8 +222,13 @@ def test_size_ordering_on_a_toy_networks_table():
     # a rise beyond the spread fails; one seed: spread 0; another family or source is never paired
     rising = answer_tables.size_ordering(toy_networks({("a", 2, 32): [4.0], ("b", 4, 32): [4.1]}))
     assert rising["seed_spread"].tolist() == [0.0] and not rising["holds"].iloc[0] and rising["n_seeds"].iloc[0] == 1
-    mixed = pd.concat([toy_networks({("a", 2, 32): [4.0]}), toy_networks({("b", 4, 32): [4.1]}, arch="llama"),
-                       toy_networks({("c", 2, 64): [3.9]}, source="pretrained")])
+    mixed = pd.concat(
+        [
+            toy_networks({("a", 2, 32): [4.0]}),
+            toy_networks({("b", 4, 32): [4.1]}, arch="llama"),
+            toy_networks({("c", 2, 64): [3.9]}, source="pretrained"),
+        ]
+    )
     assert answer_tables.size_ordering(mixed).empty and answer_tables.size_ordering(networks.iloc[:0]).empty
     # nor a model trained on other data or for longer (one thing at a time)
     longer = toy_networks({("a", 2, 32): [4.0], ("b", 4, 32): [4.1], ("c", 2, 64): [3.9]})
@@ -220,8 +240,10 @@ def test_size_ordering_on_a_toy_networks_table():
     tables = {**answer_tables.compute(summary, curves, networks), "size_ordering": order}
     md = answer_page.page(tables, summary, networks, LINKS).markdown()
     assert "at fixed N it falls with D in 1 of 2 pairs; at fixed D it does not rise with N in 2 of 2 pairs" in md
-    assert "Pairs where it does not hold (smaller → larger; mean loss; difference; seed spread): n4d32 → n4d64: " \
-           "4.510 → 4.350, -0.160, 0.200" in md
+    assert (
+        "Pairs where it does not hold (smaller → larger; mean loss; difference; seed spread): n4d32 → n4d64: "
+        "4.510 → 4.350, -0.160, 0.200" in md
+    )
     assert "n2d32 → n2d64" not in md  # a pair that holds is in the table only
     assert "| n4d64 | 4.250, 4.450 | +0.550, +0.350 |" in md
 
@@ -231,12 +253,16 @@ def test_degenerate_reason_reaches_the_caveats(deeper_costs_less):
     flags = tables["networks_flags"].set_index(["model", "pretrain_seed"])
     assert flags.loc[("gpt2-n2-d64", 1), "degenerate_reason"] == "reset_all_harmless"
     assert flags.loc[("gpt2-n4-d64", 0), "degenerate_reason"] == ""
-    assert ("gpt2-n2-d64 pretraining seed 1 is **degenerate** (resetting every layer did less damage than ε_min)"
-            in md)
+    assert "gpt2-n2-d64 pretraining seed 1 is **degenerate** (resetting every layer did less damage than ε_min)" in md
 
 
-@pytest.mark.parametrize("factor,words", [(1.04, "raised: the retraining itself raised the intact network's loss"),
-                                          (0.96, "lowered: training alone lowered the intact network's loss")])
+@pytest.mark.parametrize(
+    "factor,words",
+    [
+        (1.04, "raised: the retraining itself raised the intact network's loss"),
+        (0.96, "lowered: training alone lowered the intact network's loss"),
+    ],
+)
 def test_the_control_drift_caveat_says_which_way_the_loss_moved(factor, words):
     summary, curves, networks = synthetic(thresholds=(0.05,), off_plateau=(("gpt2-n4-d64", 0),), seed=0)
     ends = curves["init"].eq("trained") & curves["model"].eq("gpt2-n4-d64") & curves["pretrain_seed"].eq(0)
@@ -248,8 +274,10 @@ def test_the_control_drift_caveat_says_which_way_the_loss_moved(factor, words):
     assert words in md
     row = next(x for x in md.splitlines() if x.startswith("| gpt2-n4-d64 seed 0 |"))
     flags = tables["networks_flags"].set_index(["model", "pretrain_seed"]).loc[("gpt2-n4-d64", 0)]
-    assert row == (f"| gpt2-n4-d64 seed 0 | {'+' if factor > 1 else '-'}4.00 % | {words.split(':')[0]} | "
-                   f"{flags['n_baseline_not_converged']} of {flags['n_rows']} |"), row
+    assert row == (
+        f"| gpt2-n4-d64 seed 0 | {'+' if factor > 1 else '-'}4.00 % | {words.split(':')[0]} | "
+        f"{flags['n_baseline_not_converged']} of {flags['n_rows']} |"
+    ), row
 
 
 # Columns the synthetic tables leave empty on purpose: no synthetic cell diverges, and a curve's train loss is not
@@ -264,8 +292,11 @@ def test_synthetic_tables_follow_the_real_schema():
     from selfheal.analysis import tables
 
     summary, curves, networks = synthetic(extra_targets=True, seed=8)
-    for name, table, columns in (("summary", summary, tables.SUMMARY_COLUMNS), ("curves", curves, tables.CURVE_COLUMNS),
-                                 ("networks", networks, tables.NETWORK_COLUMNS)):
+    for name, table, columns in (
+        ("summary", summary, tables.SUMMARY_COLUMNS),
+        ("curves", curves, tables.CURVE_COLUMNS),
+        ("networks", networks, tables.NETWORK_COLUMNS),
+    ):
         assert list(table.columns) == columns, name
         empty = [c for c in columns if table[c].isna().all() and c not in EMPTY_IN_SYNTHETIC]
         assert not empty, f"tests/answer_helpers.py gives the {name} table's columns {empty} no values"
@@ -312,8 +343,14 @@ def test_a_model_you_bring_is_described_as_what_it_is():
 
 
 def test_answer_help_says_whole_sentences():
-    run = subprocess.run([sys.executable, "-m", "selfheal.analysis.answer", "--help"], capture_output=True, text=True,
-                         check=True, cwd=ROOT, env={"PYTHONPATH": str(ROOT / "src"), "PATH": "/usr/bin:/bin"})
+    run = subprocess.run(
+        [sys.executable, "-m", "selfheal.analysis.answer", "--help"],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+        env={"PYTHONPATH": str(ROOT / "src"), "PATH": "/usr/bin:/bin"},
+    )
     description = " ".join(run.stdout.split("\n\n")[1].split())
     assert description.startswith("The answer:") and description.endswith("is what the ``answer`` rule runs.")
 
@@ -325,8 +362,12 @@ def test_readme_headline_is_regenerated(tmp_path, deeper_costs_more):
     readme = tmp_path / "README.md"
     stale = "a stale headline"
     readme.write_text(f"# x\n\n## The answer\n\n{answer.HEADLINE[0]}\n{stale}\n{answer.HEADLINE[1]}\n\n## next\n")
-    subprocess.run([sys.executable, "-m", "selfheal.analysis.answer", "--readme", str(page), str(readme)], check=True,
-                   cwd=ROOT, env={"PYTHONPATH": str(ROOT / "src"), "PATH": "/usr/bin:/bin"})
+    subprocess.run(
+        [sys.executable, "-m", "selfheal.analysis.answer", "--readme", str(page), str(readme)],
+        check=True,
+        cwd=ROOT,
+        env={"PYTHONPATH": str(ROOT / "src"), "PATH": "/usr/bin:/bin"},
+    )
     text = readme.read_text()
     assert stale not in text and answer.headline(md) in text and text.endswith("## next\n")
 
@@ -338,8 +379,21 @@ def test_answer_rule_runs_on_tables_placed_as_inputs(tmp_path):
     folder.mkdir()
     for name, table in (("summary", summary), ("curves", curves), ("networks", networks)):
         table.to_parquet(folder / f"{name}.parquet")
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory", str(tmp_path),
-           "--cores", "1", "--allowed-rules", "answer", "--", "results/answer.md"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "-s",
+        str(ROOT / "Snakefile"),
+        "--directory",
+        str(tmp_path),
+        "--cores",
+        "1",
+        "--allowed-rules",
+        "answer",
+        "--",
+        "results/answer.md",
+    ]
     run = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
     loaded = results.load(folder)

@@ -73,6 +73,7 @@ def test_a_float_is_not_an_integer():
 
 # --- sizes the corpus cannot supply -------------------------------------------------------------------------------
 
+
 def test_more_training_sequences_than_the_corpus_holds_names_the_key_and_the_number():
     err = _refused(_over_default("pretrain: {train_sequences: 10000000}"), "pretrain.train_sequences")
     assert "at most 72,645" in str(err)  # 4,649,189 bytes of train text (+3 per work) / 64 tokens
@@ -96,6 +97,7 @@ def test_context_longer_than_the_validation_split():
 
 # --- unusable corpus files -------------------------------------------------------------------------------------------
 
+
 def _files_corpus(tmp_path, bad_name: str, bad_bytes: bytes, sizes: str = "") -> dict:
     folder = tmp_path / "texts"
     folder.mkdir()
@@ -107,12 +109,16 @@ def _files_corpus(tmp_path, bad_name: str, bad_bytes: bytes, sizes: str = "") ->
     return raw
 
 
-@pytest.mark.parametrize("content,problem", [
-    (b"", "is empty"),
-    (b"\n  \n\t\n", "holds only whitespace"),
-    (b"PK\x03\x04\x00\x00binary", "is binary"),
-    ("Caf\u00e9 au lait\n".encode("latin-1") * 10, "is not UTF-8"),
-], ids=["empty", "whitespace", "binary", "latin-1"])
+@pytest.mark.parametrize(
+    "content,problem",
+    [
+        (b"", "is empty"),
+        (b"\n  \n\t\n", "holds only whitespace"),
+        (b"PK\x03\x04\x00\x00binary", "is binary"),
+        ("Caf\u00e9 au lait\n".encode("latin-1") * 10, "is not UTF-8"),
+    ],
+    ids=["empty", "whitespace", "binary", "latin-1"],
+)
 def test_unusable_corpus_file_is_named(tmp_path, content, problem):
     raw = _files_corpus(tmp_path, "bad.txt", content)
     err = _refused(raw, "corpus.files")
@@ -127,9 +133,17 @@ def test_corpus_too_small_for_s(tmp_path):
 
 # --- a model a user brings ---------------------------------------------------------------------------------------
 
+
 def _pretrained(name_or_path: str, **extra) -> dict:
-    model = {"name": "mine", "source": "pretrained", "name_or_path": name_or_path, "arch": "gpt2", "n_layer": 2,
-             "context": 32, **extra}
+    model = {
+        "name": "mine",
+        "source": "pretrained",
+        "name_or_path": name_or_path,
+        "arch": "gpt2",
+        "n_layer": 2,
+        "context": 32,
+        **extra,
+    }
     return _over_default(yaml.safe_dump({"models": [model], "grid": {"layers": [0]}}))
 
 
@@ -209,6 +223,7 @@ def test_hub_id_is_left_to_the_import_job_which_fails_in_one_sentence(monkeypatc
 
 # --- grid entries that would make no cell ------------------------------------------------------------------------
 
+
 def test_cross_attention_policy_on_decoder_only_models():
     err = _refused(_over_default("grid: {policies: [cross_attn]}"), "grid.policies[0]")
     assert "decoder layers of encoder-decoder" in str(err)
@@ -230,6 +245,7 @@ def test_a_grid_that_makes_no_cell():
 
 # --- hardware.device: cuda without a GPU -------------------------------------------------------------------------
 
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is visible here")
 def test_cuda_without_a_gpu_fails_in_the_job_not_at_config_time():
     """Planning on a login node without a GPU is fine; the first job that needs the device fails naming the key."""
@@ -240,6 +256,7 @@ def test_cuda_without_a_gpu_fails_in_the_job_not_at_config_time():
 
 
 # --- the real Snakemake: refused before any job, no results folder ----------------------------------------------
+
 
 @pytest.mark.e2e
 def test_snakemake_refuses_bad_input_before_any_job(tmp_path):
@@ -274,8 +291,11 @@ SHIPPED = {p.name: yaml.safe_load(p.read_text()) for p in sorted((ROOT / "config
 SHIPPED["tiny.yaml"] = yaml.safe_load((ROOT / "tests" / "tiny.yaml").read_text())
 # Each shipped config as Snakemake sees it (merged over the default), without the hub-only ones (they resolve
 # without a network, but hf tasks need none of the mutations to differ from tamkin_cpu).
-VALID = {name: raw if name == "config.yaml" else merge(SHIPPED["config.yaml"], raw)
-         for name, raw in SHIPPED.items() if name != "tamkin.yaml"}
+VALID = {
+    name: raw if name == "config.yaml" else merge(SHIPPED["config.yaml"], raw)
+    for name, raw in SHIPPED.items()
+    if name != "tamkin.yaml"
+}
 
 
 def _paths(node, path=()):
@@ -317,8 +337,9 @@ def mutated_configs(draw):
         if draw(st.booleans()) and isinstance(parent, dict):
             del parent[path[-1]]  # a missing key
         else:
-            parent[path[-1]] = _replacement(value, draw(st.integers(0, 20)),
-                                            draw(st.floats(-1e3, 1e3, allow_nan=False)))
+            parent[path[-1]] = _replacement(
+                value, draw(st.integers(0, 20)), draw(st.floats(-1e3, 1e3, allow_nan=False))
+            )
     return name, raw, changed
 
 
@@ -331,6 +352,7 @@ def _names_a_changed_key(key: str, changed: list[tuple]) -> bool:
     wrong, a missing key's section), or a sibling (a rule between two keys of one section, e.g. d_model and n_head).
     Keys compare without list positions and without the models[] prefix (a top-level section is merged into each
     model's settings)."""
+
     def forms(k):
         parts = [p.lstrip(".") for p in _split(k) if not p.startswith("[")]
         return [parts, parts[1:]] if parts[0] == "models" and len(parts) > 1 else [parts]
@@ -440,6 +462,7 @@ def test_a_config_error_crosses_a_process_boundary():
     import pickle
 
     from selfheal.config.errors import ConfigError
+
     error = pickle.loads(pickle.dumps(ConfigError("grid.layers[2]", "out of range")))
     assert isinstance(error, ConfigError) and error.key == "grid.layers[2]"
     assert str(error) == "config key 'grid.layers[2]': out of range"

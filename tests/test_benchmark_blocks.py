@@ -28,8 +28,17 @@ def _blocks() -> list[tuple[Path, str]]:
 
 def test_the_figures_have_blocks():
     names = {name for _, name in _blocks()}
-    assert {"default-grid", "test-suite", "step-costs", "probe-rules", "grid-vs-peer", "retrain-vs-trainer",
-            "throughput", "dag-dry-run", "pretrain-sweep"} <= names, names
+    assert {
+        "default-grid",
+        "test-suite",
+        "step-costs",
+        "probe-rules",
+        "grid-vs-peer",
+        "retrain-vs-trainer",
+        "throughput",
+        "dag-dry-run",
+        "pretrain-sweep",
+    } <= names, names
 
 
 @pytest.mark.parametrize("doc,name", _blocks(), ids=lambda x: x if isinstance(x, str) else x.name)
@@ -37,8 +46,11 @@ def test_every_block_is_closed_once_and_written_by_a_benchmark(doc, name):
     text = doc.read_text()
     begin, end = f"<!-- {name}: begin -->", f"<!-- {name}: end -->"
     assert text.count(begin) == 1 and text.count(end) == 1 and text.index(begin) < text.index(end)
-    writers = [p.name for p in sorted((ROOT / "benchmarks").glob("*.py"))
-               if p.name != "common.py" and f'"{name}"' in p.read_text()]
+    writers = [
+        p.name
+        for p in sorted((ROOT / "benchmarks").glob("*.py"))
+        if p.name != "common.py" and f'"{name}"' in p.read_text()
+    ]
     assert writers, f"no script in benchmarks/ names block {name!r} of {doc.relative_to(ROOT)}"
     page = "docs/method.md" if doc.name == "method.md" else None
     if page:  # a block outside docs/performance.md: its writer passes that page
@@ -49,7 +61,9 @@ def test_write_block_replaces_the_block_and_nothing_else(common, tmp_path):
     page = tmp_path / "page.md"
     page.write_text("# Page\n\nbefore\n\n<!-- fig: begin -->\n\nold 1.0 s\n\n<!-- fig: end -->\n\nafter\n")
     common.write_block("fig", "new **2.0 s**\n", page)
-    assert page.read_text() == "# Page\n\nbefore\n\n<!-- fig: begin -->\n\nnew **2.0 s**\n\n<!-- fig: end -->\n\nafter\n"
+    assert (
+        page.read_text() == "# Page\n\nbefore\n\n<!-- fig: begin -->\n\nnew **2.0 s**\n\n<!-- fig: end -->\n\nafter\n"
+    )
     assert common.read_block("fig", page) == "new **2.0 s**"
     common.write_block("fig", common.read_block("fig", page), page)  # round trip: unchanged
     assert common.read_block("fig", page) == "new **2.0 s**"
@@ -57,8 +71,11 @@ def test_write_block_replaces_the_block_and_nothing_else(common, tmp_path):
 
 def test_write_block_refuses_a_page_without_its_markers(common, tmp_path):
     page = tmp_path / "page.md"
-    for text in ("<!-- fig: begin -->\nno end\n", "<!-- fig: end -->\n<!-- fig: begin -->\n",
-                 "<!-- fig: begin -->\n<!-- fig: end -->\n<!-- fig: begin -->\n<!-- fig: end -->\n"):
+    for text in (
+        "<!-- fig: begin -->\nno end\n",
+        "<!-- fig: end -->\n<!-- fig: begin -->\n",
+        "<!-- fig: begin -->\n<!-- fig: end -->\n<!-- fig: begin -->\n<!-- fig: end -->\n",
+    ):
         page.write_text(text)
         for marker in ("fig", "other"):
             with pytest.raises(ValueError):
@@ -86,9 +103,11 @@ def test_suite_time_reads_the_stages_and_the_slowest_tests():
     finally:
         sys.path.remove(str(ROOT / "benchmarks"))
     durations = "\n".join(f"{40 - i}.00s call     tests/test_x.py::test_{i}" for i in range(12))
-    out = ("...\n=== stages ===\nstage lint (format and lint): ok, 5 passed, 1 skipped in 30.5 s\n"
-           "stage fast (fast tests): ok, 400 passed in 275.0 s\nstage e2e (end-to-end): FAILED, 40 passed, 1 failed"
-           f" in 500.2 s\n=== slowest 10 durations ===\n{durations}\n=== 1 failed, 445 passed in 805.70s ===\n")
+    out = (
+        "...\n=== stages ===\nstage lint (format and lint): ok, 5 passed, 1 skipped in 30.5 s\n"
+        "stage fast (fast tests): ok, 400 passed in 275.0 s\nstage e2e (end-to-end): FAILED, 40 passed, 1 failed"
+        f" in 500.2 s\n=== slowest 10 durations ===\n{durations}\n=== 1 failed, 445 passed in 805.70s ===\n"
+    )
     text = suite_time.block(805.7, out)
     assert "**13 min 26 s** (1 failed, 445 passed)" in text
     assert "| lint (format and lint) | ok, 5 passed, 1 skipped | 0 min 30 s |" in text

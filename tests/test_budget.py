@@ -51,8 +51,12 @@ def test_the_budget_unit(tmp_path):
 # -- a raised budget continues the cells that had not crossed ---------------------------------------------------
 
 PATTERN = "s{seed}/{target}-{policy}-{init}"
-CELLS = [Cell("t", "L0", "full", "fresh", "frozen", 0), Cell("t", "L2", "full", "fresh", "frozen", 0),
-         Cell("t", "L0", "full", "trained", "frozen", 0), Cell("t", "L2", "full", "trained", "frozen", 0)]
+CELLS = [
+    Cell("t", "L0", "full", "fresh", "frozen", 0),
+    Cell("t", "L2", "full", "fresh", "frozen", 0),
+    Cell("t", "L0", "full", "trained", "frozen", 0),
+    Cell("t", "L2", "full", "trained", "frozen", 0),
+]
 TIMING = ("wall_s",)  # the only columns that differ between identical runs
 RECORD_TIMING = ("train_tokens_per_s", "eval_share", "replay_share")
 
@@ -61,26 +65,51 @@ RECORD_TIMING = ("train_tokens_per_s", "eval_share", "replay_share")
 def inputs(tmp_path):
     write_trained_and_tokens(tmp_path)
     records.write(tmp_path / "baseline.json", records.Baseline("t", 4.0, 54.6, 32, 16))
-    records.write(tmp_path / "pretrain.json", PretrainSummary("t", "gpt2", 3, 16, 1000, train_sequences=128,
-                                                              epochs=2))
+    records.write(tmp_path / "pretrain.json", PretrainSummary("t", "gpt2", 3, 16, 1000, train_sequences=128, epochs=2))
     # eval every 40 examples in batches of 16 (at 48, 80, 120 or 128, ...); budgets 0.47 x 256 = 120 (its last
     # batch, 112-120, is cut short and reaches 120: an evaluation the larger run makes at 128 instead) and
     # 0.7 x 256 = 179
-    model_cfg = {**TINY_MODEL, "source": "scratch", "pretrain": {"train_sequences": 128, "seed": 0, "epochs": 2},
-                 "retrain": {"lr": 1e-2, "batch_size": 16, "weight_decay": 0.0, "grad_clip": 1.0,
-                             "eval_every_examples": 40, "warmup_steps": 2, "budget_fraction": 0.47,
-                             "thresholds": [0.01], "checkpoint_every_steps": 0, "prefix_cache_mb": 100,
-                             "resolution": 0.1, "optimizer": "adamw"}}
+    model_cfg = {
+        **TINY_MODEL,
+        "source": "scratch",
+        "pretrain": {"train_sequences": 128, "seed": 0, "epochs": 2},
+        "retrain": {
+            "lr": 1e-2,
+            "batch_size": 16,
+            "weight_decay": 0.0,
+            "grad_clip": 1.0,
+            "eval_every_examples": 40,
+            "warmup_steps": 2,
+            "budget_fraction": 0.47,
+            "thresholds": [0.01],
+            "checkpoint_every_steps": 0,
+            "prefix_cache_mb": 100,
+            "resolution": 0.1,
+            "optimizer": "adamw",
+        },
+    }
     return tmp_path, model_cfg, {"val_sequences": 32, "batch_size": 16}
 
 
 def _run(tmp_path, model_cfg, eval_cfg, out):
-    unit.run(model_cfg, eval_cfg, [c.as_dict() for c in CELLS], str(tmp_path / "tokens.safetensors"),
-             str(tmp_path / "trained"), None, str(tmp_path / "baseline.json"), str(tmp_path / "pretrain.json"),
-             str(tmp_path / out), str(tmp_path / "work" / out), PATTERN)
+    unit.run(
+        model_cfg,
+        eval_cfg,
+        [c.as_dict() for c in CELLS],
+        str(tmp_path / "tokens.safetensors"),
+        str(tmp_path / "trained"),
+        None,
+        str(tmp_path / "baseline.json"),
+        str(tmp_path / "pretrain.json"),
+        str(tmp_path / out),
+        str(tmp_path / "work" / out),
+        PATTERN,
+    )
     folder = {c: tmp_path / out / PATTERN.format(**c.as_dict()) for c in CELLS}
-    return ({c: records.read(f / "recovery.json", CellResult) for c, f in folder.items()},
-            {c: pd.read_parquet(f / "curve.parquet").drop(columns=list(TIMING)) for c, f in folder.items()})
+    return (
+        {c: records.read(f / "recovery.json", CellResult) for c, f in folder.items()},
+        {c: pd.read_parquet(f / "curve.parquet").drop(columns=list(TIMING)) for c, f in folder.items()},
+    )
 
 
 def _numbers(result: CellResult) -> dict:

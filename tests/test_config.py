@@ -153,17 +153,23 @@ def _rules(local: str) -> list[tuple[dict, str]]:
         (over(corpus={"source": "hf"}), "corpus.hf"),
         (over(models=[{**gpt2, "name": "bpe"}]), "models[0].name"),
         (over(models=[gpt2, dict(gpt2)]), "models[1].name"),
-        (over(models=[{"name": "l", "arch": "llama", "n_layer": 2, "d_model": 32, "n_head": 4, "n_kv_head": 3}]),
-         "models[0].n_kv_head"),
+        (
+            over(models=[{"name": "l", "arch": "llama", "n_layer": 2, "d_model": 32, "n_head": 4, "n_kv_head": 3}]),
+            "models[0].n_kv_head",
+        ),
         (over(models=[{**gpt2, "adapt": True}]), "models[0].adapt"),
         (over(models=[mine], grid={**default["grid"], "inits": ["fresh", "original"]}), "grid.inits"),
         (over(models=[{**mine, "pretrain": {"seeds": [0, 1]}, "adapt": False}]), "models[0].adapt"),
         (over(models=[{**mine, "frozen_random": [["ffn"]]}]), "models[0].frozen_random"),
-        (over(models=[{**gpt2, "frozen_random": [["ffn", "attention"], ["attention", "ffn"]]}]),
-         "models[0].frozen_random[1]"),
+        (
+            over(models=[{**gpt2, "frozen_random": [["ffn", "attention"], ["attention", "ffn"]]}]),
+            "models[0].frozen_random[1]",
+        ),
         (over(models=[{**gpt2, "frozen_random": [["ffn"]]}, {**gpt2, "name": variant}]), "models[0].frozen_random[0]"),
-        (over(models=[{**gpt2, "retrain": {"eval_every_examples": 8, "batch_size": 16}}]),
-         "models[0].retrain.eval_every_examples"),
+        (
+            over(models=[{**gpt2, "retrain": {"eval_every_examples": 8, "batch_size": 16}}]),
+            "models[0].retrain.eval_every_examples",
+        ),
         (over(retrain={**default.get("retrain", {}), "lr": float("nan")}), "retrain.lr"),
         (over(grid={**default["grid"], "policies": ["cross_attn"]}), "grid.policies[0]"),
         (over(grid={**default["grid"], "targets": ["enc"]}), "grid.targets[0]"),
@@ -192,8 +198,11 @@ def test_every_rule_of_the_config_check_is_refused_naming_its_key(local_model):
     """Every `raise ConfigError` of config/check.py is reached by a case here or in BAD above (traced line by line),
     and each case's error names its key: a rule added without a case fails this test."""
     source = Path(check.__file__).read_text().splitlines()
-    raise_lines = {i + 1 for i, line in enumerate(source)
-                   if "raise ConfigError(" in line and not any(s in line for s in SCHEMA_FIRST)}
+    raise_lines = {
+        i + 1
+        for i, line in enumerate(source)
+        if "raise ConfigError(" in line and not any(s in line for s in SCHEMA_FIRST)
+    }
     hit: set[int] = set()
 
     def trace(frame, event, arg):

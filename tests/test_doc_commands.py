@@ -86,8 +86,20 @@ def _dry_run_argv(args: tuple[str, ...], tmp: Path) -> list[str]:
             args[i + 1] = str(_readme_example(tmp))
         if arg == "--profile" and args[i + 1] == "profiles/slurm":
             args[i + 1] = str(_slurm_profile(tmp))
-    return [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), *args, "--cores", "2", "-n",
-            "--quiet", "--directory", str(tmp / "work")]
+    return [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "-s",
+        str(ROOT / "Snakefile"),
+        *args,
+        "--cores",
+        "2",
+        "-n",
+        "--quiet",
+        "--directory",
+        str(tmp / "work"),
+    ]
 
 
 def test_commands_are_found():
@@ -177,8 +189,14 @@ def test_python_commands_answer_help():
             if target:
                 targets.setdefault(target, f"{doc}: {command}")
     assert targets
-    proc = subprocess.run([sys.executable, "-c", HELP_DRIVER, json.dumps(list(targets))], cwd=ROOT, env=ENV,
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", HELP_DRIVER, json.dumps(list(targets))],
+        cwd=ROOT,
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     lines = [line for line in proc.stdout.splitlines() if line.startswith("REPORT ")]
     assert lines, proc.stderr[-3000:]
     report = json.loads(lines[-1].removeprefix("REPORT "))

@@ -12,15 +12,26 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 KEY_REFERENCE = ROOT / "docs" / "configuration.md"
-LINKED = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", ROOT / "CHANGELOG.md", ROOT / "benchmarks" / "README.md",
-          ROOT / "config" / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+LINKED = [
+    ROOT / "README.md",
+    ROOT / "CONTRIBUTING.md",
+    ROOT / "CHANGELOG.md",
+    ROOT / "benchmarks" / "README.md",
+    ROOT / "config" / "README.md",
+    *sorted((ROOT / "docs").glob("*.md")),
+]
 
 
 def _documents() -> list[Path]:
     """Every Markdown file of the repository: tracked ones and new ones not ignored by git."""
     try:
-        listed = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard", "*.md"], cwd=ROOT,
-                                capture_output=True, text=True, check=True).stdout.split()
+        listed = subprocess.run(
+            ["git", "ls-files", "--cached", "--others", "--exclude-standard", "*.md"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.split()
         paths = {ROOT / p for p in listed}
     except (OSError, subprocess.CalledProcessError):
         paths = set()
@@ -39,8 +50,7 @@ def slug(heading: str) -> str:
     text = re.sub(r"`([^`]*)`", r"\1", heading.strip())
     text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", text)
     text = text.lower()
-    kept = "".join(ch for ch in text
-                   if ch in " -_" or unicodedata.category(ch)[0] in "LN")
+    kept = "".join(ch for ch in text if ch in " -_" or unicodedata.category(ch)[0] in "LN")
     return kept.replace(" ", "-")
 
 
@@ -125,6 +135,7 @@ def test_every_schema_key_is_in_the_key_reference():
     _schema_keys(schema, "", schema.get("$defs", {}), keys)
     assert {"models", "pretrain", "retrain", "grid", "hardware", "transfer"} <= keys, sorted(keys)
     documented = _documented_keys(KEY_REFERENCE.read_text())
+
     def found(key):  # a dotted suffix is a row, or a mapping whose own keys are rows (`hf.name` for `corpus.hf`)
         suffixes = {".".join(key.split(".")[i:]) for i in range(len(key.split(".")))}
         return any(s in documented or any(d.startswith(s + ".") for d in documented) for s in suffixes)
@@ -167,16 +178,21 @@ def test_documented_counts_of_the_shipped_configs_are_computed():
     per_network = Counter((c.model, c.pretrain_seed) for c in grid.cells(default))
     per_model = {model: n for (model, _), n in per_network.items()}
     text = " ".join((ROOT / "docs" / "configuration.md").read_text().split())
-    said = re.search(r"The default config has (\d+) cells per network of `(\S+)` and (\d+) per network of `(\S+)`\.",
-                     text)
+    said = re.search(
+        r"The default config has (\d+) cells per network of `(\S+)` and (\d+) per network of `(\S+)`\.", text
+    )
     assert said, "docs/configuration.md no longer states the default's cells per network"
     assert {said.group(2): int(said.group(1)), said.group(4): int(said.group(3))} == {
-        m: per_model[m] for m in (said.group(2), said.group(4))}
+        m: per_model[m] for m in (said.group(2), said.group(4))
+    }
     full = _resolved("full.yaml")
     frozen, models = len(grid.frozen_random_models(full)), len(full["models"])
     readme = " ".join((ROOT / "README.md").read_text().split())
     assert f"and {frozen} frozen-random variants of its GPT-2 and BART models: {models + frozen} model jobs" in readme
     cluster = " ".join((ROOT / "docs" / "cluster.md").read_text().split())
-    assert f"plus {frozen} frozen-random pretrains" in cluster and f"({models} models and {frozen} frozen-random" in cluster
+    assert (
+        f"plus {frozen} frozen-random pretrains" in cluster
+        and f"({models} models and {frozen} frozen-random" in cluster
+    )
     assert {m["arch"] for m in full["models"]} == {"gpt2", "bart", "bert"}
     assert "a BART and a BERT" in readme

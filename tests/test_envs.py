@@ -71,14 +71,35 @@ def test_training_env_has_the_training_stack():
 # envs/analysis.yaml. Checked on the jobs of real DAGs (the default config at 2 and 8 cores: network jobs, then a
 # network's and each cell's; tests/tiny.yaml: model jobs and the frozen-random report; a downloaded model; the
 # transfer experiments).
-TRAINING_RULES = {"corpus", "tokenizer", "tokenize", "import_pretrained", "model", "network", "make_network", "cell",
-                  "transfer_model", "transfer_split", "transfer_finetune", "transfer_probe"}
-ANALYSIS_RULES = {"aggregate", "plots", "answer", "frozen_random_table", "frozen_random_plot", "transfer_aggregate",
-                  "transfer_plots"}
+TRAINING_RULES = {
+    "corpus",
+    "tokenizer",
+    "tokenize",
+    "import_pretrained",
+    "model",
+    "network",
+    "make_network",
+    "cell",
+    "transfer_model",
+    "transfer_split",
+    "transfer_finetune",
+    "transfer_probe",
+}
+ANALYSIS_RULES = {
+    "aggregate",
+    "plots",
+    "answer",
+    "frozen_random_table",
+    "frozen_random_plot",
+    "transfer_aggregate",
+    "transfer_plots",
+}
 
 
-@pytest.mark.parametrize("cores, configfile", [(2, None), (8, None), (2, "tests/tiny.yaml"),
-                                               (2, "config/tamkin_cpu.yaml"), (2, "config/pretrained.yaml")])
+@pytest.mark.parametrize(
+    "cores, configfile",
+    [(2, None), (8, None), (2, "tests/tiny.yaml"), (2, "config/tamkin_cpu.yaml"), (2, "config/pretrained.yaml")],
+)
 def test_each_stage_runs_in_its_env(tmp_path, cores, configfile):
     from snakemake_helpers import dag_jobs
 
@@ -99,8 +120,12 @@ def _conda() -> str | None:
     exe = shutil.which("mamba") or shutil.which("conda")
     if exe is None:
         return None
-    probe = subprocess.run([exe, "search", "--override-channels", "-c", "conda-forge", "python=3.11", "--json"],
-                           capture_output=True, text=True, timeout=300)
+    probe = subprocess.run(
+        [exe, "search", "--override-channels", "-c", "conda-forge", "python=3.11", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     return exe if probe.returncode == 0 else None
 
 
@@ -112,7 +137,21 @@ def test_conda_envs_are_created_by_snakemake(tmp_path):
 
     if _conda() is None:
         pytest.skip("no conda or mamba here, or it cannot reach conda-forge: the envs cannot be created")
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory", str(tmp_path),
-           "--cores", "1", "--use-conda", "--conda-create-envs-only", "-n", "--conda-prefix", str(tmp_path / "envs")]
+    cmd = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "-s",
+        str(ROOT / "Snakefile"),
+        "--directory",
+        str(tmp_path),
+        "--cores",
+        "1",
+        "--use-conda",
+        "--conda-create-envs-only",
+        "-n",
+        "--conda-prefix",
+        str(tmp_path / "envs"),
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]

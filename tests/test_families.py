@@ -54,10 +54,13 @@ def is_norm_name(model, name: str) -> bool:
 
 # -- registry -------------------------------------------------------------------------------------------------------
 
+
 def test_registry():
-    for arch, cls, model_type, objective in [("bert", families.BERT, "bert", "masked_lm"),
-                                             ("bart", families.BART, "bart", "denoising"),
-                                             ("llama", families.Llama, "llama", "causal_lm")]:
+    for arch, cls, model_type, objective in [
+        ("bert", families.BERT, "bert", "masked_lm"),
+        ("bart", families.BART, "bart", "denoising"),
+        ("llama", families.Llama, "llama", "causal_lm"),
+    ]:
         assert families.FAMILIES[arch] is cls
         assert isinstance(families.for_model_type(model_type), cls)
         assert cls.objective == objective
@@ -66,6 +69,7 @@ def test_registry():
 
 
 # -- forward --------------------------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("arch", ARCHS)
 def test_split_forward_matches_library_forward(arch):
@@ -114,13 +118,19 @@ def test_layers_below_grad_from_run_without_autograd(arch):
     hooks = []
     for layer in layers:
         module = family.stack_modules(model, layer.stack)[layer.index]
-        hooks.append(module.register_forward_hook(
-            lambda mod, args, out, depth=layer.depth: seen.__setitem__(depth, torch.is_grad_enabled())))
+        hooks.append(
+            module.register_forward_hook(
+                lambda mod, args, out, depth=layer.depth: seen.__setitem__(depth, torch.is_grad_enabled())
+            )
+        )
     extra: dict[str, bool] = {}
     if arch == "bart":  # the decoder's own embedding part belongs to the decoder's first depth
         for stack, module in (("enc", model.model.encoder), ("dec", model.model.decoder)):
-            hooks.append(module.layernorm_embedding.register_forward_hook(
-                lambda mod, args, out, stack=stack: extra.__setitem__(stack, torch.is_grad_enabled())))
+            hooks.append(
+                module.layernorm_embedding.register_forward_hook(
+                    lambda mod, args, out, stack=stack: extra.__setitem__(stack, torch.is_grad_enabled())
+                )
+            )
     try:
         for grad_from in range(len(layers) + 1):
             seen.clear()
@@ -135,6 +145,7 @@ def test_layers_below_grad_from_run_without_autograd(arch):
 
 
 # -- anatomy --------------------------------------------------------------------------------------------------------
+
 
 def check_partition(model, family) -> None:
     all_names = [n for n, _ in model.named_parameters()]
@@ -204,9 +215,13 @@ def test_embedding_names(arch):
     model, family = build(arch)
     names = family.embedding_names(model)
     expected = {
-        "bert": ["bert.embeddings.word_embeddings.weight", "bert.embeddings.position_embeddings.weight",
-                 "bert.embeddings.token_type_embeddings.weight", "bert.embeddings.LayerNorm.weight",
-                 "bert.embeddings.LayerNorm.bias"],
+        "bert": [
+            "bert.embeddings.word_embeddings.weight",
+            "bert.embeddings.position_embeddings.weight",
+            "bert.embeddings.token_type_embeddings.weight",
+            "bert.embeddings.LayerNorm.weight",
+            "bert.embeddings.LayerNorm.bias",
+        ],
         "llama": ["model.embed_tokens.weight"],
     }
     if arch in expected:
@@ -215,6 +230,7 @@ def test_embedding_names(arch):
 
 
 # -- init and reset -------------------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("arch", ARCHS)
 def test_fresh_init_distributions(arch):
@@ -262,8 +278,11 @@ def test_fresh_reset_changes_exactly_its_names(arch):
     model, family = build(arch)
     perturb_(model)
     snapshot = {k: v.clone() for k, v in model.state_dict().items()}
-    cases = [(f"{layer.id}/{policy}", family.param_names(model, layer.id, policy))
-             for layer in family.layers(model) for policy in LAYER_POLICIES]
+    cases = [
+        (f"{layer.id}/{policy}", family.param_names(model, layer.id, policy))
+        for layer in family.layers(model)
+        for policy in LAYER_POLICIES
+    ]
     cases.append(("all/embeddings", family.embedding_names(model)))
     tested = 0
     for label, names in cases:
@@ -304,4 +323,3 @@ def test_bart_encoder_swap_replaces_encoder_and_wipes_cross_attention():
     loss = family.loss(model, batch, grad_from=0)
     loss.backward()
     assert params[f"{SWAP_PROJECTION}.weight"].grad is not None
-

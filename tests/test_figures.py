@@ -77,10 +77,18 @@ def axes(chart) -> list[dict]:
                 values = [v for v in values if v is not None]
             else:
                 continue
-            out.append({"mark": mark, "channel": channel, "field": enc.get("field", "datum"), "scale": scale,
-                        "values": values, "missing": missing, "axis": owner.get("axis") or {},
-                        "filled_points": mark == "point" or (isinstance(unit["mark"], dict) and unit["mark"].get(
-                            "point"))})
+            out.append(
+                {
+                    "mark": mark,
+                    "channel": channel,
+                    "field": enc.get("field", "datum"),
+                    "scale": scale,
+                    "values": values,
+                    "missing": missing,
+                    "axis": owner.get("axis") or {},
+                    "filled_points": mark == "point" or (isinstance(unit["mark"], dict) and unit["mark"].get("point")),
+                }
+            )
     return out
 
 
@@ -101,7 +109,8 @@ def check_figure(chart, name: str) -> list[dict]:
         assert lo < hi, f"{where}: degenerate domain {domain}"
         tol = 1e-9 * max(abs(lo), abs(hi), 1.0)
         assert all(lo - tol <= v <= hi + tol for v in values), (
-            f"{where}: values {min(values)}..{max(values)} outside the domain {domain}")
+            f"{where}: values {min(values)}..{max(values)} outside the domain {domain}"
+        )
         if any(v == 0 for v in values):
             assert scale.get("type") in (None, "linear", "symlog") and lo <= 0, f"{where}: 0 not representable"
         if scale.get("type") == "symlog":
@@ -123,24 +132,55 @@ def _survival_table() -> pd.DataFrame:
     """Two models' single-layer estimates at two thresholds: medians of 0 (within eps before any training), from
     1e-4 to 0.4, and beyond the budget (inf), with intervals that start at 0 or end beyond the budget."""
     rows = []
-    medians = {("a", 0.01): [0.0, 1e-4, 3e-3, math.inf], ("a", 0.1): [0.0, 0.0, 2e-2, 0.4],
-               ("b", 0.01): [1e-3, 0.05, math.inf, math.inf], ("b", 0.1): [0.0, 1e-4, 0.3, math.inf]}
+    medians = {
+        ("a", 0.01): [0.0, 1e-4, 3e-3, math.inf],
+        ("a", 0.1): [0.0, 0.0, 2e-2, 0.4],
+        ("b", 0.01): [1e-3, 0.05, math.inf, math.inf],
+        ("b", 0.1): [0.0, 1e-4, 0.3, math.inf],
+    }
     for (model, eps), values in medians.items():
         for depth, m in enumerate(values):
             lo = 0.0 if m < 1e-3 or math.isinf(m) else m / 3
             hi = math.inf if m > 0.2 or math.isinf(m) else m * 3 + 1e-4
-            rows.append({
-                "model": model, "family_kind": "decoder-only", "n_layer": 4, "d_model": 64 if model == "a" else 128,
-                "target": f"L{depth}", "kind": "layer", "stack": "", "layer": depth, "depth": depth,
-                "position": "middle", "rel_depth": depth / 3, "regime": "frozen", "policy": "full", "init": "fresh",
-                "threshold": eps, "n_cells": 4, "n_clusters": 2, "n_recovered": 0 if math.isinf(m) else 4,
-                "n_censored": 4 if math.isinf(m) else 0, "n_diverged": 0, "n_at_zero": 4 if m == 0 else 0,
-                "budget_examples": 20000.0, "pretrain_examples": 40000.0,
-                "median_examples": m * 40000, "median_examples_lo": lo * 40000, "median_examples_hi": hi * 40000,
-                "median_fraction": m, "median_fraction_lo": lo, "median_fraction_hi": hi,
-                "p_recover": 0.2 if math.isinf(m) else 1.0, "p_recover_lo": 0.0, "p_recover_hi": 1.0,
-                "budget_fraction": 0.5, "interval_over": "pretrain_seed", "n_resamples": 3,
-            })
+            rows.append(
+                {
+                    "model": model,
+                    "family_kind": "decoder-only",
+                    "n_layer": 4,
+                    "d_model": 64 if model == "a" else 128,
+                    "target": f"L{depth}",
+                    "kind": "layer",
+                    "stack": "",
+                    "layer": depth,
+                    "depth": depth,
+                    "position": "middle",
+                    "rel_depth": depth / 3,
+                    "regime": "frozen",
+                    "policy": "full",
+                    "init": "fresh",
+                    "threshold": eps,
+                    "n_cells": 4,
+                    "n_clusters": 2,
+                    "n_recovered": 0 if math.isinf(m) else 4,
+                    "n_censored": 4 if math.isinf(m) else 0,
+                    "n_diverged": 0,
+                    "n_at_zero": 4 if m == 0 else 0,
+                    "budget_examples": 20000.0,
+                    "pretrain_examples": 40000.0,
+                    "median_examples": m * 40000,
+                    "median_examples_lo": lo * 40000,
+                    "median_examples_hi": hi * 40000,
+                    "median_fraction": m,
+                    "median_fraction_lo": lo,
+                    "median_fraction_hi": hi,
+                    "p_recover": 0.2 if math.isinf(m) else 1.0,
+                    "p_recover_lo": 0.0,
+                    "p_recover_hi": 1.0,
+                    "budget_fraction": 0.5,
+                    "interval_over": "pretrain_seed",
+                    "n_resamples": 3,
+                }
+            )
     table = pd.DataFrame(rows)
     return table.reindex(columns=list(dict.fromkeys([*survival.ESTIMATE_COLUMNS, *table.columns])))
 

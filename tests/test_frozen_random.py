@@ -19,8 +19,16 @@ from selfheal.training import pretrain
 
 SPECIAL = {"vocab_size": 64, "eos": 0, "pad": 1, "mask": 2}
 GPT2 = {"name": "g", "arch": "gpt2", "n_layer": 2, "d_model": 16, "n_head": 2, "context": 16, "dropout": 0.0}
-BART = {"name": "b", "arch": "bart", "n_layer": 1, "n_dec_layer": 2, "d_model": 16, "n_head": 2, "context": 16,
-        "dropout": 0.0}
+BART = {
+    "name": "b",
+    "arch": "bart",
+    "n_layer": 1,
+    "n_dec_layer": 2,
+    "d_model": 16,
+    "n_head": 2,
+    "context": 16,
+    "dropout": 0.0,
+}
 
 
 def _names(cfg, components):
@@ -50,8 +58,11 @@ def test_bart_attention_includes_cross_attention_and_norms_stay_trainable():
     assert len(cross) == 2 * 8 and cross <= attention  # q, k, v, out (weight + bias) in both decoder layers
     assert {n for n in params if ".self_attn." in n} <= attention
     _, embeddings = _names(BART, ["embeddings"])
-    assert embeddings == {"model.shared.weight", "model.encoder.embed_positions.weight",
-                          "model.decoder.embed_positions.weight"}
+    assert embeddings == {
+        "model.shared.weight",
+        "model.encoder.embed_positions.weight",
+        "model.decoder.embed_positions.weight",
+    }
     _, every = _names(BART, ["embeddings", "attention"])
     _, ffn = _names(BART, ["ffn"])
     assert ffn == {n for n in params if ".fc1." in n or ".fc2." in n}
@@ -64,23 +75,47 @@ def _tokens(tmp_path):
     g = torch.Generator().manual_seed(0)
     stream = torch.randint(3, 64, (16 * 80,), generator=g, dtype=torch.int32)
     path = tmp_path / "tokens.safetensors"
-    save_file({"train": stream, "val": stream[: 16 * 8].clone()}, str(path),
-              metadata={k: str(v) for k, v in SPECIAL.items()})
+    save_file(
+        {"train": stream, "val": stream[: 16 * 8].clone()}, str(path), metadata={k: str(v) for k, v in SPECIAL.items()}
+    )
     return str(path)
 
 
-@pytest.mark.parametrize("base,components", [(GPT2, ["embeddings", "attention"]), (GPT2, ["ffn"]),
-                                             (BART, ["attention", "ffn"])], ids=["gpt2-emb-attn", "gpt2-ffn",
-                                                                                 "bart-attn-ffn"])
+@pytest.mark.parametrize(
+    "base,components",
+    [(GPT2, ["embeddings", "attention"]), (GPT2, ["ffn"]), (BART, ["attention", "ffn"])],
+    ids=["gpt2-emb-attn", "gpt2-ffn", "bart-attn-ffn"],
+)
 def test_frozen_tensors_keep_theta0_bit_for_bit(tmp_path, base, components):
-    cfg = {**base, "name": frozen_random.variant_name(base["name"], components), "base_model": base["name"],
-           "frozen_components": components,
-           "pretrain": {"epochs": 1, "train_sequences": 64, "batch_size": 16, "lr": 1e-2, "min_lr_fraction": 0.1,
-                        "warmup_fraction": 0.1, "weight_decay": 0.1, "grad_clip": 1.0, "eval_every_examples": 32,
-                        "checkpoint_every_steps": 0, "seed": 0}}
+    cfg = {
+        **base,
+        "name": frozen_random.variant_name(base["name"], components),
+        "base_model": base["name"],
+        "frozen_components": components,
+        "pretrain": {
+            "epochs": 1,
+            "train_sequences": 64,
+            "batch_size": 16,
+            "lr": 1e-2,
+            "min_lr_fraction": 0.1,
+            "warmup_fraction": 0.1,
+            "weight_decay": 0.1,
+            "grad_clip": 1.0,
+            "eval_every_examples": 32,
+            "checkpoint_every_steps": 0,
+            "seed": 0,
+        },
+    }
     out = tmp_path / "m"
-    summary = pretrain.pretrain(cfg, {"val_sequences": 8, "batch_size": 8}, _tokens(tmp_path), str(out / "theta0"),
-                                str(out / "trained"), str(out / "curve.parquet"), str(out / "pretrain.json"))
+    summary = pretrain.pretrain(
+        cfg,
+        {"val_sequences": 8, "batch_size": 8},
+        _tokens(tmp_path),
+        str(out / "theta0"),
+        str(out / "trained"),
+        str(out / "curve.parquet"),
+        str(out / "pretrain.json"),
+    )
     theta0 = load_file(str(out / "theta0" / "model.safetensors"))
     trained = load_file(str(out / "trained" / "model.safetensors"))
     model, frozen = _names(base, components)
@@ -98,8 +133,12 @@ def test_frozen_tensors_keep_theta0_bit_for_bit(tmp_path, base, components):
 
 
 def _raw(sets):
-    raw = {"models": [{"name": "a", "n_layer": 2, "d_model": 16, "n_head": 2},
-                      {"name": "b", "arch": "bart", "n_layer": 1, "d_model": 16, "n_head": 2, "frozen_random": sets}]}
+    raw = {
+        "models": [
+            {"name": "a", "n_layer": 2, "d_model": 16, "n_head": 2},
+            {"name": "b", "arch": "bart", "n_layer": 1, "d_model": 16, "n_head": 2, "frozen_random": sets},
+        ]
+    }
     return raw
 
 
@@ -125,16 +164,20 @@ def test_bogoychev_config_pretrains_frozen_variants_but_no_extra_cells():
     assert not {c.model for c in grid.cells(resolved)} & set(variants)
 
 
-@pytest.mark.parametrize("sets,key", [
-    ([], "models[1].frozen_random"),
-    ([[]], "models[1].frozen_random[0]"),
-    ([["embeddings", "attention", "ffn"]], "models[1].frozen_random[0]"),
-    ([["attention", "attention"]], "models[1].frozen_random[0]"),
-    ([["ffn"], ["ffn"]], "models[1].frozen_random"),
-    ([["ffn"], ["attention", "ffn"], ["ffn", "attention"]], "models[1].frozen_random[2]"),
-    ([["heads"]], "models[1].frozen_random[0][0]"),
-    ("attention", "models[1].frozen_random"),
-], ids=["empty", "empty-set", "three", "repeated-component", "repeated-set", "reordered-set", "unknown", "string"])
+@pytest.mark.parametrize(
+    "sets,key",
+    [
+        ([], "models[1].frozen_random"),
+        ([[]], "models[1].frozen_random[0]"),
+        ([["embeddings", "attention", "ffn"]], "models[1].frozen_random[0]"),
+        ([["attention", "attention"]], "models[1].frozen_random[0]"),
+        ([["ffn"], ["ffn"]], "models[1].frozen_random"),
+        ([["ffn"], ["attention", "ffn"], ["ffn", "attention"]], "models[1].frozen_random[2]"),
+        ([["heads"]], "models[1].frozen_random[0][0]"),
+        ("attention", "models[1].frozen_random"),
+    ],
+    ids=["empty", "empty-set", "three", "repeated-component", "repeated-set", "reordered-set", "unknown", "string"],
+)
 def test_bad_frozen_random_names_the_key(sets, key):
     with pytest.raises(config.ConfigError) as err:
         config.resolve(_raw(sets))
@@ -144,8 +187,14 @@ def test_bad_frozen_random_names_the_key(sets, key):
 def test_frozen_random_refused_for_a_downloaded_model_and_name_clashes(tmp_path):
     raw = _raw([["ffn"]])
     save_local_model(tmp_path / "mine")  # a real brought model, so only frozen_random is wrong
-    raw["models"][1] = {"name": "mine", "source": "pretrained", "name_or_path": str(tmp_path / "mine"),
-                        "arch": "llama", "n_layer": 2, "frozen_random": [["ffn"]]}
+    raw["models"][1] = {
+        "name": "mine",
+        "source": "pretrained",
+        "name_or_path": str(tmp_path / "mine"),
+        "arch": "llama",
+        "n_layer": 2,
+        "frozen_random": [["ffn"]],
+    }
     with pytest.raises(config.ConfigError, match=r"'models\[1\].frozen_random': .*downloaded"):
         config.resolve(raw)
     raw = _raw([["ffn"]])
@@ -160,8 +209,14 @@ def test_frozen_random_refused_for_a_downloaded_model_and_name_clashes(tmp_path)
 def _summary(tmp_path, model, loss, components=None, base=None, params=100, frozen_params=0, old=False):
     pre = {"model": model, "arch": "gpt2", "n_layer": 2, "d_model": 16, "params": params, "final_val_loss": loss}
     if not old:
-        pre.update({"trainable_params": params - frozen_params, "frozen_params": frozen_params,
-                    "frozen_components": components or [], "base_model": base or model})
+        pre.update(
+            {
+                "trainable_params": params - frozen_params,
+                "frozen_params": frozen_params,
+                "frozen_components": components or [],
+                "base_model": base or model,
+            }
+        )
     path = tmp_path / f"{model}.json"
     path.write_text(json.dumps(pre))
     return str(path)
@@ -169,13 +224,20 @@ def _summary(tmp_path, model, loss, components=None, base=None, params=100, froz
 
 def test_table_rows_and_plot(tmp_path):
     refs = [_summary(tmp_path, "m", 4.0, old=True), _summary(tmp_path, "n", 3.0)]
-    variants = [_summary(tmp_path, "m.frozen-attention-ffn", 5.0, ["attention", "ffn"], "m", frozen_params=60),
-                _summary(tmp_path, "m.frozen-embeddings", 4.5, ["embeddings"], "m", frozen_params=30),
-                _summary(tmp_path, "n.frozen-ffn", 3.0, ["ffn"], "n", frozen_params=40)]
+    variants = [
+        _summary(tmp_path, "m.frozen-attention-ffn", 5.0, ["attention", "ffn"], "m", frozen_params=60),
+        _summary(tmp_path, "m.frozen-embeddings", 4.5, ["embeddings"], "m", frozen_params=30),
+        _summary(tmp_path, "n.frozen-ffn", 3.0, ["ffn"], "n", frozen_params=40),
+    ]
     table = frozen_random.table(refs, variants)
     assert list(table.columns) == frozen_random.COLUMNS
     assert list(zip(table.base_model, table.frozen)) == [
-        ("m", "none"), ("m", "embeddings"), ("m", "attention+ffn"), ("n", "none"), ("n", "ffn")]
+        ("m", "none"),
+        ("m", "embeddings"),
+        ("m", "attention+ffn"),
+        ("n", "none"),
+        ("n", "ffn"),
+    ]
     m = table[table.base_model == "m"].set_index("frozen")
     assert m.loc["none", "trainable_params"] == 100 and m.loc["none", "frozen_params"] == 0  # an old pretrain.json
     assert m.loc["embeddings", "delta_loss"] == pytest.approx(0.5)

@@ -24,13 +24,29 @@ PATTERN = "s{seed}/{target}-{policy}-{init}"  # as the workflow lays out a unit 
 def inputs(tmp_path):
     write_trained_and_tokens(tmp_path)
     records.write(tmp_path / "baseline.json", records.Baseline("t", 4.0, 54.6, 32, 16))
-    records.write(tmp_path / "pretrain.json", records.PretrainSummary("t", "gpt2", 3, 16, 1000, train_sequences=128,
-                                                                       epochs=2))
-    model_cfg = {**TINY_MODEL, "hardware": CPU, "source": "scratch", "pretrain": {"train_sequences": 128, "seed": 0, "epochs": 2},
-                 "retrain": {"lr": 1e-2, "batch_size": 16, "weight_decay": 0.0, "grad_clip": 1.0,
-                             "eval_every_examples": 32, "warmup_steps": 2, "optimizer": "adamw", "budget_fraction": 0.5,
-                             "thresholds": [0.01], "checkpoint_every_steps": 0, "prefix_cache_mb": 100,
-                             "resolution": 0.1}}
+    records.write(
+        tmp_path / "pretrain.json", records.PretrainSummary("t", "gpt2", 3, 16, 1000, train_sequences=128, epochs=2)
+    )
+    model_cfg = {
+        **TINY_MODEL,
+        "hardware": CPU,
+        "source": "scratch",
+        "pretrain": {"train_sequences": 128, "seed": 0, "epochs": 2},
+        "retrain": {
+            "lr": 1e-2,
+            "batch_size": 16,
+            "weight_decay": 0.0,
+            "grad_clip": 1.0,
+            "eval_every_examples": 32,
+            "warmup_steps": 2,
+            "optimizer": "adamw",
+            "budget_fraction": 0.5,
+            "thresholds": [0.01],
+            "checkpoint_every_steps": 0,
+            "prefix_cache_mb": 100,
+            "resolution": 0.1,
+        },
+    }
     eval_cfg = {"val_sequences": 32, "batch_size": 16}
     return tmp_path, model_cfg, eval_cfg
 
@@ -44,15 +60,29 @@ def _damaged_loss(tmp_path, model_cfg, eval_cfg, cell):
 
 
 def _run(tmp_path, model_cfg, eval_cfg, cells, out="out"):
-    unit.run(model_cfg, eval_cfg, [c.as_dict() for c in cells], str(tmp_path / "tokens.safetensors"),
-             str(tmp_path / "trained"), None, str(tmp_path / "baseline.json"), str(tmp_path / "pretrain.json"),
-             str(tmp_path / out), str(tmp_path / "work" / out), PATTERN)
-    return {c: records.read(tmp_path / out / PATTERN.format(**c.as_dict()) / "recovery.json", CellResult)
-            for c in cells}
+    unit.run(
+        model_cfg,
+        eval_cfg,
+        [c.as_dict() for c in cells],
+        str(tmp_path / "tokens.safetensors"),
+        str(tmp_path / "trained"),
+        None,
+        str(tmp_path / "baseline.json"),
+        str(tmp_path / "pretrain.json"),
+        str(tmp_path / out),
+        str(tmp_path / "work" / out),
+        PATTERN,
+    )
+    return {
+        c: records.read(tmp_path / out / PATTERN.format(**c.as_dict()) / "recovery.json", CellResult) for c in cells
+    }
 
 
-CELLS = [Cell("t", "L0", "full", "fresh", "frozen", 0), Cell("t", "L2", "full", "fresh", "frozen", 0),
-         Cell("t", "none", "none", "none", "frozen", 0)]
+CELLS = [
+    Cell("t", "L0", "full", "fresh", "frozen", 0),
+    Cell("t", "L2", "full", "fresh", "frozen", 0),
+    Cell("t", "none", "none", "none", "frozen", 0),
+]
 
 
 def test_unit_heals_every_cell_like_a_cell_alone(inputs):
@@ -61,8 +91,11 @@ def test_unit_heals_every_cell_like_a_cell_alone(inputs):
     assert not list((tmp_path / "work").rglob("retrain.ckpt"))  # finished: no checkpoint left, the cells staged
     # ... with the extension point of each cell that trained to its budget, for a larger budget to continue from
     extended = {p.parent.name for p in (tmp_path / "work").rglob(unit.EXTENSION)}
-    assert extended == {PATTERN.format(**c.as_dict()).split("/")[1] for c in CELLS
-                        if together[c].trainable_tensors and together[c].settled_examples is None}
+    assert extended == {
+        PATTERN.format(**c.as_dict()).split("/")[1]
+        for c in CELLS
+        if together[c].trainable_tensors and together[c].settled_examples is None
+    }
     assert len(list((tmp_path / "work").rglob("fingerprint.txt"))) == len(CELLS)
     for cell in CELLS:
         folder = tmp_path / "out" / PATTERN.format(**cell.as_dict())
@@ -79,6 +112,7 @@ def test_unit_heals_every_cell_like_a_cell_alone(inputs):
     assert together[CELLS[0]].prefix_cache_depth is None  # nothing below layer 0
     # the same cell healed in a job of its own (so another order, no neighbours) gives the same numbers
     alone = _run(tmp_path, model_cfg, eval_cfg, [CELLS[1]], out="alone")[CELLS[1]]
+
     def numbers(result):
         return [(r.recovered, r.examples, r.steps, r.val_loss) for r in result.recoveries]
 
@@ -89,8 +123,13 @@ def test_unit_heals_every_cell_like_a_cell_alone(inputs):
 def test_prefix_cache_budget_changes_speed_not_numbers(inputs):
     tmp_path, model_cfg, eval_cfg = inputs
     cached = _run(tmp_path, model_cfg, eval_cfg, [CELLS[1]], out="cached")[CELLS[1]]
-    plain = _run(tmp_path, {**model_cfg, "retrain": {**model_cfg["retrain"], "prefix_cache_mb": 0}}, eval_cfg,
-                 [CELLS[1]], out="plain")[CELLS[1]]
+    plain = _run(
+        tmp_path,
+        {**model_cfg, "retrain": {**model_cfg["retrain"], "prefix_cache_mb": 0}},
+        eval_cfg,
+        [CELLS[1]],
+        out="plain",
+    )[CELLS[1]]
     assert cached.prefix_cache_depth == 2 and plain.prefix_cache_depth is None
     assert plain.final_loss == pytest.approx(cached.final_loss, rel=1e-5)
 
@@ -106,8 +145,9 @@ def test_finished_cells_of_a_killed_job_are_kept(inputs):
     for name in unit.OUTPUTS:
         (first / name).write_bytes((unit_folder / PATTERN.format(**CELLS[0].as_dict()) / name).read_bytes())
     inputs_list = [str(tmp_path / p) for p in ("tokens.safetensors", "trained", "baseline.json", "pretrain.json")]
-    (first / staging.FINGERPRINT).write_text(unit._fingerprint(model_cfg, eval_cfg, CELLS[0],
-                                                                staging.digest(inputs_list)))
+    (first / staging.FINGERPRINT).write_text(
+        unit._fingerprint(model_cfg, eval_cfg, CELLS[0], staging.digest(inputs_list))
+    )
     marker = json.loads((first / "recovery.json").read_text())
     marker["final_loss"] = -1.0  # so the test sees whether the staged record was kept or recomputed
     (first / "recovery.json").write_text(json.dumps(marker))
@@ -120,8 +160,9 @@ def test_finished_cells_of_a_killed_job_are_kept(inputs):
     for name in unit.OUTPUTS:
         (first / name).write_bytes((unit_folder / PATTERN.format(**CELLS[0].as_dict()) / name).read_bytes())
     (first / "recovery.json").write_text(json.dumps(marker))
-    (first / staging.FINGERPRINT).write_text(unit._fingerprint(model_cfg, eval_cfg, CELLS[0],
-                                                                staging.digest(inputs_list)))
+    (first / staging.FINGERPRINT).write_text(
+        unit._fingerprint(model_cfg, eval_cfg, CELLS[0], staging.digest(inputs_list))
+    )
     changed = {**model_cfg, "retrain": {**model_cfg["retrain"], "lr": 5e-3}}
     assert _run(tmp_path, changed, eval_cfg, CELLS[:1], out="again")[CELLS[0]].final_loss > 0
 
@@ -141,7 +182,9 @@ def test_an_added_retrain_seed_trains_only_its_cells(inputs):
     results = _run(tmp_path, model_cfg, eval_cfg, CELLS[:2] + added)
     assert {p: (out / p).stat().st_mtime_ns for p in before} == before  # kept, not recomputed
     assert set(p.relative_to(out) for p in out.rglob("*.json")) - set(before) == {
-        Path("s1/L0-full-fresh/damage.json"), Path("s1/L0-full-fresh/recovery.json")}
+        Path("s1/L0-full-fresh/damage.json"),
+        Path("s1/L0-full-fresh/recovery.json"),
+    }
     assert results[added[0]].final_loss > 0 and results[added[0]].seed == 1
 
 

@@ -16,21 +16,26 @@ def _estimates_outside(tables: dict[str, pd.DataFrame]) -> list[str]:
     for name, table in tables.items():
         for column in table.columns:
             if f"{column}_lo" in table.columns and f"{column}_hi" in table.columns:
-                v, lo, hi = (pd.to_numeric(table[c], errors="coerce").astype(float)
-                             for c in (column, f"{column}_lo", f"{column}_hi"))
+                v, lo, hi = (
+                    pd.to_numeric(table[c], errors="coerce").astype(float)
+                    for c in (column, f"{column}_lo", f"{column}_hi")
+                )
                 finite = np.isfinite(v) & np.isfinite(lo) & np.isfinite(hi)
                 outside = finite & ((v < lo - 1e-9 * abs(v)) | (v > hi + 1e-9 * abs(v)))
                 bad += [f"{name}.{column} row {i}: {v[i]} not in [{lo[i]}, {hi[i]}]" for i in np.flatnonzero(outside)]
     return bad
 
 
-@pytest.mark.parametrize("case", [
-    {},                                                                   # the default grid's shape
-    {"budget_fraction": 0.05},                                            # most cells censored
-    {"depth_effect": 0.0, "thresholds": (0.2, 0.5)},                      # many cells at zero cost
-    {"pretrain_seeds": (0,), "seeds": (0, 1, 2)},                         # one network per model
-    {"models": (("a", 2, 64), ("b", 4, 64), ("c", 2, 128)), "n_effect": -0.5},  # the default's L-shaped sizes
-])
+@pytest.mark.parametrize(
+    "case",
+    [
+        {},  # the default grid's shape
+        {"budget_fraction": 0.05},  # most cells censored
+        {"depth_effect": 0.0, "thresholds": (0.2, 0.5)},  # many cells at zero cost
+        {"pretrain_seeds": (0,), "seeds": (0, 1, 2)},  # one network per model
+        {"models": (("a", 2, 64), ("b", 4, 64), ("c", 2, 128)), "n_effect": -0.5},  # the default's L-shaped sizes
+    ],
+)
 def test_no_answer_table_has_an_estimate_outside_its_interval(case):
     summary, curves, networks = synthetic(**case)
     tables = answer_tables.compute(summary, curves, networks)
@@ -73,8 +78,15 @@ def test_the_fit_interval_covers_a_known_depth_effect():
     covered, determined = 0, 0
     models = (("a", 2, 64), ("b", 4, 64), ("c", 3, 64))
     for draw in range(12):
-        summary, curves, networks = synthetic(depth_effect=1.0, models=models, pretrain_seeds=(0, 1, 2, 3),
-                                              seeds=(0,), thresholds=(0.05,), budget_fraction=2.0, seed=draw)
+        summary, curves, networks = synthetic(
+            depth_effect=1.0,
+            models=models,
+            pretrain_seeds=(0, 1, 2, 3),
+            seeds=(0,),
+            thresholds=(0.05,),
+            budget_fraction=2.0,
+            seed=draw,
+        )
         fit = scaling.fit(survival.prepare(summary, networks), max_resamples=20)
         row = fit[fit["term"] == "rel_depth"].iloc[0]
         if row["determined"]:

@@ -82,6 +82,7 @@ def test_two_cores_keep_one_job_per_network(tmp_path):
 
 # ---- real runs on a tiny grid: tinyA alone, its layer 1 (a prefix cache, a matched control), nothing else ----
 
+
 def _tiny(**grid_edits) -> dict:
     config = yaml.safe_load((ROOT / "tests" / "tiny.yaml").read_text())
     config["models"] = [config["models"][0]]
@@ -107,8 +108,12 @@ def by_model(tmp_path_factory, corpus_seed):
 
 
 def _files(results: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(results)): p.read_bytes() for part in ("models", "baselines", "cells")
-            for p in sorted((results / part).rglob("*")) if p.is_file() and not p.name.startswith(".snakemake")}
+    return {
+        str(p.relative_to(results)): p.read_bytes()
+        for part in ("models", "baselines", "cells")
+        for p in sorted((results / part).rglob("*"))
+        if p.is_file() and not p.name.startswith(".snakemake")
+    }
 
 
 def _without_timing(record):
@@ -145,11 +150,15 @@ def test_one_job_per_cell_makes_the_same_files(by_model, tmp_path, corpus_seed):
 
 
 @pytest.mark.e2e
-@pytest.mark.parametrize("edit, says", [
-    ({"grid": {"seeds": [0, 1]}}, "model tinyA: trains 0 networks (keeps 1), heals 3 cells (keeps 4)"),
-    ({"grid": {"layers": [0, 1]}}, "model tinyA: trains 0 networks (keeps 1), heals 2 cells (keeps 4)"),
-    ({"pretrain": {"seeds": [0, 1]}}, "model tinyA: trains 1 network (keeps 1), heals 4 cells (keeps 4)"),
-], ids=["retrain seed", "layer", "pretraining seed"])
+@pytest.mark.parametrize(
+    "edit, says",
+    [
+        ({"grid": {"seeds": [0, 1]}}, "model tinyA: trains 0 networks (keeps 1), heals 3 cells (keeps 4)"),
+        ({"grid": {"layers": [0, 1]}}, "model tinyA: trains 0 networks (keeps 1), heals 2 cells (keeps 4)"),
+        ({"pretrain": {"seeds": [0, 1]}}, "model tinyA: trains 1 network (keeps 1), heals 4 cells (keeps 4)"),
+    ],
+    ids=["retrain seed", "layer", "pretraining seed"],
+)
 def test_a_dry_run_after_a_grid_edit_names_the_counts(by_model, tmp_path, edit, says):
     """After a retrain seed, a layer or a pretraining seed is added, `snakemake -n` is short (the job's recorded
     params are counts and a digest, not the cell list) and says what the job trains and keeps."""

@@ -35,4 +35,5 @@ def test_rules_use_public_snakemake_and_the_schema_s_vocabulary():
     for key, plural in (("policy", "policies"), ("init", "inits"), ("regime", "regimes")):
         values = loaded["properties"]["grid"]["properties"][plural]["items"]["enum"]
         assert set(wildcards[key].split("|")) == set(values) | ({"none"} if key != "regime" else set()) | (
-            {"trained"} if key == "init" else set())
+            {"trained"} if key == "init" else set()
+        )

@@ -34,8 +34,13 @@ def locate(losses: list[float], start: int, level: float, resolution: float):
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.integers(0, 200), st.lists(st.floats(3.0, 6.0), min_size=1, max_size=40), st.floats(0.0, 0.3),
-       st.sampled_from([5.0, math.inf]), st.sampled_from([3.9, 4.0, 3.0]))
+@given(
+    st.integers(0, 200),
+    st.lists(st.floats(3.0, 6.0), min_size=1, max_size=40),
+    st.floats(0.0, 0.3),
+    st.sampled_from([5.0, math.inf]),
+    st.sampled_from([3.9, 4.0, 3.0]),
+)
 def test_bracket_holds_a_crossing_and_meets_the_rule(start, middle, resolution, first, last):
     level = 4.0
     losses = [first, *middle, last]  # above the level at the interval's start, at or below it at its end (3.0:

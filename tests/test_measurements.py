@@ -30,10 +30,20 @@ def test_recoveries_are_intervals():
 
 
 def test_grid_has_networks_and_matched_controls():
-    config = {"models": [{"name": "m", "arch": "gpt2", "n_layer": 2, "pretrain": {"seeds": [3, 5]}}],
-              "grid": {"layers": "all", "policies": ["full"], "inits": ["fresh"], "regimes": ["frozen", "full"],
-                       "seeds": [0, 1], "controls": True, "matched_controls": "first_seed", "targets": [],
-                       "encoder_swap": []}}
+    config = {
+        "models": [{"name": "m", "arch": "gpt2", "n_layer": 2, "pretrain": {"seeds": [3, 5]}}],
+        "grid": {
+            "layers": "all",
+            "policies": ["full"],
+            "inits": ["fresh"],
+            "regimes": ["frozen", "full"],
+            "seeds": [0, 1],
+            "controls": True,
+            "matched_controls": "first_seed",
+            "targets": [],
+            "encoder_swap": [],
+        },
+    }
     cells = grid.cells(config)
     assert grid.networks(config) == [grid.Network("m", 3), grid.Network("m", 5)]
     assert {c.pretrain_seed for c in cells} == {3, 5}
@@ -56,21 +66,48 @@ def job(tmp_path):
     model = trained_like(models.build(TINY_MODEL, SPECIAL, seed=0))
     g = torch.Generator().manual_seed(0)
     stream = torch.randint(3, 64, (16 * 300,), generator=g, dtype=torch.int32)
-    save_file({"train": stream, "val": stream[: 16 * 40].clone()}, str(tmp_path / "tokens.safetensors"),
-              metadata={k: str(v) for k, v in SPECIAL.items()})
-    model_cfg = {**TINY_MODEL, "hardware": CPU, "source": "scratch", "pretrain": {"train_sequences": 256, "seed": 0, "epochs": 2},
-                 "retrain": {"lr": 1e-2, "batch_size": 8, "weight_decay": 0.0, "grad_clip": 1.0,
-                             "eval_every_examples": 64, "warmup_steps": 2, "optimizer": "adamw", "budget_fraction": 0.5,
-                             "thresholds": [0.01, 0.05], "checkpoint_every_steps": 0, "prefix_cache_mb": 0,
-                             "resolution": 0.1}}
+    save_file(
+        {"train": stream, "val": stream[: 16 * 40].clone()},
+        str(tmp_path / "tokens.safetensors"),
+        metadata={k: str(v) for k, v in SPECIAL.items()},
+    )
+    model_cfg = {
+        **TINY_MODEL,
+        "hardware": CPU,
+        "source": "scratch",
+        "pretrain": {"train_sequences": 256, "seed": 0, "epochs": 2},
+        "retrain": {
+            "lr": 1e-2,
+            "batch_size": 8,
+            "weight_decay": 0.0,
+            "grad_clip": 1.0,
+            "eval_every_examples": 64,
+            "warmup_steps": 2,
+            "optimizer": "adamw",
+            "budget_fraction": 0.5,
+            "thresholds": [0.01, 0.05],
+            "checkpoint_every_steps": 0,
+            "prefix_cache_mb": 0,
+            "resolution": 0.1,
+        },
+    }
     eval_cfg = {"val_sequences": 32, "batch_size": 16}
     tokens = str(tmp_path / "tokens.safetensors")
     return model, setup.prepare(model, model_cfg, eval_cfg, tokens), setup.train_sequences(model_cfg, tokens), model_cfg
 
 
 def _settings(job, max_examples=256):
-    return Settings(lr=1e-2, batch_size=8, weight_decay=0.0, grad_clip=1.0, eval_every_examples=64,
-                    max_examples=max_examples, warmup_steps=2, data_seed=0, hardware=job.hardware)
+    return Settings(
+        lr=1e-2,
+        batch_size=8,
+        weight_decay=0.0,
+        grad_clip=1.0,
+        eval_every_examples=64,
+        max_examples=max_examples,
+        warmup_steps=2,
+        data_seed=0,
+        hardware=job.hardware,
+    )
 
 
 def test_crossings_are_located_on_kept_weights_without_changing_the_run(job, monkeypatch):
@@ -84,8 +121,17 @@ def test_crossings_are_located_on_kept_weights_without_changing_the_run(job, mon
         model = copy.deepcopy(base)
         names = reset.draw(model, job_.family, "L1", "full", "fresh", 0)
         s = dataclasses.replace(_settings(job_), eval_every_examples=every)
-        return model, loop.run(model, job_.family, job_.objective, seqs, job_.val_batches, set(names), s,
-                               levels=levels, resolution=resolution)
+        return model, loop.run(
+            model,
+            job_.family,
+            job_.objective,
+            seqs,
+            job_.val_batches,
+            set(names),
+            s,
+            levels=levels,
+            resolution=resolution,
+        )
 
     plain_model, plain = run([], 0.0)
     truth = {p.steps: p.val_loss for p in run([], 0.0, every=8)[1].curve}  # an evaluation after every step
@@ -124,8 +170,9 @@ def test_matched_control_trains_from_trained_values_and_only_its_tensors(job):
     cell = grid.Cell("t", "L1", "full", grid.TRAINED, "frozen", 0)
     pre = PretrainSummary("t", "gpt2", 3, 16, 1000, train_sequences=256, epochs=2)
     baseline = evaluate(base, job_.family, job_.val_batches)
-    result, curve = retrain.retrain(model, job_.family, job_, seqs, model_cfg, cell, names, baseline, baseline, pre,
-                                    control_examples=96)
+    result, curve = retrain.retrain(
+        model, job_.family, job_, seqs, model_cfg, cell, names, baseline, baseline, pre, control_examples=96
+    )
     assert curve["examples"].max() == 96  # as long as the cells it is matched with, not stopped at a threshold
     before, after = dict(base.named_parameters()), dict(model.named_parameters())
     changed = {n for n in after if not torch.equal(before[n], after[n])}
@@ -139,8 +186,9 @@ def test_reference_losses():
     assert unigram == pytest.approx(torch.log(torch.tensor(1008 / 501)).item(), rel=1e-6)
     assert bigram < 0.05 < unigram and weight == pytest.approx(ngrams.LAMBDA_MAX)
     # a masked LM: the targets 6 | 5 (the second left token is visible input) know everything too
-    masked = [{"input_ids": torch.tensor([[0, 5, 0], [5, 0, 0]]), "labels": torch.tensor([[5, -100, 6],
-                                                                                          [-100, 6, -100]])}]
+    masked = [
+        {"input_ids": torch.tensor([[0, 5, 0], [5, 0, 0]]), "labels": torch.tensor([[5, -100, 6], [-100, 6, -100]])}
+    ]
     _, masked_bigram, _ = ngrams.reference_losses(stream, masked, "masked_lm", vocab_size=8)
     assert masked_bigram < unigram
 
@@ -149,8 +197,9 @@ def test_baseline_records_the_bigram_and_the_margin(job, tmp_path):
     """The baseline a training job writes carries the interpolated bigram, its weight and the network's margin."""
     model, job_, _, model_cfg = job
     loss = evaluate(model, job_.family, job_.val_batches)
-    out = evaluation.write_baseline(model_cfg, job_, loss, str(tmp_path / "tokens.safetensors"),
-                                    str(tmp_path / "baseline.json"))
+    out = evaluation.write_baseline(
+        model_cfg, job_, loss, str(tmp_path / "tokens.safetensors"), str(tmp_path / "baseline.json")
+    )
     again = records.read(tmp_path / "baseline.json", Baseline)
     assert again == out and 0 <= out.bigram_weight <= ngrams.LAMBDA_MAX
     assert out.bigram_loss <= out.unigram_loss + 1e-12  # λ = 0 is the unigram: never worse
@@ -158,20 +207,39 @@ def test_baseline_records_the_bigram_and_the_margin(job, tmp_path):
 
 
 def _network(tmp_path, name, val_loss, unigram, drop):
-    records.write(tmp_path / f"{name}-pre.json", PretrainSummary(name, "gpt2", 2, 16, 1000, train_sequences=100,
-                                                                 epochs=2, last_quarter_val_drop=drop))
+    records.write(
+        tmp_path / f"{name}-pre.json",
+        PretrainSummary(name, "gpt2", 2, 16, 1000, train_sequences=100, epochs=2, last_quarter_val_drop=drop),
+    )
     records.write(tmp_path / f"{name}-base.json", Baseline(name, val_loss, 1.0, 8, 16, unigram_loss=unigram))
     return str(tmp_path / f"{name}-pre.json"), str(tmp_path / f"{name}-base.json")
 
 
 def test_degenerate_and_off_plateau_networks_are_flagged(tmp_path):
-    pairs = [_network(tmp_path, "healthy", 4.0, 5.0, 0.001), _network(tmp_path, "unigram", 4.95, 5.0, 0.0),
-             _network(tmp_path, "drifting", 4.0, 5.0, 0.05), _network(tmp_path, "harmless", 4.0, 5.0, 0.0)]
-    summary = pd.DataFrame({"model": ["healthy", "harmless"], "pretrain_seed": [0, 0], "target": ["all", "all"],
-                            "policy": ["full", "full"], "init": ["fresh", "fresh"], "regime": ["frozen"] * 2,
-                            "seed": [0, 0], "damaged_loss": [7.0, 4.01]})
-    table = tables.networks_table([p for p, _ in pairs], [b for _, b in pairs], summary,
-                                  {m: [0.01, 0.05] for m in ("healthy", "unigram", "drifting", "harmless")})
+    pairs = [
+        _network(tmp_path, "healthy", 4.0, 5.0, 0.001),
+        _network(tmp_path, "unigram", 4.95, 5.0, 0.0),
+        _network(tmp_path, "drifting", 4.0, 5.0, 0.05),
+        _network(tmp_path, "harmless", 4.0, 5.0, 0.0),
+    ]
+    summary = pd.DataFrame(
+        {
+            "model": ["healthy", "harmless"],
+            "pretrain_seed": [0, 0],
+            "target": ["all", "all"],
+            "policy": ["full", "full"],
+            "init": ["fresh", "fresh"],
+            "regime": ["frozen"] * 2,
+            "seed": [0, 0],
+            "damaged_loss": [7.0, 4.01],
+        }
+    )
+    table = tables.networks_table(
+        [p for p, _ in pairs],
+        [b for _, b in pairs],
+        summary,
+        {m: [0.01, 0.05] for m in ("healthy", "unigram", "drifting", "harmless")},
+    )
     flags = table.set_index("model")[["degenerate", "off_plateau"]].to_dict("index")
     assert flags["healthy"] == {"degenerate": False, "off_plateau": False}
     assert flags["unigram"]["degenerate"] and flags["harmless"]["degenerate"]  # no better than unigram / no damage

@@ -17,8 +17,9 @@ MODELS = (("gpt2-n2-d64", 2, 64), ("gpt2-n4-d64", 4, 64), ("gpt2-n8-d64", 8, 64)
 
 
 def _check(**kw):
-    summary, _, networks = synthetic(models=MODELS, depth_effect=1.0, n_effect=0.5, thresholds=(0.05,), seeds=(0,),
-                                     budget_fraction=2.0, seed=4, **kw)
+    summary, _, networks = synthetic(
+        models=MODELS, depth_effect=1.0, n_effect=0.5, thresholds=(0.05,), seeds=(0,), budget_fraction=2.0, seed=4, **kw
+    )
     cells = survival.prepare(summary, networks)
     return out_of_sample.check(cells, survival.estimate(cells), max_resamples=6)
 
@@ -43,8 +44,9 @@ def test_a_trend_the_data_follow_holds(follows_the_trend):
 
 
 def test_a_largest_size_off_the_trend_does_not_hold():
-    summary, _, networks = synthetic(models=MODELS, depth_effect=1.0, n_effect=0.5, thresholds=(0.05,), seeds=(0,),
-                                     budget_fraction=200.0, seed=4)
+    summary, _, networks = synthetic(
+        models=MODELS, depth_effect=1.0, n_effect=0.5, thresholds=(0.05,), seeds=(0,), budget_fraction=200.0, seed=4
+    )
     # the largest network heals 100x slower than the trend says: every crossing of it moves out by that factor
     # (extrapolating log N from two depths with two networks each gives intervals some hundred-fold wide)
     big = summary["model"] == "gpt2-n8-d64"
@@ -54,7 +56,8 @@ def test_a_largest_size_off_the_trend_does_not_hold():
         summary.loc[big, column] = moved.round().astype("Int64")
     summary.loc[big, "recovered"] = summary.loc[big, "examples_hi"].astype(float) < budget
     summary.loc[big, "fraction_of_pretrain"] = summary.loc[big, "examples"].astype(float) / summary.loc[
-        big, "pretrain_examples"].astype(float)
+        big, "pretrain_examples"
+    ].astype(float)
     cells = survival.prepare(summary, networks)
     table = out_of_sample.check(cells, survival.estimate(cells), max_resamples=6)
     verdicts = out_of_sample.verdicts(table)
@@ -67,8 +70,9 @@ def _drawn(chart) -> list[dict]:
 
 
 def test_figure_draws_every_tested_prediction_and_caps_its_axis_near_the_budget(follows_the_trend):
-    summary, _, networks = synthetic(models=MODELS, depth_effect=1.0, n_effect=0.5, thresholds=(0.05,), seeds=(0,),
-                                     budget_fraction=2.0, seed=4)
+    summary, _, networks = synthetic(
+        models=MODELS, depth_effect=1.0, n_effect=0.5, thresholds=(0.05,), seeds=(0,), budget_fraction=2.0, seed=4
+    )
     surv = survival.estimate(survival.prepare(summary, networks))
     table = follows_the_trend.copy()
     # one layer not tested (as a median of 0 is), one measured beyond the budget, one prediction far above it
@@ -83,7 +87,8 @@ def test_figure_draws_every_tested_prediction_and_caps_its_axis_near_the_budget(
     tested = table[table["held"].notna()]
     assert len(rows) == 2 * len(tested)  # a predicted and a measured point per tested layer, nothing else
     assert f"{table.loc[table.index[0], 'model']} {table.loc[table.index[0], 'target']}" not in {
-        r["layer"] for r in rows if r["panel"] == f"{table.loc[table.index[0], 'left_out']}, ε = 0.05"}
+        r["layer"] for r in rows if r["panel"] == f"{table.loc[table.index[0], 'left_out']}, ε = 0.05"
+    }
     budget = float(surv["budget_fraction"].max())
     assert max(r["hi"] for r in rows) <= 1.25 * budget * (1 + 1e-9)  # the axis ends near the budget, not at 300
     arrow = [r for r in rows if r["status"] == "measured: beyond the budget (↑)"]
@@ -93,8 +98,9 @@ def test_figure_draws_every_tested_prediction_and_caps_its_axis_near_the_budget(
 
 
 def test_figure_names_the_panels_it_does_not_draw(follows_the_trend):
-    summary, _, networks = synthetic(models=MODELS, depth_effect=1.0, n_effect=0.5, thresholds=(0.05,), seeds=(0,),
-                                     budget_fraction=2.0, seed=4)
+    summary, _, networks = synthetic(
+        models=MODELS, depth_effect=1.0, n_effect=0.5, thresholds=(0.05,), seeds=(0,), budget_fraction=2.0, seed=4
+    )
     surv = survival.estimate(survival.prepare(summary, networks))
     table = follows_the_trend.copy()
     table.loc[table["left_out"] == "largest N", "held"] = pd.NA  # no layer of this part tested
@@ -107,8 +113,10 @@ def test_a_median_beyond_the_budget_lies_between_the_budget_and_infinity():
     """A censored measured median is known only to be at least the budget: a prediction above the budget agrees
     with it, one below does not."""
     inf = float("inf")
-    value, low, high = out_of_sample._interval(pd.Series([inf]), pd.Series([inf]), pd.Series([inf]),
-                                               pd.Series([0.2]))
+    value, low, high = out_of_sample._interval(pd.Series([inf]), pd.Series([inf]), pd.Series([inf]), pd.Series([0.2]))
     assert (value, low, high) == (inf, 0.2, inf)
-    assert out_of_sample._interval(pd.Series([0.1]), pd.Series([0.05]), pd.Series([inf]),
-                                   pd.Series([0.2])) == (0.1, 0.05, inf)
+    assert out_of_sample._interval(pd.Series([0.1]), pd.Series([0.05]), pd.Series([inf]), pd.Series([0.2])) == (
+        0.1,
+        0.05,
+        inf,
+    )

@@ -40,8 +40,9 @@ def test_a_rising_curve_has_stalled_and_a_short_one_cannot_show_it():
 
 @pytest.fixture(scope="module")
 def cells():
-    summary, curves, networks = synthetic(models=(("m", 2, 64),), pretrain_seeds=(0, 1, 2), seeds=(0,),
-                                          thresholds=(0.01, 0.1), budget_fraction=0.3)
+    summary, curves, networks = synthetic(
+        models=(("m", 2, 64),), pretrain_seeds=(0, 1, 2), seeds=(0,), thresholds=(0.01, 0.1), budget_fraction=0.3
+    )
     return summary, curves, networks
 
 

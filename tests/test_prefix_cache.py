@@ -32,17 +32,27 @@ def _run(tmp_path, model_cfg, eval_cfg, cache):
     tokens = tmp_path / "tokens.safetensors"
     train_seqs = streams.train_sequences(tokens, 16, 128, 0)
     val_batches = objectives.CausalLM(SPECIAL).val_batches(streams.val_sequences(tokens, 16, 32), 16)
-    settings = state.Settings(lr=1e-2, batch_size=16, weight_decay=0.0, grad_clip=1.0, eval_every_examples=32,
-                              max_examples=160, warmup_steps=2, data_seed=0)
+    settings = state.Settings(
+        lr=1e-2,
+        batch_size=16,
+        weight_decay=0.0,
+        grad_clip=1.0,
+        eval_every_examples=32,
+        max_examples=160,
+        warmup_steps=2,
+        data_seed=0,
+    )
     training_setup.seed_everything(0)
-    result = loop.run(model, family, objectives.CausalLM(SPECIAL), train_seqs, val_batches, set(names), settings,
-                       cache=cache)
+    result = loop.run(
+        model, family, objectives.CausalLM(SPECIAL), train_seqs, val_batches, set(names), settings, cache=cache
+    )
     return [p.val_loss for p in result.curve], [p.train_loss for p in result.curve], model
 
 
 def _cache(tmp_path, model_cfg, eval_cfg, depth):
-    job = training_setup.prepare(models.load(tmp_path / "trained"), model_cfg, eval_cfg,
-                                 str(tmp_path / "tokens.safetensors"))
+    job = training_setup.prepare(
+        models.load(tmp_path / "trained"), model_cfg, eval_cfg, str(tmp_path / "tokens.safetensors")
+    )
     train_seqs = training_setup.train_sequences(model_cfg, str(tmp_path / "tokens.safetensors"))
     return prefix_cache.PrefixCache.build(job.model, job.family, train_seqs, job.val_batches, depth, job.device)
 
@@ -63,8 +73,9 @@ def test_cached_prefix_matches_plain_forward(setup):
 def test_deeper_cache_built_on_a_shallower_one_is_bit_identical(setup):
     """A heal job builds each depth's cache on the previous one (only the layers between them run)."""
     tmp_path, model_cfg, eval_cfg = setup
-    job = training_setup.prepare(models.load(tmp_path / "trained"), model_cfg, eval_cfg,
-                                 str(tmp_path / "tokens.safetensors"))
+    job = training_setup.prepare(
+        models.load(tmp_path / "trained"), model_cfg, eval_cfg, str(tmp_path / "tokens.safetensors")
+    )
     train_seqs = training_setup.train_sequences(model_cfg, str(tmp_path / "tokens.safetensors"))
     build = prefix_cache.PrefixCache.build
     shallow = build(job.model, job.family, train_seqs, job.val_batches, 1, job.device)
@@ -80,24 +91,36 @@ def test_cache_deeper_than_a_trainable_tensor_is_refused(setup):
     model = models.load(tmp_path / "trained")
     family = families.for_model(model)
     names = reset.target_names(model, family, "L1", "full")
-    settings = state.Settings(lr=1e-2, batch_size=16, weight_decay=0.0, grad_clip=1.0, eval_every_examples=32,
-                              max_examples=32, warmup_steps=2)
+    settings = state.Settings(
+        lr=1e-2, batch_size=16, weight_decay=0.0, grad_clip=1.0, eval_every_examples=32, max_examples=32, warmup_steps=2
+    )
     with pytest.raises(ValueError, match="depth 2"):
-        loop.run(model, family, objectives.CausalLM(SPECIAL), torch.zeros(128, 16, dtype=torch.long), [],
-                  set(names), settings, cache=cache)
+        loop.run(
+            model,
+            family,
+            objectives.CausalLM(SPECIAL),
+            torch.zeros(128, 16, dtype=torch.long),
+            [],
+            set(names),
+            settings,
+            cache=cache,
+        )
 
 
-@pytest.mark.parametrize("arch,target,policy,regime,dropout,expected", [
-    ("gpt2", "L2", "full", "frozen", 0.0, 2),
-    ("gpt2", "L2", "attn", "layer", 0.0, 2),
-    ("gpt2", "L0", "full", "frozen", 0.0, None),      # nothing below layer 0
-    ("gpt2", "L2", "full", "full", 0.0, None),        # everything trains
-    ("gpt2", "L2", "full", "frozen", 0.1, None),      # dropout: the prefix is not a fixed function
-    ("gpt2", "all", "full", "frozen", 0.0, None),
-    ("bert", "L2", "full", "frozen", 0.0, None),      # masked LM: training inputs change every step
-    ("bart", "dec.0", "full", "frozen", 0.0, None),
-    ("llama", "L1", "mlp", "frozen", 0.0, 1),
-])
+@pytest.mark.parametrize(
+    "arch,target,policy,regime,dropout,expected",
+    [
+        ("gpt2", "L2", "full", "frozen", 0.0, 2),
+        ("gpt2", "L2", "attn", "layer", 0.0, 2),
+        ("gpt2", "L0", "full", "frozen", 0.0, None),  # nothing below layer 0
+        ("gpt2", "L2", "full", "full", 0.0, None),  # everything trains
+        ("gpt2", "L2", "full", "frozen", 0.1, None),  # dropout: the prefix is not a fixed function
+        ("gpt2", "all", "full", "frozen", 0.0, None),
+        ("bert", "L2", "full", "frozen", 0.0, None),  # masked LM: training inputs change every step
+        ("bart", "dec.0", "full", "frozen", 0.0, None),
+        ("llama", "L1", "mlp", "frozen", 0.0, 1),
+    ],
+)
 def test_cache_depth_only_where_valid(arch, target, policy, regime, dropout, expected):
     model_cfg = {"arch": arch, "source": "scratch", "dropout": dropout}
     assert prefix_cache.cache_depth(model_cfg, target, policy, regime) == expected
@@ -114,8 +137,14 @@ def test_cache_built_only_when_it_pays_for_itself():
 def test_plan_respects_the_memory_budget():
     from selfheal.grid import Cell
 
-    model_cfg = {"arch": "gpt2", "source": "scratch", "dropout": 0.0, "n_layer": 4, "pretrain": {"epochs": 5},
-                 "retrain": {"budget_fraction": 0.5, "prefix_cache_mb": 100}}
+    model_cfg = {
+        "arch": "gpt2",
+        "source": "scratch",
+        "dropout": 0.0,
+        "n_layer": 4,
+        "pretrain": {"epochs": 5},
+        "retrain": {"budget_fraction": 0.5, "prefix_cache_mb": 100},
+    }
     cells = [Cell("m", f"L{i}", "full", "fresh", "frozen", 0) for i in range(4)]
     cells.append(Cell("m", "none", "none", "none", "frozen", 0))
     assert prefix_cache.plan(model_cfg, cells, mb=99) == {cells[1]: 1, cells[2]: 2, cells[3]: 3}

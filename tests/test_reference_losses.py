@@ -56,11 +56,14 @@ def test_bigram_weight_follows_the_validation_set():
     denoise = [{"input_ids": torch.zeros(1, 2), "labels": torch.tensor([[5, -100]])}]
     first = ngrams.reference_losses(STREAM, denoise, "denoising", 8)
     assert first.bigram == pytest.approx(first.unigram, rel=1e-12)
+
     # a masked LM: each masked target conditioned on the original token before it (its label where that was
     # chosen too, else the input); what the input holds at a chosen position does not matter
     def masked(inputs, labels):
-        return ngrams.reference_losses(STREAM, [{"input_ids": torch.tensor([inputs]),
-                                                 "labels": torch.tensor([labels])}], "masked_lm", 8)
+        return ngrams.reference_losses(
+            STREAM, [{"input_ids": torch.tensor([inputs]), "labels": torch.tensor([labels])}], "masked_lm", 8
+        )
+
     seen = masked([0, 5, 0, 0], [5, -100, 6, 5])  # 6 | 5 (visible) and 5 | 6 (chosen too): both seen pairs
     assert seen.bigram < seen.unigram
     assert masked([3, 5, 1, 2], [5, -100, 6, 5]) == seen  # chosen positions' inputs do not matter
@@ -78,34 +81,70 @@ def test_large_vocabulary_stays_sparse():
 def _network(tmp_path, name, val_loss, unigram, bigram, damaged=None):
     pre = tmp_path / f"{name}-pre.json"
     base = tmp_path / f"{name}-base.json"
-    records.write(pre, PretrainSummary(name, "gpt2", 2, 16, 1000, train_sequences=100, epochs=3, context=16,
-                                       tokens=4800, last_quarter_val_drop=0.0))
-    records.write(base, Baseline(name, val_loss, 1.0, 8, 16, unigram_loss=unigram, bigram_loss=bigram,
-                                 bigram_weight=None if bigram is None else 0.5,
-                                 bigram_margin=None if bigram is None else bigram - val_loss))
+    records.write(
+        pre,
+        PretrainSummary(
+            name, "gpt2", 2, 16, 1000, train_sequences=100, epochs=3, context=16, tokens=4800, last_quarter_val_drop=0.0
+        ),
+    )
+    records.write(
+        base,
+        Baseline(
+            name,
+            val_loss,
+            1.0,
+            8,
+            16,
+            unigram_loss=unigram,
+            bigram_loss=bigram,
+            bigram_weight=None if bigram is None else 0.5,
+            bigram_margin=None if bigram is None else bigram - val_loss,
+        ),
+    )
     return str(pre), str(base)
 
 
 def test_degenerate_when_the_bigram_is_not_beaten_by_the_margin(tmp_path):
-    pairs = [_network(tmp_path, "beats", 4.0, 5.0, 4.2),  # margin 0.2: fine
-             _network(tmp_path, "close", 4.15, 5.0, 4.2),  # margin 0.05 < 0.1: degenerate
-             _network(tmp_path, "worse", 4.3, 5.0, 4.2),  # margin -0.1: loses to the bigram
-             _network(tmp_path, "masked", 4.15, 5.0, None),  # a record without a bigram: only the unigram condition
-             _network(tmp_path, "both", 4.9, 5.0, 4.95)]
-    summary = pd.DataFrame({"model": ["both"], "pretrain_seed": [0], "target": ["all"], "policy": ["full"],
-                            "init": ["fresh"], "regime": ["frozen"], "seed": [0], "damaged_loss": [4.91]})
-    table = tables.networks_table([p for p, _ in pairs], [b for _, b in pairs], summary,
-                                  {m: [0.01] for m in ("beats", "close", "worse", "masked", "both")})
+    pairs = [
+        _network(tmp_path, "beats", 4.0, 5.0, 4.2),  # margin 0.2: fine
+        _network(tmp_path, "close", 4.15, 5.0, 4.2),  # margin 0.05 < 0.1: degenerate
+        _network(tmp_path, "worse", 4.3, 5.0, 4.2),  # margin -0.1: loses to the bigram
+        _network(tmp_path, "masked", 4.15, 5.0, None),  # a record without a bigram: only the unigram condition
+        _network(tmp_path, "both", 4.9, 5.0, 4.95),
+    ]
+    summary = pd.DataFrame(
+        {
+            "model": ["both"],
+            "pretrain_seed": [0],
+            "target": ["all"],
+            "policy": ["full"],
+            "init": ["fresh"],
+            "regime": ["frozen"],
+            "seed": [0],
+            "damaged_loss": [4.91],
+        }
+    )
+    table = tables.networks_table(
+        [p for p, _ in pairs],
+        [b for _, b in pairs],
+        summary,
+        {m: [0.01] for m in ("beats", "close", "worse", "masked", "both")},
+    )
     assert list(table.columns) == tables.NETWORK_COLUMNS
     rows = table.set_index("model")
     assert rows.loc["beats", "bigram_margin"] == pytest.approx(0.2) and rows.loc["worse", "bigram_margin"] < 0
-    assert rows["degenerate"].to_dict() == {"beats": False, "both": True, "close": True, "masked": False,
-                                            "worse": True}
-    assert rows["degenerate_reason"].to_dict() == {"beats": "", "both": "unigram,bigram,reset_all_harmless",
-                                                   "close": "bigram", "masked": "", "worse": "bigram"}
+    assert rows["degenerate"].to_dict() == {"beats": False, "both": True, "close": True, "masked": False, "worse": True}
+    assert rows["degenerate_reason"].to_dict() == {
+        "beats": "",
+        "both": "unigram,bigram,reset_all_harmless",
+        "close": "bigram",
+        "masked": "",
+        "worse": "bigram",
+    }
     assert pd.isna(rows.loc["masked", "bigram_margin"]) and pd.isna(rows.loc["masked", "bigram_weight"])
-    assert (rows.loc["beats", ["train_sequences", "epochs", "context", "pretrain_examples", "pretrain_tokens"]]
-            .tolist() == [100, 3, 16, 300, 4800])
+    assert rows.loc[
+        "beats", ["train_sequences", "epochs", "context", "pretrain_examples", "pretrain_tokens"]
+    ].tolist() == [100, 3, 16, 300, 4800]
     assert str(table["train_sequences"].dtype) == "Int64" and table["bigram_weight"].dtype == "float64"
 
 
@@ -114,12 +153,25 @@ def test_old_baseline_records_read_with_defaults(tmp_path):
     pre = tmp_path / "old-pre.json"
     records.write(pre, PretrainSummary("old", "gpt2", 2, 16, 1000, source="pretrained"))  # as downloaded
     base = tmp_path / "old-base.json"
-    base.write_text(json.dumps({"model": "old", "val_loss": 4.0, "perplexity": 54.6, "val_sequences": 8,
-                                "context": 16, "pretrain_seed": 0, "unigram_loss": 5.0, "bigram_loss": 4.5}))
+    base.write_text(
+        json.dumps(
+            {
+                "model": "old",
+                "val_loss": 4.0,
+                "perplexity": 54.6,
+                "val_sequences": 8,
+                "context": 16,
+                "pretrain_seed": 0,
+                "unigram_loss": 5.0,
+                "bigram_loss": 4.5,
+            }
+        )
+    )
     read = records.read(base, Baseline)
     assert read.bigram_weight is None and read.bigram_margin is None
-    table = tables.networks_table([str(pre)], [str(base)], pd.DataFrame(columns=tables.CELL_KEYS + [
-        "damaged_loss"]), {"old": [0.01]})
+    table = tables.networks_table(
+        [str(pre)], [str(base)], pd.DataFrame(columns=tables.CELL_KEYS + ["damaged_loss"]), {"old": [0.01]}
+    )
     row = table.iloc[0]
     assert row["bigram_margin"] == pytest.approx(0.5) and not row["degenerate"]
     assert all(pd.isna(row[c]) for c in ("train_sequences", "epochs", "context", "pretrain_examples"))

@@ -19,8 +19,11 @@ STUDY = ROOT / "reference" / "study"
 # The shipped study was measured before "fully trained" became a gate (pretrain.plateau_check): every network is
 # off its plateau, so none enters the estimates. These tests hold for a study that answers; strict, so they must
 # be switched back on when config/study.yaml is re-run under the gate and shipped.
-NOT_ANSWERED = pytest.mark.xfail(strict=True, reason="the shipped study's networks are all off their plateau: it "
-                                 "is re-run under the plateau gate before it answers")
+NOT_ANSWERED = pytest.mark.xfail(
+    strict=True,
+    reason="the shipped study's networks are all off their plateau: it "
+    "is re-run under the plateau gate before it answers",
+)
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +34,7 @@ def study():
 def test_every_table_is_shipped_and_small(study):
     assert set(study) == set(results.TABLES) | set(answer.TABLES)
     size = sum(p.stat().st_size for p in STUDY.rglob("*") if p.is_file())
-    assert size < 8 * 2 ** 20, f"reference/study is {size / 2 ** 20:.1f} MB"
+    assert size < 8 * 2**20, f"reference/study is {size / 2**20:.1f} MB"
     page = (STUDY / "answer.md").read_text()
     for link in re.findall(r"\]\((plots/[^)]+)\)", page):
         assert link.endswith(".png") and (STUDY / link).is_file(), link
@@ -41,8 +44,11 @@ def test_the_grid_is_the_documented_one(study):
     networks = study["networks"]
     config = yaml.safe_load((ROOT / "config" / "study.yaml").read_text())
     assert set(networks["model"]) == {m["name"] for m in config["models"]}
-    gpt2 = networks[(networks["arch"] == "gpt2") & (networks["train_sequences"] == networks["train_sequences"].max())
-                    & (networks["epochs"] == 1)]
+    gpt2 = networks[
+        (networks["arch"] == "gpt2")
+        & (networks["train_sequences"] == networks["train_sequences"].max())
+        & (networks["epochs"] == 1)
+    ]
     assert gpt2["n_layer"].nunique() >= 3 and gpt2["d_model"].nunique() >= 3
     assert (networks.groupby("model")["pretrain_seed"].nunique() == 2).all()
     # the data axis: at one size, at least two (S, E) regimes besides the grid's
@@ -92,8 +98,15 @@ def test_out_of_sample_check_covers_the_largest_size_n_and_d(study):
 def test_the_encoder_decoder_aside_has_every_part(study):
     aside = study["encoder_decoder"]
     items = set(aside["item"])
-    assert {"encoder_layer", "decoder_layer", "cross_attention", "all_cross_attention", "encoder_swap", "reset_all",
-            "scratch"} <= items
+    assert {
+        "encoder_layer",
+        "decoder_layer",
+        "cross_attention",
+        "all_cross_attention",
+        "encoder_swap",
+        "reset_all",
+        "scratch",
+    } <= items
     layers = aside[aside["item"] != "scratch"]
     finite = layers[np.isfinite(layers["median"])]
     assert (finite["median_lo"] <= finite["median"]).all() and (finite["median"] <= finite["median_hi"]).all()

@@ -22,13 +22,25 @@ CONFIG = {
     "corpus": {"source": "shakespeare"},
     "tokenizer": {"vocab_size": 300},
     "models": [{"name": "k", "n_layer": 2, "d_model": 16, "n_head": 2, "context": 32}],
-    "pretrain": {"epochs": 4, "train_sequences": 2048, "batch_size": 16, "lr": 1.0e-2, "eval_every_examples": 1024,
-                 "seeds": [0],
-                 "checkpoint_every_steps": 3},
+    "pretrain": {
+        "epochs": 4,
+        "train_sequences": 2048,
+        "batch_size": 16,
+        "lr": 1.0e-2,
+        "eval_every_examples": 1024,
+        "seeds": [0],
+        "checkpoint_every_steps": 3,
+    },
     "eval": {"val_sequences": 32, "batch_size": 32},
     "grid": {"layers": [1], "seeds": [0], "controls": False, "matched_controls": "none"},
-    "retrain": {"batch_size": 16, "lr": 1.0e-2, "eval_every_examples": 64, "budget_fraction": 1.0,
-                "thresholds": [0.001], "checkpoint_every_steps": 3},
+    "retrain": {
+        "batch_size": 16,
+        "lr": 1.0e-2,
+        "eval_every_examples": 64,
+        "budget_fraction": 1.0,
+        "thresholds": [0.001],
+        "checkpoint_every_steps": 3,
+    },
     "hardware": {"device": "cpu"},
 }
 NUMBERS = ["recovered", "examples", "tokens", "steps", "baseline_loss", "damaged_loss", "final_loss"]
@@ -37,10 +49,24 @@ TABLES = ["results/summary.parquet", "results/curves.parquet"]
 
 
 def _start(workdir, stderr=subprocess.DEVNULL):
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory", str(workdir),
-           "--configfile", str(workdir / "config.yaml"), "--cores", "1", "--rerun-incomplete", *TABLES]
-    return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=stderr,
-                            env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+    cmd = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "-s",
+        str(ROOT / "Snakefile"),
+        "--directory",
+        str(workdir),
+        "--configfile",
+        str(workdir / "config.yaml"),
+        "--cores",
+        "1",
+        "--rerun-incomplete",
+        *TABLES,
+    ]
+    return subprocess.Popen(
+        cmd, stdout=subprocess.DEVNULL, stderr=stderr, env={**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    )
 
 
 def _training_job(proc):

@@ -13,8 +13,17 @@ CAUSAL = objectives.CausalLM({"vocab_size": 64, "eos": 0, "pad": 1, "mask": 2})
 
 
 def _settings(**kw):
-    base = dict(lr=1e-2, batch_size=16, weight_decay=0.0, grad_clip=1.0, eval_every_examples=32,
-                max_examples=160, warmup_steps=2, data_seed=0, optimizer="schedulefree")
+    base = dict(
+        lr=1e-2,
+        batch_size=16,
+        weight_decay=0.0,
+        grad_clip=1.0,
+        eval_every_examples=32,
+        max_examples=160,
+        warmup_steps=2,
+        data_seed=0,
+        optimizer="schedulefree",
+    )
     return state.Settings(**{**base, **kw})
 
 
@@ -105,8 +114,9 @@ def test_crossings_are_located_at_averaged_weights(trained_model, adapter, seque
     start = truth[0]
     levels = [start - 0.25 * (start - min(truth.values())), start - 0.75 * (start - min(truth.values()))]
     model, names = _reset_copy(trained_model, adapter)
-    located = loop.run(model, adapter, CAUSAL, train, val, names, _settings(eval_every_examples=80),
-                       levels=levels, resolution=0.01)
+    located = loop.run(
+        model, adapter, CAUSAL, train, val, names, _settings(eval_every_examples=80), levels=levels, resolution=0.01
+    )
     after = [p for p in located.curve if p.replay]
     assert after, "no crossing was located"
     for p in after:

@@ -19,8 +19,17 @@ from snakemake_helpers import ROOT
 pytestmark = [pytest.mark.slurm, pytest.mark.e2e]
 
 CLUSTER = ROOT / "tests" / "slurm" / "cluster.sh"
-NUMBERS = ["model", "target", "threshold", "recovered", "examples", "steps", "baseline_loss", "damaged_loss",
-           "final_loss"]
+NUMBERS = [
+    "model",
+    "target",
+    "threshold",
+    "recovered",
+    "examples",
+    "steps",
+    "baseline_loss",
+    "damaged_loss",
+    "final_loss",
+]
 
 
 def _slurm_env() -> dict[str, str]:
@@ -34,8 +43,10 @@ def _why_not() -> str | None:
         return "starting slurmctld/slurmd/munged needs root"
     missing = [b for b in ("slurmctld", "slurmd", "munged", "sbatch", "squeue") if shutil.which(b) is None]
     if missing:
-        return f"SLURM is not installed ({', '.join(missing)} missing; apt-get install slurmctld slurmd " \
-               f"slurm-client munge)"
+        return (
+            f"SLURM is not installed ({', '.join(missing)} missing; apt-get install slurmctld slurmd "
+            f"slurm-client munge)"
+        )
     import importlib.util
 
     if importlib.util.find_spec("snakemake_executor_plugin_slurm") is None:
@@ -48,8 +59,11 @@ def cluster():
     reason = _why_not()
     if reason:
         pytest.skip(reason)
-    already = {d for d in ("munged", "slurmctld", "slurmd")
-               if subprocess.run(["pgrep", "-x", d], capture_output=True).returncode == 0}
+    already = {
+        d
+        for d in ("munged", "slurmctld", "slurmd")
+        if subprocess.run(["pgrep", "-x", d], capture_output=True).returncode == 0
+    }
     subprocess.run(["bash", str(CLUSTER), "start"], check=True, timeout=120, env=_slurm_env())
     yield
     for daemon in ("slurmd", "slurmctld", "munged"):  # stop only what this test started
@@ -67,9 +81,17 @@ def _profile(tmp_path):
         resources.pop("gpu", None)
         resources.update(cpus_per_task=1, mem_mb=min(resources.get("mem_mb", 2000), 2000))  # a 2-core node
     config.pop("set-threads")  # one thread per job, as in the local run, so the numbers match exactly
-    config.update({"jobs": 4, "cores": 2, "latency-wait": 5, "slurm-no-account": True,
-                   "slurm-keep-successful-logs": True, "slurm-init-seconds-before-status-checks": 1,
-                   "seconds-between-status-checks": 2})
+    config.update(
+        {
+            "jobs": 4,
+            "cores": 2,
+            "latency-wait": 5,
+            "slurm-no-account": True,
+            "slurm-keep-successful-logs": True,
+            "slurm-init-seconds-before-status-checks": 1,
+            "seconds-between-status-checks": 2,
+        }
+    )
     profile = tmp_path / "profile"
     profile.mkdir()
     (profile / "config.yaml").write_text(yaml.safe_dump(config))
@@ -102,18 +124,45 @@ def test_grouped_workflow_runs_through_slurm_and_matches_a_local_run(cluster, tm
     # table (the model's job, which pretrains the network, writes its baseline and heals its unit; aggregate). The
     # SLURM run is the whole workflow.
     request.getfixturevalue("corpus_seed")(local)  # asked for here, so that a machine without SLURM skips first
-    local_run = subprocess.Popen([sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory",
-                                  str(local), "--configfile", str(local / "config.yaml"), "--cores", "1",
-                                  "results/summary.parquet"],
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                                 env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+    local_run = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "snakemake",
+            "-s",
+            str(ROOT / "Snakefile"),
+            "--directory",
+            str(local),
+            "--configfile",
+            str(local / "config.yaml"),
+            "--cores",
+            "1",
+            "results/summary.parquet",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+    )
     profile = _profile(tmp_path)
 
     def submit():
-        cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory", str(remote),
-               "--configfile", str(remote / "config.yaml"), "--profile", str(profile)]
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600,
-                              env={**_slurm_env(), "PYTHONPATH": str(ROOT / "src")})
+        cmd = [
+            sys.executable,
+            "-m",
+            "snakemake",
+            "-s",
+            str(ROOT / "Snakefile"),
+            "--directory",
+            str(remote),
+            "--configfile",
+            str(remote / "config.yaml"),
+            "--profile",
+            str(profile),
+        ]
+        proc = subprocess.run(
+            cmd, capture_output=True, text=True, timeout=600, env={**_slurm_env(), "PYTHONPATH": str(ROOT / "src")}
+        )
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
 
     submit()
@@ -131,8 +180,11 @@ def test_grouped_workflow_runs_through_slurm_and_matches_a_local_run(cluster, tm
 
     # an added retrain seed submits the model's job again (it keeps the staged network: no pretraining) and the
     # report; the unit keeps the cells of seeds 0 and 1 (their staged files, untouched) and trains only seed 2's
-    pretrained = sorted(p.stat().st_mtime_ns for p in (remote / "results" / "models").rglob("*")
-                       if p.is_file() and p.name != ".snakemake_timestamp")
+    pretrained = sorted(
+        p.stat().st_mtime_ns
+        for p in (remote / "results" / "models").rglob("*")
+        if p.is_file() and p.name != ".snakemake_timestamp"
+    )
     cells = remote / "results" / "cells"
     kept = {p: p.stat().st_mtime_ns for p in cells.rglob("recovery.json")}
     config["grid"]["seeds"] = [0, 1, 2]
@@ -142,9 +194,14 @@ def test_grouped_workflow_runs_through_slurm_and_matches_a_local_run(cluster, tm
     assert _submissions(remote) == {"data": 1, "model": 2, "report": 2}
     assert {p: p.stat().st_mtime_ns for p in kept} == kept
     assert {p.parent.parent.name for p in set(cells.rglob("recovery.json")) - set(kept)} == {"s2"}
-    assert sorted(p.stat().st_mtime_ns for p in (remote / "results" / "models").rglob("*")
-                       if p.is_file() and p.name != ".snakemake_timestamp") == \
-        pretrained
+    assert (
+        sorted(
+            p.stat().st_mtime_ns
+            for p in (remote / "results" / "models").rglob("*")
+            if p.is_file() and p.name != ".snakemake_timestamp"
+        )
+        == pretrained
+    )
     got = pd.read_parquet(remote / "results" / "summary.parquet")
     assert sorted(got["seed"].unique()) == [0, 1, 2]
     pd.testing.assert_frame_equal(got[got["seed"] < 2][NUMBERS].reset_index(drop=True), want)

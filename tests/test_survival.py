@@ -33,8 +33,12 @@ def test_prepare_marks_controls_intervals_and_positions(steep):
     controls = steep[steep["is_control"]]
     assert set(controls["init"]) | set(controls["target"]) >= {"trained", "none"}
     layer = steep[(steep["model"] == "gpt2-n4-d64") & ~steep["is_control"] & (steep["kind"] == "layer")]
-    assert dict(zip(layer["target"], layer["position"])) == {"L0": "first", "L1": "middle", "L2": "middle",
-                                                             "L3": "last"}
+    assert dict(zip(layer["target"], layer["position"])) == {
+        "L0": "first",
+        "L1": "middle",
+        "L2": "middle",
+        "L3": "last",
+    }
     assert sorted(layer["rel_depth"].unique()) == pytest.approx([0, 1 / 3, 2 / 3, 1])
     rec = steep[steep["status"] == "recovered"]
     # every recovered row's interval is its bracket [examples_lo, examples_hi], of a positive width: a row within
@@ -100,8 +104,11 @@ def _at_one_cost(cells: pd.DataFrame, networks) -> pd.DataFrame:
     """``cells`` with every single-layer reset cell of the given (model, pretrain seed) networks recovered at
     exactly 1,000 examples (a zero-width interval): no spread of log cost at all there."""
     out = cells.copy()
-    chosen = (~out["is_control"]) & (out["kind"] == "layer") & pd.Series(
-        [(m, p) in networks for m, p in zip(out["model"], out["pretrain_seed"])], index=out.index)
+    chosen = (
+        (~out["is_control"])
+        & (out["kind"] == "layer")
+        & pd.Series([(m, p) in networks for m, p in zip(out["model"], out["pretrain_seed"])], index=out.index)
+    )
     out.loc[chosen, ["lower", "upper"]] = 1000.0
     out.loc[chosen, "status"] = "recovered"
     return out
@@ -195,8 +202,9 @@ def test_terms_that_only_censored_cells_bound_together_are_unbounded():
     # E = 1 networks (some recovered), E = 2 networks of the same family all censored, and E = 2 networks of another
     # family recovered: log E can rise for free while the family term absorbs it for the other family
     ln2, inf = math.log(2), math.inf
-    x = pd.DataFrame({"log_epochs": [0, 0, 0, 0, ln2, ln2, ln2, ln2], "family[b]": [0, 0, 0, 0, 0, 0, 1, 1]},
-                     dtype=float)
+    x = pd.DataFrame(
+        {"log_epochs": [0, 0, 0, 0, ln2, ln2, ln2, ln2], "family[b]": [0, 0, 0, 0, 0, 0, 1, 1]}, dtype=float
+    )
     upper = np.array([0.05, 0.1, inf, 0.08, inf, inf, 0.1, 0.12])
     assert sorted(scaling._unbounded(x, upper)) == ["family[b]", "log_epochs"]
     upper[4] = 0.15  # one E = 2 network of the first family recovers: the likelihood has a maximum
@@ -206,8 +214,9 @@ def test_terms_that_only_censored_cells_bound_together_are_unbounded():
 
 
 def test_one_model_one_network_grid():
-    summary, curves, networks = synthetic(models=(("m", 3, 32),), pretrain_seeds=(0,), seeds=(0,), thresholds=(0.05,),
-                                          seed=4)
+    summary, curves, networks = synthetic(
+        models=(("m", 3, 32),), pretrain_seeds=(0,), seeds=(0,), thresholds=(0.05,), seed=4
+    )
     cells = survival.prepare(summary, networks)
     fit = scaling.fit(cells)
     n = fit[fit["term"] == "log_n_layer"]

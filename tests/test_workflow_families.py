@@ -22,13 +22,27 @@ def test_every_family_has_its_cells(finished):
     summary = pd.read_parquet(finished / "results" / "summary.parquet")
     cells = summary.drop_duplicates(["model", "target", "policy"])
     got = {(r.model, r.target, r.policy) for r in cells.itertuples()}
-    assert {("tinyBert", "L0", "full"), ("tinyBert", "L1", "full"), ("tinyBert", "all", "full"),
-            ("tinyBert", "none", "none")} == {g for g in got if g[0] == "tinyBert"}
-    assert {("tinyBart", "enc.0", "full"), ("tinyBart", "dec.0", "full"), ("tinyBart", "dec.0", "cross_attn"),
-            ("tinyBart", "all", "cross_attn"), ("tinyBart", "all", "full"), ("tinyBart", "swap16", "full"),
-            ("tinyBart", "none", "none")} == {g for g in got if g[0] == "tinyBart"}
-    assert {("myLlama", "L0", "full"), ("myLlama", "L1", "full"), ("myLlama", "all", "full"),
-            ("myLlama", "none", "none")} == {g for g in got if g[0] == "myLlama"}
+    assert {
+        ("tinyBert", "L0", "full"),
+        ("tinyBert", "L1", "full"),
+        ("tinyBert", "all", "full"),
+        ("tinyBert", "none", "none"),
+    } == {g for g in got if g[0] == "tinyBert"}
+    assert {
+        ("tinyBart", "enc.0", "full"),
+        ("tinyBart", "dec.0", "full"),
+        ("tinyBart", "dec.0", "cross_attn"),
+        ("tinyBart", "all", "cross_attn"),
+        ("tinyBart", "all", "full"),
+        ("tinyBart", "swap16", "full"),
+        ("tinyBart", "none", "none"),
+    } == {g for g in got if g[0] == "tinyBart"}
+    assert {
+        ("myLlama", "L0", "full"),
+        ("myLlama", "L1", "full"),
+        ("myLlama", "all", "full"),
+        ("myLlama", "none", "none"),
+    } == {g for g in got if g[0] == "myLlama"}
     assert set(summary.loc[summary.model == "tinyBart", "stack"].dropna()) == {"enc", "dec"}
     assert list(summary.loc[(summary.model == "tinyBart") & (summary.target == "dec.0"), "depth"].unique()) == [1]
 
@@ -63,8 +77,10 @@ def test_a_downloaded_model_is_adapted_before_healing(finished):
     assert all(p.name.startswith(".snakemake") for p in trained)  # healed as downloaded: nothing trained here
     assert (finished / "results" / "corpus" / "myLlama" / "tokens.safetensors").is_file()  # its own tokenizer
     networks = pd.read_parquet(finished / "results" / "networks.parquet").set_index("model")
-    assert networks.loc["myLlama", "source"] == "pretrained" and networks.loc["tinyBart", "family_kind"] == \
-        "encoder-decoder"
+    assert (
+        networks.loc["myLlama", "source"] == "pretrained"
+        and networks.loc["tinyBart", "family_kind"] == "encoder-decoder"
+    )
     assert networks.loc["tinyBert", "family_kind"] == "encoder-only" and networks.loc["myLlama", "bigram_loss"] > 0
     assert networks.loc["tinyBert", "bigram_loss"] > 0  # a masked LM's bigram: the original token before a target
 
@@ -103,9 +119,14 @@ def test_encoder_decoder_tables_hold_the_bart_cells_numbers(finished):
     kept = answer_tables.compute(summary.assign(degenerate=False), curves, networks.assign(degenerate=False))
     aside = kept["encoder_decoder"]
     bart = summary[(summary.model == "tinyBart") & (summary.regime == "frozen") & (summary.init == "fresh")]
-    items = {"encoder_layer": ("enc.0", "full"), "decoder_layer": ("dec.0", "full"),
-             "cross_attention": ("dec.0", "cross_attn"), "all_cross_attention": ("all", "cross_attn"),
-             "encoder_swap": ("swap16", "full"), "reset_all": ("all", "full")}
+    items = {
+        "encoder_layer": ("enc.0", "full"),
+        "decoder_layer": ("dec.0", "full"),
+        "cross_attention": ("dec.0", "cross_attn"),
+        "all_cross_attention": ("all", "cross_attn"),
+        "encoder_swap": ("swap16", "full"),
+        "reset_all": ("all", "full"),
+    }
     assert set(aside["model"]) == {"tinyBart"} and set(aside["threshold"]) == set(bart["threshold"])
     for eps, rows in aside.groupby("threshold"):
         assert set(rows["item"]) == set(items) | {"scratch"}, eps
@@ -124,8 +145,7 @@ def test_encoder_decoder_tables_hold_the_bart_cells_numbers(finished):
         crossing = bart[bart.threshold == eps]["scratch_examples"].iloc[0] / bart["pretrain_examples"].iloc[0]
         assert scratch["median"] == pytest.approx(crossing if not math.isnan(crossing) else math.inf), eps
     links = {name: f"plots/{name}.html" for name in answer_plots.FIGURES}
-    page = answer_page.page(kept, summary.assign(degenerate=False), networks.assign(degenerate=False),
-                            links).markdown()
+    page = answer_page.page(kept, summary.assign(degenerate=False), networks.assign(degenerate=False), links).markdown()
     section = page.split("## 6. ")[1].split("\n## ")[0]
     assert "### tinyBart" in section and "cross-attention" in section and "pretraining from scratch" in section
 
@@ -134,8 +154,10 @@ def test_frozen_random_for_the_encoder_decoder(finished):
     table = pd.read_parquet(finished / "results" / "frozen_random.parquet")
     table = table[table["base_model"] == "tinyBart"]  # tinyA's rows: tests/test_workflow.py
     assert list(zip(table["model"], table["frozen"])) == [
-        ("tinyBart", "none"), ("tinyBart.frozen-attention", "attention"),
-        ("tinyBart.frozen-embeddings-ffn", "embeddings+ffn")]
+        ("tinyBart", "none"),
+        ("tinyBart.frozen-attention", "attention"),
+        ("tinyBart.frozen-embeddings-ffn", "embeddings+ffn"),
+    ]
     assert (table["arch"] == "bart").all()
     assert (table["trainable_params"] + table["frozen_params"]).nunique() == 1
     assert (finished / "results" / "plots" / "frozen_random.png").is_file()

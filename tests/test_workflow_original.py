@@ -27,8 +27,14 @@ def finished(tmp_path_factory, corpus_seed):
     workdir = tmp_path_factory.mktemp("original")
     config = yaml.safe_load((ROOT / "tests" / "tiny.yaml").read_text())
     config["models"] = [MODEL]
-    config["grid"] = {"layers": "all", "seeds": [0], "inits": ["original"], "policies": ["full", "embeddings"],
-                      "controls": False, "matched_controls": "none"}
+    config["grid"] = {
+        "layers": "all",
+        "seeds": [0],
+        "inits": ["original"],
+        "policies": ["full", "embeddings"],
+        "controls": False,
+        "matched_controls": "none",
+    }
     config["retrain"]["thresholds"] = [0.001]
     configfile = workdir / "config.yaml"
     configfile.write_text(yaml.safe_dump(config))
@@ -40,12 +46,16 @@ def finished(tmp_path_factory, corpus_seed):
 
 def _unbiased_cka(x: np.ndarray, y: np.ndarray) -> float:
     """Linear CKA with the unbiased HSIC (Song et al. 2012) from the n x n kernels."""
+
     def hsic(k, m):
         n = k.shape[0]
         k, m = k - np.diag(np.diag(k)), m - np.diag(np.diag(m))
         ones = np.ones(n)
-        return (np.trace(k @ m) + ones @ k @ ones * (ones @ m @ ones) / ((n - 1) * (n - 2))
-                - 2 / (n - 2) * ones @ k @ m @ ones) / (n * (n - 3))
+        return (
+            np.trace(k @ m)
+            + ones @ k @ ones * (ones @ m @ ones) / ((n - 1) * (n - 2))
+            - 2 / (n - 2) * ones @ k @ m @ ones
+        ) / (n * (n - 3))
 
     k, m = x @ x.T, y @ y.T
     return float(hsic(k, m) / np.sqrt(hsic(k, k) * hsic(m, m)))
@@ -55,7 +65,10 @@ def test_original_and_embeddings_cells_are_made(finished):
     workdir, _ = finished
     summary = pd.read_parquet(workdir / "results" / "summary.parquet")
     assert {(t, p, i) for t, p, i in zip(summary["target"], summary["policy"], summary["init"])} == {
-        ("L0", "full", "original"), ("L1", "full", "original"), ("all", "embeddings", "original")}
+        ("L0", "full", "original"),
+        ("L1", "full", "original"),
+        ("all", "embeddings", "original"),
+    }
     assert (summary["damaged_loss"] > summary["baseline_loss"]).all()  # step-0 weights are damage
     damage = records.read(next((workdir / "results").rglob("all-embeddings-original/damage.json")), records.Damage)
     assert damage.reset_tensors == 2  # the token and position embeddings (tied lm_head is the token one)

@@ -24,12 +24,25 @@ def finished(tmp_path_factory):
     workdir = tmp_path_factory.mktemp("transfer")
     encoder = tiny_encoder(workdir / "encoder", n_layer=2)
     configfile = workdir / "config.yaml"
-    configfile.write_text(yaml.safe_dump({
-        "models": [],
-        "transfer": {"model": str(encoder), "tasks": ["rotten_tomatoes"], "sizes": [32], "trials": 1,
-                     "max_length": 16, "test_examples": 48, "small_data_epochs": 1, "small_data_max_examples": 500,
-                     "experiments": ["incremental", "probing"], "probe": {"max_iter": 20}},
-    }))
+    configfile.write_text(
+        yaml.safe_dump(
+            {
+                "models": [],
+                "transfer": {
+                    "model": str(encoder),
+                    "tasks": ["rotten_tomatoes"],
+                    "sizes": [32],
+                    "trials": 1,
+                    "max_length": 16,
+                    "test_examples": 48,
+                    "small_data_epochs": 1,
+                    "small_data_max_examples": 500,
+                    "experiments": ["incremental", "probing"],
+                    "probe": {"max_iter": 20},
+                },
+            }
+        )
+    )
     proc = snakemake(workdir, configfile)
     assert proc.returncode == 0, proc.stderr[-4000:]
     return workdir, configfile

@@ -106,8 +106,19 @@ def test_zero_out_needs_an_output_projection():
 
 def test_grid_makes_zero_out_cells_where_there_is_something_to_zero():
     model = {"name": "m", "arch": "gpt2", "n_layer": 2, "pretrain": {"seeds": [0]}}
-    config = {"models": [model], "grid": {"layers": "all", "policies": ["full", "ln"], "inits": ["fresh", "zero_out"],
-                                          "regimes": ["frozen"], "seeds": [0], "controls": True,
-                                          "matched_controls": "first_seed", "targets": [], "encoder_swap": []}}
+    config = {
+        "models": [model],
+        "grid": {
+            "layers": "all",
+            "policies": ["full", "ln"],
+            "inits": ["fresh", "zero_out"],
+            "regimes": ["frozen"],
+            "seeds": [0],
+            "controls": True,
+            "matched_controls": "first_seed",
+            "targets": [],
+            "encoder_swap": [],
+        },
+    }
     zero = {(c.target, c.policy) for c in grid.cells(config) if c.init == grid.ZERO_OUT}
     assert zero == {("L0", "full"), ("L1", "full"), ("all", "full")}  # the ln cells would be the fresh ones

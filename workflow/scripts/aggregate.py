@@ -1,4 +1,5 @@
 """Shim: gather every cell and network into the summary, curves and networks tables."""
+
 import sys
 from pathlib import Path
 

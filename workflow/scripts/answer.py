@@ -1,4 +1,5 @@
 """Shim: the answer tables, page and figures from the summary, curves and networks tables."""
+
 import sys
 from pathlib import Path
 

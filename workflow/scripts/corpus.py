@@ -1,4 +1,5 @@
 """Shim: read the corpus and split it by work."""
+
 import sys
 from pathlib import Path
 

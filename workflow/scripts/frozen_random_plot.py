@@ -1,4 +1,5 @@
 """Shim: draw the frozen-random figure from results/frozen_random.parquet."""
+
 import sys
 from pathlib import Path
 

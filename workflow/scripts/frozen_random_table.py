@@ -1,4 +1,5 @@
 """Shim: the frozen-random table (results/frozen_random.parquet) from the models' pretrain.json files."""
+
 import sys
 from pathlib import Path
 

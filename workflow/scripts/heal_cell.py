@@ -1,4 +1,5 @@
 """Shim: reset one cell and retrain it to threshold (job_unit: cell), on the network its network's job made."""
+
 import sys
 from pathlib import Path
 

@@ -1,4 +1,5 @@
 """Shim: load a model the user brings and save it as plain safetensors with its tokenizer."""
+
 import sys
 from pathlib import Path
 

@@ -1,4 +1,5 @@
 """Shim: draw the figures from the two Parquet tables."""
+
 import sys
 from pathlib import Path
 

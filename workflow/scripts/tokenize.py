@@ -1,4 +1,5 @@
 """Shim: tokenize both splits into flat token streams."""
+
 import sys
 from pathlib import Path
 

@@ -1,4 +1,5 @@
 """Shim: train the byte-level BPE tokenizer on the train split."""
+
 import sys
 from pathlib import Path
 

@@ -1,4 +1,5 @@
 """Shim: make the networks of one training job (pretrain, adapt or evaluate each) and heal each network's cells."""
+
 import sys
 from pathlib import Path
 

@@ -1,4 +1,5 @@
 """Shim: gather every finetuning and probing score into the transfer tables."""
+
 import sys
 from pathlib import Path
 

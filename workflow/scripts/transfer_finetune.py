@@ -1,4 +1,5 @@
 """Shim: finetune one spec of the encoder on one task, size and trial."""
+
 import sys
 from pathlib import Path
 

@@ -1,4 +1,5 @@
 """Shim: save the pretrained encoder of the transfer experiments as a local safetensors folder."""
+
 import sys
 from pathlib import Path
 

@@ -1,4 +1,5 @@
 """Shim: draw the transfer figures from summary.parquet."""
+
 import sys
 from pathlib import Path
 

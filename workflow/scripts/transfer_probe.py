@@ -1,4 +1,5 @@
 """Shim: probe every layer of the frozen encoder on one task, size and trial."""
+
 import sys
 from pathlib import Path
 

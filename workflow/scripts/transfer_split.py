@@ -1,4 +1,5 @@
 """Shim: hold out a task's fixed test split."""
+
 import sys
 from pathlib import Path
 
@@ -9,6 +10,7 @@ from selfheal.experiments.transfer import data
 
 logs.to_file(snakemake.log[0])
 o = snakemake.output
-summary = data.write_split(snakemake.params.task, snakemake.params.test_fraction, snakemake.params.split_seed,
-                           o.train, o.test)
+summary = data.write_split(
+    snakemake.params.task, snakemake.params.test_fraction, snakemake.params.split_seed, o.train, o.test
+)
 results_io.write_json(o.summary, summary)

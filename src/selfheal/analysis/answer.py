@@ -20,8 +20,17 @@ TABLES = answer_tables.TABLES
 HEADLINE = answer_page.HEADLINE
 
 
-def write_all(summary_path: str, curves_path: str, networks_path: str, table_paths: dict[str, str], md_path: str,
-              html_path: str, plot_html: dict[str, str], plot_png: dict[str, str], workers: int = 1) -> None:
+def write_all(
+    summary_path: str,
+    curves_path: str,
+    networks_path: str,
+    table_paths: dict[str, str],
+    md_path: str,
+    html_path: str,
+    plot_html: dict[str, str],
+    plot_png: dict[str, str],
+    workers: int = 1,
+) -> None:
     """Everything the ``answer`` rule makes: the answer tables, the page (Markdown and HTML) and its figures.
     Plot links on the page are relative to the page's folder."""
     summary = pd.read_parquet(summary_path)
@@ -31,8 +40,12 @@ def write_all(summary_path: str, curves_path: str, networks_path: str, table_pat
     for name in TABLES:
         results_io.write_parquet(table_paths[name], tables[name])
     folder = Path(md_path).parent
-    links = {name: str(Path(path).resolve().relative_to(folder.resolve())) if Path(path).resolve().is_relative_to(
-        folder.resolve()) else str(path) for name, path in plot_html.items()}
+    links = {
+        name: str(Path(path).resolve().relative_to(folder.resolve()))
+        if Path(path).resolve().is_relative_to(folder.resolve())
+        else str(path)
+        for name, path in plot_html.items()
+    }
     doc = answer_page.page(tables, summary, networks, links)
     Path(md_path).write_text(doc.markdown())
     Path(html_path).write_text(doc.html())
@@ -56,8 +69,13 @@ def update_readme(page_path: str, readme_path: str) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
-    parser.add_argument("--readme", nargs=2, metavar=("ANSWER_MD", "README"), required=True,
-                        help="copy ANSWER_MD's headline into README between its answer:headline markers")
+    parser.add_argument(
+        "--readme",
+        nargs=2,
+        metavar=("ANSWER_MD", "README"),
+        required=True,
+        help="copy ANSWER_MD's headline into README between its answer:headline markers",
+    )
     args = parser.parse_args(argv)
     update_readme(*args.readme)
 

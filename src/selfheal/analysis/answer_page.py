@@ -32,14 +32,18 @@ from selfheal.analysis.stats import UNIT_WORDS, cost_unit
 BEYOND = "> B"  # a median (or interval end) beyond the retraining budget B: censored, only a lower bound
 BEYOND_LEGEND = f"`{BEYOND}`: not back within ε by the end of the retraining budget B (censored: a lower bound)"
 # Words for networks.parquet's degenerate_reason (analysis/tables.py: UNIGRAM_MARGIN, BIGRAM_MARGIN).
-DEGENERATE_WORDS = {"unigram": "its baseline is not clearly below the unigram loss",
-                    "bigram": "it does not beat the interpolated bigram by 0.1 nats",
-                    "reset_all_harmless": "resetting every layer did less damage than ε_min"}
+DEGENERATE_WORDS = {
+    "unigram": "its baseline is not clearly below the unigram loss",
+    "bigram": "it does not beat the interpolated bigram by 0.1 nats",
+    "reset_all_harmless": "resetting every layer did less damage than ε_min",
+}
 HEADLINE = ("<!-- answer:headline -->", "<!-- /answer:headline -->")
 # Published sizes for scale (static reference facts, not results): parameters and pretraining tokens.
-REFERENCE_SIZES = [("GPT-2 small (2019)", "124 M parameters", "about 10 B tokens (WebText, several epochs)"),
-                   ("BERT-base (2018)", "110 M parameters", "about 3.3 B words, 40 epochs"),
-                   ("Llama 3 8B (2024)", "8 B parameters", "about 15 T tokens")]
+REFERENCE_SIZES = [
+    ("GPT-2 small (2019)", "124 M parameters", "about 10 B tokens (WebText, several epochs)"),
+    ("BERT-base (2018)", "110 M parameters", "about 3.3 B words, 40 epochs"),
+    ("Llama 3 8B (2024)", "8 B parameters", "about 15 T tokens"),
+]
 ASKED = ("frozen", "full", "fresh")
 
 
@@ -97,33 +101,53 @@ def _factor(row: pd.Series) -> str:
     return f"× {num(row['factor'])} [{num(row['factor_lo'])}, {num(row['factor_hi'])}]"
 
 
-SHORT_LABELS = {"rel_depth": "relative depth", "first_layer": "first layer", "last_layer": "last layer",
-                "log_n_layer": "log N", "log_d_model": "log D", "log_train_sequences": "log S", "log_epochs": "log E"}
+SHORT_LABELS = {
+    "rel_depth": "relative depth",
+    "first_layer": "first layer",
+    "last_layer": "last layer",
+    "log_n_layer": "log N",
+    "log_d_model": "log D",
+    "log_train_sequences": "log S",
+    "log_epochs": "log E",
+}
 
 
 def _short(term: str) -> str:
     return SHORT_LABELS.get(term, term.replace("family", "family "))
 
 
-CELL_KINDS = {"first_layer": "first layer", "last_layer": "last layer", "log_n_layer": "other N",
-              "log_d_model": "other D", "log_train_sequences": "other S", "log_epochs": "other E"}
+CELL_KINDS = {
+    "first_layer": "first layer",
+    "last_layer": "last layer",
+    "log_n_layer": "other N",
+    "log_d_model": "other D",
+    "log_train_sequences": "other S",
+    "log_epochs": "other E",
+}
 
 
 def _left_out(row: pd.Series, terms=None) -> list[str]:
     """The kinds of cells a fit left out (``left_out``: the terms that identify them), among ``terms`` if given."""
-    return [CELL_KINDS.get(t, t.removeprefix("family[").removesuffix("]")) for t in
-            str(row.get("left_out") or "").split(",") if t and (terms is None or t in terms)]
+    return [
+        CELL_KINDS.get(t, t.removeprefix("family[").removesuffix("]"))
+        for t in str(row.get("left_out") or "").split(",")
+        if t and (terms is None or t in terms)
+    ]
 
 
 def _clusters_sentence(networks: pd.DataFrame) -> str:
     per_model = networks.groupby("model")["pretrain_seed"].nunique()
     least = int(per_model.min()) if len(per_model) else 0
     if least <= 1:
-        return ("Some model has a single pretrained network: its intervals resample retrain seeds only and do "
-                "**not** cover the variation between independently pretrained networks.")
+        return (
+            "Some model has a single pretrained network: its intervals resample retrain seeds only and do "
+            "**not** cover the variation between independently pretrained networks."
+        )
     counts = span(per_model.astype(float))
     if least < 5:
-        return f"Intervals (95 %) resample the pretrained networks, only {counts} per model: read directions, not digits."
+        return (
+            f"Intervals (95 %) resample the pretrained networks, only {counts} per model: read directions, not digits."
+        )
     return f"Intervals (95 %) resample the pretrained networks ({counts} per model)."
 
 
@@ -162,8 +186,9 @@ def _scratch_reference(ref: pd.DataFrame, networks: pd.DataFrame, model: str, ep
     out = {"examples": math.nan, "fraction": math.nan, "reached": 0, "networks": len(nets), "coarse": False}
     if not len(nets) or not len(ref) or "examples" not in ref.columns:
         return out
-    rows = ref[(ref["model"] == model) & (ref["threshold"] == eps)
-               & ref["pretrain_seed"].isin(set(nets["pretrain_seed"]))]
+    rows = ref[
+        (ref["model"] == model) & (ref["threshold"] == eps) & ref["pretrain_seed"].isin(set(nets["pretrain_seed"]))
+    ]
     reached = rows[rows["examples"].notna()]
     out["reached"] = len(reached)
     if len(reached):
@@ -173,8 +198,15 @@ def _scratch_reference(ref: pd.DataFrame, networks: pd.DataFrame, model: str, ep
     return out
 
 
-def _three_units(at: pd.DataFrame, unit: str, model: str, eps: float, summary: pd.DataFrame,
-                 networks: pd.DataFrame, ref: pd.DataFrame) -> dict:
+def _three_units(
+    at: pd.DataFrame,
+    unit: str,
+    model: str,
+    eps: float,
+    summary: pd.DataFrame,
+    networks: pd.DataFrame,
+    ref: pd.DataFrame,
+) -> dict:
     """The per-layer survival medians of one model at one ε (``at``) in the three units: fraction of S x E,
     examples (and tokens), and relative to the from-scratch run (the median in examples over the mean scratch
     reference of ``_scratch_reference``). Values are spans over the layers, '' where unknown."""
@@ -182,9 +214,13 @@ def _three_units(at: pd.DataFrame, unit: str, model: str, eps: float, summary: p
     per_example = _tokens_per_example(summary, networks, model)
     scratch = _scratch_reference(ref, networks, model, eps)
     relative = examples / scratch["examples"] if scratch["examples"] > 0 else examples * math.nan
-    return {"fraction": span(at["median_fraction"].astype(float)) if unit == "fraction" else "",
-            "examples": span(examples), "tokens": span(examples * per_example, compact),
-            "relative": span(relative), "scratch": scratch}
+    return {
+        "fraction": span(at["median_fraction"].astype(float)) if unit == "fraction" else "",
+        "examples": span(examples),
+        "tokens": span(examples * per_example, compact),
+        "relative": span(relative),
+        "scratch": scratch,
+    }
 
 
 def _budget_words(rows: pd.DataFrame, unit: str) -> str:
@@ -198,8 +234,9 @@ def _budget_words(rows: pd.DataFrame, unit: str) -> str:
 
 def _reasons(networks: pd.DataFrame) -> str:
     """The words for the degenerate_reason codes of some networks, each once."""
-    codes = sorted({c for r in networks.get("degenerate_reason", pd.Series(dtype=str)).dropna() for c in
-                    str(r).split(",") if c})
+    codes = sorted(
+        {c for r in networks.get("degenerate_reason", pd.Series(dtype=str)).dropna() for c in str(r).split(",") if c}
+    )
     return ", ".join(DEGENERATE_WORDS.get(c, c) for c in codes) or "flagged"
 
 
@@ -231,12 +268,16 @@ def _how_much(v: _View, rows: pd.DataFrame, unit: str, eps_pair: list[float]) ->
     for i, eps in enumerate(eps_pair):
         at = rows[rows["threshold"] == eps]
         finite, beyond, total = _median_span(at, unit)
-        tokens = span(at["median_examples"].astype(float).where(np.isfinite(at["median_examples"].astype(float)))
-                      * at["model"].map(lambda m: _tokens_per_example(v.summary, v.networks, m)).astype(float),
-                      compact)
-        cost = (f"a median {finite} {_unit_after(unit)}" + (f" ({tokens} tokens)" if unit == "examples" and tokens
-                                                             else "") if finite else
-                "more than the budget for every layer")
+        tokens = span(
+            at["median_examples"].astype(float).where(np.isfinite(at["median_examples"].astype(float)))
+            * at["model"].map(lambda m: _tokens_per_example(v.summary, v.networks, m)).astype(float),
+            compact,
+        )
+        cost = (
+            f"a median {finite} {_unit_after(unit)}" + (f" ({tokens} tokens)" if unit == "examples" and tokens else "")
+            if finite
+            else "more than the budget for every layer"
+        )
         budget = f" ({_budget_words(at, unit)})" if i == 0 else ""
         if finite and beyond:
             cost += f", and more than the budget{budget} for {beyond} of {total} (model, layer) pairs"
@@ -245,15 +286,22 @@ def _how_much(v: _View, rows: pd.DataFrame, unit: str, eps_pair: list[float]) ->
         scratch = _scratch_span(v, sorted(at["model"].unique()), eps, unit)
         if scratch:
             cost += f"; pretraining from scratch needed {scratch} {_unit_after(unit)} to reach the same loss"
-        parts.append(f"back within {_eps_words(eps)} of its old validation loss, one reset layer needs {cost}"
-                     if i == 0 else f"back within {_eps_words(eps)}: {cost}")
+        parts.append(
+            f"back within {_eps_words(eps)} of its old validation loss, one reset layer needs {cost}"
+            if i == 0
+            else f"back within {_eps_words(eps)}: {cost}"
+        )
     brought = _pretrained_elsewhere(v, rows)
     if brought:
         its = "its" if len(brought) == 1 else "their"
-        parts.append("Not pretrained here: " + ", ".join(
-            f"{m} ({_sxe_words_row(_network(v, m)).removeprefix('not pretrained here: ')})" for m in brought)
+        parts.append(
+            "Not pretrained here: "
+            + ", ".join(
+                f"{m} ({_sxe_words_row(_network(v, m)).removeprefix('not pretrained here: ')})" for m in brought
+            )
             + f"; {its} costs are in examples and tokens, and {its} adaptation to the corpus is neither {its} "
-              f"pretraining nor a from-scratch reference")
+            f"pretraining nor a from-scratch reference"
+        )
     return "**How much data?** " + ". ".join(p[0].upper() + p[1:] for p in parts) + "."
 
 
@@ -284,9 +332,11 @@ def _refusal_answer(rows: pd.DataFrame, eps_pair: list[float]) -> str:
         if not stalled and not falling:
             out.append(f"Within {_eps_words(eps)}: every damaged cell got back within the budget.")
             continue
-        out.append(f"Within {_eps_words(eps)}: {stalled} of {total} damaged cells stalled short of it (they refuse, "
-                   f"by the stall rule); {falling} were still falling when the budget ran out (not answered: the "
-                   "budget ended first).")
+        out.append(
+            f"Within {_eps_words(eps)}: {stalled} of {total} damaged cells stalled short of it (they refuse, "
+            f"by the stall rule); {falling} were still falling when the budget ran out (not answered: the "
+            "budget ended first)."
+        )
     return "**Does it ever refuse?** " + " ".join(out)
 
 
@@ -318,13 +368,14 @@ def _position_answer(v: _View, rows: pd.DataFrame, unit: str, eps_pair: list[flo
         words = []
         if sum(counts.values()) * 2 > models:  # most models have a single costliest layer
             found = [f"the {p} in {counts[p]}" for p in ("first", "middle", "last") if counts.get(p)]
-            words.append(f"the costliest layer is {found[0]} of {models} models"
-                         + "".join(f", {f}" for f in found[1:]))
+            words.append(f"the costliest layer is {found[0]} of {models} models" + "".join(f", {f}" for f in found[1:]))
         first = at[at["position"] == "first"][f"median_{unit}"].astype(float)
         others = at[at["position"].isin(["middle", "last"])][f"median_{unit}"].astype(float)
         if np.isinf(first).any() or np.isinf(others).any():
-            words.append(f"medians beyond the budget: {int(np.isinf(first).sum())} of {len(first)} first layers, "
-                         f"{int(np.isinf(others).sum())} of {len(others)} others")
+            words.append(
+                f"medians beyond the budget: {int(np.isinf(first).sum())} of {len(first)} first layers, "
+                f"{int(np.isinf(others).sum())} of {len(others)} others"
+            )
         if words:
             out.append(f"at ε = {_eps_words(eps)}, " + "; ".join(words))
     fit = _pick(v.fit, setting) if len(v.fit) else v.fit
@@ -337,14 +388,19 @@ def _position_answer(v: _View, rows: pd.DataFrame, unit: str, eps_pair: list[flo
             r = at.loc[term] if term in at.index else None
             if r is None or (r["determined"] and _direction(r) == "no clear effect") or r["reason"] == "not_varied":
                 continue
-            words.append(f"{name} {_direction(r)} ({_factor(r)} on top of the depth trend)" if r["determined"] else
-                         f"{name} is not determined ({scaling.REASONS[r['reason']]})")
+            words.append(
+                f"{name} {_direction(r)} ({_factor(r)} on top of the depth trend)"
+                if r["determined"]
+                else f"{name} is not determined ({scaling.REASONS[r['reason']]})"
+            )
         r = at.loc["rel_depth"]
         without = _left_out(r, scaling.INDICATORS)
         along = f"along the layers other than the {' and '.join(without)}, " if without else ""
-        words.append(f"{along}relative depth: {_direction(r)} ({_factor(r)} from the first layer to the last)"
-                     if r["determined"] else f"{along}relative depth is not determined "
-                                             f"({scaling.REASONS[r['reason']]})")
+        words.append(
+            f"{along}relative depth: {_direction(r)} ({_factor(r)} from the first layer to the last)"
+            if r["determined"]
+            else f"{along}relative depth is not determined ({scaling.REASONS[r['reason']]})"
+        )
         out.append(f"in the fit at ε = {_eps_words(eps)}, " + "; ".join(words))
     if not out:
         return "**Does the position of L matter?** Not determined: no model of this grid has two layers."
@@ -363,22 +419,21 @@ def _size_answer(v: _View, setting: tuple, eps_pair: list[float]) -> str:
         words = []
         for _, r in rows.sort_values("threshold").iterrows():
             if r["determined"]:
-                words.append(f"{_direction(r)} at ε = {_eps_words(r['threshold'])} (cost ∝ {letter}^{num(r['coef'])}"
-                             f" [{num(r['coef_lo'])}, {num(r['coef_hi'])}])")
+                words.append(
+                    f"{_direction(r)} at ε = {_eps_words(r['threshold'])} (cost ∝ {letter}^{num(r['coef'])}"
+                    f" [{num(r['coef_lo'])}, {num(r['coef_hi'])}])"
+                )
             else:
-                words.append(f"not determined at ε = {_eps_words(r['threshold'])} "
-                             f"({scaling.REASONS[r['reason']]})")
+                words.append(f"not determined at ε = {_eps_words(r['threshold'])} ({scaling.REASONS[r['reason']]})")
         out.append(f"larger {letter} ({', '.join(map(str, values))}): " + ", ".join(words))
-    return "**Do N and D matter?** " + "; ".join(p[0].upper() + p[1:] if i == 0 else p
-                                                 for i, p in enumerate(out)) + "."
+    return "**Do N and D matter?** " + "; ".join(p[0].upper() + p[1:] if i == 0 else p for i, p in enumerate(out)) + "."
 
 
 def _swap_answer(v: _View) -> str:
     aside = v.tables.get("encoder_decoder")
     swaps = aside[aside["item"] == "encoder_swap"] if aside is not None and len(aside) else pd.DataFrame()
     if not len(swaps):
-        return ("**The encoder swap:** not determined (this grid has no encoder-decoder model with its encoder "
-                "swapped).")
+        return "**The encoder swap:** not determined (this grid has no encoder-decoder model with its encoder swapped)."
     out = []
     for model, g in aside.groupby("model", sort=True):
         eps = float(g["threshold"].max())
@@ -390,17 +445,30 @@ def _swap_answer(v: _View) -> str:
             if not len(med):
                 return ""
             finite = med[np.isfinite(med)]
-            return ("beyond the budget" if not len(finite) else span(finite) + (
-                f" ({len(med) - len(finite)} of {len(med)} beyond the budget)" if len(finite) < len(med) else ""))
+            return (
+                "beyond the budget"
+                if not len(finite)
+                else span(finite)
+                + (f" ({len(med) - len(finite)} of {len(med)} beyond the budget)" if len(finite) < len(med) else "")
+            )
 
         swap = value("encoder_swap")
         swap = "does not get back within the budget" if swap == "beyond the budget" else f"needs {swap}"
-        compare = [f"{words} {value(item)}" for item, words in (
-            ("encoder_layer", "one encoder layer"), ("decoder_layer", "one decoder layer"),
-            ("reset_all", "every layer reset"), ("scratch", "pretraining from scratch")) if value(item)]
+        compare = [
+            f"{words} {value(item)}"
+            for item, words in (
+                ("encoder_layer", "one encoder layer"),
+                ("decoder_layer", "one decoder layer"),
+                ("reset_all", "every layer reset"),
+                ("scratch", "pretraining from scratch"),
+            )
+            if value(item)
+        ]
         budget = at["budget"].dropna()
-        out.append(f"In {model}, swapping the encoder for a fresh one {swap} at ε = {_eps_words(eps)} "
-                   f"({UNIT_WORDS[unit]}; budget {num(float(budget.max()))}), against " + ", ".join(compare))
+        out.append(
+            f"In {model}, swapping the encoder for a fresh one {swap} at ε = {_eps_words(eps)} "
+            f"({UNIT_WORDS[unit]}; budget {num(float(budget.max()))}), against " + ", ".join(compare)
+        )
     return "**The encoder swap.** " + ". ".join(out) + "."
 
 
@@ -421,8 +489,14 @@ def _model_row(v: _View, g: pd.DataFrame, setting: tuple, unit: str, eps_pair: l
     cells = [model, f"{int(g['n_layer'].iloc[0])} × {int(g['d_model'].iloc[0])}", _sxe_words(v, model)]
     cells += [_layer_span(g[g["threshold"] == eps], unit) for eps in eps_pair]
     eps = eps_pair[-1]
-    allc = v.surv[(v.surv["model"] == model) & (v.surv["target"] == "all") & (v.surv["policy"] == "full")
-                  & (v.surv["threshold"] == eps) & (v.surv["regime"] == setting[0]) & (v.surv["init"] == setting[2])]
+    allc = v.surv[
+        (v.surv["model"] == model)
+        & (v.surv["target"] == "all")
+        & (v.surv["policy"] == "full")
+        & (v.surv["threshold"] == eps)
+        & (v.surv["regime"] == setting[0])
+        & (v.surv["init"] == setting[2])
+    ]
     cells.append(_one(float(allc[f"median_{unit}"].iloc[0])) if len(allc) else "n/a")
     scratch = _scratch_reference(v.ref, v.networks, model, eps)[unit]
     cells.append("n/a" if pd.isna(scratch) else num(scratch))
@@ -438,12 +512,16 @@ def _unanswered(networks: pd.DataFrame) -> str:
     if n and off + degenerate:
         parts = []
         if off:
-            parts.append(f"{off} of {n} networks are off their plateau (more pretraining would still lower their "
-                         "loss by more than ε_min / 4: not fully trained)")
+            parts.append(
+                f"{off} of {n} networks are off their plateau (more pretraining would still lower their "
+                "loss by more than ε_min / 4: not fully trained)"
+            )
         if degenerate:
             parts.append(f"{degenerate} of {n} are degenerate (no better than n-gram statistics)")
-        return ("**Not answered by this grid.** " + "; ".join(parts) + ". Such networks are left out of every "
-                "estimate, and no single-layer cell on a usable network remains (the caveats list them).")
+        return (
+            "**Not answered by this grid.** " + "; ".join(parts) + ". Such networks are left out of every "
+            "estimate, and no single-layer cell on a usable network remains (the caveats list them)."
+        )
     return "This grid has no single-layer cells on a usable network, so it cannot answer the question."
 
 
@@ -461,23 +539,41 @@ def _headline(doc: Page, v: _View) -> None:
         return
     unit = _unit(rows, v.networks)
     eps_pair = sorted({float(rows["threshold"].min()), float(rows["threshold"].max())})
-    items = [_how_much(v, rows, unit, eps_pair), _refusal_answer(rows, eps_pair),
-             _position_answer(v, rows, unit, eps_pair, setting), _size_answer(v, setting, eps_pair),
-             _swap_answer(v)]
+    items = [
+        _how_much(v, rows, unit, eps_pair),
+        _refusal_answer(rows, eps_pair),
+        _position_answer(v, rows, unit, eps_pair, setting),
+        _size_answer(v, setting, eps_pair),
+        _swap_answer(v),
+    ]
     if len(degenerate):
-        named = "; ".join(f"{m} ({len(g)} of its networks: {_reasons(g)})"
-                          for m, g in degenerate.groupby("model", sort=True))
+        named = "; ".join(
+            f"{m} ({len(g)} of its networks: {_reasons(g)})" for m, g in degenerate.groupby("model", sort=True)
+        )
         items.append(f"**Left out** of every number above (flagged degenerate): {named}.")
     items.append(f"**How sure?** {_clusters_sentence(v.networks)}")
     doc.ul(items)
-    doc.p(f"Per model ({_setting_words(setting)}; {UNIT_WORDS[unit]}; {BEYOND_LEGEND}; one layer: the range of its "
-          f"layers' medians; from scratch: what pretraining needed to first reach the same loss):")
-    doc.table(["model", "N × D", "S × E"] + [f"one layer, ε = {_eps_words(e)}" for e in eps_pair]
-              + [f"every layer, ε = {_eps_words(eps_pair[-1])}", f"from scratch, ε = {_eps_words(eps_pair[-1])}"],
-              [_model_row(v, g, setting, unit, eps_pair) for _, g in
-               sorted(rows.groupby("model"), key=lambda kv: (str(kv[1]["family_kind"].iloc[0]),
-                                                             int(kv[1]["n_layer"].iloc[0]),
-                                                             int(kv[1]["d_model"].iloc[0]), kv[0]))])
+    doc.p(
+        f"Per model ({_setting_words(setting)}; {UNIT_WORDS[unit]}; {BEYOND_LEGEND}; one layer: the range of its "
+        f"layers' medians; from scratch: what pretraining needed to first reach the same loss):"
+    )
+    doc.table(
+        ["model", "N × D", "S × E"]
+        + [f"one layer, ε = {_eps_words(e)}" for e in eps_pair]
+        + [f"every layer, ε = {_eps_words(eps_pair[-1])}", f"from scratch, ε = {_eps_words(eps_pair[-1])}"],
+        [
+            _model_row(v, g, setting, unit, eps_pair)
+            for _, g in sorted(
+                rows.groupby("model"),
+                key=lambda kv: (
+                    str(kv[1]["family_kind"].iloc[0]),
+                    int(kv[1]["n_layer"].iloc[0]),
+                    int(kv[1]["d_model"].iloc[0]),
+                    kv[0],
+                ),
+            )
+        ],
+    )
     doc.raw(HEADLINE[1])
 
 
@@ -488,11 +584,13 @@ def _cost_section(doc: Page, v: _View) -> None:
     """1. cost per layer"""
     surv, settings, links = v.surv, v.settings, v.plot_links
     doc.h(2, "1. How much of S × E does a single reset layer need to get back within ε?")
-    doc.p(f"The median cost to get back within ε with its 95 % interval (Turnbull estimate of the interval-censored "
-          f"crossings; a cell that never got there is censored at the budget, never averaged as a cost; "
-          f"`{BEYOND}` as above), at the smallest and largest ε (every ε: `answer/survival.parquet` and the figures: "
-          f"[cost against depth]({links['answer_cost_depth']}), [share of cells back]({links['answer_recovered']}), "
-          f"[recovery curves]({links['answer_curves']})).")
+    doc.p(
+        f"The median cost to get back within ε with its 95 % interval (Turnbull estimate of the interval-censored "
+        f"crossings; a cell that never got there is censored at the budget, never averaged as a cost; "
+        f"`{BEYOND}` as above), at the smallest and largest ε (every ε: `answer/survival.parquet` and the figures: "
+        f"[cost against depth]({links['answer_cost_depth']}), [share of cells back]({links['answer_recovered']}), "
+        f"[recovery curves]({links['answer_curves']}))."
+    )
     if not settings:
         doc.p("No single-layer cells to estimate.")
     for setting in settings:
@@ -520,18 +618,18 @@ def _units_table(doc: Page, v: _View, setting: tuple) -> None:
     for model, g in layers.groupby("model", sort=True):
         row = [model]
         for eps in eps_pair:
-            u = _three_units(g[g["threshold"] == eps], _unit(g, v.networks), model, eps, v.summary, v.networks,
-                                v.ref)
+            u = _three_units(g[g["threshold"] == eps], _unit(g, v.networks), model, eps, v.summary, v.networks, v.ref)
             row += [u["examples"] or BEYOND, (u["relative"] or "n/a") if u["examples"] else BEYOND]
         body.append(row)
     context = pd.to_numeric(v.networks.get("context", pd.Series(dtype=float)), errors="coerce").dropna().unique()
-    tokens = (f"{int(context[0])} tokens each" if len(context) == 1 else "tokens: their context each")
-    doc.p(f"The same single-layer medians (range over the finite ones) in examples ({tokens}), and × from scratch: the "
-          "median in examples over the mean, across the model's usable networks pretrained here, of the examples "
-          "their own pretraining needed to first reach the same loss, baseline × (1 + ε) (interpolated; "
-          "`answer/pretrain_reference.parquet`).")
-    doc.table(["model"] + [h for e in eps_pair for h in (f"examples, ε = {e:g}", f"× from scratch, ε = {e:g}")],
-              body)
+    tokens = f"{int(context[0])} tokens each" if len(context) == 1 else "tokens: their context each"
+    doc.p(
+        f"The same single-layer medians (range over the finite ones) in examples ({tokens}), and × from scratch: the "
+        "median in examples over the mean, across the model's usable networks pretrained here, of the examples "
+        "their own pretraining needed to first reach the same loss, baseline × (1 + ε) (interpolated; "
+        "`answer/pretrain_reference.parquet`)."
+    )
+    doc.table(["model"] + [h for e in eps_pair for h in (f"examples, ε = {e:g}", f"× from scratch, ε = {e:g}")], body)
 
 
 def _refusals(doc: Page, v: _View) -> None:
@@ -541,15 +639,25 @@ def _refusals(doc: Page, v: _View) -> None:
     if not len(layers):
         doc.p("No single-layer cells to judge.")
         return
-    doc.p("Per policy and ε: the single-layer cells not back within ε at the end of the budget (censored, not "
-          "refused) and how far above the baseline their loss ended (median).")
+    doc.p(
+        "Per policy and ε: the single-layer cells not back within ε at the end of the budget (censored, not "
+        "refused) and how far above the baseline their loss ended (median)."
+    )
     body = []
     for setting in settings:
         for eps, g in _pick(layers, setting).groupby("threshold", sort=True):
             n, cen, div = int(g["n_cells"].sum()), int(g["n_censored"].sum()), int(g["n_diverged"].sum())
             gap = g["stall_gap_median"].dropna()
-            body.append([setting[1], f"{eps:g}", str(n), f"{cen} ({pct(cen / n)})", str(div),
-                         pct(gap.median()) if len(gap) else "—"])
+            body.append(
+                [
+                    setting[1],
+                    f"{eps:g}",
+                    str(n),
+                    f"{cen} ({pct(cen / n)})",
+                    str(div),
+                    pct(gap.median()) if len(gap) else "—",
+                ]
+            )
     doc.table(["policy", "ε", "cells", "not back (censored)", "diverged", "ended above the baseline"], body)
 
 
@@ -562,9 +670,17 @@ def _fit_table(doc: Page, fit: pd.DataFrame, settings: list[tuple], terms: list[
     for setting in settings:
         for _, r in _pick(rows, setting).iterrows():
             if r["determined"]:
-                body.append(([_setting_words(setting)] if len(shown) > 1 else [])
-                            + [f"{r['threshold']:g}", _short(r["term"]), _factor(r), _direction(r),
-                               f"{r['n_cells']} ({r['n_censored']})", ", ".join(_left_out(r)) or "none"])
+                body.append(
+                    ([_setting_words(setting)] if len(shown) > 1 else [])
+                    + [
+                        f"{r['threshold']:g}",
+                        _short(r["term"]),
+                        _factor(r),
+                        _direction(r),
+                        f"{r['n_cells']} ({r['n_censored']})",
+                        ", ".join(_left_out(r)) or "none",
+                    ]
+                )
             else:
                 missing.setdefault((setting, r["reason"]), {}).setdefault(_short(r["term"]), []).append(r["threshold"])
     if not len(rows):
@@ -573,8 +689,11 @@ def _fit_table(doc: Page, fit: pd.DataFrame, settings: list[tuple], terms: list[
     if body:
         if len(shown) == 1:
             doc.p(f"{_setting_words(shown[0])}:")
-        doc.table((["setting"] if len(shown) > 1 else []) + ["ε", "term", "factor on cost [95 %]", "verdict",
-                                                             "cells (censored)", "cells left out"], body)
+        doc.table(
+            (["setting"] if len(shown) > 1 else [])
+            + ["ε", "term", "factor on cost [95 %]", "verdict", "cells (censored)", "cells left out"],
+            body,
+        )
     items = []
     for setting in [s for s in settings if s not in shown and any(k[0] == s for k in missing)]:
         reasons = sorted({scaling.REASONS.get(r, r) for s, r in missing if s == setting})
@@ -590,17 +709,21 @@ def _fit_table(doc: Page, fit: pd.DataFrame, settings: list[tuple], terms: list[
         doc.ul(items)
 
 
-FIT_LEGEND = ("Factor: e^b for the term's coefficient b on log cost; verdict: its 95 % interval is above 1 (raises "
-              "the cost), below 1 (lowers it) or includes 1 (no clear effect, not evidence of none).")
+FIT_LEGEND = (
+    "Factor: e^b for the term's coefficient b on log cost; verdict: its 95 % interval is above 1 (raises "
+    "the cost), below 1 (lowers it) or includes 1 (no clear effect, not evidence of none)."
+)
 
 
 def _position(doc: Page, v: _View) -> None:
     """3. position"""
     doc.h(2, "3. Does the position of L matter?")
-    doc.p(f"The censored log-normal fit of log cost over the single-layer cells ([plot]({v.plot_links['answer_effects']}))"
-          f": relative depth from the first layer (0) to the last (1), and the first and last layer on top of it. A "
-          f"term whose cells are all beyond the budget is not determined and its cells leave the fit (column 'cells "
-          f"left out'), so the trend speaks for the layers that stay. {FIT_LEGEND}")
+    doc.p(
+        f"The censored log-normal fit of log cost over the single-layer cells ([plot]({v.plot_links['answer_effects']}))"
+        f": relative depth from the first layer (0) to the last (1), and the first and last layer on top of it. A "
+        f"term whose cells are all beyond the budget is not determined and its cells leave the fit (column 'cells "
+        f"left out'), so the trend speaks for the layers that stay. {FIT_LEGEND}"
+    )
     _fit_table(doc, v.fit, v.settings, ["rel_depth", "first_layer", "last_layer"])
 
 
@@ -610,32 +733,49 @@ def _sizes(doc: Page, v: _View) -> None:
     doc.h(2, "4. Do N and D matter?")
     n_values = sorted(networks["n_layer"].unique()) if len(networks) else []
     d_values = sorted(networks["d_model"].unique()) if len(networks) else []
-    doc.p(f"Cost grows as N^b, D^b, S^b, E^b for the coefficient b of log N, D, S, E (the fit and legend of §3). "
-          f"The grid's N: "
-          f"{', '.join(str(int(x)) for x in n_values) or 'none'}; D: {', '.join(str(int(x)) for x in d_values) or 'none'}.")
+    doc.p(
+        f"Cost grows as N^b, D^b, S^b, E^b for the coefficient b of log N, D, S, E (the fit and legend of §3). "
+        f"The grid's N: "
+        f"{', '.join(str(int(x)) for x in n_values) or 'none'}; D: {', '.join(str(int(x)) for x in d_values) or 'none'}."
+    )
     _fit_table(doc, v.fit, v.settings, ["log_n_layer", "log_d_model", "log_train_sequences", "log_epochs"])
     doc.h(3, "The networks")
     refs = networks.drop_duplicates(["unigram_loss", "bigram_loss"]) if len(networks) else networks
-    doc.p("Validation loss (nats per token) and margin over the train split's bigram (interpolated with the "
-          "unigram, weight λ tuned on the validation set); under 0.1 nats flags a network degenerate. Unigram, bigram "
-          "(λ): " + "; ".join(
-              f"{r['unigram_loss']:.3f}, " + ("none (masked LM)" if pd.isna(r["bigram_loss"]) else
-                                             f"{r['bigram_loss']:.3f} ({num(float(r['bigram_weight']))})")
-              + f" ({', '.join(sorted(networks[networks['unigram_loss'] == r['unigram_loss']]['family_kind'].unique()))})"
-              for _, r in refs.iterrows()) + ".")
+    doc.p(
+        "Validation loss (nats per token) and margin over the train split's bigram (interpolated with the "
+        "unigram, weight λ tuned on the validation set); under 0.1 nats flags a network degenerate. Unigram, bigram "
+        "(λ): "
+        + "; ".join(
+            f"{r['unigram_loss']:.3f}, "
+            + (
+                "none (masked LM)"
+                if pd.isna(r["bigram_loss"])
+                else f"{r['bigram_loss']:.3f} ({num(float(r['bigram_weight']))})"
+            )
+            + f" ({', '.join(sorted(networks[networks['unigram_loss'] == r['unigram_loss']]['family_kind'].unique()))})"
+            for _, r in refs.iterrows()
+        )
+        + "."
+    )
     every_off = len(networks) and "off_plateau" in networks and networks["off_plateau"].fillna(False).all()
     if every_off:
         doc.p("Every network was still improving at the end of pretraining (off its plateau; §8).")
-    body = [_network_row(g, not every_off) for _, g in
-            networks.sort_values(["model", "pretrain_seed"]).groupby("model")] if len(networks) else []
+    body = (
+        [_network_row(g, not every_off) for _, g in networks.sort_values(["model", "pretrain_seed"]).groupby("model")]
+        if len(networks)
+        else []
+    )
     flagged = any(row[-1] for row in body)
-    doc.table(["model", "loss per seed", "margin per seed"] + (["flags"] if flagged else []),
-              [row if flagged else row[:-1] for row in body])
+    doc.table(
+        ["model", "loss per seed", "margin per seed"] + (["flags"] if flagged else []),
+        [row if flagged else row[:-1] for row in body],
+    )
     _ordering(doc, v.ordering)
 
 
 def _network_row(g: pd.DataFrame, plateau: bool = True) -> list[str]:
     """One model's networks: their losses and margins over the bigram (one per pretraining seed), and flags."""
+
     def losses(column):
         return ", ".join("n/a" if pd.isna(x) else f"{float(x):.3f}" for x in g[column]) if column in g else "n/a"
 
@@ -650,16 +790,23 @@ def _network_row(g: pd.DataFrame, plateau: bool = True) -> list[str]:
         if plateau and bool(n.get("off_plateau", False)):
             seeds.setdefault("off its plateau", []).append(str(n["pretrain_seed"]))
     flags = [f"{flag} (seed{'s' if len(s) > 1 else ''} {', '.join(s)})" for flag, s in seeds.items()]
-    return [r["model"], losses("baseline_loss"), ", ".join("n/a" if pd.isna(m) else f"{float(m):+.3f}" for m in margins),
-            "; ".join(flags)]
+    return [
+        r["model"],
+        losses("baseline_loss"),
+        ", ".join("n/a" if pd.isna(m) else f"{float(m):+.3f}" for m in margins),
+        "; ".join(flags),
+    ]
 
 
 def _sxe_words_row(r: pd.Series) -> str:
     """A network's S × E ('30,921 × 1'), or that it was not pretrained here (a model you bring)."""
     if r.get("source", "scratch") != "scratch":
         s, e = r.get("train_sequences"), r.get("epochs")
-        adapted = (f": adapted on {num(float(s))} sequences × {num(float(e))}" if s is not None and e is not None
-                   and not pd.isna(s) and not pd.isna(e) else "")
+        adapted = (
+            f": adapted on {num(float(s))} sequences × {num(float(e))}"
+            if s is not None and e is not None and not pd.isna(s) and not pd.isna(e)
+            else ""
+        )
         return f"not pretrained here{adapted}"
     s, e = r.get("train_sequences"), r.get("epochs")
     if s is not None and e is not None and not pd.isna(s) and not pd.isna(e):
@@ -671,21 +818,35 @@ def _sxe_words_row(r: pd.Series) -> str:
 def _ordering(doc: Page, order: pd.DataFrame) -> None:
     """Each pair of size_ordering with its numbers."""
     if not len(order):
-        doc.p("Size ordering: no two models of the same family differ in exactly one of N and D, so the grid cannot "
-              "show how the baseline moves with N or D.")
+        doc.p(
+            "Size ordering: no two models of the same family differ in exactly one of N and D, so the grid cannot "
+            "show how the baseline moves with N or D."
+        )
         return
     held = {k: (int(g["holds"].sum()), len(g)) for k, g in order.groupby("varied")}
-    said = [f"at fixed N it falls with D in {held['d_model'][0]} of {held['d_model'][1]} pairs"
-            if "d_model" in held else "", f"at fixed D it does not rise with N in {held['n_layer'][0]} of "
-            f"{held['n_layer'][1]} pairs" if "n_layer" in held else ""]
-    doc.p("Size ordering of the baselines (mean over pretraining seeds; holds: by more than the spread between the "
-          f"seeds, the larger max − min of the two models): {'; '.join(filter(None, said))}.")
+    said = [
+        f"at fixed N it falls with D in {held['d_model'][0]} of {held['d_model'][1]} pairs"
+        if "d_model" in held
+        else "",
+        f"at fixed D it does not rise with N in {held['n_layer'][0]} of {held['n_layer'][1]} pairs"
+        if "n_layer" in held
+        else "",
+    ]
+    doc.p(
+        "Size ordering of the baselines (mean over pretraining seeds; holds: by more than the spread between the "
+        f"seeds, the larger max − min of the two models): {'; '.join(filter(None, said))}."
+    )
     failed = order[~order["holds"].astype(bool)]
     if len(failed):
-        doc.p("Pairs where it does not hold (smaller → larger; mean loss; difference; seed spread): " + "; ".join(
-            f"{r['model_a']} → {r['model_b']}: {r['mean_loss_a']:.3f} → {r['mean_loss_b']:.3f}, "
-            f"{r['difference']:+.3f}, " + ("one seed" if r["n_seeds"] < 2 else f"{r['seed_spread']:.3f}")
-            for _, r in failed.iterrows()) + " (every pair: `answer/size_ordering.parquet`).")
+        doc.p(
+            "Pairs where it does not hold (smaller → larger; mean loss; difference; seed spread): "
+            + "; ".join(
+                f"{r['model_a']} → {r['model_b']}: {r['mean_loss_a']:.3f} → {r['mean_loss_b']:.3f}, "
+                f"{r['difference']:+.3f}, " + ("one seed" if r["n_seeds"] < 2 else f"{r['seed_spread']:.3f}")
+                for _, r in failed.iterrows()
+            )
+            + " (every pair: `answer/size_ordering.parquet`)."
+        )
 
 
 def _out_of_sample(doc: Page, v: _View) -> None:
@@ -693,23 +854,31 @@ def _out_of_sample(doc: Page, v: _View) -> None:
     table = v.tables.get("out_of_sample", pd.DataFrame(columns=out_of_sample.COLUMNS))
     doc.h(3, "Does the trend predict a size it was not fitted on?")
     if not len(table):
-        doc.p("Not tested: the size grid needs more than two levels of N or D, or more than two sizes, to leave one "
-              "out and still fit a trend (`answer/out_of_sample.parquet` is empty).")
+        doc.p(
+            "Not tested: the size grid needs more than two levels of N or D, or more than two sizes, to leave one "
+            "out and still fit a trend (`answer/out_of_sample.parquet` is empty)."
+        )
         return
-    doc.p("The fit of §3–4, refitted on the size grid (the most common family and (S, E)) without one part of it, "
-          "predicts each left-out layer's median cost; a layer **held** when the predicted and the measured "
-          "interval overlap (a median beyond the budget lies between the budget and ∞). Not tested: a layer whose "
-          "measured median is 0 (within ε before any training), or one whose kind of cell left the fit (§3). Per "
-          f"layer: `answer/out_of_sample.parquet` and the [plot]({v.plot_links['answer_out_of_sample']}).")
+    doc.p(
+        "The fit of §3–4, refitted on the size grid (the most common family and (S, E)) without one part of it, "
+        "predicts each left-out layer's median cost; a layer **held** when the predicted and the measured "
+        "interval overlap (a median beyond the budget lies between the budget and ∞). Not tested: a layer whose "
+        "measured median is 0 (within ε before any training), or one whose kind of cell left the fit (§3). Per "
+        f"layer: `answer/out_of_sample.parquet` and the [plot]({v.plot_links['answer_out_of_sample']})."
+    )
     verdicts = out_of_sample.verdicts(table)
     items = []
     for name, g in verdicts.groupby("left_out", sort=False):
         words = "; ".join(
             f"**{verdict}** at ε = {', '.join(f'{e:g}' for e in h['threshold'])}"
-            + (f" ({int(h['held'].sum())} of {int(h['layers'].sum())} tested layers held)"
-               if verdict in ("held", "did not hold") else "")
+            + (
+                f" ({int(h['held'].sum())} of {int(h['layers'].sum())} tested layers held)"
+                if verdict in ("held", "did not hold")
+                else ""
+            )
             + (f" ({h['note'].iloc[0]})" if verdict == "not fitted" and h["note"].iloc[0] else "")
-            for verdict, h in g.groupby("verdict", sort=False))
+            for verdict, h in g.groupby("verdict", sort=False)
+        )
         items.append(f"{name} ({g['models'].iloc[0]}): {words}")
     doc.ul(items)
 
@@ -723,10 +892,15 @@ def _families(doc: Page, v: _View) -> None:
     kinds = sorted(set(usable["family_kind"])) if len(usable) else []
     flagged = sorted(present - set(kinds))
     missing = [k for k in ("decoder-only", "encoder-only", "encoder-decoder") if k not in present]
-    doc.p(f"Families in this grid: {', '.join(kinds) or 'none'}."
-          + (f" Not determined by this grid (every network of the family flagged degenerate): {', '.join(flagged)}."
-             if flagged else "")
-          + (f" Not determined by this grid (no such model): {', '.join(missing)}." if missing else ""))
+    doc.p(
+        f"Families in this grid: {', '.join(kinds) or 'none'}."
+        + (
+            f" Not determined by this grid (every network of the family flagged degenerate): {', '.join(flagged)}."
+            if flagged
+            else ""
+        )
+        + (f" Not determined by this grid (no such model): {', '.join(missing)}." if missing else "")
+    )
     family_rows = fit[fit["term"].str.startswith("family")] if len(fit) else fit
     if len(family_rows):
         doc.p("The family terms of the fit of §3 (against the most common family, at the same S × E).")
@@ -738,11 +912,15 @@ def _aside(doc: Page, v: _View) -> None:
     aside = v.tables.get("encoder_decoder", pd.DataFrame(columns=answer_tables.ENCODER_DECODER_COLUMNS))
     doc.h(2, "6. The encoder-decoder aside: cross-attention and the encoder swap")
     if not len(aside):
-        doc.p("This grid has no encoder-decoder model, so the cost of resetting an encoder or decoder layer, the "
-              "cross-attention or the whole encoder is not determined by it.")
+        doc.p(
+            "This grid has no encoder-decoder model, so the cost of resetting an encoder or decoder layer, the "
+            "cross-attention or the whole encoder is not determined by it."
+        )
         return
-    doc.p("Regime `frozen`, init `fresh`: the median cost [95 % interval] of each reset beyond one layer (one layer: "
-          "§1), and pretraining from scratch to the same loss: the median over the networks [least, most].")
+    doc.p(
+        "Regime `frozen`, init `fresh`: the median cost [95 % interval] of each reset beyond one layer (one layer: "
+        "§1), and pretraining from scratch to the same loss: the median over the networks [least, most]."
+    )
     for model, rows in aside.groupby("model", sort=True):
         eps_list = sorted(rows["threshold"].unique())
         body = []
@@ -751,8 +929,11 @@ def _aside(doc: Page, v: _View) -> None:
                 continue  # in §1
             g = g.set_index("threshold")
             first = g.iloc[0]
-            label = first["what"] + (f" (`{target}`{', ' + policy if policy == 'cross_attn' else ''})"
-                                     if target and item not in ("all_cross_attention", "reset_all") else "")
+            label = first["what"] + (
+                f" (`{target}`{', ' + policy if policy == 'cross_attn' else ''})"
+                if target and item not in ("all_cross_attention", "reset_all")
+                else ""
+            )
             body.append([label] + [_aside_cost(g.loc[e]) if e in g.index else "" for e in eps_list])
         doc.h(3, f"{model} ({UNIT_WORDS[rows['unit'].iloc[0]]})")
         doc.table(["reset"] + [f"ε = {e:g}" for e in eps_list], body)
@@ -760,8 +941,11 @@ def _aside(doc: Page, v: _View) -> None:
 
 def _aside_cost(r: pd.Series) -> str:
     value, lo, hi = float(r["median"]), float(r["median_lo"]), float(r["median_hi"])
-    text = _one(value) if (math.isinf(value) and math.isinf(lo)) or value == lo == hi else \
-        f"{_one(value)} [{_one(lo)}, {_one(hi)}]"
+    text = (
+        _one(value)
+        if (math.isinf(value) and math.isinf(lo)) or value == lo == hi
+        else f"{_one(value)} [{_one(lo)}, {_one(hi)}]"
+    )
     partly = 0 < r["n_censored"] < r["n_cells"]
     return text + (f", {int(r['n_censored'])} of {int(r['n_cells'])} censored" if partly else "")
 
@@ -770,32 +954,51 @@ def _damage_similarity(doc: Page, v: _View) -> None:
     """7. damage and similarity"""
     doc.h(2, "7. Does the damage predict the cost, and is the healed layer the same function?")
     dc = v.tables["damage_cost"]
-    doc.p(f"Spearman's rank correlation between the loss right after the reset and the cost, across single-layer "
-          f"cells (censored cells rank above every recovered one; [plot]({v.plot_links['answer_damage_cost']})).")
+    doc.p(
+        f"Spearman's rank correlation between the loss right after the reset and the cost, across single-layer "
+        f"cells (censored cells rank above every recovered one; [plot]({v.plot_links['answer_damage_cost']}))."
+    )
     defined = dc[dc["rho"].notna()] if len(dc) else dc
-    doc.table(["policy", "ε", "ρ [95 %]", "cells (censored)"],
-              [[r["policy"], f"{r['threshold']:g}",
+    doc.table(
+        ["policy", "ε", "ρ [95 %]", "cells (censored)"],
+        [
+            [
+                r["policy"],
+                f"{r['threshold']:g}",
                 f"{num(r['rho'])} [{num(r['rho_lo'])}, {num(r['rho_hi'])}]",
-                f"{r['n_cells']} ({r['n_censored']})"] for _, r in defined.iterrows()])
+                f"{r['n_cells']} ({r['n_censored']})",
+            ]
+            for _, r in defined.iterrows()
+        ],
+    )
     undefined = dc[dc["rho"].isna()] if len(dc) else dc
     if len(undefined):
-        doc.p("Undefined (fewer than 3 cells, or damage or cost does not vary): "
-              + "; ".join(f"{_setting_words(s)} at ε = {', '.join(f'{e:g}' for e in g['threshold'])}"
-                          for s, g in undefined.groupby(["regime", "policy", "init"], sort=True)) + ".")
+        doc.p(
+            "Undefined (fewer than 3 cells, or damage or cost does not vary): "
+            + "; ".join(
+                f"{_setting_words(s)} at ε = {', '.join(f'{e:g}' for e in g['threshold'])}"
+                for s, g in undefined.groupby(["regime", "policy", "init"], sort=True)
+            )
+            + "."
+        )
     ck = v.tables["cka"]
     if len(ck):
-        doc.p(f"Linear CKA between the original and the healed layer's outputs ([plot]({v.plot_links['answer_cka']})):"
-              f" mean over layers {num(ck['cka'].mean())} (range {num(ck['cka'].min())} to {num(ck['cka'].max())}); "
-              f"the fresh unhealed layer's, the floor: {num(ck['cka_floor'].mean())}.")
+        doc.p(
+            f"Linear CKA between the original and the healed layer's outputs ([plot]({v.plot_links['answer_cka']})):"
+            f" mean over layers {num(ck['cka'].mean())} (range {num(ck['cka'].min())} to {num(ck['cka'].max())}); "
+            f"the fresh unhealed layer's, the floor: {num(ck['cka_floor'].mean())}."
+        )
     else:
         doc.p("No CKA was measured in these tables.")
 
 
-DRIFT_WORDS = {"raised": "the retraining itself raised the intact network's loss, so near that ε part of a reset "
-                         "network's remaining gap is the retraining's own effect, not missing healing",
-               "lowered": "training alone lowered the intact network's loss, so a recovery to within an ε near that "
-                          "drift is partly further training",
-               "no matched control": "no matched control measures it"}
+DRIFT_WORDS = {
+    "raised": "the retraining itself raised the intact network's loss, so near that ε part of a reset "
+    "network's remaining gap is the retraining's own effect, not missing healing",
+    "lowered": "training alone lowered the intact network's loss, so a recovery to within an ε near that "
+    "drift is partly further training",
+    "no matched control": "no matched control measures it",
+}
 
 
 def _drift_reading(mine: pd.DataFrame) -> str:
@@ -813,24 +1016,37 @@ def _caveats(doc: Page, v: _View) -> None:
     items = [_clusters_sentence(networks)]
     for _, r in degenerate.iterrows():
         reasons = [DEGENERATE_WORDS.get(k, k) for k in str(r.get("degenerate_reason") or "").split(",") if k]
-        why = ("; ".join(reasons) if reasons else
-               "no better than n-gram statistics, or resetting every layer did little damage")
-        items.append(f"{r['model']} pretraining seed {r['pretrain_seed']} is **degenerate** ({why}): excluded "
-                     f"from every verdict above.")
+        why = (
+            "; ".join(reasons)
+            if reasons
+            else "no better than n-gram statistics, or resetting every layer did little damage"
+        )
+        items.append(
+            f"{r['model']} pretraining seed {r['pretrain_seed']} is **degenerate** ({why}): excluded "
+            f"from every verdict above."
+        )
     bnc = int(flags["n_baseline_not_converged"].sum()) if len(flags) else 0
     moved = int(flags["n_control_moved"].sum()) if len(flags) else 0
     rows_total = int(flags["n_rows"].sum()) if len(flags) else 0
-    items.append(f"{bnc} of {rows_total} (cell, ε) rows are flagged `baseline_not_converged` (their matched control "
-                 f"fell more than ε_min/2 below the baseline: partly further training; kept, flagged), and {moved} "
-                 f"have a matched control that moved more than ε from the baseline by the cell's crossing.")
+    items.append(
+        f"{bnc} of {rows_total} (cell, ε) rows are flagged `baseline_not_converged` (their matched control "
+        f"fell more than ε_min/2 below the baseline: partly further training; kept, flagged), and {moved} "
+        f"have a matched control that moved more than ε from the baseline by the cell's crossing."
+    )
     if len(flags):
         params = flags["n_params"].astype(float)
         tokens = pd.to_numeric(flags["pretrain_tokens"], errors="coerce")
-        items.append(f"Scale of this grid: {num(params.min())} to {num(params.max())} parameters, "
-                     + (f"{compact(tokens.min())} to {compact(tokens.max())} pretraining tokens"
-                        if tokens.notna().any() else "pretraining tokens unknown (models not pretrained here)")
-                     + "; published sizes: " + "; ".join(f"{name}: {p}, {t}" for name, p, t in REFERENCE_SIZES)
-                     + ".")
+        items.append(
+            f"Scale of this grid: {num(params.min())} to {num(params.max())} parameters, "
+            + (
+                f"{compact(tokens.min())} to {compact(tokens.max())} pretraining tokens"
+                if tokens.notna().any()
+                else "pretraining tokens unknown (models not pretrained here)"
+            )
+            + "; published sizes: "
+            + "; ".join(f"{name}: {p}, {t}" for name, p, t in REFERENCE_SIZES)
+            + "."
+        )
     doc.ul(items)
     off = flags[flags["off_plateau"].astype(bool)] if len(flags) else flags
     if not len(off):
@@ -846,24 +1062,32 @@ def _caveats(doc: Page, v: _View) -> None:
             quiet.append(name)
             continue
         largest = float(ends[np.abs(ends).argmax()]) if len(ends) else math.nan
-        moved.append([name, signed_pct(largest), _drift_reading(mine),
-                      f"{r['n_baseline_not_converged']} of {r['n_rows']}"])
-    doc.p(f"{len(off)} networks were still improving at the end of pretraining (off their plateau). The same "
-          f"retraining applied to the intact network (its matched no-reset controls: `answer/control_drift.parquet`, "
-          f"and `control_loss` in summary.parquet) moved "
-          f"the loss by less than ε_min / 2 = {100 * eps_min / 2:g} % for " + (f"{len(quiet)} of them" if quiet else
-                                                                             "none of them")
-          + (": training alone does not account for their recoveries." if quiet else ".")
-          + (" The others (" + "; ".join(f"{k}: {DRIFT_WORDS[k]}" for k in sorted(
-              {row[2] for row in moved})) + "):" if moved else ""))
+        moved.append(
+            [name, signed_pct(largest), _drift_reading(mine), f"{r['n_baseline_not_converged']} of {r['n_rows']}"]
+        )
+    doc.p(
+        f"{len(off)} networks were still improving at the end of pretraining (off their plateau). The same "
+        f"retraining applied to the intact network (its matched no-reset controls: `answer/control_drift.parquet`, "
+        f"and `control_loss` in summary.parquet) moved "
+        f"the loss by less than ε_min / 2 = {100 * eps_min / 2:g} % for "
+        + (f"{len(quiet)} of them" if quiet else "none of them")
+        + (": training alone does not account for their recoveries." if quiet else ".")
+        + (
+            " The others (" + "; ".join(f"{k}: {DRIFT_WORDS[k]}" for k in sorted({row[2] for row in moved})) + "):"
+            if moved
+            else ""
+        )
+    )
     doc.table(["network", "controls' largest move", "reading", "rows `baseline_not_converged`"], moved)
 
 
 def _related_work(doc: Page, v: _View) -> None:
     """9. What is already known, beside this grid's numbers."""
     doc.h(2, "9. What is already known")
-    doc.p("The published experiments nearest to the question (findings as published), how they differ, and this "
-          "grid's number beside each (from the answer tables).")
+    doc.p(
+        "The published experiments nearest to the question (findings as published), how they differ, and this "
+        "grid's number beside each (from the answer tables)."
+    )
     doc.table(["work", "finding", "how the setting differs", "this grid"], related_work.comparisons(v.tables))
 
 
@@ -888,19 +1112,33 @@ class _View:
         self.ordering = answer_tables.size_ordering(self.networks) if ordering is None else ordering
 
 
-SECTIONS = [_headline, _cost_section, _refusals, _position, _sizes, _out_of_sample, _families, _aside,
-            _damage_similarity, _caveats, _related_work]
+SECTIONS = [
+    _headline,
+    _cost_section,
+    _refusals,
+    _position,
+    _sizes,
+    _out_of_sample,
+    _families,
+    _aside,
+    _damage_similarity,
+    _caveats,
+    _related_work,
+]
 
 
-def page(tables: dict[str, pd.DataFrame], summary: pd.DataFrame, networks: pd.DataFrame,
-         plot_links: dict[str, str]) -> Page:
+def page(
+    tables: dict[str, pd.DataFrame], summary: pd.DataFrame, networks: pd.DataFrame, plot_links: dict[str, str]
+) -> Page:
     """The whole page: its title and question, then each of ``SECTIONS``."""
     doc = Page()
     doc.h(1, "selfheal: the answer")
-    doc.p("*Reset one layer L of a trained N-layer transformer (width D, trained E epochs on S sequences) to random "
-          "weights, freeze the rest, retrain: how much data until it is back within ε of its old validation loss?* "
-          "Every number below is computed by `selfheal.analysis.answer` from the workflow's tables "
-          "(`summary.parquet`, `curves.parquet`, `networks.parquet`; the answer tables are `answer/*.parquet`).")
+    doc.p(
+        "*Reset one layer L of a trained N-layer transformer (width D, trained E epochs on S sequences) to random "
+        "weights, freeze the rest, retrain: how much data until it is back within ε of its old validation loss?* "
+        "Every number below is computed by `selfheal.analysis.answer` from the workflow's tables "
+        "(`summary.parquet`, `curves.parquet`, `networks.parquet`; the answer tables are `answer/*.parquet`)."
+    )
     view = _View(tables, summary, networks, plot_links)
     for section in SECTIONS:
         section(doc, view)

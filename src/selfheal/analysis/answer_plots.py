@@ -36,8 +36,10 @@ ASKED = ("frozen", "full", "fresh")
 COST_STATUS = ["median reached", "median " + plots.BEYOND]
 CELL_STATUS = ["recovered", plots.BEYOND]
 # The estimates leave out controls and cells of degenerate networks (survival.estimable): say both reasons.
-NO_LAYER_CELLS = ("no single-layer cell to estimate: the grid has none, or every network is flagged degenerate or "
-                  "off its plateau (results/answer/networks_flags.parquet)")
+NO_LAYER_CELLS = (
+    "no single-layer cell to estimate: the grid has none, or every network is flagged degenerate or "
+    "off its plateau (results/answer/networks_flags.parquet)"
+)
 
 
 def _eps(table: pd.DataFrame) -> pd.DataFrame:
@@ -51,15 +53,17 @@ def _float(column: pd.Series) -> np.ndarray:
 def _cost_unit(table: pd.DataFrame) -> tuple[str, str, str]:
     """Columns and title in the rows' unit (``stats.cost_unit``)."""
     unit = cost_unit(table["pretrain_examples"])
-    return (f"median_{unit}", budget_column(unit),
-            "examples to recover / (S × E)" if unit == "fraction" else "examples to recover")
+    return (
+        f"median_{unit}",
+        budget_column(unit),
+        "examples to recover / (S × E)" if unit == "fraction" else "examples to recover",
+    )
 
 
 def _asked(table: pd.DataFrame) -> tuple[pd.DataFrame, str]:
     """The rows of the asker's setting (regime frozen, policy full, init fresh), else of the first setting found,
     and its words; the other settings are in the answer tables and on the page."""
-    settings = sorted(set(zip(table["regime"], table["policy"], table["init"])),
-                      key=lambda s: (s != ASKED, s))
+    settings = sorted(set(zip(table["regime"], table["policy"], table["init"])), key=lambda s: (s != ASKED, s))
     regime, policy, init = settings[0]
     rows = table[(table["regime"] == regime) & (table["policy"] == policy) & (table["init"] == init)]
     return rows, f"regime {regime}, policy {policy}, init {init}"
@@ -72,8 +76,9 @@ def _inside_dodge(table: pd.DataFrame, by: str, width: float) -> np.ndarray:
     index = table[by].map({g: i for i, g in enumerate(groups)}).astype(float).to_numpy()
     depth = table["rel_depth"].astype(float).to_numpy()
     centred = (index - (len(groups) - 1) / 2) * width
-    return np.clip(np.where(depth <= 0, index * width, np.where(depth >= 1, -index * width, depth * 0 + centred))
-                   + depth, 0.0, 1.0)
+    return np.clip(
+        np.where(depth <= 0, index * width, np.where(depth >= 1, -index * width, depth * 0 + centred)) + depth, 0.0, 1.0
+    )
 
 
 def cost_depth(survival: pd.DataFrame) -> alt.Chart:
@@ -91,27 +96,59 @@ def cost_depth(survival: pd.DataFrame) -> alt.Chart:
     layers["y"] = np.where(np.isfinite(median), median, cap)
     layers["y_lo"] = np.where(np.isfinite(low), low, np.where(np.isnan(low), layers["y"], cap))
     layers["y_hi"] = np.where(np.isfinite(high), high, np.where(np.isnan(high), layers["y"], cap))
-    layers["model (N, D)"] = layers["model"] + " (" + layers["n_layer"].astype(str) + ", " + layers[
-        "d_model"].astype(str) + ")"
+    layers["model (N, D)"] = (
+        layers["model"] + " (" + layers["n_layer"].astype(str) + ", " + layers["d_model"].astype(str) + ")"
+    )
     layers["status"] = np.where(layers["reached"], COST_STATUS[0], COST_STATUS[1])
     layers["x"] = _inside_dodge(layers, "model (N, D)", 0.007)
     data = _eps(layers)
     scale, y_axis = plots.cost_axis(layers["y"], layers["y_lo"], layers["y_hi"])
     y = alt.Y("y:Q", scale=scale, axis=y_axis, title=axis + " (symlog)")
     color = alt.Color("model (N, D):N", scale=plots.MODELS)
-    x = alt.X("x:Q", title="relative depth L / (N − 1)", scale=alt.Scale(domain=[0.0, 1.0], nice=False, zero=False),
-              axis=alt.Axis(values=[0, 0.25, 0.5, 0.75, 1], format=".2~f"))
-    tooltip = ["model", "target", "rel_depth", "threshold", "n_cells", "n_censored", "n_not_damaged", value, lo, hi,
-               "p_recover"]
+    x = alt.X(
+        "x:Q",
+        title="relative depth L / (N − 1)",
+        scale=alt.Scale(domain=[0.0, 1.0], nice=False, zero=False),
+        axis=alt.Axis(values=[0, 0.25, 0.5, 0.75, 1], format=".2~f"),
+    )
+    tooltip = [
+        "model",
+        "target",
+        "rel_depth",
+        "threshold",
+        "n_cells",
+        "n_censored",
+        "n_not_damaged",
+        value,
+        lo,
+        hi,
+        "p_recover",
+    ]
     base = alt.Chart()
     line = base.mark_line(strokeWidth=1.2, opacity=0.7).encode(x=x, y=y, color=color)
     bars = base.mark_errorbar(ticks=True).encode(
-        x=x, y=alt.Y("y_lo:Q", scale=scale, axis=y_axis, title=""), y2="y_hi:Q", color=color)
-    points = plots.status_points(base, x, y, "model (N, D)", "status", COST_STATUS, ["circle", plots.OPEN_TRIANGLE],
-                                 None, tooltip, color_scale=plots.MODELS)
-    return alt.layer(bars, line, points, data=data).properties(width=200, height=220).facet(
-        column=alt.Column("eps:N", title="recovered within ε of baseline"),
-    ).properties(title=f"{title}; {setting}")
+        x=x, y=alt.Y("y_lo:Q", scale=scale, axis=y_axis, title=""), y2="y_hi:Q", color=color
+    )
+    points = plots.status_points(
+        base,
+        x,
+        y,
+        "model (N, D)",
+        "status",
+        COST_STATUS,
+        ["circle", plots.OPEN_TRIANGLE],
+        None,
+        tooltip,
+        color_scale=plots.MODELS,
+    )
+    return (
+        alt.layer(bars, line, points, data=data)
+        .properties(width=200, height=220)
+        .facet(
+            column=alt.Column("eps:N", title="recovered within ε of baseline"),
+        )
+        .properties(title=f"{title}; {setting}")
+    )
 
 
 DEPTH_COLOURS = alt.Scale(scheme="viridis", domain=[0, 1])
@@ -128,15 +165,35 @@ def recovered(curves_table: pd.DataFrame) -> alt.Chart:
     data = _eps(table).assign(line=lambda t: t["model"] + " " + t["target"])
     x_col = "fraction" if data["fraction"].notna().all() else "examples"
     scale, axis = plots.cost_axis(data[x_col], headroom=1.0)
-    x = alt.X(f"{x_col}:Q", scale=scale, axis=axis,
-              title=("examples / (S × E)" if x_col == "fraction" else "examples") + " retrained on (symlog)")
-    y = alt.Y("recovered_share:Q", title="share of cells back within ε", scale=alt.Scale(domain=[0, 1], nice=False),
-              axis=alt.Axis(values=[0, 0.25, 0.5, 0.75, 1], format=".2~f"))
-    steps = alt.Chart().mark_line(interpolate="step-after", strokeWidth=1.2, opacity=0.55).encode(
-        x=x, y=y, color=alt.Color("rel_depth:Q", scale=DEPTH_COLOURS, title="relative depth L / (N − 1)"),
-        detail="line:N", tooltip=["model", "target", "rel_depth", "threshold", x_col, "recovered_share"])
-    return alt.layer(steps, data=data).properties(width=190, height=170).facet(
-        column=alt.Column("eps:N", title="back within ε of the baseline")).properties(title=f"{title}; {setting}")
+    x = alt.X(
+        f"{x_col}:Q",
+        scale=scale,
+        axis=axis,
+        title=("examples / (S × E)" if x_col == "fraction" else "examples") + " retrained on (symlog)",
+    )
+    y = alt.Y(
+        "recovered_share:Q",
+        title="share of cells back within ε",
+        scale=alt.Scale(domain=[0, 1], nice=False),
+        axis=alt.Axis(values=[0, 0.25, 0.5, 0.75, 1], format=".2~f"),
+    )
+    steps = (
+        alt.Chart()
+        .mark_line(interpolate="step-after", strokeWidth=1.2, opacity=0.55)
+        .encode(
+            x=x,
+            y=y,
+            color=alt.Color("rel_depth:Q", scale=DEPTH_COLOURS, title="relative depth L / (N − 1)"),
+            detail="line:N",
+            tooltip=["model", "target", "rel_depth", "threshold", x_col, "recovered_share"],
+        )
+    )
+    return (
+        alt.layer(steps, data=data)
+        .properties(width=190, height=170)
+        .facet(column=alt.Column("eps:N", title="back within ε of the baseline"))
+        .properties(title=f"{title}; {setting}")
+    )
 
 
 GAP_FLOOR = 1e-3  # the recovery curves' gap axis starts here: a loss at or below baseline x (1 + 0.1 %) sits on it
@@ -153,8 +210,10 @@ def log_curves(curves: pd.DataFrame, reference: pd.DataFrame, survival: pd.DataF
     dashed lines, so where a curve crosses each ε is where it passes the line; reset layers coloured by relative
     depth (``survival`` gives each model's N), matched no-reset controls grey, pretraining from scratch black. One
     panel per model."""
-    title = ("Recovery curves: gap to the baseline (log; 0.1 % or less drawn at 0.1 %) against retraining data; "
-             "dashed: the ε levels; colour: relative depth; grey: matched no-reset controls; black: pretraining")
+    title = (
+        "Recovery curves: gap to the baseline (log; 0.1 % or less drawn at 0.1 %) against retraining data; "
+        "dashed: the ε levels; colour: relative depth; grey: matched no-reset controls; black: pretraining"
+    )
     rec = curves[(curves["kind"] == "recovery") & curves["layer"].notna()].copy() if len(curves) else curves
     if not len(rec) or not len(reference):
         return plots.empty_chart(title, "no single-layer recovery curves in this grid")
@@ -174,29 +233,50 @@ def log_curves(curves: pd.DataFrame, reference: pd.DataFrame, survival: pd.DataF
     x_scale, x_axis = plots.cost_axis(rec["x"], headroom=1.0)
     pre = pre[pre["x"] <= x_scale.domain[1]]  # pretraining beyond the retraining budget is off the panel
     top = plots.nice_up(float(max(rec["gap"].max(), pre["gap"].max() if len(pre) else 0)) * 1.2)
-    ticks = [10.0 ** k for k in range(round(math.log10(GAP_FLOOR)), math.ceil(math.log10(top) - 1e-9) + 1)
-             if 10.0 ** k <= top * (1 + 1e-9)]
+    ticks = [
+        10.0**k
+        for k in range(round(math.log10(GAP_FLOOR)), math.ceil(math.log10(top) - 1e-9) + 1)
+        if 10.0**k <= top * (1 + 1e-9)
+    ]
     y_scale = alt.Scale(type="log", domain=[GAP_FLOOR, top], nice=False)
-    y = alt.Y("gap:Q", scale=y_scale, axis=alt.Axis(values=ticks, format="~%"),
-              title="val loss / baseline − 1 (log)")
-    x = alt.X("x:Q", scale=x_scale, axis=x_axis,
-              title=("examples / (S × E)" if x_col == "fraction_of_pretrain" else "examples") + " (symlog)")
+    y = alt.Y("gap:Q", scale=y_scale, axis=alt.Axis(values=ticks, format="~%"), title="val loss / baseline − 1 (log)")
+    x = alt.X(
+        "x:Q",
+        scale=x_scale,
+        axis=x_axis,
+        title=("examples / (S × E)" if x_col == "fraction_of_pretrain" else "examples") + " (symlog)",
+    )
     levels = pd.DataFrame({"gap": sorted(reference["threshold"].astype(float).unique())})
     levels["label"] = levels["gap"].map(lambda e: f"ε = {100 * e:g} %")
     charts = []
     for model in sorted(rec["model"].unique()):
         mine, own_pre = rec[rec["model"] == model], pre[pre["model"] == model]
         rules = alt.Chart(levels).mark_rule(strokeDash=[4, 3], color="#555").encode(y=y)
-        labels = alt.Chart(levels).mark_text(align="left", dx=2, dy=-5, fontSize=9, color="#555").encode(
-            y=y, x=alt.X(datum=0.0, scale=x_scale, axis=x_axis), text="label:N")
-        cells = alt.Chart(mine[mine["role"] == "reset layer"]).mark_line(opacity=0.6, strokeWidth=1.2).encode(
-            x=x, y=y, color=alt.Color("rel_depth:Q", scale=DEPTH_COLOURS, title="relative depth L / (N − 1)"),
-            detail="run:N", tooltip=["target", "pretrain_seed", "seed", "examples", "val_loss", "gap"])
-        controls = alt.Chart(mine[mine["role"] == "matched control"]).mark_line(
-            color="gray", strokeDash=[3, 2], opacity=0.6).encode(x=x, y=y, detail="run:N")
+        labels = (
+            alt.Chart(levels)
+            .mark_text(align="left", dx=2, dy=-5, fontSize=9, color="#555")
+            .encode(y=y, x=alt.X(datum=0.0, scale=x_scale, axis=x_axis), text="label:N")
+        )
+        cells = (
+            alt.Chart(mine[mine["role"] == "reset layer"])
+            .mark_line(opacity=0.6, strokeWidth=1.2)
+            .encode(
+                x=x,
+                y=y,
+                color=alt.Color("rel_depth:Q", scale=DEPTH_COLOURS, title="relative depth L / (N − 1)"),
+                detail="run:N",
+                tooltip=["target", "pretrain_seed", "seed", "examples", "val_loss", "gap"],
+            )
+        )
+        controls = (
+            alt.Chart(mine[mine["role"] == "matched control"])
+            .mark_line(color="gray", strokeDash=[3, 2], opacity=0.6)
+            .encode(x=x, y=y, detail="run:N")
+        )
         pretrain = alt.Chart(own_pre).mark_line(color="black", strokeWidth=2).encode(x=x, y=y, detail="run:N")
-        charts.append(alt.layer(rules, labels, pretrain, controls, cells).properties(width=190, height=140,
-                                                                                    title=model))
+        charts.append(
+            alt.layer(rules, labels, pretrain, controls, cells).properties(width=190, height=140, title=model)
+        )
     return alt.concat(*charts, columns=4).properties(title=title)
 
 
@@ -208,15 +288,28 @@ def effects(fit: pd.DataFrame) -> alt.Chart:
     data = _eps(table).assign(setting=lambda t: t["policy"] + " / " + t["init"] + " / " + t["regime"])
     scale = plots.linear_scale(data["coef"], data["coef_lo"], data["coef_hi"], zero=True)
     y = alt.Y("label:N", title=None)
-    points = alt.Chart().mark_point(filled=True, size=60).encode(
-        x=alt.X("coef:Q", title="coefficient on log cost (0: no change)", scale=scale), y=y,
-        tooltip=["term", "coef", "coef_lo", "coef_hi", "factor", "n_cells", "n_clusters"])
-    bars = alt.Chart().mark_errorbar(ticks=True).encode(x=alt.X("coef_lo:Q", title="", scale=scale), x2="coef_hi:Q",
-                                                        y=y)
+    points = (
+        alt.Chart()
+        .mark_point(filled=True, size=60)
+        .encode(
+            x=alt.X("coef:Q", title="coefficient on log cost (0: no change)", scale=scale),
+            y=y,
+            tooltip=["term", "coef", "coef_lo", "coef_hi", "factor", "n_cells", "n_clusters"],
+        )
+    )
+    bars = (
+        alt.Chart().mark_errorbar(ticks=True).encode(x=alt.X("coef_lo:Q", title="", scale=scale), x2="coef_hi:Q", y=y)
+    )
     zero = alt.Chart().mark_rule(strokeDash=[4, 3], color="gray").encode(x=alt.datum(0, scale=scale))
-    return alt.layer(zero, bars, points, data=data).properties(width=240, height=140).facet(
-        column=alt.Column("eps:N", title="within ε of baseline"), row=alt.Row("setting:N", title=None),
-    ).properties(title=title)
+    return (
+        alt.layer(zero, bars, points, data=data)
+        .properties(width=240, height=140)
+        .facet(
+            column=alt.Column("eps:N", title="within ε of baseline"),
+            row=alt.Row("setting:N", title=None),
+        )
+        .properties(title=title)
+    )
 
 
 def cka(table: pd.DataFrame) -> alt.Chart:
@@ -232,20 +325,37 @@ def cka(table: pd.DataFrame) -> alt.Chart:
         data = data[data["threshold"] == data["threshold"].min()].assign(threshold=math.nan)
         subtitle.append("measured at the end of retraining: the same at every ε")
     data = _eps(data).assign(eps=lambda d: d["eps"].where(d["threshold"].notna(), "every ε"))
-    scale = alt.Scale(domain=plots.linear_domain(data["cka"], data["cka_lo"], data["cka_hi"], data["cka_floor"],
-                                                 include=[0, 1], pad=0), nice=False)
+    scale = alt.Scale(
+        domain=plots.linear_domain(
+            data["cka"], data["cka_lo"], data["cka_hi"], data["cka_floor"], include=[0, 1], pad=0
+        ),
+        nice=False,
+    )
     x = alt.X("depth:O", title="reset layer L (depth)", axis=alt.Axis(labelAngle=0))
     color = alt.Color("model:N", scale=plots.MODELS)
-    line = alt.Chart().mark_line(point=True).encode(
-        x=x, y=alt.Y("cka:Q", title="linear CKA", scale=scale), color=color,
-        tooltip=["model", "target", "cka", "cka_lo", "cka_hi", "cka_floor"])
-    bars = alt.Chart().mark_errorbar(ticks=True).encode(x=x, y=alt.Y("cka_lo:Q", title="", scale=scale),
-                                                        y2="cka_hi:Q", color=color)
+    line = (
+        alt.Chart()
+        .mark_line(point=True)
+        .encode(
+            x=x,
+            y=alt.Y("cka:Q", title="linear CKA", scale=scale),
+            color=color,
+            tooltip=["model", "target", "cka", "cka_lo", "cka_hi", "cka_floor"],
+        )
+    )
+    bars = (
+        alt.Chart()
+        .mark_errorbar(ticks=True)
+        .encode(x=x, y=alt.Y("cka_lo:Q", title="", scale=scale), y2="cka_hi:Q", color=color)
+    )
     floor = alt.Chart().mark_line(strokeDash=[4, 3]).encode(x=x, y=alt.Y("cka_floor:Q", scale=scale), color=color)
     single = data["eps"].nunique() == 1
-    return alt.layer(bars, line, floor, data=data).properties(width=360 if single else 220, height=200).facet(
-        column=alt.Column("eps:N", title="healed to within ε")).properties(
-        title=alt.TitleParams(title, subtitle=subtitle))
+    return (
+        alt.layer(bars, line, floor, data=data)
+        .properties(width=360 if single else 220, height=200)
+        .facet(column=alt.Column("eps:N", title="healed to within ε"))
+        .properties(title=alt.TitleParams(title, subtitle=subtitle))
+    )
 
 
 def damage_cost(cells: pd.DataFrame) -> alt.Chart:
@@ -259,10 +369,24 @@ def damage_cost(cells: pd.DataFrame) -> alt.Chart:
     x = alt.X("damage:Q", title="val loss right after the reset − baseline", scale=plots.linear_scale(data["damage"]))
     y = alt.Y("cost:Q", scale=scale, axis=axis, title="cost (crossing evaluation, or the budget; symlog)")
     tooltip = ["model", "target", "pretrain_seed", "seed", "damage", "cost", "recovered"]
-    points = plots.status_points(alt.Chart(data), x, y, "model", "status", CELL_STATUS, ["circle", plots.OPEN_TRIANGLE],
-                                 "cell", tooltip, size=50, color_scale=plots.MODELS)
-    return points.properties(width=220, height=200).facet(
-        column=alt.Column("eps:N", title="within ε of baseline")).properties(title=title)
+    points = plots.status_points(
+        alt.Chart(data),
+        x,
+        y,
+        "model",
+        "status",
+        CELL_STATUS,
+        ["circle", plots.OPEN_TRIANGLE],
+        "cell",
+        tooltip,
+        size=50,
+        color_scale=plots.MODELS,
+    )
+    return (
+        points.properties(width=220, height=200)
+        .facet(column=alt.Column("eps:N", title="within ε of baseline"))
+        .properties(title=title)
+    )
 
 
 def out_of_sample(table: pd.DataFrame, survival: pd.DataFrame) -> alt.Chart:
@@ -276,11 +400,24 @@ def out_of_sample(table: pd.DataFrame, survival: pd.DataFrame) -> alt.Chart:
         return plots.empty_chart(title, "no part of the size grid could be left out (answer/out_of_sample.parquet)")
     tested = fitted[fitted["held"].notna()]
     panels = table.groupby(["left_out", "threshold"], sort=False)
-    untested = [f"{name}, ε = {eps:g} ({'not fitted' if g['predicted'].isna().all() else 'no layer tested'})"
-                for (name, eps), g in panels if not g["held"].notna().any()]
-    subtitle = (["Not drawn: " + "; ".join(untested)
-                 + (" (a layer is not tested when its median is 0 or its cells left the fit)"
-                    if any("no layer tested" in u for u in untested) else "")] if untested else [])
+    untested = [
+        f"{name}, ε = {eps:g} ({'not fitted' if g['predicted'].isna().all() else 'no layer tested'})"
+        for (name, eps), g in panels
+        if not g["held"].notna().any()
+    ]
+    subtitle = (
+        [
+            "Not drawn: "
+            + "; ".join(untested)
+            + (
+                " (a layer is not tested when its median is 0 or its cells left the fit)"
+                if any("no layer tested" in u for u in untested)
+                else ""
+            )
+        ]
+        if untested
+        else []
+    )
     if not len(tested):
         return plots.empty_chart(title, "no layer could be tested: " + "; ".join(untested))
     unit = tested["unit"].iloc[0]
@@ -289,12 +426,27 @@ def out_of_sample(table: pd.DataFrame, survival: pd.DataFrame) -> alt.Chart:
     rows = []
     for _, r in tested.iterrows():
         key = {"panel": f"{r['left_out']}, ε = {r['threshold']:g}", "layer": f"{r['model']} {r['target']}"}
-        rows.append({**key, "which": "predicted", "value": r["predicted"], "lo": r["predicted_lo"],
-                     "hi": r["predicted_hi"], "status": "predicted"})
+        rows.append(
+            {
+                **key,
+                "which": "predicted",
+                "value": r["predicted"],
+                "lo": r["predicted_lo"],
+                "hi": r["predicted_hi"],
+                "status": "predicted",
+            }
+        )
         censored = bool(r["measured_censored"])
-        rows.append({**key, "which": "measured", "value": r["measured_lo"] if censored else r["measured"],
-                     "lo": r["measured_lo"], "hi": r["measured_hi"],
-                     "status": "measured: beyond the budget (↑)" if censored else "measured"})
+        rows.append(
+            {
+                **key,
+                "which": "measured",
+                "value": r["measured_lo"] if censored else r["measured"],
+                "lo": r["measured_lo"],
+                "hi": r["measured_hi"],
+                "status": "measured: beyond the budget (↑)" if censored else "measured",
+            }
+        )
     long = pd.DataFrame(rows)
     cap = budget if np.isfinite(budget) else float(np.nanmax(_float(long["value"])))
     for column in ("value", "lo", "hi"):
@@ -303,21 +455,46 @@ def out_of_sample(table: pd.DataFrame, survival: pd.DataFrame) -> alt.Chart:
     long["hi"] = np.minimum(_float(long["hi"]), scale.domain[1])
     y = alt.Y("value:Q", scale=scale, axis=axis, title=f"median cost ({UNIT_WORDS[unit]}; symlog)")
     statuses = ["predicted", "measured", "measured: beyond the budget (↑)"]
-    points = plots.status_points(alt.Chart(), alt.X("layer:N", title=None), y, "which", "status", statuses,
-                                 ["circle", "square", "triangle-up"], None,
-                                 ["panel", "layer", "which", "value", "lo", "hi"], size=55)
-    bars = alt.Chart().mark_errorbar(ticks=True).encode(
-        x=alt.X("layer:N", title=None, axis=alt.Axis(labelAngle=-55)),
-        y=alt.Y("lo:Q", scale=scale, axis=axis, title=""), y2="hi:Q", color=alt.Color("which:N", legend=None),
-        xOffset=alt.XOffset("which:N"))
-    budget_rule = alt.Chart().mark_rule(strokeDash=[4, 3], color="gray").encode(
-        y=alt.Y(datum=cap, scale=scale, axis=axis, title=""))
+    points = plots.status_points(
+        alt.Chart(),
+        alt.X("layer:N", title=None),
+        y,
+        "which",
+        "status",
+        statuses,
+        ["circle", "square", "triangle-up"],
+        None,
+        ["panel", "layer", "which", "value", "lo", "hi"],
+        size=55,
+    )
+    bars = (
+        alt.Chart()
+        .mark_errorbar(ticks=True)
+        .encode(
+            x=alt.X("layer:N", title=None, axis=alt.Axis(labelAngle=-55)),
+            y=alt.Y("lo:Q", scale=scale, axis=axis, title=""),
+            y2="hi:Q",
+            color=alt.Color("which:N", legend=None),
+            xOffset=alt.XOffset("which:N"),
+        )
+    )
+    budget_rule = (
+        alt.Chart()
+        .mark_rule(strokeDash=[4, 3], color="gray")
+        .encode(y=alt.Y(datum=cap, scale=scale, axis=axis, title=""))
+    )
     points = points.encode(xOffset=alt.XOffset("which:N"))
     order = list(dict.fromkeys(long["panel"]))
-    return alt.layer(budget_rule, bars, points, data=long).properties(width=210, height=170).facet(
-        facet=alt.Facet("panel:N", title=None, sort=order), columns=4,
-    ).resolve_scale(x="independent").properties(
-        title=alt.TitleParams(title, subtitle=subtitle + ["dashed: the retraining budget"]))
+    return (
+        alt.layer(budget_rule, bars, points, data=long)
+        .properties(width=210, height=170)
+        .facet(
+            facet=alt.Facet("panel:N", title=None, sort=order),
+            columns=4,
+        )
+        .resolve_scale(x="independent")
+        .properties(title=alt.TitleParams(title, subtitle=subtitle + ["dashed: the retraining budget"]))
+    )
 
 
 # name (the file under plots/) -> how it is drawn from the answer tables and curves.parquet

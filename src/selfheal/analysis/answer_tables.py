@@ -25,41 +25,168 @@ from selfheal.analysis import out_of_sample, scaling, survival
 from selfheal.analysis.stats import budget_column, cost_unit, first_crossing
 from selfheal.heal.thresholds import threshold_loss
 
-TABLES = ["survival", "recovered_curves", "fit", "damage_cost", "damage_cells", "cka", "pretrain_reference",
-          "networks_flags", "size_ordering", "control_drift", "out_of_sample", "encoder_decoder", "network_costs",
-          "validation_error"]
-NETWORK_COST_COLUMNS = ["model", "pretrain_seed", "target", "kind", "depth", "rel_depth", "regime", "policy", "init",
-                        "seed", "threshold", "outcome", "lower", "upper", "budget_examples", "pretrain_examples",
-                        "fraction_lo", "fraction_hi"]
-VALIDATION_ERROR_COLUMNS = ["model", "val_sequences_se", "n_cells", "eps_min", "baseline_loss", "target_se",
-                            "resolves", "n_confirmed", "n_not_confirmed"]
-CKA_COLUMNS = ["model", "target", "depth", "regime", "policy", "init", "threshold", "cka", "cka_lo", "cka_hi",
-               "cka_floor", "n_cells", "n_clusters"]
-REFERENCE_COLUMNS = ["model", "pretrain_seed", "threshold", "baseline_loss", "examples_lo", "examples_hi",
-                     "fraction_lo", "fraction_hi", "examples", "fraction", "coarse"]
-FLAG_COLUMNS = ["model", "pretrain_seed", "family_kind", "n_layer", "d_model", "n_params", "pretrain_tokens",
-                "degenerate", "degenerate_reason", "off_plateau", "n_rows", "n_baseline_not_converged",
-                "n_control_moved"]
-CONTROL_DRIFT_COLUMNS = ["model", "pretrain_seed", "regime", "n_controls", "baseline_loss", "examples", "drift_median",
-                         "drift_min", "drift_max"]
-SIZE_ORDERING_COLUMNS = ["model_a", "model_b", "varied", "value_a", "value_b", "mean_loss_a", "mean_loss_b",
-                         "difference", "seed_spread", "n_seeds", "holds"]
-DAMAGE_CELL_COLUMNS = ["model", "pretrain_seed", "seed", "target", "depth", "regime", "policy", "init", "threshold",
-                       "damage", "cost", "recovered"]
-ENCODER_DECODER_COLUMNS = ["model", "threshold", "item", "what", "target", "policy", "unit", "median", "median_lo",
-                           "median_hi", "budget", "n_cells", "n_censored"]
+TABLES = [
+    "survival",
+    "recovered_curves",
+    "fit",
+    "damage_cost",
+    "damage_cells",
+    "cka",
+    "pretrain_reference",
+    "networks_flags",
+    "size_ordering",
+    "control_drift",
+    "out_of_sample",
+    "encoder_decoder",
+    "network_costs",
+    "validation_error",
+]
+NETWORK_COST_COLUMNS = [
+    "model",
+    "pretrain_seed",
+    "target",
+    "kind",
+    "depth",
+    "rel_depth",
+    "regime",
+    "policy",
+    "init",
+    "seed",
+    "threshold",
+    "outcome",
+    "lower",
+    "upper",
+    "budget_examples",
+    "pretrain_examples",
+    "fraction_lo",
+    "fraction_hi",
+]
+VALIDATION_ERROR_COLUMNS = [
+    "model",
+    "val_sequences_se",
+    "n_cells",
+    "eps_min",
+    "baseline_loss",
+    "target_se",
+    "resolves",
+    "n_confirmed",
+    "n_not_confirmed",
+]
+CKA_COLUMNS = [
+    "model",
+    "target",
+    "depth",
+    "regime",
+    "policy",
+    "init",
+    "threshold",
+    "cka",
+    "cka_lo",
+    "cka_hi",
+    "cka_floor",
+    "n_cells",
+    "n_clusters",
+]
+REFERENCE_COLUMNS = [
+    "model",
+    "pretrain_seed",
+    "threshold",
+    "baseline_loss",
+    "examples_lo",
+    "examples_hi",
+    "fraction_lo",
+    "fraction_hi",
+    "examples",
+    "fraction",
+    "coarse",
+]
+FLAG_COLUMNS = [
+    "model",
+    "pretrain_seed",
+    "family_kind",
+    "n_layer",
+    "d_model",
+    "n_params",
+    "pretrain_tokens",
+    "degenerate",
+    "degenerate_reason",
+    "off_plateau",
+    "n_rows",
+    "n_baseline_not_converged",
+    "n_control_moved",
+]
+CONTROL_DRIFT_COLUMNS = [
+    "model",
+    "pretrain_seed",
+    "regime",
+    "n_controls",
+    "baseline_loss",
+    "examples",
+    "drift_median",
+    "drift_min",
+    "drift_max",
+]
+SIZE_ORDERING_COLUMNS = [
+    "model_a",
+    "model_b",
+    "varied",
+    "value_a",
+    "value_b",
+    "mean_loss_a",
+    "mean_loss_b",
+    "difference",
+    "seed_spread",
+    "n_seeds",
+    "holds",
+]
+DAMAGE_CELL_COLUMNS = [
+    "model",
+    "pretrain_seed",
+    "seed",
+    "target",
+    "depth",
+    "regime",
+    "policy",
+    "init",
+    "threshold",
+    "damage",
+    "cost",
+    "recovered",
+]
+ENCODER_DECODER_COLUMNS = [
+    "model",
+    "threshold",
+    "item",
+    "what",
+    "target",
+    "policy",
+    "unit",
+    "median",
+    "median_lo",
+    "median_hi",
+    "budget",
+    "n_cells",
+    "n_censored",
+]
 # The encoder-decoder aside, in the order the page lists it: (item, what, which survival rows), each in the asker's
 # regime and init (frozen, fresh); "scratch" is pretraining's own curve (pretrain_reference).
 ENCODER_DECODER_ITEMS = [
     ("encoder_layer", "one encoder layer", lambda s: s["target"].str.startswith("enc.") & (s["policy"] == "full")),
     ("decoder_layer", "one decoder layer", lambda s: s["target"].str.startswith("dec.") & (s["policy"] == "full")),
-    ("cross_attention", "one decoder layer's cross-attention",
-     lambda s: s["target"].str.startswith("dec.") & (s["policy"] == "cross_attn")),
-    ("all_cross_attention", "all cross-attention (every decoder layer's)",
-     lambda s: s["target"].isin(["all", "dec"]) & (s["policy"] == "cross_attn")),
+    (
+        "cross_attention",
+        "one decoder layer's cross-attention",
+        lambda s: s["target"].str.startswith("dec.") & (s["policy"] == "cross_attn"),
+    ),
+    (
+        "all_cross_attention",
+        "all cross-attention (every decoder layer's)",
+        lambda s: s["target"].isin(["all", "dec"]) & (s["policy"] == "cross_attn"),
+    ),
     ("encoder_swap", "the encoder swapped for a fresh one", lambda s: s["kind"] == survival.SWAP),
     ("reset_all", "every layer reset", lambda s: (s["target"] == "all") & (s["policy"] == "full")),
 ]
+
 
 def cka(cells: pd.DataFrame) -> pd.DataFrame:
     rows = survival.estimable(cells)
@@ -80,8 +207,17 @@ def cka(cells: pd.DataFrame) -> pd.DataFrame:
                 probs.append(prob)
         lo, hi = survival.weighted_interval(boot, probs) if probs else (values.mean(), values.mean())
         floor = group["cka_floor"].astype(float).mean() if "cka_floor" in group else math.nan
-        out.append({**dict(zip(keys, key)), "cka": float(values.mean()), "cka_lo": lo, "cka_hi": hi,
-                    "cka_floor": floor, "n_cells": len(group), "n_clusters": int(group["pretrain_seed"].nunique())})
+        out.append(
+            {
+                **dict(zip(keys, key)),
+                "cka": float(values.mean()),
+                "cka_lo": lo,
+                "cka_hi": hi,
+                "cka_floor": floor,
+                "n_cells": len(group),
+                "n_clusters": int(group["pretrain_seed"].nunique()),
+            }
+        )
     return pd.DataFrame(out, columns=CKA_COLUMNS)
 
 
@@ -102,12 +238,21 @@ def pretrain_reference(curves: pd.DataFrame, networks: pd.DataFrame, thresholds)
         known = sxe is not None and not pd.isna(sxe) and sxe > 0
         for eps in thresholds:
             c = first_crossing(curve["examples"], curve["val_loss"], threshold_loss(baseline, eps))
-            out.append({"model": model, "pretrain_seed": ps, "threshold": eps, "baseline_loss": baseline,
-                        "examples_lo": c.examples_lo, "examples_hi": c.examples_hi,
-                        "fraction_lo": c.examples_lo / sxe if known else math.nan,
-                        "fraction_hi": c.examples_hi / sxe if known and c.examples_hi is not None else math.nan,
-                        "examples": c.examples, "fraction": c.examples / sxe if known else math.nan,
-                        "coarse": c.coarse})
+            out.append(
+                {
+                    "model": model,
+                    "pretrain_seed": ps,
+                    "threshold": eps,
+                    "baseline_loss": baseline,
+                    "examples_lo": c.examples_lo,
+                    "examples_hi": c.examples_hi,
+                    "fraction_lo": c.examples_lo / sxe if known else math.nan,
+                    "fraction_hi": c.examples_hi / sxe if known and c.examples_hi is not None else math.nan,
+                    "examples": c.examples,
+                    "fraction": c.examples / sxe if known else math.nan,
+                    "coarse": c.coarse,
+                }
+            )
     table = pd.DataFrame(out, columns=REFERENCE_COLUMNS)
     for column in ("examples_lo", "examples_hi"):
         table[column] = table[column].astype("Int64")
@@ -135,14 +280,19 @@ def size_ordering(networks: pd.DataFrame) -> pd.DataFrame:
     for column in ("source",) + SAME_REGIME:
         nets[column] = nets[column].fillna(-1) if column in nets.columns else ""
     per = nets.groupby("model", sort=True).agg(
-        arch=("arch", "first"), source=("source", "first"), n_layer=("n_layer", "first"),
-        d_model=("d_model", "first"), mean_loss=("baseline_loss", "mean"),
-        spread=("baseline_loss", lambda v: float(v.max() - v.min())), n_seeds=("pretrain_seed", "nunique"),
-        **{c: (c, "first") for c in SAME_REGIME})
+        arch=("arch", "first"),
+        source=("source", "first"),
+        n_layer=("n_layer", "first"),
+        d_model=("d_model", "first"),
+        mean_loss=("baseline_loss", "mean"),
+        spread=("baseline_loss", lambda v: float(v.max() - v.min())),
+        n_seeds=("pretrain_seed", "nunique"),
+        **{c: (c, "first") for c in SAME_REGIME},
+    )
     rows = []
     models = list(per.index)
     for i, a in enumerate(models):
-        for b in models[i + 1:]:
+        for b in models[i + 1 :]:
             ra, rb = per.loc[a], per.loc[b]
             if any(ra[c] != rb[c] for c in ("arch", "source") + SAME_REGIME):
                 continue  # one thing at a time: same family, source, data and schedule
@@ -157,10 +307,21 @@ def size_ordering(networks: pd.DataFrame) -> pd.DataFrame:
             difference = float(rb_["mean_loss"] - ra_["mean_loss"])
             spread = float(max(ra_["spread"], rb_["spread"]))
             holds = difference < -spread if varied == "d_model" else difference < spread
-            rows.append({"model_a": a_, "model_b": b_, "varied": varied, "value_a": int(ra_[varied]),
-                         "value_b": int(rb_[varied]), "mean_loss_a": float(ra_["mean_loss"]),
-                         "mean_loss_b": float(rb_["mean_loss"]), "difference": difference, "seed_spread": spread,
-                         "n_seeds": int(min(ra_["n_seeds"], rb_["n_seeds"])), "holds": bool(holds)})
+            rows.append(
+                {
+                    "model_a": a_,
+                    "model_b": b_,
+                    "varied": varied,
+                    "value_a": int(ra_[varied]),
+                    "value_b": int(rb_[varied]),
+                    "mean_loss_a": float(ra_["mean_loss"]),
+                    "mean_loss_b": float(rb_["mean_loss"]),
+                    "difference": difference,
+                    "seed_spread": spread,
+                    "n_seeds": int(min(ra_["n_seeds"], rb_["n_seeds"])),
+                    "holds": bool(holds),
+                }
+            )
     rows.sort(key=lambda r: (r["varied"], r["model_a"], r["model_b"]))
     return _typed_size_ordering(rows)
 
@@ -185,9 +346,16 @@ def flags(cells: pd.DataFrame, networks: pd.DataFrame) -> pd.DataFrame:
     if "degenerate_reason" not in nets:  # tables written before the reason was recorded
         nets["degenerate_reason"] = ""
     nets["degenerate_reason"] = nets["degenerate_reason"].fillna("").astype(str)
-    counts = cells[~cells["is_control"]].groupby(survival.CLUSTER).agg(
-        n_rows=("threshold", "size"), n_baseline_not_converged=("baseline_not_converged", "sum"),
-        n_control_moved=("control_moved", "sum")).reset_index()
+    counts = (
+        cells[~cells["is_control"]]
+        .groupby(survival.CLUSTER)
+        .agg(
+            n_rows=("threshold", "size"),
+            n_baseline_not_converged=("baseline_not_converged", "sum"),
+            n_control_moved=("control_moved", "sum"),
+        )
+        .reset_index()
+    )
     table = nets.merge(counts, on=survival.CLUSTER, how="left")
     for column in ("n_rows", "n_baseline_not_converged", "n_control_moved"):
         table[column] = table[column].fillna(0).astype(int)
@@ -221,7 +389,8 @@ def network_costs(cells: pd.DataFrame) -> pd.DataFrame:
     rows["fraction_hi"] = rows["upper"] / base
     rows["outcome"] = rows["outcome"].astype(str)
     return rows.reindex(columns=NETWORK_COST_COLUMNS).sort_values(
-        ["model", "threshold", "target", "pretrain_seed", "seed"], ignore_index=True)
+        ["model", "threshold", "target", "pretrain_seed", "seed"], ignore_index=True
+    )
 
 
 def validation_error(summary: pd.DataFrame) -> pd.DataFrame:
@@ -237,16 +406,25 @@ def validation_error(summary: pd.DataFrame) -> pd.DataFrame:
         at_min = rows[(rows["threshold"] == eps_min) & rows["confirmed"].notna()]
         target = eps_min * baseline / 5
         median = float(se.median()) if len(se) else math.nan
-        out.append({"model": model, "val_sequences_se": median, "n_cells": len(se), "eps_min": eps_min,
-                    "baseline_loss": baseline, "target_se": target,
-                    "resolves": bool(len(se)) and median <= target,
-                    "n_confirmed": int(at_min["confirmed"].astype(bool).sum()),
-                    "n_not_confirmed": int((~at_min["confirmed"].astype(bool)).sum())})
+        out.append(
+            {
+                "model": model,
+                "val_sequences_se": median,
+                "n_cells": len(se),
+                "eps_min": eps_min,
+                "baseline_loss": baseline,
+                "target_se": target,
+                "resolves": bool(len(se)) and median <= target,
+                "n_confirmed": int(at_min["confirmed"].astype(bool).sum()),
+                "n_not_confirmed": int((~at_min["confirmed"].astype(bool)).sum()),
+            }
+        )
     return pd.DataFrame(out, columns=VALIDATION_ERROR_COLUMNS)
 
 
-def compute(summary: pd.DataFrame, curves: pd.DataFrame, networks: pd.DataFrame,
-            workers: int = 1) -> dict[str, pd.DataFrame]:
+def compute(
+    summary: pd.DataFrame, curves: pd.DataFrame, networks: pd.DataFrame, workers: int = 1
+) -> dict[str, pd.DataFrame]:
     """Every answer table. ``workers``: processes for the scaling fit's bootstrap refits (the same numbers)."""
     cells = survival.prepare(summary, networks)
     thresholds = sorted(summary["threshold"].unique())
@@ -281,28 +459,53 @@ def encoder_decoder(surv: pd.DataFrame, ref: pd.DataFrame, networks: pd.DataFram
     out = []
     kinds = networks.drop_duplicates("model").set_index("model")["family_kind"] if len(networks) else pd.Series()
     models = [m for m, k in kinds.items() if k == "encoder-decoder"]
-    rows = surv[surv["model"].isin(models) & (surv["regime"] == "frozen") & (surv["init"] == "fresh")] \
-        if len(surv) else surv
+    rows = (
+        surv[surv["model"].isin(models) & (surv["regime"] == "frozen") & (surv["init"] == "fresh")]
+        if len(surv)
+        else surv
+    )
     for (model, eps), group in rows.groupby(["model", "threshold"], sort=True):
         unit = cost_unit(group["pretrain_examples"])
         for item, what, pick in ENCODER_DECODER_ITEMS:
             for _, r in group[pick(group)].sort_values("target").iterrows():
-                out.append({"model": model, "threshold": float(eps), "item": item, "what": what,
-                            "target": r["target"], "policy": r["policy"], "unit": unit,
-                            "median": r[f"median_{unit}"], "median_lo": r[f"median_{unit}_lo"],
-                            "median_hi": r[f"median_{unit}_hi"],
-                            "budget": r[budget_column(unit)],
-                            "n_cells": int(r["n_cells"]), "n_censored": int(r["n_censored"])})
+                out.append(
+                    {
+                        "model": model,
+                        "threshold": float(eps),
+                        "item": item,
+                        "what": what,
+                        "target": r["target"],
+                        "policy": r["policy"],
+                        "unit": unit,
+                        "median": r[f"median_{unit}"],
+                        "median_lo": r[f"median_{unit}_lo"],
+                        "median_hi": r[f"median_{unit}_hi"],
+                        "budget": r[budget_column(unit)],
+                        "n_cells": int(r["n_cells"]),
+                        "n_censored": int(r["n_censored"]),
+                    }
+                )
         scratch = ref[(ref["model"] == model) & (ref["threshold"] == eps)] if len(ref) else ref
         if len(scratch):
             v = scratch[unit].astype(float)
             reached = v.dropna()
-            out.append({"model": model, "threshold": float(eps), "item": "scratch",
-                        "what": "pretraining from scratch to the same loss", "target": "", "policy": "",
-                        "unit": unit, "median": float(v.fillna(math.inf).median()),
-                        "median_lo": float(reached.min()) if len(reached) else math.inf,
-                        "median_hi": float(v.fillna(math.inf).max()), "budget": math.nan,
-                        "n_cells": len(v), "n_censored": int(v.isna().sum())})
+            out.append(
+                {
+                    "model": model,
+                    "threshold": float(eps),
+                    "item": "scratch",
+                    "what": "pretraining from scratch to the same loss",
+                    "target": "",
+                    "policy": "",
+                    "unit": unit,
+                    "median": float(v.fillna(math.inf).median()),
+                    "median_lo": float(reached.min()) if len(reached) else math.inf,
+                    "median_hi": float(v.fillna(math.inf).max()),
+                    "budget": math.nan,
+                    "n_cells": len(v),
+                    "n_censored": int(v.isna().sum()),
+                }
+            )
     table = pd.DataFrame(out, columns=ENCODER_DECODER_COLUMNS)
     for column in ("threshold", "median", "median_lo", "median_hi", "budget"):
         table[column] = table[column].astype(float)
@@ -325,10 +528,19 @@ def control_drift(curves: pd.DataFrame, networks: pd.DataFrame) -> pd.DataFrame:
         baseline = float(net["baseline_loss"].iloc[0])
         ends = group.sort_values("examples").groupby(["target", "policy", "seed"]).tail(1)
         drift = ends["val_loss"].astype(float) / baseline - 1
-        out.append({"model": model, "pretrain_seed": int(ps), "regime": regime, "n_controls": len(ends),
-                    "baseline_loss": baseline, "examples": float(ends["examples"].median()),
-                    "drift_median": float(drift.median()), "drift_min": float(drift.min()),
-                    "drift_max": float(drift.max())})
+        out.append(
+            {
+                "model": model,
+                "pretrain_seed": int(ps),
+                "regime": regime,
+                "n_controls": len(ends),
+                "baseline_loss": baseline,
+                "examples": float(ends["examples"].median()),
+                "drift_median": float(drift.median()),
+                "drift_min": float(drift.min()),
+                "drift_max": float(drift.max()),
+            }
+        )
     return pd.DataFrame(out, columns=CONTROL_DRIFT_COLUMNS)
 
 

@@ -33,18 +33,42 @@ from selfheal.analysis import scaling, survival
 from selfheal.analysis.stats import budget_column
 
 ASKED_SETTING = ("frozen", "full", "fresh")
-COLUMNS = ["left_out", "model", "n_layer", "d_model", "n_params", "target", "depth", "threshold", "unit",
-           "predicted", "predicted_lo", "predicted_hi", "measured", "measured_lo", "measured_hi", "measured_censored",
-           "held", "fit_models", "fit_cells", "fit_terms", "n_resamples", "note"]
+COLUMNS = [
+    "left_out",
+    "model",
+    "n_layer",
+    "d_model",
+    "n_params",
+    "target",
+    "depth",
+    "threshold",
+    "unit",
+    "predicted",
+    "predicted_lo",
+    "predicted_hi",
+    "measured",
+    "measured_lo",
+    "measured_hi",
+    "measured_censored",
+    "held",
+    "fit_models",
+    "fit_cells",
+    "fit_terms",
+    "n_resamples",
+    "note",
+]
 
 
 def size_grid(cells: pd.DataFrame) -> pd.DataFrame:
     """The estimable single-layer cells of the asker's setting on the networks of the most common family and the
     most common (S, E)."""
     rows = survival.estimable(cells)
-    rows = rows[(rows["kind"] == survival.LAYER)
-                & (rows["regime"] == ASKED_SETTING[0]) & (rows["policy"] == ASKED_SETTING[1])
-                & (rows["init"] == ASKED_SETTING[2])]
+    rows = rows[
+        (rows["kind"] == survival.LAYER)
+        & (rows["regime"] == ASKED_SETTING[0])
+        & (rows["policy"] == ASKED_SETTING[1])
+        & (rows["init"] == ASKED_SETTING[2])
+    ]
     if not len(rows):
         return rows
     networks = rows.drop_duplicates(survival.CLUSTER)
@@ -78,8 +102,9 @@ def _interval(values: pd.Series, lo: pd.Series, hi: pd.Series, budget: pd.Series
     return value, (float(budget.iloc[0]) if np.isinf(low) else low), high
 
 
-def check(cells: pd.DataFrame, survival_table: pd.DataFrame, max_resamples: int = scaling.MAX_FIT_RESAMPLES,
-          workers: int = 1) -> pd.DataFrame:
+def check(
+    cells: pd.DataFrame, survival_table: pd.DataFrame, max_resamples: int = scaling.MAX_FIT_RESAMPLES, workers: int = 1
+) -> pd.DataFrame:
     """The out-of-sample table (COLUMNS): one row per left-out part, model, layer and threshold."""
     grid = size_grid(cells)
     out = []
@@ -90,21 +115,38 @@ def check(cells: pd.DataFrame, survival_table: pd.DataFrame, max_resamples: int 
                 fitted = scaling.refits(fit_rows, max_resamples, pool)
             test_rows = test[test["threshold"] == threshold].drop_duplicates(["model", "target"])
             for _, cell in test_rows.sort_values(["model", "depth"]).iterrows():
-                row = {"left_out": name, "model": cell["model"], "n_layer": int(cell["n_layer"]),
-                       "d_model": int(cell["d_model"]), "n_params": float(cell["n_params"]),
-                       "target": cell["target"], "depth": int(cell["depth"]), "threshold": float(threshold),
-                       "unit": fitted.unit, "fit_models": len(fit_rows["model"].unique()),
-                       "fit_cells": len(fitted.rows), "fit_terms": ", ".join(fitted.terms),
-                       "n_resamples": len(fitted.draws), "note": fitted.note}
+                row = {
+                    "left_out": name,
+                    "model": cell["model"],
+                    "n_layer": int(cell["n_layer"]),
+                    "d_model": int(cell["d_model"]),
+                    "n_params": float(cell["n_params"]),
+                    "target": cell["target"],
+                    "depth": int(cell["depth"]),
+                    "threshold": float(threshold),
+                    "unit": fitted.unit,
+                    "fit_models": len(fit_rows["model"].unique()),
+                    "fit_cells": len(fitted.rows),
+                    "fit_terms": ", ".join(fitted.terms),
+                    "n_resamples": len(fitted.draws),
+                    "note": fitted.note,
+                }
                 measured = survival_table[
-                    (survival_table["model"] == cell["model"]) & (survival_table["target"] == cell["target"])
+                    (survival_table["model"] == cell["model"])
+                    & (survival_table["target"] == cell["target"])
                     & (survival_table["threshold"] == threshold)
-                    & (survival_table["regime"] == ASKED_SETTING[0]) & (survival_table["policy"] == ASKED_SETTING[1])
-                    & (survival_table["init"] == ASKED_SETTING[2])]
+                    & (survival_table["regime"] == ASKED_SETTING[0])
+                    & (survival_table["policy"] == ASKED_SETTING[1])
+                    & (survival_table["init"] == ASKED_SETTING[2])
+                ]
                 column = "median_fraction" if fitted.unit == "fraction" else "median_examples"
                 if len(measured):
-                    m, m_lo, m_hi = _interval(measured[column], measured[f"{column}_lo"], measured[f"{column}_hi"],
-                                              measured[budget_column(fitted.unit)])
+                    m, m_lo, m_hi = _interval(
+                        measured[column],
+                        measured[f"{column}_lo"],
+                        measured[f"{column}_hi"],
+                        measured[budget_column(fitted.unit)],
+                    )
                 else:
                     m = m_lo = m_hi = math.nan
                 row.update(measured=m, measured_lo=m_lo, measured_hi=m_hi, measured_censored=bool(np.isinf(m)))
@@ -116,12 +158,21 @@ def check(cells: pd.DataFrame, survival_table: pd.DataFrame, max_resamples: int 
                     # a median of 0: within eps untrained, nothing to predict; a layer whose cells left the fit
                     # (scaling.refits: every one censored) is outside what it speaks for
                     tested = not math.isnan(m) and m > 0 and fitted.covers(cell)
-                    row.update(predicted=p, predicted_lo=p_lo, predicted_hi=p_hi,
-                               held=bool(overlap) if tested else pd.NA)
+                    row.update(
+                        predicted=p, predicted_lo=p_lo, predicted_hi=p_hi, held=bool(overlap) if tested else pd.NA
+                    )
                 out.append(row)
     table = pd.DataFrame(out, columns=COLUMNS)
-    for column in ("predicted", "predicted_lo", "predicted_hi", "measured", "measured_lo", "measured_hi",
-                   "threshold", "n_params"):
+    for column in (
+        "predicted",
+        "predicted_lo",
+        "predicted_hi",
+        "measured",
+        "measured_lo",
+        "measured_hi",
+        "threshold",
+        "n_params",
+    ):
         table[column] = table[column].astype(float)
     table["held"] = table["held"].astype("boolean")
     table["measured_censored"] = table["measured_censored"].astype(bool)
@@ -134,9 +185,24 @@ def verdicts(table: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for (name, threshold), part in table.groupby(["left_out", "threshold"], sort=False):
         known = part["held"].dropna()
-        verdict = ("not fitted" if part["predicted"].isna().all() else "not tested" if not len(known) else
-                   "held" if bool(known.all()) else "did not hold")
-        rows.append({"left_out": name, "threshold": float(threshold), "models": ", ".join(part["model"].unique()),
-                     "layers": len(known), "held": int(known.sum()), "verdict": verdict,
-                     "note": part["note"].iloc[0]})
+        verdict = (
+            "not fitted"
+            if part["predicted"].isna().all()
+            else "not tested"
+            if not len(known)
+            else "held"
+            if bool(known.all())
+            else "did not hold"
+        )
+        rows.append(
+            {
+                "left_out": name,
+                "threshold": float(threshold),
+                "models": ", ".join(part["model"].unique()),
+                "layers": len(known),
+                "held": int(known.sum()),
+                "verdict": verdict,
+                "note": part["note"].iloc[0],
+            }
+        )
     return pd.DataFrame(rows, columns=["left_out", "threshold", "models", "layers", "held", "verdict", "note"])

@@ -64,8 +64,12 @@ class Page:
             elif block[0] == "ul":
                 out.append("\n".join(f"- {item}" for item in block[1]))
             elif block[0] == "table":
-                out.append("\n".join(["| " + " | ".join(block[1]) + " |", "|" + "---|" * len(block[1])]
-                                     + ["| " + " | ".join(r) + " |" for r in block[2]]))
+                out.append(
+                    "\n".join(
+                        ["| " + " | ".join(block[1]) + " |", "|" + "---|" * len(block[1])]
+                        + ["| " + " | ".join(r) + " |" for r in block[2]]
+                    )
+                )
             else:
                 out.append(block[1])
         return "\n\n".join(out) + "\n"
@@ -78,9 +82,11 @@ class Page:
             text = re.sub(r"\*([^*]+)\*", r"<i>\1</i>", text)
             return re.sub(r"`([^`]+)`", r"<code>\1</code>", text)
 
-        out = ["<!DOCTYPE html><html><head><meta charset='utf-8'><title>selfheal: the answer</title>"
-               "<style>body{font-family:sans-serif;max-width:60em;margin:auto}table{border-collapse:collapse}"
-               "td,th{border:1px solid #ccc;padding:2px 6px}</style></head><body>"]
+        out = [
+            "<!DOCTYPE html><html><head><meta charset='utf-8'><title>selfheal: the answer</title>"
+            "<style>body{font-family:sans-serif;max-width:60em;margin:auto}table{border-collapse:collapse}"
+            "td,th{border:1px solid #ccc;padding:2px 6px}</style></head><body>"
+        ]
         for block in self.blocks:
             if block[0] == "h":
                 out.append(f"<h{block[1]}>{inline(block[2])}</h{block[1]}>")
@@ -89,10 +95,16 @@ class Page:
             elif block[0] == "ul":
                 out.append("<ul>" + "".join(f"<li>{inline(i)}</li>" for i in block[1]) + "</ul>")
             elif block[0] == "table":
-                out.append("<table><tr>" + "".join(f"<th>{inline(c)}</th>" for c in block[1]) + "</tr>" + "".join(
-                    "<tr>" + "".join(f"<td>{inline(c)}</td>" for c in r) + "</tr>" for r in block[2]) + "</table>")
+                out.append(
+                    "<table><tr>"
+                    + "".join(f"<th>{inline(c)}</th>" for c in block[1])
+                    + "</tr>"
+                    + "".join("<tr>" + "".join(f"<td>{inline(c)}</td>" for c in r) + "</tr>" for r in block[2])
+                    + "</table>"
+                )
         out.append("</body></html>")
         return "\n".join(out)
+
 
 def compact(x: float) -> str:
     """A count in few digits: '310k', '2.56M', '1.2B'."""
@@ -112,4 +124,3 @@ def span(values, fmt=num) -> str:
         return ""
     lo, hi = fmt(v.min()), fmt(v.max())
     return lo if lo == hi else f"{lo} to {hi}"
-

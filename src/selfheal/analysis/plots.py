@@ -50,11 +50,16 @@ def empty_chart(title: str, reason: str) -> alt.Chart:
     """The chart drawn in place of a figure that has no data: the figure's title over "no data for this panel",
     with the reason on a second line (e.g. "every model here is downloaded: S × E is unknown")."""
     lines = pd.DataFrame({"text": ["no data for this panel", reason], "line": [0, 1]})
-    return alt.Chart(lines).mark_text(size=14, align="center", baseline="middle").encode(
-        y=alt.Y("line:O", axis=None),
-        text="text:N",
-        size=alt.Size("line:O", scale=alt.Scale(domain=[0, 1], range=[16, 12]), legend=None),
-    ).properties(width=max(360, 7 * max(len(reason), len(title))), height=90, title=title)
+    return (
+        alt.Chart(lines)
+        .mark_text(size=14, align="center", baseline="middle")
+        .encode(
+            y=alt.Y("line:O", axis=None),
+            text="text:N",
+            size=alt.Size("line:O", scale=alt.Scale(domain=[0, 1], range=[16, 12]), legend=None),
+        )
+        .properties(width=max(360, 7 * max(len(reason), len(title))), height=90, title=title)
+    )
 
 
 # ---------------------------------------------------------------- axes that span the data
@@ -123,29 +128,45 @@ def cost_axis(*columns: Iterable, headroom: float = 1.25) -> tuple[alt.Scale, al
     positive = values[values > 0]
     if not len(positive):
         return alt.Scale(type="symlog", constant=0.1, domain=[0.0, 1.0], nice=False), alt.Axis(
-            values=[0.0, 1.0], labelExpr=ZERO_LABEL)
+            values=[0.0, 1.0], labelExpr=ZERO_LABEL
+        )
     low = math.floor(math.log10(float(positive.min())) + 1e-9)
     top = nice_up(float(positive.max()) * headroom, (1, 2, 3, 5, 10))
     high = math.ceil(math.log10(top) - 1e-9)
     multiples = (1, 2, 5) if high - low <= 1 else (1,)
-    ticks = [0.0] + [float(f"{m * 10.0 ** k:.12g}") for k in range(low, high + 1) for m in multiples
-                     if m * 10.0 ** k <= top * (1 + 1e-9)]
+    ticks = [0.0] + [
+        float(f"{m * 10.0**k:.12g}") for k in range(low, high + 1) for m in multiples if m * 10.0**k <= top * (1 + 1e-9)
+    ]
     if ticks[-1] < top * (1 - 1e-9):
         ticks.append(top)
-    constant = float(f"{10.0 ** low / 4:.12g}")
-    return (alt.Scale(type="symlog", constant=constant, domain=[0.0, top], nice=False),
-            alt.Axis(values=ticks, labelExpr=ZERO_LABEL, grid=True))
+    constant = float(f"{10.0**low / 4:.12g}")
+    return (
+        alt.Scale(type="symlog", constant=constant, domain=[0.0, top], nice=False),
+        alt.Axis(values=ticks, labelExpr=ZERO_LABEL, grid=True),
+    )
 
 
 def linear_scale(*columns: Iterable, include: Iterable[float] = (), zero: bool = False) -> alt.Scale:
     """A linear scale with ``linear_domain``'s explicit domain (``zero``: 0 always on it)."""
-    return alt.Scale(domain=linear_domain(*columns, include=[*include, *([0.0] if zero else [])]), nice=False,
-                     zero=False)
+    return alt.Scale(
+        domain=linear_domain(*columns, include=[*include, *([0.0] if zero else [])]), nice=False, zero=False
+    )
 
 
-def status_points(base: alt.Chart, x, y, color_field: str, status_field: str, statuses: list[str],
-                  shapes: list[str], title: str | None, tooltip: list, size: int = 60,
-                  labels: dict[str, str] | None = None, color_scale: alt.Scale | None = None):
+def status_points(
+    base: alt.Chart,
+    x,
+    y,
+    color_field: str,
+    status_field: str,
+    statuses: list[str],
+    shapes: list[str],
+    title: str | None,
+    tooltip: list,
+    size: int = 60,
+    labels: dict[str, str] | None = None,
+    color_scale: alt.Scale | None = None,
+):
     """Points coloured by ``color_field`` (on ``color_scale``: MODELS for models) whose shape follows
     ``status_field`` (``statuses`` -> ``shapes``), in one legend (``labels``: the legend's words for some statuses); ``OPEN_TRIANGLE`` among the shapes is an outline
     (beyond the budget), drawn as a filled path with a hole so that the legend shows it open too."""
@@ -153,10 +174,17 @@ def status_points(base: alt.Chart, x, y, color_field: str, status_field: str, st
     for status, words in (labels or {}).items():
         label_expr = f"datum.label == '{status}' ? '{words}' : ({label_expr})"
     return base.mark_point(filled=True, size=size, opacity=0.85).encode(
-        x=x, y=y, color=alt.Color(f"{color_field}:N", scale=color_scale or alt.Undefined),
-        shape=alt.Shape(f"{status_field}:N", title=title, scale=alt.Scale(domain=statuses, range=shapes),
-                        legend=alt.Legend(labelLimit=320, symbolSize=90, labelExpr=label_expr)),
-        tooltip=tooltip)
+        x=x,
+        y=y,
+        color=alt.Color(f"{color_field}:N", scale=color_scale or alt.Undefined),
+        shape=alt.Shape(
+            f"{status_field}:N",
+            title=title,
+            scale=alt.Scale(domain=statuses, range=shapes),
+            legend=alt.Legend(labelLimit=320, symbolSize=90, labelExpr=label_expr),
+        ),
+        tooltip=tooltip,
+    )
 
 
 def dodge(table: pd.DataFrame, x: str, by: str, width: float) -> pd.Series:
@@ -174,8 +202,16 @@ def _mean_ci(table: pd.DataFrame, keys: list[str], value: str) -> pd.DataFrame:
     rows = []
     for key, group in table.groupby(keys, dropna=False, sort=True):
         mean, lo, hi = stats.mean_ci(group[value].tolist())
-        rows.append({**dict(zip(keys, key)), "mean": mean, "ci_lo": lo, "ci_hi": hi, "n_seeds": len(group),
-                     "n_censored": int((~group["recovered"].astype(bool)).sum()) if "recovered" in group else 0})
+        rows.append(
+            {
+                **dict(zip(keys, key)),
+                "mean": mean,
+                "ci_lo": lo,
+                "ci_hi": hi,
+                "n_seeds": len(group),
+                "n_censored": int((~group["recovered"].astype(bool)).sum()) if "recovered" in group else 0,
+            }
+        )
     # the columns are there even without a group, so an empty table still draws (as an empty layer)
     return pd.DataFrame(rows, columns=[*keys, "mean", "ci_lo", "ci_hi", "n_seeds", "n_censored"])
 
@@ -190,8 +226,10 @@ SEED_STATUS = ["recovered", "censored (≥ budget)", "diverged"]
 def _layer_axis(layers: Iterable) -> tuple[alt.Scale, alt.Axis]:
     """A quantitative x for integer layer indices (points dodged around them): every index a tick."""
     values = sorted({int(v) for v in finite(layers)}) or [0]
-    return (alt.Scale(domain=[values[0] - 0.5, values[-1] + 0.5], nice=False, zero=False),
-            alt.Axis(values=values, format="d", labelAngle=0, grid=False))
+    return (
+        alt.Scale(domain=[values[0] - 0.5, values[-1] + 0.5], nice=False, zero=False),
+        alt.Axis(values=values, format="d", labelAngle=0, grid=False),
+    )
 
 
 def recovery_cost(summary: pd.DataFrame, unit: str = "fraction_of_pretrain") -> alt.Chart:
@@ -200,13 +238,18 @@ def recovery_cost(summary: pd.DataFrame, unit: str = "fraction_of_pretrain") -> 
     title = "Recovery cost against reset layer (mean, 95 % CI over seeds; open triangles: beyond the budget)"
     table = summary[summary[unit].notna()].copy()
     if table.empty:
-        reason = ("no cell of a model pretrained here (S × E is unknown for a downloaded model: see "
-                  "recovery_examples)" if unit == "fraction_of_pretrain" and len(summary) else "no retrain cells")
+        reason = (
+            "no cell of a model pretrained here (S × E is unknown for a downloaded model: see recovery_examples)"
+            if unit == "fraction_of_pretrain" and len(summary)
+            else "no retrain cells"
+        )
         return empty_chart(title, reason)
     table["setting"] = _setting(table)
     table["cost"] = table[unit].astype(float)  # 0: within eps before any training, drawn at the axis's 0
-    table["status"] = [SEED_STATUS[2] if d else (SEED_STATUS[0] if r else SEED_STATUS[1])
-                       for r, d in zip(table["recovered"], table["diverged"])]
+    table["status"] = [
+        SEED_STATUS[2] if d else (SEED_STATUS[0] if r else SEED_STATUS[1])
+        for r, d in zip(table["recovered"], table["diverged"])
+    ]
     # matched no-reset controls (init "trained") start at the baseline: they have no cost to draw
     layers = table[table["depth"].notna() & (table["init"] != MATCHED_CONTROL_INIT)].copy()
     layers["layer"] = layers["depth"].astype(int)
@@ -227,46 +270,89 @@ def recovery_cost(summary: pd.DataFrame, unit: str = "fraction_of_pretrain") -> 
     data = pd.concat(frames, ignore_index=True)
     data["threshold"] = data["threshold"].map(lambda e: f"ε = {e:g}")
 
-    y_scale, y_axis = cost_axis(layers["cost"], means["mean"], means["ci_lo"], means["ci_hi"],
-                                [] if control_means is None else control_means["mean"])
+    y_scale, y_axis = cost_axis(
+        layers["cost"],
+        means["mean"],
+        means["ci_lo"],
+        means["ci_hi"],
+        [] if control_means is None else control_means["mean"],
+    )
     x_scale, x_axis = _layer_axis(layers["layer"])
     x = alt.X("x:Q", title="reset layer L (depth; encoder first)", scale=x_scale, axis=x_axis)
     y = alt.Y("cost:Q", scale=y_scale, axis=y_axis, title=COST_UNITS[unit])
     color = alt.Color("model:N", title="model", scale=MODELS)
     tooltip = ["model", "target", "seed", "examples", "tokens", "fraction_of_pretrain", "recovered", "status"]
     base = alt.Chart()
-    seeds = status_points(base.transform_filter(alt.datum.row == "seed"), x, y, "model", "status",
-                          SEED_STATUS, ["circle", OPEN_TRIANGLE, "cross"], "seed", tooltip,
-                          labels={SEED_STATUS[1]: "censored: " + BEYOND}, color_scale=MODELS)
-    mean_y = alt.Y("mean:Q", scale=y_scale, axis=y_axis, title=COST_UNITS[unit])
-    line = base.transform_filter(alt.datum.row == "mean").mark_line(strokeWidth=1.5).encode(
-        x=x, y=mean_y, color=color,
-        strokeDash=alt.condition(alt.datum.dashed, alt.value([4, 3]), alt.value([1, 0])),
+    seeds = status_points(
+        base.transform_filter(alt.datum.row == "seed"),
+        x,
+        y,
+        "model",
+        "status",
+        SEED_STATUS,
+        ["circle", OPEN_TRIANGLE, "cross"],
+        "seed",
+        tooltip,
+        labels={SEED_STATUS[1]: "censored: " + BEYOND},
+        color_scale=MODELS,
     )
-    bars = base.transform_filter(alt.datum.row == "mean").mark_errorbar(ticks=True).encode(
-        x=x, y=alt.Y("ci_lo:Q", scale=y_scale, axis=y_axis, title=""), y2="ci_hi:Q", color=color,
-        tooltip=["model", "layer", "mean", "ci_lo", "ci_hi", "n_seeds", "n_censored"],
+    mean_y = alt.Y("mean:Q", scale=y_scale, axis=y_axis, title=COST_UNITS[unit])
+    line = (
+        base.transform_filter(alt.datum.row == "mean")
+        .mark_line(strokeWidth=1.5)
+        .encode(
+            x=x,
+            y=mean_y,
+            color=color,
+            strokeDash=alt.condition(alt.datum.dashed, alt.value([4, 3]), alt.value([1, 0])),
+        )
+    )
+    bars = (
+        base.transform_filter(alt.datum.row == "mean")
+        .mark_errorbar(ticks=True)
+        .encode(
+            x=x,
+            y=alt.Y("ci_lo:Q", scale=y_scale, axis=y_axis, title=""),
+            y2="ci_hi:Q",
+            color=color,
+            tooltip=["model", "layer", "mean", "ci_lo", "ci_hi", "n_seeds", "n_censored"],
+        )
     )
     charts = [bars, line, seeds]
     if control_means is not None:
-        charts.append(base.transform_filter(alt.datum.row == "control_all").mark_rule().encode(
-            y=mean_y, color=color,
-            strokeDash=alt.StrokeDash("target:N", title="reference (rule)",
-                                      legend=alt.Legend(labelExpr="datum.label == 'all' ? 'every layer reset' : "
-                                                                  "'encoder swap (' + datum.label + ')'")),
-            tooltip=[alt.Tooltip("model:N"), alt.Tooltip("target:N"), alt.Tooltip("mean:Q", title="cost")],
-        ))
-    return alt.layer(*charts, data=data).properties(width=240, height=220).facet(
-        column=alt.Column("threshold:N", title="recovered within ε of baseline"),
-        row=alt.Row("setting:N", title="policy / init / regime"),
-    ).properties(title=title)
+        charts.append(
+            base.transform_filter(alt.datum.row == "control_all")
+            .mark_rule()
+            .encode(
+                y=mean_y,
+                color=color,
+                strokeDash=alt.StrokeDash(
+                    "target:N",
+                    title="reference (rule)",
+                    legend=alt.Legend(
+                        labelExpr="datum.label == 'all' ? 'every layer reset' : 'encoder swap (' + datum.label + ')'"
+                    ),
+                ),
+                tooltip=[alt.Tooltip("model:N"), alt.Tooltip("target:N"), alt.Tooltip("mean:Q", title="cost")],
+            )
+        )
+    return (
+        alt.layer(*charts, data=data)
+        .properties(width=240, height=220)
+        .facet(
+            column=alt.Column("threshold:N", title="recovered within ε of baseline"),
+            row=alt.Row("setting:N", title="policy / init / regime"),
+        )
+        .properties(title=title)
+    )
 
 
 def recovery_curves(curves: pd.DataFrame, summary: pd.DataFrame) -> alt.Chart:
     curves = curves[curves["fraction_of_pretrain"].notna()]  # models pretrained here: S x E known
     if curves.empty:
-        return empty_chart("Recovery curves over the pretraining curve",
-                           "no model pretrained here: no curves against S × E")
+        return empty_chart(
+            "Recovery curves over the pretraining curve", "no model pretrained here: no curves against S × E"
+        )
     rec = curves[curves["kind"] == "recovery"].copy()
     rec["setting"] = _setting(rec)
     # one line per run: a cell (its network's pretraining seed and its retrain seed), a network's pretraining
@@ -279,34 +365,67 @@ def recovery_curves(curves: pd.DataFrame, summary: pd.DataFrame) -> alt.Chart:
     for model in sorted(curves["model"].unique()):
         mine = curves[curves["model"] == model]
         base_loss = baselines.loc[baselines["model"] == model, "baseline_loss"]
-        x = alt.X("fraction_of_pretrain:Q", title="examples seen / (S × E)",
-                  scale=alt.Scale(domain=linear_domain(mine["fraction_of_pretrain"], include=[0], pad=0), nice=False))
+        x = alt.X(
+            "fraction_of_pretrain:Q",
+            title="examples seen / (S × E)",
+            scale=alt.Scale(domain=linear_domain(mine["fraction_of_pretrain"], include=[0], pad=0), nice=False),
+        )
         y_scale = linear_scale(mine["val_loss"], base_loss)
         y = alt.Y("val_loss:Q", title="validation loss", scale=y_scale)
-        cells = alt.Chart(rec[rec["model"] == model]).mark_line(opacity=0.7).encode(
-            x=x, y=y, color=alt.Color("target:N", title="reset target"), detail="run:N",
-            strokeDash=alt.StrokeDash("setting:N", title="policy / init / regime"),
-            tooltip=["model", "target", "seed", "examples", "val_loss"],
+        cells = (
+            alt.Chart(rec[rec["model"] == model])
+            .mark_line(opacity=0.7)
+            .encode(
+                x=x,
+                y=y,
+                color=alt.Color("target:N", title="reset target"),
+                detail="run:N",
+                strokeDash=alt.StrokeDash("setting:N", title="policy / init / regime"),
+                tooltip=["model", "target", "seed", "examples", "val_loss"],
+            )
         )
-        pretrain = alt.Chart(pre[pre["model"] == model]).mark_line(color="black", strokeWidth=2.5).encode(
-            x=x, y=y, detail="run:N", tooltip=["model", "run", "examples", "val_loss"])
-        base_rule = alt.Chart(baselines[baselines["model"] == model]).mark_rule(
-            color="gray", strokeDash=[2, 2]).encode(y=alt.Y("baseline_loss:Q", scale=y_scale))
+        pretrain = (
+            alt.Chart(pre[pre["model"] == model])
+            .mark_line(color="black", strokeWidth=2.5)
+            .encode(x=x, y=y, detail="run:N", tooltip=["model", "run", "examples", "val_loss"])
+        )
+        base_rule = (
+            alt.Chart(baselines[baselines["model"] == model])
+            .mark_rule(color="gray", strokeDash=[2, 2])
+            .encode(y=alt.Y("baseline_loss:Q", scale=y_scale))
+        )
         # a run with one evaluation (within eps at 0 examples) has no line to draw: a point instead
         mine_rec = rec[rec["model"] == model]
         single = mine_rec[mine_rec.groupby(["setting", "run"])["run"].transform("size") == 1]
-        once = alt.Chart(single).mark_point(filled=True, size=40).encode(
-            x=x, y=y, color=alt.Color("target:N", title="reset target"),
-            tooltip=["model", "target", "seed", "examples", "val_loss"])
-        charts.append(alt.layer(pretrain, cells, once, base_rule).properties(
-            width=360, height=240, title=f"{model}: recovery (colour) vs pretraining (black); dotted: baseline"))
+        once = (
+            alt.Chart(single)
+            .mark_point(filled=True, size=40)
+            .encode(
+                x=x,
+                y=y,
+                color=alt.Color("target:N", title="reset target"),
+                tooltip=["model", "target", "seed", "examples", "val_loss"],
+            )
+        )
+        charts.append(
+            alt.layer(pretrain, cells, once, base_rule).properties(
+                width=360, height=240, title=f"{model}: recovery (colour) vs pretraining (black); dotted: baseline"
+            )
+        )
     return alt.vconcat(*charts).resolve_scale(color="independent", x="independent", y="independent")
 
 
 def damage(summary: pd.DataFrame) -> alt.Chart:
     title = "Damage: validation loss right after the reset (dashed: every layer reset)"
-    cell_keys = ["model", *(["pretrain_seed"] if "pretrain_seed" in summary else []), "target", "policy", "init",
-                 "regime", "seed"]
+    cell_keys = [
+        "model",
+        *(["pretrain_seed"] if "pretrain_seed" in summary else []),
+        "target",
+        "policy",
+        "init",
+        "regime",
+        "seed",
+    ]
     cells = summary.drop_duplicates(cell_keys).copy()  # one row per cell (its thresholds share the damage)
     cells = cells[cells["regime"] == cells["regime"].iloc[0]] if len(cells) else cells
     if not (cells["depth"].notna().any() or (cells["target"] == "all").any()):
@@ -322,28 +441,53 @@ def damage(summary: pd.DataFrame) -> alt.Chart:
     # no interval (one seed): the bar is the point
     means["ci_lo"] = means["ci_lo"].fillna(means["mean"])
     means["ci_hi"] = means["ci_hi"].fillna(means["mean"])
-    y_scale = linear_scale(means["mean"], means["ci_lo"], means["ci_hi"],
-                           [] if control_means is None else control_means["damage"], zero=True)
+    y_scale = linear_scale(
+        means["mean"],
+        means["ci_lo"],
+        means["ci_hi"],
+        [] if control_means is None else control_means["damage"],
+        zero=True,
+    )
     x_scale, x_axis = _layer_axis(layers["layer"]) if len(layers) else _layer_axis([0])
     means["x"] = dodge(means, "layer", "model", 0.08)
     color = alt.Color("model:N")
     x = alt.X("x:Q", title="reset layer L", scale=x_scale, axis=x_axis)
     y = alt.Y("mean:Q", title="val loss after reset − baseline", scale=y_scale)
-    line = alt.Chart(means).mark_line().encode(
-        x=x, y=y, color=color, detail="setting:N",
-        strokeDash=alt.StrokeDash("setting:N", title="policy / init", legend=alt.Legend(symbolStrokeColor="black")),
+    line = (
+        alt.Chart(means)
+        .mark_line()
+        .encode(
+            x=x,
+            y=y,
+            color=color,
+            detail="setting:N",
+            strokeDash=alt.StrokeDash("setting:N", title="policy / init", legend=alt.Legend(symbolStrokeColor="black")),
+        )
     )
-    points = alt.Chart(means).mark_point(filled=True, size=40).encode(
-        x=x, y=y, color=color, tooltip=["model", "setting", "layer", "mean", "ci_lo", "ci_hi", "n_seeds"])
-    bars = alt.Chart(means).mark_errorbar(ticks=True).encode(
-        x=x, y=alt.Y("ci_lo:Q", title="", scale=y_scale), y2="ci_hi:Q", color=color)
-    zero = alt.Chart(pd.DataFrame({"zero": [0.0]})).mark_rule(color="lightgray").encode(
-        y=alt.Y("zero:Q", scale=y_scale))
+    points = (
+        alt.Chart(means)
+        .mark_point(filled=True, size=40)
+        .encode(x=x, y=y, color=color, tooltip=["model", "setting", "layer", "mean", "ci_lo", "ci_hi", "n_seeds"])
+    )
+    bars = (
+        alt.Chart(means)
+        .mark_errorbar(ticks=True)
+        .encode(x=x, y=alt.Y("ci_lo:Q", title="", scale=y_scale), y2="ci_hi:Q", color=color)
+    )
+    zero = (
+        alt.Chart(pd.DataFrame({"zero": [0.0]})).mark_rule(color="lightgray").encode(y=alt.Y("zero:Q", scale=y_scale))
+    )
     charts = [zero, bars, line, points]
     if control_means is not None:
-        charts.append(alt.Chart(control_means).mark_rule(strokeDash=[6, 4]).encode(
-            y=alt.Y("damage:Q", scale=y_scale), color=color,
-            tooltip=["model", alt.Tooltip("damage:Q", title="reset-all damage")]))
+        charts.append(
+            alt.Chart(control_means)
+            .mark_rule(strokeDash=[6, 4])
+            .encode(
+                y=alt.Y("damage:Q", scale=y_scale),
+                color=color,
+                tooltip=["model", alt.Tooltip("damage:Q", title="reset-all damage")],
+            )
+        )
     return alt.layer(*charts).properties(width=420, height=260, title=title)
 
 
@@ -354,25 +498,51 @@ def frozen_random(table: pd.DataFrame) -> alt.Chart:
     if table.empty:
         return empty_chart(title, "no frozen-random variant in this grid")
     data = table.assign(n_frozen=[0 if f == "none" else len(f.split("+")) for f in table["frozen"]])
-    x = alt.X("frozen:N", sort=list(dict.fromkeys(table["frozen"])), title="left at random init and frozen",
-              axis=alt.Axis(labelAngle=-30))
-    y = alt.Y("val_perplexity:Q", title="validation perplexity after pretraining (log)",
-              scale=alt.Scale(type="log", domain=log_domain(table["val_perplexity"]), nice=False),
-              axis=alt.Axis(format="~g"))
-    points = alt.Chart().mark_point(size=90, filled=True).encode(
-        x=x, y=y,
-        color=alt.Color("n_frozen:O", title="frozen components", scale=alt.Scale(scheme="tableau10")),
-        tooltip=["model", "frozen", "trainable_params", "frozen_params", alt.Tooltip("val_loss:Q", format=".4f"),
-                 alt.Tooltip("val_perplexity:Q", format=".2f"), alt.Tooltip("delta_loss:Q", format="+.4f"),
-                 alt.Tooltip("perplexity_ratio:Q", format=".3f")],
+    x = alt.X(
+        "frozen:N",
+        sort=list(dict.fromkeys(table["frozen"])),
+        title="left at random init and frozen",
+        axis=alt.Axis(labelAngle=-30),
     )
-    labels = alt.Chart().mark_text(dy=-12, fontSize=10).encode(
-        x=x, y=y, text=alt.Text("perplexity_ratio:Q", format=".2f"))
-    reference = alt.Chart().transform_filter(alt.datum.frozen == "none").mark_rule(
-        strokeDash=[6, 4], color="black").encode(y=y)
-    return alt.layer(reference, points, labels, data=data).properties(width=260, height=240).facet(
-        column=alt.Column("base_model:N", title="base model"),
-    ).properties(title=title)
+    y = alt.Y(
+        "val_perplexity:Q",
+        title="validation perplexity after pretraining (log)",
+        scale=alt.Scale(type="log", domain=log_domain(table["val_perplexity"]), nice=False),
+        axis=alt.Axis(format="~g"),
+    )
+    points = (
+        alt.Chart()
+        .mark_point(size=90, filled=True)
+        .encode(
+            x=x,
+            y=y,
+            color=alt.Color("n_frozen:O", title="frozen components", scale=alt.Scale(scheme="tableau10")),
+            tooltip=[
+                "model",
+                "frozen",
+                "trainable_params",
+                "frozen_params",
+                alt.Tooltip("val_loss:Q", format=".4f"),
+                alt.Tooltip("val_perplexity:Q", format=".2f"),
+                alt.Tooltip("delta_loss:Q", format="+.4f"),
+                alt.Tooltip("perplexity_ratio:Q", format=".3f"),
+            ],
+        )
+    )
+    labels = (
+        alt.Chart().mark_text(dy=-12, fontSize=10).encode(x=x, y=y, text=alt.Text("perplexity_ratio:Q", format=".2f"))
+    )
+    reference = (
+        alt.Chart().transform_filter(alt.datum.frozen == "none").mark_rule(strokeDash=[6, 4], color="black").encode(y=y)
+    )
+    return (
+        alt.layer(reference, points, labels, data=data)
+        .properties(width=260, height=240)
+        .facet(
+            column=alt.Column("base_model:N", title="base model"),
+        )
+        .properties(title=title)
+    )
 
 
 def write_frozen_random(table_path: str, html_path: str | Path, png_path: str | Path) -> None:
@@ -394,8 +564,9 @@ FIGURES = {
 }
 
 
-def write_all(summary_path: str, curves_path: str, names: list[str], html_paths: list[str],
-              png_paths: list[str]) -> None:
+def write_all(
+    summary_path: str, curves_path: str, names: list[str], html_paths: list[str], png_paths: list[str]
+) -> None:
     """Draw the named figures (FIGURES) from the tables, each to its HTML and PNG path."""
     summary = pd.read_parquet(summary_path)
     curves = pd.read_parquet(curves_path)

@@ -39,12 +39,17 @@ def _single_layer_costs(t: dict[str, pd.DataFrame]) -> str:
         layers, every = at[at["kind"] == "layer"], at[at["target"] == "all"]
         med = layers["median_fraction"].astype(float)
         finite = med[np.isfinite(med)]
-        reached = (f"medians {num(finite.min())} to {num(finite.max())} of S × E" if len(finite) else
-                   "no median within the budget")
+        reached = (
+            f"medians {num(finite.min())} to {num(finite.max())} of S × E"
+            if len(finite)
+            else "no median within the budget"
+        )
         beyond = int((~np.isfinite(med)).sum())
         every_reached = int(np.isfinite(every["median_fraction"].astype(float)).sum())
-        parts.append(f"ε = {eps:g}: one layer {reached} ({beyond} of {len(med)} layer groups beyond the budget); "
-                     f"every layer reset: {every_reached} of {len(every)} models within the budget")
+        parts.append(
+            f"ε = {eps:g}: one layer {reached} ({beyond} of {len(med)} layer groups beyond the budget); "
+            f"every layer reset: {every_reached} of {len(every)} models within the budget"
+        )
     return "; ".join(parts)
 
 
@@ -73,8 +78,10 @@ def _damage_by_position(t: dict[str, pd.DataFrame]) -> str:
     rest = cells[cells["depth"] > 0]["damage"].astype(float)
     if not len(rest):
         return f"loss right after resetting the first (only) layer: median +{num(first.median())} nats"
-    return (f"loss right after a fresh reset, no retraining: first layer median +{num(first.median())} nats, "
-            f"the other layers +{num(rest.median())} nats")
+    return (
+        f"loss right after a fresh reset, no retraining: first layer median +{num(first.median())} nats, "
+        f"the other layers +{num(rest.median())} nats"
+    )
 
 
 def _position_effect(t: dict[str, pd.DataFrame]) -> str:
@@ -103,37 +110,48 @@ def _not_here(_: dict[str, pd.DataFrame]) -> str:
 
 
 PUBLISHED = [
-    Published("Zhang, Bengio & Singer 2019, *Are All Layers Created Equal?*",
-              "re-initialising one layer of a trained image classifier (VGG, ResNet; CIFAR-10, ImageNet) *without "
-              "retraining*: most layers are 'robust' to going back to their initial values, the first layers are "
-              "'critical'; re-randomising (a fresh draw) ruins most layers",
-              "no retraining, vision models and test error; here a fresh draw followed by healing, language-modelling "
-              "loss", _damage_by_position),
-    Published("Tamkin et al. 2020, *Investigating Transferability in Pretrained Language Models*",
-              "partial re-initialisation of BERT-base layers, then finetuning the *whole* model on GLUE tasks: the "
-              "benefit of a layer's pretrained weights varies with the finetuning set's size (large with plenty of "
-              "data, negligible when data are scarce); layers that probe well are neither necessary nor sufficient",
-              "everything trains, a downstream task and accuracy; here the rest is frozen and the measure is the "
-              "pretraining loss against the data it took (the `transfer:` section re-runs their experiments)",
-              _position_effect),
-    Published("Gromov et al. 2024, *The Unreasonable Ineffectiveness of the Deeper Layers*; LLM-Streamline "
-              "(Chen et al. 2024)",
-              "up to about half of the (deeper) layers of open LLMs (Llama-2-70B among them) removed with little "
-              "loss on question-answering benchmarks after a small QLoRA 'healing' finetune; LLM-Streamline "
-              "replaces a pruned block by one lightweight layer trained on a small dataset",
-              "layers deleted, not re-initialised; billions of parameters; a fixed healing budget scored by task "
-              "accuracy, not the data needed to return to the original loss", _share_recovered),
-    Published("Muralidharan et al. 2024 (Minitron), *Compact Language Models via Pruning and Knowledge "
-              "Distillation*",
-              "Nemotron-4 15B pruned in depth and width to 8B and 4B and retrained by distillation with under 3 % of "
-              "the original training tokens (up to 40× fewer than training each size from scratch)",
-              "structured pruning and distillation from the teacher, every weight retrained; here one layer reset, "
-              "the rest frozen, plain language-modelling loss; costs below are fractions of S × E",
-              _single_layer_costs),
-    Published("Bogoychev 2021, *Not all parameters are born equal: attention is mostly what you need*",
-              "components of a translation transformer left at random initialisation and frozen throughout "
-              "training cost little BLEU (attention least)",
-              "trains from scratch around frozen random parts rather than healing a trained network", _not_here),
+    Published(
+        "Zhang, Bengio & Singer 2019, *Are All Layers Created Equal?*",
+        "re-initialising one layer of a trained image classifier (VGG, ResNet; CIFAR-10, ImageNet) *without "
+        "retraining*: most layers are 'robust' to going back to their initial values, the first layers are "
+        "'critical'; re-randomising (a fresh draw) ruins most layers",
+        "no retraining, vision models and test error; here a fresh draw followed by healing, language-modelling loss",
+        _damage_by_position,
+    ),
+    Published(
+        "Tamkin et al. 2020, *Investigating Transferability in Pretrained Language Models*",
+        "partial re-initialisation of BERT-base layers, then finetuning the *whole* model on GLUE tasks: the "
+        "benefit of a layer's pretrained weights varies with the finetuning set's size (large with plenty of "
+        "data, negligible when data are scarce); layers that probe well are neither necessary nor sufficient",
+        "everything trains, a downstream task and accuracy; here the rest is frozen and the measure is the "
+        "pretraining loss against the data it took (the `transfer:` section re-runs their experiments)",
+        _position_effect,
+    ),
+    Published(
+        "Gromov et al. 2024, *The Unreasonable Ineffectiveness of the Deeper Layers*; LLM-Streamline "
+        "(Chen et al. 2024)",
+        "up to about half of the (deeper) layers of open LLMs (Llama-2-70B among them) removed with little "
+        "loss on question-answering benchmarks after a small QLoRA 'healing' finetune; LLM-Streamline "
+        "replaces a pruned block by one lightweight layer trained on a small dataset",
+        "layers deleted, not re-initialised; billions of parameters; a fixed healing budget scored by task "
+        "accuracy, not the data needed to return to the original loss",
+        _share_recovered,
+    ),
+    Published(
+        "Muralidharan et al. 2024 (Minitron), *Compact Language Models via Pruning and Knowledge Distillation*",
+        "Nemotron-4 15B pruned in depth and width to 8B and 4B and retrained by distillation with under 3 % of "
+        "the original training tokens (up to 40× fewer than training each size from scratch)",
+        "structured pruning and distillation from the teacher, every weight retrained; here one layer reset, "
+        "the rest frozen, plain language-modelling loss; costs below are fractions of S × E",
+        _single_layer_costs,
+    ),
+    Published(
+        "Bogoychev 2021, *Not all parameters are born equal: attention is mostly what you need*",
+        "components of a translation transformer left at random initialisation and frozen throughout "
+        "training cost little BLEU (attention least)",
+        "trains from scratch around frozen random parts rather than healing a trained network",
+        _not_here,
+    ),
 ]
 
 

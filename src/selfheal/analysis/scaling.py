@@ -51,9 +51,32 @@ TERM_LABELS = {
     "log_train_sequences": "log S (pretraining sequences)",
     "log_epochs": "log E (pretraining epochs)",
 }
-FIT_COLUMNS = ["regime", "policy", "init", "threshold", "term", "label", "determined", "reason", "note", "coef",
-               "coef_lo", "coef_hi", "factor", "factor_lo", "factor_hi", "unit", "n_cells", "n_censored",
-               "n_clusters", "n_resamples", "n_failed", "interval_over", "left_out", "n_left_out"]
+FIT_COLUMNS = [
+    "regime",
+    "policy",
+    "init",
+    "threshold",
+    "term",
+    "label",
+    "determined",
+    "reason",
+    "note",
+    "coef",
+    "coef_lo",
+    "coef_hi",
+    "factor",
+    "factor_lo",
+    "factor_hi",
+    "unit",
+    "n_cells",
+    "n_censored",
+    "n_clusters",
+    "n_resamples",
+    "n_failed",
+    "interval_over",
+    "left_out",
+    "n_left_out",
+]
 # Why a term is not determined (the fit table's ``reason``; "" when it is): the code other modules branch on, the
 # ``note`` beside it says it in words with the numbers.
 REASONS = {
@@ -68,8 +91,21 @@ REASONS = {
     "too_few_cells": "too few cells for the fit's parameters",
     "not_converged": "the fit did not converge",
 }
-DAMAGE_COLUMNS = ["regime", "policy", "init", "threshold", "rho", "rho_lo", "rho_hi", "n_cells", "n_censored",
-                  "n_clusters", "n_resamples", "interval_over", "note"]
+DAMAGE_COLUMNS = [
+    "regime",
+    "policy",
+    "init",
+    "threshold",
+    "rho",
+    "rho_lo",
+    "rho_hi",
+    "n_cells",
+    "n_censored",
+    "n_clusters",
+    "n_resamples",
+    "interval_over",
+    "note",
+]
 # A fit needs at least this many (non-zero-cost) cells per parameter, and is not made when more than this share
 # of the single-layer cells cost nothing at that eps (within eps before any training: the cost of the rest is then
 # a question about a few cells).
@@ -141,8 +177,10 @@ def identifiable(x: pd.DataFrame) -> tuple[list[str], dict[str, str]]:
             base, rank = trial, rank + 1
             kept.append(term)
         else:
-            why[term] = ("confounded",
-                         f"not determined by this grid: confounded with {', '.join(kept) or 'the intercept'}")
+            why[term] = (
+                "confounded",
+                f"not determined by this grid: confounded with {', '.join(kept) or 'the intercept'}",
+            )
     return kept, why
 
 
@@ -153,8 +191,13 @@ class _WarmLogNormalAFT(LogNormalAFTFitter):
     for custom AFT models). The fit itself is LogNormalAFTFitter's."""
 
 
-def _aft(x: pd.DataFrame, lower: np.ndarray, upper: np.ndarray,
-         weights: np.ndarray | None = None, start: pd.Series | None = None) -> pd.Series | None:
+def _aft(
+    x: pd.DataFrame,
+    lower: np.ndarray,
+    upper: np.ndarray,
+    weights: np.ndarray | None = None,
+    start: pd.Series | None = None,
+) -> pd.Series | None:
     """The fit's parameters (lifelines' params_: mu_ terms, then sigma_), or None when it fails. ``start``: the
     parameters to start the optimiser from (a bootstrap refit starts from the full fit: lifelines otherwise fits a
     univariate model by Nelder-Mead first, half of each refit's time; the optimum is the same)."""
@@ -173,12 +216,14 @@ def _aft(x: pd.DataFrame, lower: np.ndarray, upper: np.ndarray,
         std = data[list(x.columns)].std()
         std = std.where(std >= 1e-8, 1.0)
         initial = start.to_numpy(float) * np.array(
-            [float(std.get(cov, 1.0)) if param == "mu_" else 1.0 for param, cov in start.index])
+            [float(std.get(cov, 1.0)) if param == "mu_" else 1.0 for param, cov in start.index]
+        )
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            fitter.fit_interval_censoring(data, "_lo", "_hi", weights_col="_w" if weights is not None else None,
-                                          initial_point=initial)
+            fitter.fit_interval_censoring(
+                data, "_lo", "_hi", weights_col="_w" if weights is not None else None, initial_point=initial
+            )
     except Exception:  # lifelines raises ConvergenceError and others on separated or degenerate data
         return None
     params = fitter.params_
@@ -208,8 +253,9 @@ def fit(cells: pd.DataFrame, max_resamples: int = MAX_FIT_RESAMPLES, workers: in
     out = []
     with _pool(workers) as pool:
         for key, rows in _layer_cells(cells).groupby(survival.SETTING + ["threshold"], sort=True):
-            out.extend(_coefficients(dict(zip(survival.SETTING + ["threshold"], key)),
-                                     refits(rows, max_resamples, pool)))
+            out.extend(
+                _coefficients(dict(zip(survival.SETTING + ["threshold"], key)), refits(rows, max_resamples, pool))
+            )
     table = pd.DataFrame(out, columns=FIT_COLUMNS)
     for column in ("coef", "coef_lo", "coef_hi", "factor", "factor_lo", "factor_hi", "threshold"):
         table[column] = table[column].astype(float)
@@ -255,20 +301,21 @@ class Refits:
         model's median is exp of its location."""
         x = _design(cell.to_frame().T)
         return float(params.loc[("mu_", "Intercept")]) + sum(
-            float(params.loc[("mu_", t)]) * float(x[t].iloc[0]) for t in self.terms)
+            float(params.loc[("mu_", t)]) * float(x[t].iloc[0]) for t in self.terms
+        )
 
     def covers(self, cell: pd.Series) -> bool:
         """Whether the fit speaks for this cell: it is not of a kind whose cells left the fit (``outside``)."""
         x = _design(cell.to_frame().T)
-        return all(term not in x or np.isclose(float(x[term].iloc[0]), value) for term, (value, _) in
-                   self.outside.items())
+        return all(
+            term not in x or np.isclose(float(x[term].iloc[0]), value) for term, (value, _) in self.outside.items()
+        )
 
     def predict(self, cell: pd.Series) -> tuple[float, float, float]:
         """The fit's median cost of one cell, in ``unit``, with its interval: the bootstrap's normal interval on the
         log scale (``_normal_interval``) over the refits."""
         centre = self.log_median(self.point, cell)
-        lo, hi, _, _ = _normal_interval(centre, [self.log_median(d, cell) for d in self.draws], self.probs,
-                                        self.strata)
+        lo, hi, _, _ = _normal_interval(centre, [self.log_median(d, cell) for d in self.draws], self.probs, self.strata)
         return math.exp(centre), math.exp(lo), math.exp(hi)
 
 
@@ -333,11 +380,13 @@ def _unmatched_families(rows: pd.DataFrame, x: pd.DataFrame) -> dict[str, str]:
         own = sorted({r for r, m in zip(regime, x[term].to_numpy(bool)) if m})
         if not reference & set(own):
             ref_kind = kind[~marked].iloc[0] if (~marked).any() else "reference"
-            why[term] = ("unmatched_family",
-                         f"not determined: no {term[7:-1]} network shares S × E with a {ref_kind} one (its "
-                         f"{', '.join(f'{s:,} × {e}' for s, e in own)}), so the term would be the log S / log E "
-                         f"trend extrapolated to its training, not a difference between families; its cells are "
-                         f"left out of this fit")
+            why[term] = (
+                "unmatched_family",
+                f"not determined: no {term[7:-1]} network shares S × E with a {ref_kind} one (its "
+                f"{', '.join(f'{s:,} × {e}' for s, e in own)}), so the term would be the log S / log E "
+                f"trend extrapolated to its training, not a difference between families; its cells are "
+                f"left out of this fit",
+            )
     return why
 
 
@@ -377,8 +426,11 @@ def refits(rows: pd.DataFrame, max_resamples: int = MAX_FIT_RESAMPLES, pool=None
         for term in dropped:
             mask = _away(x[term], term)
             keep_value = 0.0 if term in INDICATORS else float(x[term][~mask].iloc[0])
-            why[term] = ("censored", f"not determined: every such cell is beyond the budget (only a lower bound on "
-                                     f"its cost); its {int(mask.sum())} cells are left out of the fit")
+            why[term] = (
+                "censored",
+                f"not determined: every such cell is beyond the budget (only a lower bound on "
+                f"its cost); its {int(mask.sum())} cells are left out of the fit",
+            )
             leave(term, mask, keep_value)
             censored = censored[~mask]
     lower, upper = _bounds(rows, unit)
@@ -386,19 +438,31 @@ def refits(rows: pd.DataFrame, max_resamples: int = MAX_FIT_RESAMPLES, pool=None
     for term in unbounded:
         kept.remove(term)
         others = [t for t in unbounded if t != term]
-        why[term] = ("unbounded", "not determined: unbounded (the censored cells' costs rise for free along this term"
-                     + (f" together with {', '.join(_label(t) for t in others)}" if others else "")
-                     + ": every cell that would bound it is beyond the budget)")
+        why[term] = (
+            "unbounded",
+            "not determined: unbounded (the censored cells' costs rise for free along this term"
+            + (f" together with {', '.join(_label(t) for t in others)}" if others else "")
+            + ": every cell that would bound it is beyond the budget)",
+        )
     n_parameters = len(kept) + 2  # the terms, the intercept and the scale
     mostly_free = at_zero.mean() > MAX_SHARE_AT_ZERO if len(at_zero) else False
     reason, note = (
-        ("all_censored", "not fitted: every cell censored") if not np.isfinite(upper).any()
-        else ("mostly_free", f"not determined: {int(at_zero.sum())} of {len(at_zero)} cells cost nothing at this ε "
-                             f"(more than {MAX_SHARE_AT_ZERO:.0%})") if mostly_free
-        else ("too_few_cells", f"not determined: {len(rows)} cells for {n_parameters} parameters (fewer than "
-                               f"{MIN_CELLS_PER_PARAMETER} per parameter)")
+        ("all_censored", "not fitted: every cell censored")
+        if not np.isfinite(upper).any()
+        else (
+            "mostly_free",
+            f"not determined: {int(at_zero.sum())} of {len(at_zero)} cells cost nothing at this ε "
+            f"(more than {MAX_SHARE_AT_ZERO:.0%})",
+        )
+        if mostly_free
+        else (
+            "too_few_cells",
+            f"not determined: {len(rows)} cells for {n_parameters} parameters (fewer than "
+            f"{MIN_CELLS_PER_PARAMETER} per parameter)",
+        )
         if len(rows) < MIN_CELLS_PER_PARAMETER * n_parameters
-        else ("", ""))
+        else ("", "")
+    )
     point = _aft(x[kept], lower, upper) if not note else None
     if point is None and not note:
         reason, note = "not_converged", "not fitted: the model did not converge on this grid"
@@ -420,19 +484,29 @@ def refits(rows: pd.DataFrame, max_resamples: int = MAX_FIT_RESAMPLES, pool=None
 
 def _coefficients(base: dict, r: Refits) -> list[dict]:
     """The fit table's rows of one group: a coefficient with its interval per fitted term, or why not."""
-    at_zero = (f"{r.n_at_zero} cell(s) within eps before any training left out (no cost to model)"
-               if r.n_at_zero else "")
-    base = {**base, "unit": r.unit, "n_cells": len(r.rows), "n_censored": int((r.rows["status"] != "recovered").sum()),
-            "n_clusters": int(r.rows[survival.CLUSTER].drop_duplicates().shape[0]),
-            "left_out": ",".join(r.outside), "n_left_out": sum(n for _, n in r.outside.values())}
+    at_zero = f"{r.n_at_zero} cell(s) within eps before any training left out (no cost to model)" if r.n_at_zero else ""
+    base = {
+        **base,
+        "unit": r.unit,
+        "n_cells": len(r.rows),
+        "n_censored": int((r.rows["status"] != "recovered").sum()),
+        "n_clusters": int(r.rows[survival.CLUSTER].drop_duplicates().shape[0]),
+        "left_out": ",".join(r.outside),
+        "n_left_out": sum(n for _, n in r.outside.values()),
+    }
     out = []
     for term in r.x.columns:
-        row = {**base, "term": term, "label": _label(term),
-               "n_resamples": len(r.probs), "n_failed": r.n_failed, "interval_over": r.interval_over}
+        row = {
+            **base,
+            "term": term,
+            "label": _label(term),
+            "n_resamples": len(r.probs),
+            "n_failed": r.n_failed,
+            "interval_over": r.interval_over,
+        }
         if term not in r.terms or r.point is None:
             reason, note = r.why[term] if term not in r.terms else (r.reason, r.note)
-            out.append({**row, "determined": False, "reason": reason,
-                        "note": "; ".join(filter(None, [note, at_zero]))})
+            out.append({**row, "determined": False, "reason": reason, "note": "; ".join(filter(None, [note, at_zero]))})
             continue
         coef = float(r.point.loc[("mu_", term)])
         boot = [float(b.loc[("mu_", term)]) for b in r.draws]
@@ -440,21 +514,49 @@ def _coefficients(base: dict, r: Refits) -> list[dict]:
         if abs(bias) > UNSTABLE_BIAS * spread and abs(bias) > UNSTABLE_SHARE * abs(coef):
             # The refits on resampled networks centre far from the fit on all of them (a flat or multimodal
             # likelihood): neither the number nor an interval around it can be reported.
-            out.append({**row, "determined": False, "reason": "unstable", "note": "; ".join(filter(None, [
-                f"not determined: unstable (the fit on every network gives {coef:.3g}; its refits on resampled "
-                f"networks centre {bias:+.3g} away, more than {UNSTABLE_BIAS:g} standard errors and "
-                f"{UNSTABLE_SHARE:.0%} of the estimate)", at_zero]))})
+            out.append(
+                {
+                    **row,
+                    "determined": False,
+                    "reason": "unstable",
+                    "note": "; ".join(
+                        filter(
+                            None,
+                            [
+                                f"not determined: unstable (the fit on every network gives {coef:.3g}; its refits on resampled "
+                                f"networks centre {bias:+.3g} away, more than {UNSTABLE_BIAS:g} standard errors and "
+                                f"{UNSTABLE_SHARE:.0%} of the estimate)",
+                                at_zero,
+                            ],
+                        )
+                    ),
+                }
+            )
             continue
-        out.append({**row, "determined": True, "reason": "",
-                    "note": "; ".join(filter(None, ["" if r.probs else "no interval: one pretrained network and one "
-                                                    "seed per model", at_zero])),
-                    "coef": coef, "coef_lo": lo, "coef_hi": hi, "factor": math.exp(coef),
-                    "factor_lo": math.exp(lo), "factor_hi": math.exp(hi)})
+        out.append(
+            {
+                **row,
+                "determined": True,
+                "reason": "",
+                "note": "; ".join(
+                    filter(
+                        None, ["" if r.probs else "no interval: one pretrained network and one seed per model", at_zero]
+                    )
+                ),
+                "coef": coef,
+                "coef_lo": lo,
+                "coef_hi": hi,
+                "factor": math.exp(coef),
+                "factor_lo": math.exp(lo),
+                "factor_hi": math.exp(hi),
+            }
+        )
     return out
 
 
-def _normal_interval(coef: float, draws: list[float], probs: list[float],
-                     strata: list[list]) -> tuple[float, float, float, float]:
+def _normal_interval(
+    coef: float, draws: list[float], probs: list[float], strata: list[list]
+) -> tuple[float, float, float, float]:
     """(lo, hi, bias, standard error): the bootstrap's normal interval around the estimate, which contains it by
     construction, corrected for few clusters: resampling k clusters within a stratum underestimates the variance by
     (k - 1) / k, so the refits' (probability-weighted) standard deviation is scaled by sqrt(k / (k - 1)) (k: the
@@ -502,13 +604,24 @@ def damage_cost(cells: pd.DataFrame, max_resamples: int = MAX_RANK_RESAMPLES) ->
                 values.append(_spearman(damage, cost, _weights(keys, draw)))
                 probs.append(prob)
         lo, hi = survival.weighted_interval(values, probs) if probs else (rho, rho)
-        note = ("" if not math.isnan(rho) else
-                "undefined: fewer than 3 cells, or damage or cost does not vary")
-        out.append({"regime": regime, "policy": policy, "init": init, "threshold": threshold, "rho": rho,
-                    "rho_lo": lo, "rho_hi": hi, "n_cells": len(rows),
-                    "n_censored": int((rows["status"] != "recovered").sum()),
-                    "n_clusters": int(rows[survival.CLUSTER].drop_duplicates().shape[0]),
-                    "n_resamples": len(probs), "interval_over": col if probs else "none", "note": note})
+        note = "" if not math.isnan(rho) else "undefined: fewer than 3 cells, or damage or cost does not vary"
+        out.append(
+            {
+                "regime": regime,
+                "policy": policy,
+                "init": init,
+                "threshold": threshold,
+                "rho": rho,
+                "rho_lo": lo,
+                "rho_hi": hi,
+                "n_cells": len(rows),
+                "n_censored": int((rows["status"] != "recovered").sum()),
+                "n_clusters": int(rows[survival.CLUSTER].drop_duplicates().shape[0]),
+                "n_resamples": len(probs),
+                "interval_over": col if probs else "none",
+                "note": note,
+            }
+        )
     table = pd.DataFrame(out, columns=DAMAGE_COLUMNS)
     for column in ("rho", "rho_lo", "rho_hi", "threshold"):
         table[column] = table[column].astype(float)

@@ -31,12 +31,51 @@ from lifelines import KaplanMeierFitter
 
 CLUSTER = ["model", "pretrain_seed"]
 SETTING = ["regime", "policy", "init"]
-GROUP_KEYS = ["model", "family_kind", "n_layer", "d_model", "target", "kind", "stack", "layer", "depth", "position",
-              "rel_depth", "regime", "policy", "init", "threshold"]
-SUMMARY_NEEDS = ["model", "pretrain_seed", "arch", "n_layer", "d_model", "target", "stack", "layer", "depth", "policy",
-                 "init", "regime", "seed", "threshold", "recovered", "diverged", "examples_lo", "examples_hi",
-                 "baseline_loss", "damaged_loss", "final_loss", "threshold_loss", "budget_examples",
-                 "pretrain_examples", "baseline_not_converged", "outcome"]
+GROUP_KEYS = [
+    "model",
+    "family_kind",
+    "n_layer",
+    "d_model",
+    "target",
+    "kind",
+    "stack",
+    "layer",
+    "depth",
+    "position",
+    "rel_depth",
+    "regime",
+    "policy",
+    "init",
+    "threshold",
+]
+SUMMARY_NEEDS = [
+    "model",
+    "pretrain_seed",
+    "arch",
+    "n_layer",
+    "d_model",
+    "target",
+    "stack",
+    "layer",
+    "depth",
+    "policy",
+    "init",
+    "regime",
+    "seed",
+    "threshold",
+    "recovered",
+    "diverged",
+    "examples_lo",
+    "examples_hi",
+    "baseline_loss",
+    "damaged_loss",
+    "final_loss",
+    "threshold_loss",
+    "budget_examples",
+    "pretrain_examples",
+    "baseline_not_converged",
+    "outcome",
+]
 NETWORK_NEEDS = ["model", "pretrain_seed", "family_kind", "n_params", "degenerate", "off_plateau"]
 MATCHED_CONTROL_INIT = "trained"
 # target kinds, read from the table's columns (this module runs in the analysis env, without the training stack that
@@ -46,13 +85,31 @@ LEVEL = 0.95
 MAX_RESAMPLES = 200  # exact enumeration up to this many distinct resamples, else this many random draws
 
 ESTIMATE_COLUMNS = GROUP_KEYS + [
-    "n_cells", "n_clusters", "n_recovered", "n_censored", "n_stalled", "n_still_falling", "n_diverged",
-    "n_not_damaged", "n_baseline_not_converged",
-    "n_control_moved", "budget_examples", "pretrain_examples",
-    "median_examples", "median_examples_lo", "median_examples_hi",
-    "median_fraction", "median_fraction_lo", "median_fraction_hi",
-    "p_recover", "p_recover_lo", "p_recover_hi", "budget_fraction",
-    "stall_gap_median", "interval_over", "n_resamples",
+    "n_cells",
+    "n_clusters",
+    "n_recovered",
+    "n_censored",
+    "n_stalled",
+    "n_still_falling",
+    "n_diverged",
+    "n_not_damaged",
+    "n_baseline_not_converged",
+    "n_control_moved",
+    "budget_examples",
+    "pretrain_examples",
+    "median_examples",
+    "median_examples_lo",
+    "median_examples_hi",
+    "median_fraction",
+    "median_fraction_lo",
+    "median_fraction_hi",
+    "p_recover",
+    "p_recover_lo",
+    "p_recover_hi",
+    "budget_fraction",
+    "stall_gap_median",
+    "interval_over",
+    "n_resamples",
 ]
 CURVE_COLUMNS = GROUP_KEYS + ["examples", "fraction", "recovered_share"]
 
@@ -99,11 +156,17 @@ def prepare(summary: pd.DataFrame, networks: pd.DataFrame) -> pd.DataFrame:
     _require(summary, SUMMARY_NEEDS, "summary.parquet")
     _require(networks, NETWORK_NEEDS, "networks.parquet")
     extra = [c for c in ("n_dec_layer", "train_sequences", "epochs") if c in networks.columns]
-    table = summary.merge(networks[NETWORK_NEEDS + extra].rename(columns={"degenerate": "network_degenerate"}),
-                          on=CLUSTER, how="left", suffixes=("", "_network"), validate="many_to_one")
+    table = summary.merge(
+        networks[NETWORK_NEEDS + extra].rename(columns={"degenerate": "network_degenerate"}),
+        on=CLUSTER,
+        how="left",
+        suffixes=("", "_network"),
+        validate="many_to_one",
+    )
     if "degenerate" in table.columns:
         table["degenerate"] = table["degenerate"].fillna(False).astype(bool) | table["network_degenerate"].fillna(
-            False).astype(bool)
+            False
+        ).astype(bool)
     else:
         table["degenerate"] = table["network_degenerate"].fillna(False).astype(bool)
     table = table.drop(columns=["network_degenerate"])
@@ -119,14 +182,24 @@ def prepare(summary: pd.DataFrame, networks: pd.DataFrame) -> pd.DataFrame:
     table["kind"] = [_kind(t, layer) for t, layer in zip(table["target"], table["layer"])]
     is_layer = (table["kind"] == LAYER).to_list()
     deepest = table.groupby("model")["depth"].transform("max")
-    totals = [n_layers_total(n, f, d, m) for n, f, d, m in zip(
-        table["n_layer"], table["family_kind"],
-        table["n_dec_layer"] if "n_dec_layer" in table else [None] * len(table), deepest)]
+    totals = [
+        n_layers_total(n, f, d, m)
+        for n, f, d, m in zip(
+            table["n_layer"],
+            table["family_kind"],
+            table["n_dec_layer"] if "n_dec_layer" in table else [None] * len(table),
+            deepest,
+        )
+    ]
     depth = table["depth"]
-    table["position"] = [_position(int(d), tot) if lay and not pd.isna(d) else k
-                         for lay, k, d, tot in zip(is_layer, table["kind"], depth, totals)]
-    table["rel_depth"] = [float(d) / (tot - 1) if lay and not pd.isna(d) and tot > 1 else
-                          (0.0 if lay else math.nan) for lay, d, tot in zip(is_layer, depth, totals)]
+    table["position"] = [
+        _position(int(d), tot) if lay and not pd.isna(d) else k
+        for lay, k, d, tot in zip(is_layer, table["kind"], depth, totals)
+    ]
+    table["rel_depth"] = [
+        float(d) / (tot - 1) if lay and not pd.isna(d) and tot > 1 else (0.0 if lay else math.nan)
+        for lay, d, tot in zip(is_layer, depth, totals)
+    ]
     table["is_control"] = (table["init"] == MATCHED_CONTROL_INIT) | (table["kind"] == NONE)
     lo = table["examples_lo"].astype("Float64").fillna(0).astype(float)
     hi = table["examples_hi"].astype("Float64").astype(float).fillna(math.inf)
@@ -165,11 +238,12 @@ def estimable(cells: pd.DataFrame) -> pd.DataFrame:
 def _multinomial_p(counts: Sequence[int]) -> float:
     n = sum(counts)
     p = math.factorial(n) / math.prod(math.factorial(c) for c in counts)
-    return p / n ** n
+    return p / n**n
 
 
-def cluster_resamples(strata: Sequence[Sequence], max_resamples: int = MAX_RESAMPLES,
-                      seed: int = 0) -> list[tuple[dict, float]]:
+def cluster_resamples(
+    strata: Sequence[Sequence], max_resamples: int = MAX_RESAMPLES, seed: int = 0
+) -> list[tuple[dict, float]]:
     """Bootstrap draws of units within strata: each draw maps every unit to how often it was drawn (its weight), with
     the draw's probability. Units are resampled with replacement within their stratum (a stratum of k units gives k
     draws). When the distinct draws are few (2 pretraining seeds per model: 3 per model), all of them are enumerated
@@ -291,28 +365,36 @@ def estimate(cells: pd.DataFrame, max_resamples: int = MAX_RESAMPLES) -> pd.Data
         p_lo, p_hi = weighted_interval(ps, probs) if probs else (p, p)
         censored = rows[rows["status"] != "recovered"]
         outcomes = group["outcome"].astype(str)
-        out.append({
-            **key,
-            "n_cells": len(group), "n_clusters": int(group["pretrain_seed"].nunique()),
-            "n_recovered": int((rows["status"] == "recovered").sum()),
-            "n_censored": int((rows["status"] == "censored").sum()),
-            "n_stalled": int((outcomes == "stalled").sum()),
-            "n_still_falling": int((outcomes == "still_falling").sum()),
-            "n_diverged": int((rows["status"] == "diverged").sum()),
-            "n_not_damaged": int((outcomes == "not_damaged").sum()),
-            "n_baseline_not_converged": int(rows["baseline_not_converged"].sum()),
-            "n_control_moved": int(rows["control_moved"].sum()),
-            "budget_examples": budget, "pretrain_examples": pretrain_examples,
-            "median_examples": median, "median_examples_lo": m_lo, "median_examples_hi": m_hi,
-            "median_fraction": _fraction(median, pretrain_examples),
-            "median_fraction_lo": _fraction(m_lo, pretrain_examples),
-            "median_fraction_hi": _fraction(m_hi, pretrain_examples),
-            "p_recover": p, "p_recover_lo": p_lo, "p_recover_hi": p_hi,
-            "budget_fraction": _fraction(budget, pretrain_examples),
-            "stall_gap_median": float(censored["stall_gap"].median()) if len(censored) else math.nan,
-            "interval_over": unit_col if len(units) > 1 else "none",
-            "n_resamples": len(probs),
-        })
+        out.append(
+            {
+                **key,
+                "n_cells": len(group),
+                "n_clusters": int(group["pretrain_seed"].nunique()),
+                "n_recovered": int((rows["status"] == "recovered").sum()),
+                "n_censored": int((rows["status"] == "censored").sum()),
+                "n_stalled": int((outcomes == "stalled").sum()),
+                "n_still_falling": int((outcomes == "still_falling").sum()),
+                "n_diverged": int((rows["status"] == "diverged").sum()),
+                "n_not_damaged": int((outcomes == "not_damaged").sum()),
+                "n_baseline_not_converged": int(rows["baseline_not_converged"].sum()),
+                "n_control_moved": int(rows["control_moved"].sum()),
+                "budget_examples": budget,
+                "pretrain_examples": pretrain_examples,
+                "median_examples": median,
+                "median_examples_lo": m_lo,
+                "median_examples_hi": m_hi,
+                "median_fraction": _fraction(median, pretrain_examples),
+                "median_fraction_lo": _fraction(m_lo, pretrain_examples),
+                "median_fraction_hi": _fraction(m_hi, pretrain_examples),
+                "p_recover": p,
+                "p_recover_lo": p_lo,
+                "p_recover_hi": p_hi,
+                "budget_fraction": _fraction(budget, pretrain_examples),
+                "stall_gap_median": float(censored["stall_gap"].median()) if len(censored) else math.nan,
+                "interval_over": unit_col if len(units) > 1 else "none",
+                "n_resamples": len(probs),
+            }
+        )
     return _typed(pd.DataFrame(out, columns=ESTIMATE_COLUMNS))
 
 
@@ -323,10 +405,16 @@ def recovered_curves(cells: pd.DataFrame) -> pd.DataFrame:
         curve = _npmle(rows["lower"].to_numpy(float), rows["upper"].to_numpy(float), np.ones(len(rows)))
         curve = curve[np.isfinite(curve.index)]
         pretrain_examples = rows["pretrain_examples"].iloc[0]
-        parts.append(pd.DataFrame({**{k: [v] * len(curve) for k, v in key.items()},
-                                   "examples": curve.index.astype(float),
-                                   "fraction": [_fraction(e, pretrain_examples) for e in curve.index],
-                                   "recovered_share": 1.0 - curve.to_numpy(float)}))
+        parts.append(
+            pd.DataFrame(
+                {
+                    **{k: [v] * len(curve) for k, v in key.items()},
+                    "examples": curve.index.astype(float),
+                    "fraction": [_fraction(e, pretrain_examples) for e in curve.index],
+                    "recovered_share": 1.0 - curve.to_numpy(float),
+                }
+            )
+        )
     if not parts:
         return _typed(pd.DataFrame(columns=CURVE_COLUMNS))
     return _typed(pd.concat(parts, ignore_index=True)[CURVE_COLUMNS])

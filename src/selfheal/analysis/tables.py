@@ -70,26 +70,115 @@ from selfheal.records import Baseline, CellResult, PretrainSummary
 log = logging.getLogger("selfheal")
 
 SUMMARY_COLUMNS = [
-    "model", "pretrain_seed", "arch", "n_layer", "d_model", "target", "stack", "layer", "depth", "policy", "init",
-    "regime", "seed", "threshold", "recovered", "diverged", "diverged_step", "examples", "tokens", "steps",
-    "fraction_of_pretrain", "examples_lo", "examples_hi", "tokens_lo", "tokens_hi", "steps_lo", "steps_hi",
-    "fraction_lo", "fraction_hi", "baseline_loss", "damaged_loss", "final_loss", "threshold_loss", "wall_s",
-    "budget_examples", "pretrain_examples", "trainable_params", "n_params", "control_loss", "baseline_not_converged",
-    "degenerate", "off_plateau", "cka", "cka_floor", "scratch_examples", "scratch_examples_lo", "scratch_examples_hi",
-    "scratch_coarse", "relative_to_scratch", "relative_lo", "relative_hi", "outcome", "fall_per_doubling", "fall_se",
-    "confirm_sequences", "confirm_loss", "confirm_baseline_loss", "confirmed", "val_diff_se",
+    "model",
+    "pretrain_seed",
+    "arch",
+    "n_layer",
+    "d_model",
+    "target",
+    "stack",
+    "layer",
+    "depth",
+    "policy",
+    "init",
+    "regime",
+    "seed",
+    "threshold",
+    "recovered",
+    "diverged",
+    "diverged_step",
+    "examples",
+    "tokens",
+    "steps",
+    "fraction_of_pretrain",
+    "examples_lo",
+    "examples_hi",
+    "tokens_lo",
+    "tokens_hi",
+    "steps_lo",
+    "steps_hi",
+    "fraction_lo",
+    "fraction_hi",
+    "baseline_loss",
+    "damaged_loss",
+    "final_loss",
+    "threshold_loss",
+    "wall_s",
+    "budget_examples",
+    "pretrain_examples",
+    "trainable_params",
+    "n_params",
+    "control_loss",
+    "baseline_not_converged",
+    "degenerate",
+    "off_plateau",
+    "cka",
+    "cka_floor",
+    "scratch_examples",
+    "scratch_examples_lo",
+    "scratch_examples_hi",
+    "scratch_coarse",
+    "relative_to_scratch",
+    "relative_lo",
+    "relative_hi",
+    "outcome",
+    "fall_per_doubling",
+    "fall_se",
+    "confirm_sequences",
+    "confirm_loss",
+    "confirm_baseline_loss",
+    "confirmed",
+    "val_diff_se",
     "budget_unit",
 ]
 OUTCOMES = ("not_damaged", "recovered", "diverged", "stalled", "still_falling")
 CURVE_COLUMNS = [
-    "kind", "model", "pretrain_seed", "target", "stack", "layer", "depth", "policy", "init", "regime", "seed",
-    "examples", "tokens", "steps", "fraction_of_pretrain", "wall_s", "val_loss", "train_loss", "replay",
+    "kind",
+    "model",
+    "pretrain_seed",
+    "target",
+    "stack",
+    "layer",
+    "depth",
+    "policy",
+    "init",
+    "regime",
+    "seed",
+    "examples",
+    "tokens",
+    "steps",
+    "fraction_of_pretrain",
+    "wall_s",
+    "val_loss",
+    "train_loss",
+    "replay",
 ]
 NETWORK_COLUMNS = [
-    "model", "pretrain_seed", "arch", "family_kind", "source", "n_layer", "d_model", "n_params", "train_sequences",
-    "epochs", "context", "pretrain_examples", "pretrain_tokens", "baseline_loss", "unigram_loss", "bigram_loss",
-    "bigram_weight", "bigram_margin", "last_quarter_val_drop", "plateau_examples", "plateau_val_loss", "plateau_gain",
-    "off_plateau", "degenerate", "degenerate_reason",
+    "model",
+    "pretrain_seed",
+    "arch",
+    "family_kind",
+    "source",
+    "n_layer",
+    "d_model",
+    "n_params",
+    "train_sequences",
+    "epochs",
+    "context",
+    "pretrain_examples",
+    "pretrain_tokens",
+    "baseline_loss",
+    "unigram_loss",
+    "bigram_loss",
+    "bigram_weight",
+    "bigram_margin",
+    "last_quarter_val_drop",
+    "plateau_examples",
+    "plateau_val_loss",
+    "plateau_gain",
+    "off_plateau",
+    "degenerate",
+    "degenerate_reason",
 ]
 CELL_KEYS = ["model", "pretrain_seed", "target", "policy", "init", "regime", "seed"]
 NETWORK_KEYS = ["model", "pretrain_seed"]
@@ -117,47 +206,83 @@ def summary_table(recovery_paths: list[str]) -> pd.DataFrame:
     for path in recovery_paths:
         cell = asdict(records.read(path, CellResult))
         for rec in cell["recoveries"]:
-            rows.append({
-                **{k: cell[k] for k in CELL_KEYS},
-                "arch": cell["arch"], "n_layer": cell["n_layer"], "d_model": cell["d_model"],
-                "stack": cell["stack"], "layer": cell["layer"], "depth": cell["depth"],
-                "threshold": rec["threshold"], "recovered": rec["recovered"],
-                "diverged": cell.get("diverged_step") is not None, "diverged_step": cell.get("diverged_step"),
-                "examples": rec["examples"], "tokens": rec["tokens"], "steps": rec["steps"],
-                "fraction_of_pretrain": _fraction(rec["examples"], cell["pretrain_examples"]),
-                "examples_lo": rec["examples_lo"], "tokens_lo": rec["tokens_lo"], "steps_lo": rec["steps_lo"],
-                **{f"{k}_hi": rec[k] if rec["recovered"] else None for k in ("examples", "tokens", "steps")},
-                "fraction_lo": _fraction(rec["examples_lo"], cell["pretrain_examples"]),
-                "fraction_hi": _fraction(rec["examples"], cell["pretrain_examples"]) if rec["recovered"] else None,
-                "n_params": cell["n_params"], "cka": cell["cka"], "cka_floor": cell["cka_floor"],
-                "baseline_loss": cell["baseline_loss"], "damaged_loss": cell["damaged_loss"],
-                "final_loss": cell["final_loss"],
-                "threshold_loss": threshold_loss(cell["baseline_loss"], rec["threshold"]),
-                "wall_s": rec["wall_s"], "budget_examples": cell["budget_examples"],
-                "budget_unit": cell["budget_unit"],
-                "pretrain_examples": cell["pretrain_examples"], "trainable_params": cell["trainable_params"],
-                "confirm_sequences": cell["confirm_sequences"], "confirm_loss": cell["confirm_loss"],
-                "confirm_baseline_loss": cell["confirm_baseline_loss"], "val_diff_se": cell["val_diff_se"],
-                "confirmed": _confirmed(rec, cell),
-            })
+            rows.append(
+                {
+                    **{k: cell[k] for k in CELL_KEYS},
+                    "arch": cell["arch"],
+                    "n_layer": cell["n_layer"],
+                    "d_model": cell["d_model"],
+                    "stack": cell["stack"],
+                    "layer": cell["layer"],
+                    "depth": cell["depth"],
+                    "threshold": rec["threshold"],
+                    "recovered": rec["recovered"],
+                    "diverged": cell.get("diverged_step") is not None,
+                    "diverged_step": cell.get("diverged_step"),
+                    "examples": rec["examples"],
+                    "tokens": rec["tokens"],
+                    "steps": rec["steps"],
+                    "fraction_of_pretrain": _fraction(rec["examples"], cell["pretrain_examples"]),
+                    "examples_lo": rec["examples_lo"],
+                    "tokens_lo": rec["tokens_lo"],
+                    "steps_lo": rec["steps_lo"],
+                    **{f"{k}_hi": rec[k] if rec["recovered"] else None for k in ("examples", "tokens", "steps")},
+                    "fraction_lo": _fraction(rec["examples_lo"], cell["pretrain_examples"]),
+                    "fraction_hi": _fraction(rec["examples"], cell["pretrain_examples"]) if rec["recovered"] else None,
+                    "n_params": cell["n_params"],
+                    "cka": cell["cka"],
+                    "cka_floor": cell["cka_floor"],
+                    "baseline_loss": cell["baseline_loss"],
+                    "damaged_loss": cell["damaged_loss"],
+                    "final_loss": cell["final_loss"],
+                    "threshold_loss": threshold_loss(cell["baseline_loss"], rec["threshold"]),
+                    "wall_s": rec["wall_s"],
+                    "budget_examples": cell["budget_examples"],
+                    "budget_unit": cell["budget_unit"],
+                    "pretrain_examples": cell["pretrain_examples"],
+                    "trainable_params": cell["trainable_params"],
+                    "confirm_sequences": cell["confirm_sequences"],
+                    "confirm_loss": cell["confirm_loss"],
+                    "confirm_baseline_loss": cell["confirm_baseline_loss"],
+                    "val_diff_se": cell["val_diff_se"],
+                    "confirmed": _confirmed(rec, cell),
+                }
+            )
     table = pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
     for column in ("layer", "depth", "pretrain_examples", "diverged_step", "examples_hi", "tokens_hi", "steps_hi"):
         table[column] = table[column].astype("Int64")
-    for column in ("fraction_of_pretrain", "fraction_lo", "fraction_hi", "cka", "cka_floor", "control_loss",
-                   "scratch_examples", "relative_to_scratch", "relative_lo", "relative_hi", "confirm_loss",
-                   "confirm_baseline_loss", "val_diff_se"):
+    for column in (
+        "fraction_of_pretrain",
+        "fraction_lo",
+        "fraction_hi",
+        "cka",
+        "cka_floor",
+        "control_loss",
+        "scratch_examples",
+        "relative_to_scratch",
+        "relative_lo",
+        "relative_hi",
+        "confirm_loss",
+        "confirm_baseline_loss",
+        "val_diff_se",
+    ):
         table[column] = table[column].astype("float64")
     table["confirm_sequences"] = table["confirm_sequences"].astype("Int64")
     table["confirmed"] = table["confirmed"].astype("boolean")
     for column in ("scratch_examples_lo", "scratch_examples_hi"):
         table[column] = table[column].astype("Int64")
     table["scratch_coarse"] = False  # filled by add_scratch_reference
-    return table.sort_values(["model", "pretrain_seed", "regime", "policy", "init", "target", "seed", "threshold"],
-                             ignore_index=True)
+    return table.sort_values(
+        ["model", "pretrain_seed", "regime", "policy", "init", "target", "seed", "threshold"], ignore_index=True
+    )
 
 
-def curves_table(recovery_paths: list[str], recovery_curve_paths: list[str],
-                 pretrain_summaries: list[str], pretrain_curve_paths: list[str]) -> pd.DataFrame:
+def curves_table(
+    recovery_paths: list[str],
+    recovery_curve_paths: list[str],
+    pretrain_summaries: list[str],
+    pretrain_curve_paths: list[str],
+) -> pd.DataFrame:
     parts = []
     for summary_path, curve_path in zip(pretrain_summaries, pretrain_curve_paths):
         pre = records.read(summary_path, PretrainSummary)
@@ -192,8 +317,9 @@ def family_kind(arch: str) -> str:
     return "encoder-only" if family.objective == "masked_lm" else "decoder-only"
 
 
-def degenerate_reasons(val_loss: float, unigram_loss: float | None, bigram_loss: float | None,
-                       harmless_reset: bool) -> list[str]:
+def degenerate_reasons(
+    val_loss: float, unigram_loss: float | None, bigram_loss: float | None, harmless_reset: bool
+) -> list[str]:
     """Which of the ``degenerate`` conditions fire (module docstring): ``unigram``, ``bigram``,
     ``reset_all_harmless``."""
     reasons = []
@@ -206,12 +332,14 @@ def degenerate_reasons(val_loss: float, unigram_loss: float | None, bigram_loss:
     return reasons
 
 
-def networks_table(pretrain_summaries: list[str], baselines: list[str], summary: pd.DataFrame,
-                   thresholds: dict[str, list[float]]) -> pd.DataFrame:
+def networks_table(
+    pretrain_summaries: list[str], baselines: list[str], summary: pd.DataFrame, thresholds: dict[str, list[float]]
+) -> pd.DataFrame:
     """One row per network (a baseline file), with its quality flags; ``thresholds``: eps list per model."""
     pres = {(p.model, p.pretrain_seed): p for p in (records.read(path, PretrainSummary) for path in pretrain_summaries)}
-    damage = summary[(summary["target"] == "all") & (summary["policy"] == "full")
-                     & (summary["init"] != TRAINED)].drop_duplicates(CELL_KEYS)
+    damage = summary[
+        (summary["target"] == "all") & (summary["policy"] == "full") & (summary["init"] != TRAINED)
+    ].drop_duplicates(CELL_KEYS)
     rows = []
     for path in baselines:
         base = records.read(path, Baseline)
@@ -222,26 +350,50 @@ def networks_table(pretrain_summaries: list[str], baselines: list[str], summary:
         still_falls = gain if gain is not None else drop
         all_damage = damage[(damage["model"] == base.model) & (damage["pretrain_seed"] == base.pretrain_seed)]
         harmless_reset = bool(len(all_damage)) and bool(
-            ((all_damage["damaged_loss"] - base.val_loss) / base.val_loss < eps_min).any())
+            ((all_damage["damaged_loss"] - base.val_loss) / base.val_loss < eps_min).any()
+        )
         reasons = degenerate_reasons(base.val_loss, base.unigram_loss, base.bigram_loss, harmless_reset)
-        rows.append({
-            "model": base.model, "pretrain_seed": base.pretrain_seed, "arch": pre.arch,
-            "family_kind": family_kind(pre.arch), "source": pre.source, "n_layer": pre.n_layer,
-            "d_model": pre.d_model, "n_params": pre.params, "train_sequences": pre.train_sequences,
-            "epochs": pre.epochs, "context": pre.context, "pretrain_examples": pre.pretrain_examples,
-            "pretrain_tokens": pre.tokens, "baseline_loss": base.val_loss, "unigram_loss": base.unigram_loss,
-            "bigram_loss": base.bigram_loss, "bigram_weight": base.bigram_weight,
-            "bigram_margin": None if base.bigram_loss is None else base.bigram_loss - base.val_loss,
-            "last_quarter_val_drop": drop, "plateau_examples": pre.plateau_examples,
-            "plateau_val_loss": pre.plateau_val_loss, "plateau_gain": gain,
-            "off_plateau": still_falls is not None and still_falls > eps_min * base.val_loss / 4,
-            "degenerate": bool(reasons), "degenerate_reason": ",".join(reasons),
-        })
+        rows.append(
+            {
+                "model": base.model,
+                "pretrain_seed": base.pretrain_seed,
+                "arch": pre.arch,
+                "family_kind": family_kind(pre.arch),
+                "source": pre.source,
+                "n_layer": pre.n_layer,
+                "d_model": pre.d_model,
+                "n_params": pre.params,
+                "train_sequences": pre.train_sequences,
+                "epochs": pre.epochs,
+                "context": pre.context,
+                "pretrain_examples": pre.pretrain_examples,
+                "pretrain_tokens": pre.tokens,
+                "baseline_loss": base.val_loss,
+                "unigram_loss": base.unigram_loss,
+                "bigram_loss": base.bigram_loss,
+                "bigram_weight": base.bigram_weight,
+                "bigram_margin": None if base.bigram_loss is None else base.bigram_loss - base.val_loss,
+                "last_quarter_val_drop": drop,
+                "plateau_examples": pre.plateau_examples,
+                "plateau_val_loss": pre.plateau_val_loss,
+                "plateau_gain": gain,
+                "off_plateau": still_falls is not None and still_falls > eps_min * base.val_loss / 4,
+                "degenerate": bool(reasons),
+                "degenerate_reason": ",".join(reasons),
+            }
+        )
     table = pd.DataFrame(rows, columns=NETWORK_COLUMNS)
     for column in ("train_sequences", "epochs", "context", "pretrain_examples", "pretrain_tokens", "plateau_examples"):
         table[column] = table[column].astype("Int64")
-    for column in ("unigram_loss", "bigram_loss", "bigram_weight", "bigram_margin", "last_quarter_val_drop",
-                   "plateau_val_loss", "plateau_gain"):
+    for column in (
+        "unigram_loss",
+        "bigram_loss",
+        "bigram_weight",
+        "bigram_margin",
+        "last_quarter_val_drop",
+        "plateau_val_loss",
+        "plateau_gain",
+    ):
         table[column] = table[column].astype("float64")
     table["degenerate_reason"] = table["degenerate_reason"].astype(str)
     return table.sort_values(NETWORK_KEYS, ignore_index=True)
@@ -257,10 +409,18 @@ def add_controls_and_flags(summary: pd.DataFrame, curves: pd.DataFrame, networks
     for flag in ("degenerate", "off_plateau"):
         out[flag] = flags[flag].reindex(index).fillna(False).astype(bool).to_numpy()
     rec = curves[curves["kind"] == "recovery"]
-    controls = {key: group.sort_values("examples") for key, group in rec[rec["init"] == TRAINED].groupby(
-        ["model", "pretrain_seed", "target", "policy", "regime", "seed"])}
-    full_controls = {key: group.sort_values("examples") for key, group in rec[
-        (rec["target"] == "none") & (rec["regime"] == "full")].groupby(["model", "pretrain_seed", "seed"])}
+    controls = {
+        key: group.sort_values("examples")
+        for key, group in rec[rec["init"] == TRAINED].groupby(
+            ["model", "pretrain_seed", "target", "policy", "regime", "seed"]
+        )
+    }
+    full_controls = {
+        key: group.sort_values("examples")
+        for key, group in rec[(rec["target"] == "none") & (rec["regime"] == "full")].groupby(
+            ["model", "pretrain_seed", "seed"]
+        )
+    }
     eps_min = out.groupby("model")["threshold"].transform("min")
     losses, flagged = [], []
     for row, eps in zip(out.itertuples(index=False), eps_min):
@@ -295,21 +455,25 @@ def add_scratch_reference(summary: pd.DataFrame, curves: pd.DataFrame, networks:
     out = summary.copy()
     pre = curves[curves["kind"] == "pretrain"] if "kind" in curves.columns else curves.iloc[:0]
     if "source" in networks.columns:
-        scratch = {(m, int(p)) for m, p, src in zip(networks["model"], networks["pretrain_seed"], networks["source"])
-                   if src == SCRATCH_SOURCE}
+        scratch = {
+            (m, int(p))
+            for m, p, src in zip(networks["model"], networks["pretrain_seed"], networks["source"])
+            if src == SCRATCH_SOURCE
+        }
     else:
         scratch = {(m, int(p)) for m, p in zip(networks["model"], networks["pretrain_seed"])}
-    by_network = {(model, int(ps)): (group["examples"].to_numpy(dtype=float), group["val_loss"].to_numpy(dtype=float))
-                  for (model, ps), group in pre.groupby(NETWORK_KEYS, sort=False)
-                  if (model, int(ps)) in scratch}
+    by_network = {
+        (model, int(ps)): (group["examples"].to_numpy(dtype=float), group["val_loss"].to_numpy(dtype=float))
+        for (model, ps), group in pre.groupby(NETWORK_KEYS, sort=False)
+        if (model, int(ps)) in scratch
+    }
     found: dict[tuple, tuple] = {}
     value, lo, hi, coarse = [], [], [], []
     for model, ps, level in zip(out["model"], out["pretrain_seed"], out["threshold_loss"]):
         key = (model, int(ps), float(level))
         if key not in found:
             curve = by_network.get(key[:2])
-            found[key] = (first_crossing(*curve, key[2], resolution=SCRATCH_RESOLUTION) if curve is not None
-                          else None)
+            found[key] = first_crossing(*curve, key[2], resolution=SCRATCH_RESOLUTION) if curve is not None else None
         crossing = found[key]
         value.append(crossing.examples if crossing else math.nan)
         lo.append(crossing.examples_lo if crossing else None)
@@ -334,8 +498,10 @@ def add_outcomes(summary: pd.DataFrame, curves: pd.DataFrame) -> pd.DataFrame:
     """The ``outcome``, ``fall_per_doubling`` and ``fall_se`` columns (module docstring)."""
     out = summary.copy()
     rec = curves[curves["kind"] == "recovery"] if "kind" in curves.columns else curves.iloc[:0]
-    trends = {key: last_doubling(group["examples"], group["val_loss"])
-              for key, group in rec.groupby(CELL_KEYS, sort=False, dropna=False)}
+    trends = {
+        key: last_doubling(group["examples"], group["val_loss"])
+        for key, group in rec.groupby(CELL_KEYS, sort=False, dropna=False)
+    }
     outcome, fall, fall_se = [], [], []
     for row in out.itertuples(index=False):
         trend = None
@@ -357,9 +523,18 @@ def add_outcomes(summary: pd.DataFrame, curves: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def write(recovery_paths, recovery_curve_paths, pretrain_summaries, pretrain_curve_paths, baselines,
-          unadapted_summaries, thresholds: dict[str, list[float]], summary_out: str, curves_out: str,
-          networks_out: str) -> None:
+def write(
+    recovery_paths,
+    recovery_curve_paths,
+    pretrain_summaries,
+    pretrain_curve_paths,
+    baselines,
+    unadapted_summaries,
+    thresholds: dict[str, list[float]],
+    summary_out: str,
+    curves_out: str,
+    networks_out: str,
+) -> None:
     """``pretrain_summaries`` / ``pretrain_curve_paths``: networks pretrained or adapted here (pairwise);
     ``unadapted_summaries``: downloaded models healed as downloaded (no curve)."""
     summary = summary_table(recovery_paths)
@@ -374,5 +549,11 @@ def write(recovery_paths, recovery_curve_paths, pretrain_summaries, pretrain_cur
         for flag in ("degenerate", "off_plateau"):
             if getattr(row, flag):
                 reason = f" ({row.degenerate_reason})" if flag == "degenerate" else ""
-                log.warning("network %s (pretrain seed %d) is flagged %s%s: its cells say little about healing "
-                            "(docs/outputs.md)", row.model, row.pretrain_seed, flag, reason)
+                log.warning(
+                    "network %s (pretrain seed %d) is flagged %s%s: its cells say little about healing "
+                    "(docs/outputs.md)",
+                    row.model,
+                    row.pretrain_seed,
+                    flag,
+                    reason,
+                )

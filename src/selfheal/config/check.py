@@ -45,22 +45,31 @@ def resolve(raw: dict) -> dict:
     for i, model in enumerate(config["models"]):
         key = f"models[{i}]"
         if model["name"] in names[:i]:
-            raise ConfigError(f"{key}.name", f"duplicate model name {model['name']!r} (also models[{names.index(model['name'])}])")
+            raise ConfigError(
+                f"{key}.name", f"duplicate model name {model['name']!r} (also models[{names.index(model['name'])}])"
+            )
         if model["name"] == "bpe":
             raise ConfigError(f"{key}.name", "'bpe' is reserved (it names the token streams of our own tokenizer)")
         model = merge(MODEL_DEFAULTS, model)
         if model["source"] == "scratch" and model["d_model"] % model["n_head"]:
-            raise ConfigError(f"{key}.n_head", f"d_model={model['d_model']} is not divisible by n_head={model['n_head']}")
+            raise ConfigError(
+                f"{key}.n_head", f"d_model={model['d_model']} is not divisible by n_head={model['n_head']}"
+            )
         if model["source"] == "pretrained":
             if "original" in config["grid"]["inits"]:
-                raise ConfigError("grid.inits", f"init 'original' needs the step-0 weights, which a downloaded model "
-                                                f"({model['name']!r}) does not have")
+                raise ConfigError(
+                    "grid.inits",
+                    f"init 'original' needs the step-0 weights, which a downloaded model "
+                    f"({model['name']!r}) does not have",
+                )
             inputs.check_model_source(model, key)
         elif model["arch"] == "llama" and model.get("n_kv_head") and model["n_head"] % model["n_kv_head"]:
             raise ConfigError(f"{key}.n_kv_head", "n_head must be a multiple of n_kv_head")
         if "mask_probability" in model and model["arch"] != "bert":
-            raise ConfigError(f"{key}.mask_probability", f"only a masked LM (arch: bert) masks tokens; "
-                                                         f"{model['name']!r} is {model['arch']}")
+            raise ConfigError(
+                f"{key}.mask_probability",
+                f"only a masked LM (arch: bert) masks tokens; {model['name']!r} is {model['arch']}",
+            )
         model["hardware"] = config["hardware"]
         model["pretrain"] = merge(config["pretrain"], model.get("pretrain", {}))
         if model["source"] == "scratch" and "adapt" in model:
@@ -68,8 +77,11 @@ def resolve(raw: dict) -> dict:
         if model["source"] == "pretrained":
             model.setdefault("adapt", True)
             if not model["adapt"] and len(model["pretrain"]["seeds"]) > 1:
-                raise ConfigError(f"{key}.adapt", "a downloaded model healed without adaptation is one network: "
-                                                  "give it a single pretrain seed (pretrain.seeds)")
+                raise ConfigError(
+                    f"{key}.adapt",
+                    "a downloaded model healed without adaptation is one network: "
+                    "give it a single pretrain seed (pretrain.seeds)",
+                )
         model["retrain"] = merge(config["retrain"], model.get("retrain", {}))
         layers = config["grid"]["layers"]
         if layers != "all":
@@ -94,8 +106,9 @@ def resolve(raw: dict) -> dict:
     _check_grid_entries(config)
     inputs.check_corpus_sizes(config, raw)
     taken = {m["name"] for m in models}
-    config["frozen_random"] = [variant for i, model in enumerate(models)
-                               for variant in _frozen_random_variants(model, f"models[{i}]", taken)]
+    config["frozen_random"] = [
+        variant for i, model in enumerate(models) for variant in _frozen_random_variants(model, f"models[{i}]", taken)
+    ]
     return config
 
 
@@ -123,24 +136,38 @@ def _check_grid_entries(config: dict) -> None:
     for j, policy in enumerate(spec["policies"]):
         if policy == "embeddings" or not targeted:
             continue
-        if not any(grid.policy_applies(m["arch"], layer, policy) for m in models
-                   for layer in _targeted_layers(m, spec)):
+        if not any(
+            grid.policy_applies(m["arch"], layer, policy) for m in models for layer in _targeted_layers(m, spec)
+        ):
             hint = "; cross-attention exists only in the decoder layers of encoder-decoder models (bart)"
-            raise ConfigError(f"grid.policies[{j}]", f"{policy!r} resets no tensor of any chosen layer of any model "
-                                                     f"({described}){hint if policy == 'cross_attn' else ''}")
+            raise ConfigError(
+                f"grid.policies[{j}]",
+                f"{policy!r} resets no tensor of any chosen layer of any model "
+                f"({described}){hint if policy == 'cross_attn' else ''}",
+            )
     if grid.ZERO_OUT in spec["inits"] and all(p in grid.NO_OUTPUT_PROJECTION for p in spec["policies"]):
-        raise ConfigError("grid.inits", f"{grid.ZERO_OUT!r} zeroes the output projections a policy resets, and "
-                                        f"policies {spec['policies']} reset none: it would make no layer cell")
+        raise ConfigError(
+            "grid.inits",
+            f"{grid.ZERO_OUT!r} zeroes the output projections a policy resets, and "
+            f"policies {spec['policies']} reset none: it would make no layer cell",
+        )
     for j, target in enumerate(spec["targets"]):
         if target != grid.ALL and not encdec:
-            raise ConfigError(f"grid.targets[{j}]", f"the set {target!r} is a stack of an encoder-decoder model, and "
-                                                    f"no model here is one ({described})")
+            raise ConfigError(
+                f"grid.targets[{j}]",
+                f"the set {target!r} is a stack of an encoder-decoder model, and no model here is one ({described})",
+            )
     if spec["encoder_swap"] and not encdec:
-        raise ConfigError("grid.encoder_swap", f"an encoder swap needs an encoder-decoder model (bart), and no model "
-                                               f"here is one ({described})")
+        raise ConfigError(
+            "grid.encoder_swap",
+            f"an encoder swap needs an encoder-decoder model (bart), and no model here is one ({described})",
+        )
     if not grid.cells(config) and not any(m.get("frozen_random") for m in models):
-        raise ConfigError("grid.layers", "the grid makes no cell (no layers, no target sets and controls off) and "
-                                         "no model has frozen_random: nothing to run")
+        raise ConfigError(
+            "grid.layers",
+            "the grid makes no cell (no layers, no target sets and controls off) and "
+            "no model has frozen_random: nothing to run",
+        )
 
 
 def _targeted_layers(model: dict, spec: dict) -> list[str]:
@@ -160,14 +187,19 @@ def _frozen_random_variants(model: dict, key: str, taken: set[str]) -> list[dict
     if sets is None:
         return []
     if model["source"] != "scratch":
-        raise ConfigError(f"{key}.frozen_random", "frozen-random pretraining needs a model built here from its "
-                                                  "step-0 weights, not a downloaded one (source: pretrained)")
+        raise ConfigError(
+            f"{key}.frozen_random",
+            "frozen-random pretraining needs a model built here from its "
+            "step-0 weights, not a downloaded one (source: pretrained)",
+        )
     variants, seen = [], []
     for j, components in enumerate(sets):
         # the schema already refuses empty, 3-component and repeated entries; a reordered repeat is caught here
         if not 1 <= len(set(components)) == len(components) <= 2:
-            raise ConfigError(f"{key}.frozen_random[{j}]", "each entry is one or two distinct components of "
-                                                            f"{', '.join(frozen_random.COMPONENTS)}")
+            raise ConfigError(
+                f"{key}.frozen_random[{j}]",
+                f"each entry is one or two distinct components of {', '.join(frozen_random.COMPONENTS)}",
+            )
         components = frozen_random.canonical(components)
         if components in seen:
             raise ConfigError(f"{key}.frozen_random[{j}]", f"repeats {key}.frozen_random[{seen.index(components)}]")
@@ -175,8 +207,9 @@ def _frozen_random_variants(model: dict, key: str, taken: set[str]) -> list[dict
         name = frozen_random.variant_name(model["name"], components)
         if name in taken:
             raise ConfigError(f"{key}.frozen_random[{j}]", f"its derived model name {name!r} is already a model name")
-        variants.append({**copy.deepcopy(model), "name": name, "base_model": model["name"],
-                         "frozen_components": components})
+        variants.append(
+            {**copy.deepcopy(model), "name": name, "base_model": model["name"], "frozen_components": components}
+        )
     return variants
 
 

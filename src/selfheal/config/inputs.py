@@ -41,28 +41,38 @@ def check_corpus_sizes(config: dict, raw: dict) -> None:
     except corpus.CorpusError as err:
         raise ConfigError(err.key, str(err)) from None
     bounds = {split: token_bound(*sizes[split]) for split in sizes}
-    what = {split: f"the {name} split ({sizes[split][0]} works, {sizes[split][1]:,} bytes of text)"
-            for split, name in (("train", "train"), ("val", "validation"))}
+    what = {
+        split: f"the {name} split ({sizes[split][0]} works, {sizes[split][1]:,} bytes of text)"
+        for split, name in (("train", "train"), ("val", "validation"))
+    }
     val_count = config["eval"]["val_sequences"]
     for i, model in enumerate(config["models"]):
         raw_model = raw["models"][i]
         context = model["context"]
         for split in ("train", "val"):
             if bounds[split] // context == 0:
-                raise ConfigError(f"models[{i}].context", f"{context} tokens per sequence is more than {what[split]} "
-                                                          f"can hold (at most {bounds[split]:,} tokens)")
+                raise ConfigError(
+                    f"models[{i}].context",
+                    f"{context} tokens per sequence is more than {what[split]} "
+                    f"can hold (at most {bounds[split]:,} tokens)",
+                )
         count = model["pretrain"]["train_sequences"]
         available = bounds["train"] // context
         if count is not None and count > available:
             own = "train_sequences" in raw_model.get("pretrain", {})
-            raise ConfigError(f"models[{i}].pretrain.train_sequences" if own else "pretrain.train_sequences",
-                              f"{count} sequences of {context} tokens (model {model['name']!r}) asked, but "
-                              f"{what['train']} gives at most {available:,}")
+            raise ConfigError(
+                f"models[{i}].pretrain.train_sequences" if own else "pretrain.train_sequences",
+                f"{count} sequences of {context} tokens (model {model['name']!r}) asked, but "
+                f"{what['train']} gives at most {available:,}",
+            )
         available = bounds["val"] // context
         if val_count > available:
-            raise ConfigError("eval.val_sequences", f"{val_count} sequences of {context} tokens (model "
-                                                    f"{model['name']!r}) asked, but {what['val']} gives at most "
-                                                    f"{available:,}")
+            raise ConfigError(
+                "eval.val_sequences",
+                f"{val_count} sequences of {context} tokens (model "
+                f"{model['name']!r}) asked, but {what['val']} gives at most "
+                f"{available:,}",
+            )
 
 
 def _path_like(spec: str) -> bool:
@@ -83,8 +93,9 @@ def check_model_source(model: dict, key: str) -> None:
         if _path_like(spec):
             raise ConfigError(f"{key}.name_or_path", f"folder {spec} does not exist")
         if not HUB_ID.fullmatch(spec):
-            raise ConfigError(f"{key}.name_or_path", f"{spec!r} is neither an existing folder nor a hub id "
-                                                     "(organisation/name)")
+            raise ConfigError(
+                f"{key}.name_or_path", f"{spec!r} is neither an existing folder nor a hub id (organisation/name)"
+            )
         return
     folder = Path(folder)
     if not folder.is_dir():
@@ -100,11 +111,16 @@ def check_model_source(model: dict, key: str) -> None:
     if not storage.has_safetensors(folder):
         pickled = sorted(p.name for pattern in PICKLED for p in folder.glob(pattern))
         if pickled:
-            raise ConfigError(f"{key}.name_or_path", f"{folder} holds pickled weights only ({', '.join(pickled)}); "
-                                                     "selfheal never unpickles a checkpoint: save it as safetensors "
-                                                     "(save_pretrained(..., safe_serialization=True))")
-        raise ConfigError(f"{key}.name_or_path", f"{folder} has no weights (no model.safetensors or "
-                                                 "model-*.safetensors; a GGUF checkpoint needs gguf_file)")
+            raise ConfigError(
+                f"{key}.name_or_path",
+                f"{folder} holds pickled weights only ({', '.join(pickled)}); "
+                "selfheal never unpickles a checkpoint: save it as safetensors "
+                "(save_pretrained(..., safe_serialization=True))",
+            )
+        raise ConfigError(
+            f"{key}.name_or_path",
+            f"{folder} has no weights (no model.safetensors or model-*.safetensors; a GGUF checkpoint needs gguf_file)",
+        )
     try:
         storage.check_safetensors(folder)
     except (OSError, ValueError) as err:
@@ -117,14 +133,17 @@ def check_model_source(model: dict, key: str) -> None:
     except (OSError, ValueError, KeyError) as err:
         raise ConfigError(f"{key}.arch", f"{folder}/config.json: {err}") from None
     if family.arch != model["arch"]:
-        raise ConfigError(f"{key}.arch", f"{model['arch']!r}, but {folder} holds a {model_config.model_type!r} "
-                                         f"model ({family.arch})")
+        raise ConfigError(
+            f"{key}.arch", f"{model['arch']!r}, but {folder} holds a {model_config.model_type!r} model ({family.arch})"
+        )
     have = [model_config.num_hidden_layers]
     want = [model["n_layer"]]
     if family.stacks == grid.STACKS:
         have.append(model_config.decoder_layers)
         want.append(len(grid.layer_ids(model)) - model["n_layer"])
     if have != want:
-        raise ConfigError(f"{key}.n_layer" if have[0] != want[0] else f"{key}.n_dec_layer",
-                          f"{want[0] if have[0] != want[0] else want[1]}, but {folder} has "
-                          f"{have[0] if have[0] != want[0] else have[1]} layers")
+        raise ConfigError(
+            f"{key}.n_layer" if have[0] != want[0] else f"{key}.n_dec_layer",
+            f"{want[0] if have[0] != want[0] else want[1]}, but {folder} has "
+            f"{have[0] if have[0] != want[0] else have[1]} layers",
+        )

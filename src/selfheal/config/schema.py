@@ -16,7 +16,8 @@ SCHEMA_PATH = Path(__file__).with_name("schema.yaml")
 
 # JSON Schema counts 2.0 as an integer; Python's range() and slicing do not, so a float is never an integer here.
 _TYPES = jsonschema.Draft202012Validator.TYPE_CHECKER.redefine(
-    "integer", lambda checker, instance: isinstance(instance, int) and not isinstance(instance, bool))
+    "integer", lambda checker, instance: isinstance(instance, int) and not isinstance(instance, bool)
+)
 _Validator = jsonschema.validators.extend(jsonschema.Draft202012Validator, type_checker=_TYPES)
 
 

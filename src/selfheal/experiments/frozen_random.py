@@ -27,13 +27,30 @@ from selfheal.records import PretrainSummary
 
 COMPONENTS = ("embeddings", "attention", "ffn")
 # Every set of one or two components: the default of frozen_random.components.
-DEFAULT_SETS = [["embeddings"], ["attention"], ["ffn"], ["embeddings", "attention"], ["embeddings", "ffn"],
-                ["attention", "ffn"]]
+DEFAULT_SETS = [
+    ["embeddings"],
+    ["attention"],
+    ["ffn"],
+    ["embeddings", "attention"],
+    ["embeddings", "ffn"],
+    ["attention", "ffn"],
+]
 NONE = "none"  # the frozen value of the all-trainable reference row
 
 COLUMNS = [
-    "model", "base_model", "pretrain_seed", "arch", "n_layer", "d_model", "frozen", "trainable_params", "frozen_params",
-    "val_loss", "val_perplexity", "delta_loss", "perplexity_ratio",
+    "model",
+    "base_model",
+    "pretrain_seed",
+    "arch",
+    "n_layer",
+    "d_model",
+    "frozen",
+    "trainable_params",
+    "frozen_params",
+    "val_loss",
+    "val_perplexity",
+    "delta_loss",
+    "perplexity_ratio",
 ]
 
 
@@ -89,17 +106,21 @@ def table(reference_summaries: list[str], variant_summaries: list[str]) -> pd.Da
     for path, is_reference in [(p, True) for p in reference_summaries] + [(p, False) for p in variant_summaries]:
         pre = records.read(path, PretrainSummary)
         frozen = [] if is_reference else pre.frozen_components
-        rows.append({
-            "model": pre.model,
-            "base_model": pre.model if is_reference else pre.base_model,
-            "pretrain_seed": pre.pretrain_seed,
-            "arch": pre.arch, "n_layer": pre.n_layer, "d_model": pre.d_model,
-            "frozen": label(frozen),
-            # pretrain.json files written before frozen-random pretraining existed lack the counts: all trainable
-            "trainable_params": pre.params if pre.trainable_params is None else pre.trainable_params,
-            "frozen_params": pre.frozen_params,
-            "val_loss": pre.final_val_loss,
-        })
+        rows.append(
+            {
+                "model": pre.model,
+                "base_model": pre.model if is_reference else pre.base_model,
+                "pretrain_seed": pre.pretrain_seed,
+                "arch": pre.arch,
+                "n_layer": pre.n_layer,
+                "d_model": pre.d_model,
+                "frozen": label(frozen),
+                # pretrain.json files written before frozen-random pretraining existed lack the counts: all trainable
+                "trainable_params": pre.params if pre.trainable_params is None else pre.trainable_params,
+                "frozen_params": pre.frozen_params,
+                "val_loss": pre.final_val_loss,
+            }
+        )
     rows.sort(key=lambda r: (r["base_model"], r["pretrain_seed"], _sort_key(r["frozen"])))
     out = pd.DataFrame(rows, columns=COLUMNS)
     out["val_perplexity"] = [math.exp(v) for v in out["val_loss"]]

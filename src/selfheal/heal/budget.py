@@ -51,22 +51,25 @@ def scratch_cost(curve: pd.DataFrame, baseline: float, eps_min: float) -> float 
     return crossing.examples if math.isfinite(crossing.examples) and crossing.examples > 0 else None
 
 
-def of(retrain_cfg: dict, pre: PretrainSummary, baseline: float, curve_path: str | None,
-       train_sequences: int) -> Budget:
+def of(
+    retrain_cfg: dict, pre: PretrainSummary, baseline: float, curve_path: str | None, train_sequences: int
+) -> Budget:
     """The budget of a network (module docstring): ``pre`` its pretraining record, ``baseline`` its baseline loss,
     ``curve_path`` its pretraining curve (None where it has none), ``train_sequences`` the train sequences
     available here (the unit of a downloaded model healed as downloaded)."""
     scratch = None
     if pre.source == SCRATCH_SOURCE and curve_path and Path(curve_path).is_file():
-        scratch = scratch_cost(pd.read_parquet(curve_path, columns=["examples", "val_loss"]), baseline,
-                               min(retrain_cfg["thresholds"]))
+        scratch = scratch_cost(
+            pd.read_parquet(curve_path, columns=["examples", "val_loss"]), baseline, min(retrain_cfg["thresholds"])
+        )
     multiple = retrain_cfg.get("budget_scratch")
     if multiple is not None and scratch is not None:
         unit, size = SCRATCH_COST, scratch
     else:
         multiple = retrain_cfg["budget_fraction"] if multiple is None else multiple
-        unit, size = (PRETRAIN_EXAMPLES, pre.pretrain_examples) if pre.pretrain_examples else (TRAIN_SEQUENCES,
-                                                                                                 train_sequences)
+        unit, size = (
+            (PRETRAIN_EXAMPLES, pre.pretrain_examples) if pre.pretrain_examples else (TRAIN_SEQUENCES, train_sequences)
+        )
     return Budget(round(multiple * size), unit, float(size), float(multiple), scratch)
 
 

@@ -37,31 +37,61 @@ CURVE = "pretrain_curve.parquet"  # a network's pretraining curve (its from-scra
 MADE = plan.NETWORK_MADE  # what making a network stages, by source
 
 
-def make_network(source: str, network_cfg: dict, eval_cfg: dict, tokens_path: str, start_dir: str | None,
-                 inputs_digest: str, folder: Path, threads: int) -> None:
+def make_network(
+    source: str,
+    network_cfg: dict,
+    eval_cfg: dict,
+    tokens_path: str,
+    start_dir: str | None,
+    inputs_digest: str,
+    folder: Path,
+    threads: int,
+) -> None:
     """Pretrain, adapt or evaluate one network into ``folder``, unless it is staged there under the same
     fingerprint (settings, evaluation, ``inputs_digest``: the content of the token streams and start folder)."""
     settings = {k: v for k, v in network_cfg.items() if k != "retrain"}  # retrain edits keep the network
     fingerprint = staging.fingerprint(model=settings, eval=eval_cfg, source=source, inputs=inputs_digest)
     made = MADE[source]
     if staging.is_staged(folder, fingerprint, made):
-        log.info("network %s (pretraining seed %d) made in an earlier run of this job: kept",
-                 settings["name"], settings["pretrain"]["seed"])
+        log.info(
+            "network %s (pretraining seed %d) made in an earlier run of this job: kept",
+            settings["name"],
+            settings["pretrain"]["seed"],
+        )
         return
     staging.begin(folder, fingerprint, made, plan.network_settings(network_cfg, eval_cfg, source))
     if source == "as_downloaded":
         evaluation.baseline(settings, eval_cfg, tokens_path, start_dir, str(folder / BASELINE), threads=threads)
         return
-    pretrain.pretrain(settings, eval_cfg, tokens_path,
-                      theta0_dir=str(folder / "theta0") if source == "scratch" else None,
-                      trained_dir=str(folder / "trained"), curve_path=str(folder / CURVE),
-                      summary_path=str(folder / "pretrain.json"), threads=threads,
-                      start_dir=start_dir if source == "adapt" else None, baseline_path=str(folder / BASELINE))
+    pretrain.pretrain(
+        settings,
+        eval_cfg,
+        tokens_path,
+        theta0_dir=str(folder / "theta0") if source == "scratch" else None,
+        trained_dir=str(folder / "trained"),
+        curve_path=str(folder / CURVE),
+        summary_path=str(folder / "pretrain.json"),
+        threads=threads,
+        start_dir=start_dir if source == "adapt" else None,
+        baseline_path=str(folder / BASELINE),
+    )
 
 
-def run(source: str, networks: list[dict], eval_cfg: dict, cells: list[dict], tokens_path: str,
-        start_dir: str | None, imported_summary: str | None, networks_dir: str, baselines_dir: str,
-        cells_dir: str, work_dir: str, layout: dict[str, str], threads: int = 1) -> None:
+def run(
+    source: str,
+    networks: list[dict],
+    eval_cfg: dict,
+    cells: list[dict],
+    tokens_path: str,
+    start_dir: str | None,
+    imported_summary: str | None,
+    networks_dir: str,
+    baselines_dir: str,
+    cells_dir: str,
+    work_dir: str,
+    layout: dict[str, str],
+    threads: int = 1,
+) -> None:
     """Make the networks of one job (``networks``: each one's settings, ``pretrain.seed`` set) and heal their
     cells. ``start_dir``: a downloaded model's folder (``adapt``, ``as_downloaded``); ``imported_summary``: its
     ``pretrain.json`` (the pretraining record of a model healed as downloaded). ``layout``: the patterns of a
@@ -69,8 +99,12 @@ def run(source: str, networks: list[dict], eval_cfg: dict, cells: list[dict], to
     unit (``cell``) and a network's staging folder in ``work_dir`` (``network_work``)."""
     if source not in SOURCES:
         raise ValueError(f"source {source!r}: expected one of {SOURCES}")
-    log.info("job: %d networks, %d cells: %s", len(networks), len(cells),
-             plan.summary(source, networks, eval_cfg, cells, work_dir, layout))
+    log.info(
+        "job: %d networks, %d cells: %s",
+        len(networks),
+        len(cells),
+        plan.summary(source, networks, eval_cfg, cells, work_dir, layout),
+    )
     cells = [Cell(**c) for c in cells]
     work = Path(work_dir)
     inputs = staging.digest([p for p in (tokens_path, start_dir) if p])  # once: a downloaded model can be large
@@ -92,32 +126,77 @@ def run(source: str, networks: list[dict], eval_cfg: dict, cells: list[dict], to
         mine = [c for c in cells if c.pretrain_seed == seed]
         for u in grid.units(mine):
             folder = layout["unit"].format(pretrain_seed=seed, regime=u.regime)
-            unit.run(network_cfg, eval_cfg, [c.as_dict() for c in grid.cells_of(mine, u)], tokens_path, trained,
-                     theta0, str(baseline), summary, out_dir=str(Path(cells_dir) / folder),
-                     work_dir=str(work / folder), cell_folder=layout["cell"], threads=threads,
-                     pretrain_curve_path=None if source == "as_downloaded" else str(network / CURVE))
+            unit.run(
+                network_cfg,
+                eval_cfg,
+                [c.as_dict() for c in grid.cells_of(mine, u)],
+                tokens_path,
+                trained,
+                theta0,
+                str(baseline),
+                summary,
+                out_dir=str(Path(cells_dir) / folder),
+                work_dir=str(work / folder),
+                cell_folder=layout["cell"],
+                threads=threads,
+                pretrain_curve_path=None if source == "as_downloaded" else str(network / CURVE),
+            )
     Path(cells_dir).mkdir(parents=True, exist_ok=True)  # (empty for a model that makes no cells)
     Path(baselines_dir).mkdir(parents=True, exist_ok=True)
     Path(networks_dir).mkdir(parents=True, exist_ok=True)
     log.info("job done: %d networks, %d cells", len(networks), len(cells))
 
 
-def heal(source: str, network_cfg: dict, eval_cfg: dict, cell: dict, unit_cells: list[dict],
-         earlier: list[tuple[dict, str]], tokens_path: str, start_dir: str | None, imported_summary: str | None,
-         network_dir: str, baseline: str, unit_dir: str, unit_work_dir: str, cell_folder: str,
-         threads: int = 1) -> None:
+def heal(
+    source: str,
+    network_cfg: dict,
+    eval_cfg: dict,
+    cell: dict,
+    unit_cells: list[dict],
+    earlier: list[tuple[dict, str]],
+    tokens_path: str,
+    start_dir: str | None,
+    imported_summary: str | None,
+    network_dir: str,
+    baseline: str,
+    unit_dir: str,
+    unit_work_dir: str,
+    cell_folder: str,
+    threads: int = 1,
+) -> None:
     """One cell's own job (``job_unit: cell``): the network another job made (``network_dir``, ``baseline``), then
     the cell healed as its unit's job would heal it (``unit.run``: the prefix caches planned over ``unit_cells``; a
     matched control as long as the longest of the cells it is matched with, ``earlier``: each with its curve)."""
     if source not in SOURCES:
         raise ValueError(f"source {source!r}: expected one of {SOURCES}")
     network = Path(network_dir)
-    log.info("cell %s: %s", cell, plan.summary(source, [network_cfg], eval_cfg, [cell], unit_work_dir,
-                                                {"unit": "", "cell": cell_folder}, makes_networks=False))
-    unit.run(network_cfg, eval_cfg, [cell], tokens_path,
-             start_dir if source == "as_downloaded" else str(network / "trained"),
-             str(network / "theta0") if source == "scratch" else None, baseline,
-             imported_summary if source == "as_downloaded" else str(network / "pretrain.json"),
-             out_dir=unit_dir, work_dir=unit_work_dir, cell_folder=cell_folder, threads=threads,
-             unit_cells=unit_cells, earlier=earlier,
-             pretrain_curve_path=None if source == "as_downloaded" else str(network / CURVE))
+    log.info(
+        "cell %s: %s",
+        cell,
+        plan.summary(
+            source,
+            [network_cfg],
+            eval_cfg,
+            [cell],
+            unit_work_dir,
+            {"unit": "", "cell": cell_folder},
+            makes_networks=False,
+        ),
+    )
+    unit.run(
+        network_cfg,
+        eval_cfg,
+        [cell],
+        tokens_path,
+        start_dir if source == "as_downloaded" else str(network / "trained"),
+        str(network / "theta0") if source == "scratch" else None,
+        baseline,
+        imported_summary if source == "as_downloaded" else str(network / "pretrain.json"),
+        out_dir=unit_dir,
+        work_dir=unit_work_dir,
+        cell_folder=cell_folder,
+        threads=threads,
+        unit_cells=unit_cells,
+        earlier=earlier,
+        pretrain_curve_path=None if source == "as_downloaded" else str(network / CURVE),
+    )

@@ -48,31 +48,59 @@ def _count(n: int, what: str) -> str:
     return f"{n} {what}{'' if n == 1 else 's'}"
 
 
-def summary(source: str, networks: list[dict], eval_cfg, cells: list[dict], work_dir: str,
-            layout: dict[str, str], makes_networks: bool = True) -> str:
+def summary(
+    source: str,
+    networks: list[dict],
+    eval_cfg,
+    cells: list[dict],
+    work_dir: str,
+    layout: dict[str, str],
+    makes_networks: bool = True,
+) -> str:
     """What a job will do: the networks (``networks``: each one's settings) and cells it trains and those it keeps
     (staged under the same settings in ``work_dir``, at the places ``layout`` spells: ``network_work``, ``unit`` and
     ``cell``), and those staged under another budget that it continues (``_continued``). ``makes_networks``: False
     for a cell's own job, whose network another job made."""
     work = Path(work_dir)
     by_seed = {n["pretrain"]["seed"]: n for n in networks}
-    kept_networks = sum(staging.has_settings(work / layout["network_work"].format(pretrain_seed=seed),
-                                             network_settings(cfg, eval_cfg, source), NETWORK_MADE[source])
-                        for seed, cfg in by_seed.items()) if makes_networks else 0
-    staged = [c for c in cells if staging.has_settings(cell_folder(work, layout, c),
-                                                       cell_settings(by_seed[c["pretrain_seed"]], eval_cfg, c),
-                                                       CELL_OUTPUTS)]
+    kept_networks = (
+        sum(
+            staging.has_settings(
+                work / layout["network_work"].format(pretrain_seed=seed),
+                network_settings(cfg, eval_cfg, source),
+                NETWORK_MADE[source],
+            )
+            for seed, cfg in by_seed.items()
+        )
+        if makes_networks
+        else 0
+    )
+    staged = [
+        c
+        for c in cells
+        if staging.has_settings(
+            cell_folder(work, layout, c), cell_settings(by_seed[c["pretrain_seed"]], eval_cfg, c), CELL_OUTPUTS
+        )
+    ]
     continued = len(_continued(staged, cells, work, layout, by_seed))
     kept_cells = len(staged) - continued
     if not makes_networks and len(cells) == 1:
-        return ("kept (staged with the same settings)" if kept_cells else
-                "continues it (staged under another budget)" if continued else "heals it")
+        return (
+            "kept (staged with the same settings)"
+            if kept_cells
+            else "continues it (staged under another budget)"
+            if continued
+            else "heals it"
+        )
     parts = []
     if networks and makes_networks:
         parts.append(f"trains {_count(len(networks) - kept_networks, 'network')} (keeps {kept_networks})")
     if cells or not parts:
-        parts.append(f"heals {_count(len(cells) - kept_cells, 'cell')} (keeps {kept_cells}"
-                     + (f", continues {continued} staged under another budget" if continued else "") + ")")
+        parts.append(
+            f"heals {_count(len(cells) - kept_cells, 'cell')} (keeps {kept_cells}"
+            + (f", continues {continued} staged under another budget" if continued else "")
+            + ")"
+        )
     return ", ".join(parts)
 
 
@@ -80,11 +108,15 @@ def _continued(staged: list[dict], cells: list[dict], work: Path, layout: dict[s
     """The staged cells a job continues rather than keeps (``heal.unit``): staged with the same settings under other
     budget keys, and not settled (every threshold met at a regular evaluation); a matched control where a cell it is
     matched with among the job's is continued (it trains as long as the longest of them)."""
+
     def moved(c: dict) -> bool:
         folder = cell_folder(work, layout, c)
         stamp = folder / budget.STAMP
-        return (stamp.exists() and stamp.read_text() != budget.stamp(by_seed[c["pretrain_seed"]])
-                and records.read(folder / "recovery.json", records.CellResult).settled_examples is None)
+        return (
+            stamp.exists()
+            and stamp.read_text() != budget.stamp(by_seed[c["pretrain_seed"]])
+            and records.read(folder / "recovery.json", records.CellResult).settled_examples is None
+        )
 
     all_cells = [Cell(**c) for c in cells]
     out = []
@@ -92,7 +124,8 @@ def _continued(staged: list[dict], cells: list[dict], work: Path, layout: dict[s
         cell = Cell(**c)
         matched = [m for m in all_cells if cell.matches(m)] if cell.is_matched_control else []
         if any(m.as_dict() in staged and moved(m.as_dict()) or m.as_dict() not in staged for m in matched) or (
-                not matched and moved(c)):
+            not matched and moved(c)
+        ):
             out.append(cell)
     return out
 

@@ -79,8 +79,16 @@ class PrefixCache:
 
     @classmethod
     @torch.no_grad()
-    def build(cls, model, family, train_seqs: torch.Tensor, val_batches: list[dict], depth: int,
-              device: torch.device, shallower: "PrefixCache | None" = None) -> "PrefixCache":
+    def build(
+        cls,
+        model,
+        family,
+        train_seqs: torch.Tensor,
+        val_batches: list[dict],
+        depth: int,
+        device: torch.device,
+        shallower: "PrefixCache | None" = None,
+    ) -> "PrefixCache":
         """Run the frozen layers below ``depth`` once over the train sequences and the validation batches (fp32
         on any device: exact). From ``shallower``, a cache at a lower depth, only the layers between the two run:
         the same layer calls on the same chunks, so the cache is bit-identical to one built from the embeddings."""
@@ -98,11 +106,17 @@ class PrefixCache:
                 chunks.append(hidden.float().cpu())
             return torch.cat(chunks)
 
-        cache = cls(depth, prefix(train_seqs, start.train if start else None),
-                    prefix(val_seqs, start.val if start else None))
-        log.info("prefix cache at depth %d%s: %d train + %d val sequences, %.1f MB in memory", depth,
-                 f" (from depth {start.depth})" if start else "", cache.train.shape[0], cache.val.shape[0],
-                 (cache.train.nbytes + cache.val.nbytes) / 1e6)
+        cache = cls(
+            depth, prefix(train_seqs, start.train if start else None), prefix(val_seqs, start.val if start else None)
+        )
+        log.info(
+            "prefix cache at depth %d%s: %d train + %d val sequences, %.1f MB in memory",
+            depth,
+            f" (from depth {start.depth})" if start else "",
+            cache.train.shape[0],
+            cache.val.shape[0],
+            (cache.train.nbytes + cache.val.nbytes) / 1e6,
+        )
         return cache
 
     def train_rows(self, index: torch.Tensor) -> torch.Tensor:

@@ -78,8 +78,9 @@ def apply(
         family.fresh_init_(model, names, generator)
     elif init == grid.ZERO_OUT:
         if not family.output_projection_names(model, names):
-            raise ValueError("init 'zero_out' needs an output projection among the reset tensors (not policy ln or "
-                             "embeddings)")
+            raise ValueError(
+                "init 'zero_out' needs an output projection among the reset tensors (not policy ln or embeddings)"
+            )
         family.zero_out_init_(model, names, generator)
     elif init == "original":
         if theta0 is None:
@@ -95,8 +96,15 @@ def apply(
     return {n: params[n].detach().clone().contiguous() for n in names}
 
 
-def draw(model: nn.Module, family, target: Target | str, policy: str, init: str, seed: int,
-         theta0: dict[str, torch.Tensor] | None = None) -> list[str]:
+def draw(
+    model: nn.Module,
+    family,
+    target: Target | str,
+    policy: str,
+    init: str,
+    seed: int,
+    theta0: dict[str, torch.Tensor] | None = None,
+) -> list[str]:
     """Reset one cell's (target, policy) in ``model`` in place, drawn from the cell's own generator (or restored
     from theta0); a target ``swapN`` swaps in a fresh encoder of width N. Returns the names of the reset tensors."""
     parsed = Target.of(target)

@@ -89,13 +89,26 @@ def retrain(
     )
     log.info(
         "retrain %s: %d trainable tensors (%d params), baseline %.4f, damaged %.4f, %s %d examples (%g x %s)%s",
-        cell.as_dict(), len(trainable), trainable_params, baseline, damaged, "trains for" if control else "budget",
-        settings.max_examples, budget.multiple, budget.unit, f", from the prefix cache at depth {cache.depth}"
-        if cache else "",
+        cell.as_dict(),
+        len(trainable),
+        trainable_params,
+        baseline,
+        damaged,
+        "trains for" if control else "budget",
+        settings.max_examples,
+        budget.multiple,
+        budget.unit,
+        f", from the prefix cache at depth {cache.depth}" if cache else "",
     )
     levels = r["thresholds"]
     result = loop.run(
-        model, family, job.objective, train_seqs, job.val_batches, trainable, settings,
+        model,
+        family,
+        job.objective,
+        train_seqs,
+        job.val_batches,
+        trainable,
+        settings,
         should_stop=lambda point: not control and thresholds.all_reached(point.val_loss, baseline, levels),
         label="control" if control else "retrain",
         cache=cache,
@@ -104,13 +117,20 @@ def retrain(
         start_loss=damaged,
     )
     recoveries = thresholds.recoveries(result.curve, baseline, levels)
-    log.info("training throughput %.0f tokens/s; evaluation took %.0f%% of the cell's wall time",
-             result.train_tokens_per_s, 100 * result.eval_s / max(result.wall_s, 1e-9))
+    log.info(
+        "training throughput %.0f tokens/s; evaluation took %.0f%% of the cell's wall time",
+        result.train_tokens_per_s,
+        100 * result.eval_s / max(result.wall_s, 1e-9),
+    )
     if result.diverged_step is not None:
         log.warning("cell diverged at step %d: kept in the tables as diverged", result.diverged_step)
     for rec in recoveries:
-        log.info("threshold %.3f: %s at %d examples", rec.threshold,
-                 "recovered" if rec.recovered else "censored", rec.examples)
+        log.info(
+            "threshold %.3f: %s at %d examples",
+            rec.threshold,
+            "recovered" if rec.recovered else "censored",
+            rec.examples,
+        )
 
     layer = family.layer(model, target.text) if target.is_layer else None
     out = CellResult(

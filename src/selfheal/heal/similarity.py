@@ -61,8 +61,10 @@ def layer_outputs(model: nn.Module, family, layer, val_batches: list[dict], toke
             # only the sequences still needed (rows are independent): a quarter of a validation batch by default
             rows = batch["input_ids"].shape[0]
             needed = min(rows, math.ceil((tokens - seen) / batch["input_ids"].shape[1]))
-            batch = {k: (v[:needed] if v.ndim and v.shape[0] == rows else v).to(device) if torch.is_tensor(v) else v
-                     for k, v in batch.items()}
+            batch = {
+                k: (v[:needed] if v.ndim and v.shape[0] == rows else v).to(device) if torch.is_tensor(v) else v
+                for k, v in batch.items()
+            }
             family.loss(model, batch, family.n_layers(model) + 1)
     finally:
         handle.remove()

@@ -73,8 +73,11 @@ def begin(folder: Path, fingerprint_: str, outputs: tuple[str, ...], settings: s
 def link(source: Path, target: Path) -> None:
     """``target`` as a hard link to ``source`` (a file, or every file under a folder); a copy where the file system
     has no hard links or the work folder is on another device."""
-    files = [(source, target)] if source.is_file() else [(f, target / f.relative_to(source))
-                                                         for f in sorted(source.rglob("*")) if f.is_file()]
+    files = (
+        [(source, target)]
+        if source.is_file()
+        else [(f, target / f.relative_to(source)) for f in sorted(source.rglob("*")) if f.is_file()]
+    )
     for s, t in files:
         t.parent.mkdir(parents=True, exist_ok=True)
         try:

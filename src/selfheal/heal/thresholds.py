@@ -35,8 +35,20 @@ def recoveries(curve: Sequence, baseline: float, thresholds: Sequence[float]) ->
         i = next((i for i, p in enumerate(curve) if p.val_loss <= limit), None)
         point = curve[i] if i is not None else curve[-1]
         before = curve[i - 1] if i else point  # the last evaluation above (itself when reached at the first)
-        out.append(Recovery(eps, i is not None, point.examples, point.tokens, point.steps, point.wall_s,
-                            point.val_loss, before.examples, before.tokens, before.steps))
+        out.append(
+            Recovery(
+                eps,
+                i is not None,
+                point.examples,
+                point.tokens,
+                point.steps,
+                point.wall_s,
+                point.val_loss,
+                before.examples,
+                before.tokens,
+                before.steps,
+            )
+        )
     return out
 
 

@@ -58,8 +58,9 @@ class FrozenTensorChanged(RuntimeError):
 def _fingerprint(model_cfg: dict, eval_cfg: dict, cell: Cell, inputs_digest: str) -> str:
     """What a finished cell depends on: its settings but the budget, and the content of its inputs
     (``staging.digest``)."""
-    return staging.fingerprint(model=budgets.without_budget(model_cfg), eval=eval_cfg, cell=cell.as_dict(),
-                               inputs=inputs_digest)
+    return staging.fingerprint(
+        model=budgets.without_budget(model_cfg), eval=eval_cfg, cell=cell.as_dict(), inputs=inputs_digest
+    )
 
 
 def _keep(folder: Path, length: int, depth: int | None, budget: Budget) -> bool:
@@ -70,8 +71,12 @@ def _keep(folder: Path, length: int, depth: int | None, budget: Budget) -> bool:
     settled = result.settled_examples is not None and result.settled_examples <= length
     if result.prefix_cache_depth != depth or not (settled or result.budget_examples == length):
         return False
-    fields = {"budget_examples": length, "budget_unit": budget.unit, "budget_multiple": budget.multiple,
-              "scratch_cost": budget.scratch_examples}
+    fields = {
+        "budget_examples": length,
+        "budget_unit": budget.unit,
+        "budget_multiple": budget.multiple,
+        "scratch_cost": budget.scratch_examples,
+    }
     if any(getattr(result, k) != v for k, v in fields.items()):
         records.write(folder / "recovery.json", dataclasses.replace(result, **fields))
     return True
@@ -81,9 +86,14 @@ def check_frozen(model, base, trainable: set[str]) -> None:
     """Every tensor that did not train is bit-identical to the trained model's (a swapped encoder's new tensors
     have no counterpart and are skipped)."""
     base_params = dict(base.named_parameters())
-    changed = [n for n, p in model.named_parameters()
-               if n not in trainable and n in base_params and p.shape == base_params[n].shape
-               and not torch.equal(p, base_params[n])]
+    changed = [
+        n
+        for n, p in model.named_parameters()
+        if n not in trainable
+        and n in base_params
+        and p.shape == base_params[n].shape
+        and not torch.equal(p, base_params[n])
+    ]
     if changed:
         raise FrozenTensorChanged(f"frozen tensors changed during retraining: {changed[:5]}")
 
@@ -103,8 +113,9 @@ class TrainedReference:
     def per_sequence(self) -> torch.Tensor:
         """The trained model's loss on each confirmation sequence."""
         if self._per_sequence is None:
-            self._per_sequence = evaluation.per_sequence(self.base, self.job.family, self.confirm_batches,
-                                                         self.job.hardware)
+            self._per_sequence = evaluation.per_sequence(
+                self.base, self.job.family, self.confirm_batches, self.job.hardware
+            )
         return self._per_sequence
 
     def val_loss(self) -> float:
@@ -119,10 +130,22 @@ class TrainedReference:
         return self._outputs[key]
 
 
-def heal_cell(base, job: setup.Setup, train_seqs, model_cfg: dict, cell: Cell, theta0, baseline: float,
-              pre: PretrainSummary, cache: PrefixCache | None, checkpoint_path: str,
-              control_examples: int | None = None, reference: TrainedReference | None = None,
-              budget: Budget | None = None, extension_path: str | None = None):
+def heal_cell(
+    base,
+    job: setup.Setup,
+    train_seqs,
+    model_cfg: dict,
+    cell: Cell,
+    theta0,
+    baseline: float,
+    pre: PretrainSummary,
+    cache: PrefixCache | None,
+    checkpoint_path: str,
+    control_examples: int | None = None,
+    reference: TrainedReference | None = None,
+    budget: Budget | None = None,
+    extension_path: str | None = None,
+):
     """Reset, measure the damage, retrain: one cell on a copy of the trained ``base``. ``reference``: the trained
     model's loss and layer outputs, shared by the cells of a job (a cell that resets nothing reuses them);
     ``budget``: the network's (``heal.budget``); ``extension_path``: the cell's extension point."""
@@ -138,18 +161,50 @@ def heal_cell(base, job: setup.Setup, train_seqs, model_cfg: dict, cell: Cell, t
         reset_outputs = original if untouched else similarity.layer_outputs(model, job.family, layer, job.val_batches)
         floor = similarity.linear_cka(original, reset_outputs)
     params = dict(model.named_parameters())
-    damage = Damage(model=cell.model, target=cell.target, policy=cell.policy, init=cell.init, seed=cell.seed,
-                    reset_tensors=len(names), reset_params=int(sum(params[n].numel() for n in names)),
-                    damaged_loss=damaged, pretrain_seed=cell.pretrain_seed)
-    log.info("reset %s %s/%s/%s seed %d: %d tensors, damaged val loss %.4f",
-             cell.model, cell.target, cell.policy, cell.init, cell.seed, len(names), damaged)
-    result, curve = retrain.retrain(model, job.family, job, train_seqs, model_cfg, cell, names, baseline, damaged,
-                                    pre, cache, checkpoint_path, control_examples, budget, extension_path)
+    damage = Damage(
+        model=cell.model,
+        target=cell.target,
+        policy=cell.policy,
+        init=cell.init,
+        seed=cell.seed,
+        reset_tensors=len(names),
+        reset_params=int(sum(params[n].numel() for n in names)),
+        damaged_loss=damaged,
+        pretrain_seed=cell.pretrain_seed,
+    )
+    log.info(
+        "reset %s %s/%s/%s seed %d: %d tensors, damaged val loss %.4f",
+        cell.model,
+        cell.target,
+        cell.policy,
+        cell.init,
+        cell.seed,
+        len(names),
+        damaged,
+    )
+    result, curve = retrain.retrain(
+        model,
+        job.family,
+        job,
+        train_seqs,
+        model_cfg,
+        cell,
+        names,
+        baseline,
+        damaged,
+        pre,
+        cache,
+        checkpoint_path,
+        control_examples,
+        budget,
+        extension_path,
+    )
     check_frozen(model, base, {n for n, p in model.named_parameters() if p.requires_grad})
     if layer is not None:
         result.cka_floor = floor
-        result.cka = similarity.linear_cka(original, similarity.layer_outputs(model, job.family, layer,
-                                                                              job.val_batches))
+        result.cka = similarity.linear_cka(
+            original, similarity.layer_outputs(model, job.family, layer, job.val_batches)
+        )
     if reference.confirm_batches:
         confirm(model, job, reference, result)
     return damage, result, curve
@@ -174,11 +229,23 @@ def _order(cells: list[Cell], depths: dict) -> list[Cell]:
     return sorted(cells, key=lambda c: (depths.get(c, -1), c.is_matched_control))
 
 
-
-def run(model_cfg: dict, eval_cfg: dict, cells: list[dict], tokens_path: str, trained_dir: str,
-        theta0_dir: str | None, baseline_path: str, pretrain_summary_path: str, out_dir: str, work_dir: str,
-        cell_folder: str, threads: int = 1, unit_cells: list[dict] | None = None,
-        earlier: list[tuple[dict, str]] = (), pretrain_curve_path: str | None = None) -> None:
+def run(
+    model_cfg: dict,
+    eval_cfg: dict,
+    cells: list[dict],
+    tokens_path: str,
+    trained_dir: str,
+    theta0_dir: str | None,
+    baseline_path: str,
+    pretrain_summary_path: str,
+    out_dir: str,
+    work_dir: str,
+    cell_folder: str,
+    threads: int = 1,
+    unit_cells: list[dict] | None = None,
+    earlier: list[tuple[dict, str]] = (),
+    pretrain_curve_path: str | None = None,
+) -> None:
     """Heal every cell of one unit, or some of them. ``cell_folder``: the per-cell folder inside ``out_dir`` (and
     ``work_dir``), a pattern over the cell's fields (e.g. ``{target}-{policy}-{init}``). Where the cells of a unit
     are healed by several jobs (``job_unit: cell``): ``unit_cells``, every cell of the unit (the prefix caches are
@@ -197,8 +264,13 @@ def run(model_cfg: dict, eval_cfg: dict, cells: list[dict], tokens_path: str, tr
     baseline = records.read(baseline_path, Baseline).val_loss
     pre = records.read(pretrain_summary_path, PretrainSummary)
     budget = budgets.of(model_cfg["retrain"], pre, baseline, pretrain_curve_path, train_seqs.shape[0])
-    log.info("budget %d examples: %g x %s (%.0f examples)", budget.examples, budget.multiple, budget.unit,
-             budget.unit_examples)
+    log.info(
+        "budget %d examples: %g x %s (%.0f examples)",
+        budget.examples,
+        budget.multiple,
+        budget.unit,
+        budget.unit_examples,
+    )
     val_count = sum(b["input_ids"].shape[0] for b in job.val_batches)
     mb = prefix_cache.footprint_mb(train_seqs.shape[0] + val_count, train_seqs.shape[1], base.config.hidden_size)
     mine = set(cells)
@@ -208,15 +280,22 @@ def run(model_cfg: dict, eval_cfg: dict, cells: list[dict], tokens_path: str, tr
         log.info("prefix caches at depths %s: %.1f MB each, one at a time", sorted(set(depths.values())), mb)
     elif any(prefix_cache.cache_depth(model_cfg, c.target, c.policy, c.regime) for c in cells):
         log.info("no prefix cache: %.1f MB each exceeds retrain.prefix_cache_mb or does not pay", mb)
-    inputs = staging.digest([p for p in (tokens_path, trained_dir, theta0_dir, baseline_path, pretrain_summary_path)
-                             if p])
+    inputs = staging.digest(
+        [p for p in (tokens_path, trained_dir, theta0_dir, baseline_path, pretrain_summary_path) if p]
+    )
     work = Path(work_dir)
     cache = None
     spent: dict[Cell, int] = {  # examples each reset cell trained for: the length of its matched control
-        Cell(**c): int(pd.read_parquet(curve)["examples"].max()) for c, curve in earlier}
+        Cell(**c): int(pd.read_parquet(curve)["examples"].max()) for c, curve in earlier
+    }
     confirm_count = eval_cfg.get("confirm_sequences")
-    confirm_batches = None if confirm_count == 0 else job.objective.val_batches(
-        streams.val_sequences(tokens_path, model_cfg["context"], confirm_count), eval_cfg["batch_size"])
+    confirm_batches = (
+        None
+        if confirm_count == 0
+        else job.objective.val_batches(
+            streams.val_sequences(tokens_path, model_cfg["context"], confirm_count), eval_cfg["batch_size"]
+        )
+    )
     reference = TrainedReference(base, job, confirm_batches)
     for cell in _order(cells, depths):
         folder = work / cell_folder.format(**cell.as_dict())
@@ -235,9 +314,22 @@ def run(model_cfg: dict, eval_cfg: dict, cells: list[dict], tokens_path: str, tr
             cache = PrefixCache.build(base, job.family, train_seqs, job.val_batches, depth, job.device, cache)
         staging.begin(folder, fingerprint, OUTPUTS, plan.cell_settings(model_cfg, eval_cfg, cell.as_dict()))
         checkpoint = folder / "retrain.ckpt"
-        damage, result, curve = heal_cell(base, job, train_seqs, model_cfg, cell, theta0, baseline, pre, cache,
-                                          str(checkpoint), control_examples, reference, budget,
-                                          str(folder / EXTENSION))
+        damage, result, curve = heal_cell(
+            base,
+            job,
+            train_seqs,
+            model_cfg,
+            cell,
+            theta0,
+            baseline,
+            pre,
+            cache,
+            str(checkpoint),
+            control_examples,
+            reference,
+            budget,
+            str(folder / EXTENSION),
+        )
         spent[cell] = int(curve["examples"].max())
         records.write(folder / "damage.json", damage)
         results_io.write_parquet(folder / "curve.parquet", curve)
@@ -251,4 +343,3 @@ def run(model_cfg: dict, eval_cfg: dict, cells: list[dict], tokens_path: str, tr
         for o in OUTPUTS:
             staging.link(work / name / o, out / name / o)
     log.info("healed %d cells of %s", len(cells), cells[0].unit if cells else "an empty unit")
-

@@ -32,5 +32,15 @@ def heads(model: nn.Module) -> int:
     return int(getattr(model.config, "num_attention_heads", None) or getattr(model.config, "encoder_attention_heads"))
 
 
-__all__ = ["AUTO_CLASSES", "build", "check_safetensors", "families", "has_safetensors", "heads", "load",
-           "parameter_count", "save", "width"]
+__all__ = [
+    "AUTO_CLASSES",
+    "build",
+    "check_safetensors",
+    "families",
+    "has_safetensors",
+    "heads",
+    "load",
+    "parameter_count",
+    "save",
+    "width",
+]

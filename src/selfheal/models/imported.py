@@ -37,8 +37,9 @@ def load(model_cfg: dict):
     auto = getattr(transformers, models.AUTO_CLASSES[family.objective])
     try:
         model = auto.from_pretrained(source, **kwargs)
-        tokenizer = transformers.AutoTokenizer.from_pretrained(source, **{k: v for k, v in kwargs.items()
-                                                                          if k != "use_safetensors"})
+        tokenizer = transformers.AutoTokenizer.from_pretrained(
+            source, **{k: v for k, v in kwargs.items() if k != "use_safetensors"}
+        )
     except OSError as err:
         if Path(source).exists():
             raise
@@ -47,7 +48,8 @@ def load(model_cfg: dict):
             f"config key 'name_or_path' of model {model_cfg['name']!r}: {source!r} is not a local folder, and "
             f"loading it as a Hugging Face hub id failed: {reason} On a machine without network access, download "
             f"it where there is one (huggingface-cli download {source} --local-dir <folder>), copy the folder here "
-            "and set name_or_path to it.") from None
+            "and set name_or_path to it."
+        ) from None
     if getattr(model.config, "quantization_config", None) is not None or getattr(model, "hf_quantizer", None):
         model = _dequantized_copy(model)
     return model, tokenizer
@@ -77,12 +79,16 @@ def import_model(model_cfg: dict, trained_dir: str, summary_path: str) -> Pretra
         raise SystemExit(str(err)) from None
     family = families.for_model(model)
     if family.arch != model_cfg["arch"]:
-        raise ValueError(f"model {model_cfg['name']!r}: config says arch {model_cfg['arch']!r} but "
-                         f"{model_cfg['name_or_path']} is a {model.config.model_type!r} model")
+        raise ValueError(
+            f"model {model_cfg['name']!r}: config says arch {model_cfg['arch']!r} but "
+            f"{model_cfg['name_or_path']} is a {model.config.model_type!r} model"
+        )
     have = [l.id for l in family.layers(model)]
     if have != grid.layer_ids(model_cfg):
-        raise ValueError(f"model {model_cfg['name']!r}: config says {len(grid.layer_ids(model_cfg))} layers, "
-                         f"the checkpoint has {len(have)} ({have[0]} .. {have[-1]}); fix n_layer/n_dec_layer")
+        raise ValueError(
+            f"model {model_cfg['name']!r}: config says {len(grid.layer_ids(model_cfg))} layers, "
+            f"the checkpoint has {len(have)} ({have[0]} .. {have[-1]}); fix n_layer/n_dec_layer"
+        )
     models.save(model, trained_dir)
     tokenizer.save_pretrained(trained_dir)
     summary = PretrainSummary(
@@ -95,6 +101,5 @@ def import_model(model_cfg: dict, trained_dir: str, summary_path: str) -> Pretra
         params=models.parameter_count(model),
     )
     records.write(summary_path, summary)
-    log.info("imported %s: %s, %d layers, %d params", model_cfg["name"], family.arch, summary.n_layer,
-             summary.params)
+    log.info("imported %s: %s, %d layers, %d params", model_cfg["name"], family.arch, summary.n_layer, summary.params)
     return summary

@@ -35,8 +35,11 @@ def _fingerprint(s, model, any_budget: bool = False, extra=None) -> str:
     trainable = sorted(n for n, p in model.named_parameters() if p.requires_grad)
     skip = ("checkpoint_path", "hardware", *(RUN_LENGTH if any_budget else ()))
     settings = {f.name: getattr(s, f.name) for f in fields(s) if f.name not in skip}
-    blob = json.dumps({"settings": settings, "trainable": trainable, **({"extra": extra} if any_budget else {})},
-                      sort_keys=True, default=str)
+    blob = json.dumps(
+        {"settings": settings, "trainable": trainable, **({"extra": extra} if any_budget else {})},
+        sort_keys=True,
+        default=str,
+    )
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
@@ -51,8 +54,9 @@ def _on_cpu(value):
     return value
 
 
-def state(s, model, optimizer, batch_generator, pos, result, elapsed: float, any_budget: bool = False,
-          extra=None) -> dict:
+def state(
+    s, model, optimizer, batch_generator, pos, result, elapsed: float, any_budget: bool = False, extra=None
+) -> dict:
     """The full training state as a checkpoint (a copy on the CPU: training may go on); ``any_budget``: as an
     extension point, whose fingerprint leaves out the run's length and adds ``extra`` (e.g. a prefix cache's depth)."""
     return {
@@ -82,8 +86,7 @@ def save(s, model, optimizer, batch_generator, pos, result, elapsed: float) -> N
     write(state(s, model, optimizer, batch_generator, pos, result, elapsed), s.checkpoint_path)
 
 
-def restore(s, model, optimizer, batch_generator, pos, result, path=None, any_budget: bool = False,
-            extra=None) -> bool:
+def restore(s, model, optimizer, batch_generator, pos, result, path=None, any_budget: bool = False, extra=None) -> bool:
     """Load a matching checkpoint (``s.checkpoint_path``, or ``path``) into the run's objects; False when there is
     none (or it does not match). ``any_budget``: an extension point (``state``), applied only where it lies within
     this run's budget."""

@@ -63,8 +63,9 @@ def per_sequence(model: nn.Module, family, val_batches: list[dict], hw: Hardware
     return torch.tensor(out, dtype=torch.float64)
 
 
-def baseline(model_cfg: dict, eval_cfg: dict, tokens_path: str, trained_dir: str, out_path: str,
-             threads: int = 1) -> Baseline:
+def baseline(
+    model_cfg: dict, eval_cfg: dict, tokens_path: str, trained_dir: str, out_path: str, threads: int = 1
+) -> Baseline:
     """The baseline of a model trained elsewhere (a downloaded model healed as imported): its validation loss on
     the fixed validation set. Networks trained here write theirs at the end of their training job
     (``write_baseline`` with the last evaluation's loss: the same weights, batches and function)."""
@@ -78,16 +79,34 @@ def write_baseline(model_cfg: dict, job: setup.Setup, loss: float, tokens_path: 
     """Write ``baselines/{model}/p{seed}.json``: the trained model's validation loss and perplexity, with the
     unigram and interpolated-bigram reference losses of the same validation targets (``ngrams``), the bigram's
     weight and the network's margin over it."""
-    ref = ngrams.reference_losses(load_file(str(tokens_path))["train"], job.val_batches, job.family.objective,
-                                  streams.vocabulary(tokens_path)["vocab_size"])
-    out = Baseline(model=model_cfg["name"], val_loss=loss, perplexity=math.exp(loss),
-                   val_sequences=sum(int(b["input_ids"].shape[0]) for b in job.val_batches),
-                   context=model_cfg["context"], pretrain_seed=model_cfg["pretrain"]["seed"],
-                   unigram_loss=ref.unigram, bigram_loss=ref.bigram, bigram_weight=ref.bigram_weight,
-                   bigram_margin=None if ref.bigram is None else ref.bigram - loss)
+    ref = ngrams.reference_losses(
+        load_file(str(tokens_path))["train"],
+        job.val_batches,
+        job.family.objective,
+        streams.vocabulary(tokens_path)["vocab_size"],
+    )
+    out = Baseline(
+        model=model_cfg["name"],
+        val_loss=loss,
+        perplexity=math.exp(loss),
+        val_sequences=sum(int(b["input_ids"].shape[0]) for b in job.val_batches),
+        context=model_cfg["context"],
+        pretrain_seed=model_cfg["pretrain"]["seed"],
+        unigram_loss=ref.unigram,
+        bigram_loss=ref.bigram,
+        bigram_weight=ref.bigram_weight,
+        bigram_margin=None if ref.bigram is None else ref.bigram - loss,
+    )
     records.write(out_path, out)
-    log.info("baseline %s (pretrain seed %d): val loss %.4f, perplexity %.2f; unigram %.4f, bigram %s",
-             model_cfg["name"], out.pretrain_seed, loss, out.perplexity, ref.unigram,
-             "-" if ref.bigram is None else f"{ref.bigram:.4f} (weight {ref.bigram_weight:.4f}, "
-                                            f"margin {out.bigram_margin:+.4f})")
+    log.info(
+        "baseline %s (pretrain seed %d): val loss %.4f, perplexity %.2f; unigram %.4f, bigram %s",
+        model_cfg["name"],
+        out.pretrain_seed,
+        loss,
+        out.perplexity,
+        ref.unigram,
+        "-"
+        if ref.bigram is None
+        else f"{ref.bigram:.4f} (weight {ref.bigram_weight:.4f}, margin {out.bigram_margin:+.4f})",
+    )
     return out

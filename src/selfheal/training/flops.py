@@ -13,13 +13,16 @@ from torch import nn
 
 
 def _matmul_params(module: nn.Module, only: set[str] | None = None, prefix: str = "") -> int:
-    return sum(p.numel() for n, p in module.named_parameters(prefix=prefix)
-               if p.ndim == 2 and "embed" not in n and "wte" not in n and "wpe" not in n
-               and (only is None or n in only))
+    return sum(
+        p.numel()
+        for n, p in module.named_parameters(prefix=prefix)
+        if p.ndim == 2 and "embed" not in n and "wte" not in n and "wpe" not in n and (only is None or n in only)
+    )
 
 
-def train_flops_per_token(model: nn.Module, family, trainable: set[str], grad_from: int, context: int,
-                          prefix_cached: bool) -> float:
+def train_flops_per_token(
+    model: nn.Module, family, trainable: set[str], grad_from: int, context: int, prefix_cached: bool
+) -> float:
     layers = family.layers(model)
     modules = dict(model.named_modules())
     d_model = int(getattr(model.config, "hidden_size", None) or getattr(model.config, "d_model"))

@@ -45,7 +45,8 @@ class Hardware:
                 "config key 'hardware.device': 'cuda', but this job sees no CUDA device "
                 f"(torch {torch.__version__}, built for CUDA {torch.version.cuda or 'none'}; CUDA_VISIBLE_DEVICES="
                 f"{visible if visible is not None else 'unset'}). Run the training jobs on a GPU node (e.g. with "
-                "--profile profiles/slurm), or set hardware.device: auto (CUDA when visible, else CPU) or cpu.")
+                "--profile profiles/slurm), or set hardware.device: auto (CUDA when visible, else CPU) or cpu."
+            )
         return torch.device(self.device)
 
     def prepare(self, model: nn.Module) -> torch.device:

@@ -105,8 +105,11 @@ def probe_step(lo: CurvePoint, hi: CurvePoint, level: float, examples_at, resolu
     if floor < hi.val_loss and math.isfinite(lo.val_loss):
         drop = math.log(lo.val_loss - floor) - math.log(hi.val_loss - floor)
         at = lo.steps + (math.log(lo.val_loss - floor) - math.log(level - floor)) / drop * (hi.steps - lo.steps)
-    edge = next(k for k in range(lo.steps + 1, hi.steps)
-                if k == hi.steps - 1 or hi.examples - examples_at(k) <= resolution * hi.examples)
+    edge = next(
+        k
+        for k in range(lo.steps + 1, hi.steps)
+        if k == hi.steps - 1 or hi.examples - examples_at(k) <= resolution * hi.examples
+    )
     step = edge if at >= edge else round(at)
     return min(hi.steps - 1, max(lo.steps + 1, step))
 
@@ -164,8 +167,21 @@ def run(
     weights are those of a run without ``levels``. With ``levels``, checkpoints are written at evaluations only,
     where no copies are held, so a resumed run ends with the same numbers.
     """
-    training = _Training(model, family, objective, train_seqs, val_batches, trainable, s, should_stop, label,
-                         cache, levels, resolution, start_loss)
+    training = _Training(
+        model,
+        family,
+        objective,
+        train_seqs,
+        val_batches,
+        trainable,
+        s,
+        should_stop,
+        label,
+        cache,
+        levels,
+        resolution,
+        start_loss,
+    )
     result, pos = training.result, training.pos
     if not training.resume():
         stop = training.evaluate()
@@ -213,8 +229,22 @@ class _Training:
     what crossings are located with (the trainable tensors kept after every step of the current evaluation
     interval, ``kept``, or the state at the interval's start, ``start``). Each method is one named step of ``run``."""
 
-    def __init__(self, model, family, objective, train_seqs, val_batches, trainable, s, should_stop, label, cache,
-                 levels, resolution, start_loss):
+    def __init__(
+        self,
+        model,
+        family,
+        objective,
+        train_seqs,
+        val_batches,
+        trainable,
+        s,
+        should_stop,
+        label,
+        cache,
+        levels,
+        resolution,
+        start_loss,
+    ):
         for name, p in model.named_parameters():
             p.requires_grad_(name in trainable)
         self.model, self.family, self.objective, self.train_seqs = model, family, objective, train_seqs
@@ -229,8 +259,12 @@ class _Training:
         self.batch_generator = torch.Generator().manual_seed(s.data_seed)  # masks / noise of the training batches
         self.context = train_seqs.shape[1]
         self.averaged = s.optimizer == "schedulefree"  # evaluated at averaged weights, warmed up by the optimizer
-        self.schedule = trainer.warmup_cosine(0 if self.averaged else s.warmup_steps,
-                                              math.ceil(s.max_examples / s.batch_size), s.cosine, s.min_lr_fraction)
+        self.schedule = trainer.warmup_cosine(
+            0 if self.averaged else s.warmup_steps,
+            math.ceil(s.max_examples / s.batch_size),
+            s.cosine,
+            s.min_lr_fraction,
+        )
         self.result = Result()
         self.pos = Position(next_eval=s.eval_every_examples)
         self.t0 = time.perf_counter()
@@ -249,41 +283,79 @@ class _Training:
         self.cut = False  # the last batch was cut short by the budget
         self.saved_at = 0  # the step of the last checkpoint
         if self.refining:
-            log.info("%s locates crossings %s (trainable tensors %.1f MB x %d steps per evaluation interval, budget "
-                     "%d MB)", label, "on weights kept at every step" if self.keeping else "by replaying intervals",
-                     step_bytes / 2**20, interval_steps, SNAPSHOT_BUDGET_MB)
+            log.info(
+                "%s locates crossings %s (trainable tensors %.1f MB x %d steps per evaluation interval, budget %d MB)",
+                label,
+                "on weights kept at every step" if self.keeping else "by replaying intervals",
+                step_bytes / 2**20,
+                interval_steps,
+                SNAPSHOT_BUDGET_MB,
+            )
 
     # -- training ----------------------------------------------------------------------------------------------
 
     def resume(self) -> bool:
         """Load the checkpoint of a killed run, if there is one that matches; True when resumed."""
-        resumed = self.optimizer is not None and checkpoints.restore(self.s, self.model, self.optimizer,
-                                                                     self.batch_generator, self.pos, self.result)
-        if not resumed and self.extending and checkpoints.restore(
-                self.s, self.model, self.optimizer, self.batch_generator, self.pos, self.result,
-                path=self.s.extension_path, any_budget=True, extra=self.cache_depth):
-            log.info("%s continues a run with a smaller budget from its last regular evaluation (%d examples)",
-                     self.label, self.pos.examples)
+        resumed = self.optimizer is not None and checkpoints.restore(
+            self.s, self.model, self.optimizer, self.batch_generator, self.pos, self.result
+        )
+        if (
+            not resumed
+            and self.extending
+            and checkpoints.restore(
+                self.s,
+                self.model,
+                self.optimizer,
+                self.batch_generator,
+                self.pos,
+                self.result,
+                path=self.s.extension_path,
+                any_budget=True,
+                extra=self.cache_depth,
+            )
+        ):
+            log.info(
+                "%s continues a run with a smaller budget from its last regular evaluation (%d examples)",
+                self.label,
+                self.pos.examples,
+            )
             self.regular_evaluation(False)
             resumed = True
         if resumed:
             self.t0 -= self.result.resumed_elapsed  # the wall clock continues where the killed run left it
-            log.info("%s resumed from %s at step %d (%d examples)", self.label, self.s.checkpoint_path
-                     if Path(self.s.checkpoint_path or "").is_file() else self.s.extension_path, self.pos.steps,
-                     self.pos.examples)
+            log.info(
+                "%s resumed from %s at step %d (%d examples)",
+                self.label,
+                self.s.checkpoint_path if Path(self.s.checkpoint_path or "").is_file() else self.s.extension_path,
+                self.pos.steps,
+                self.pos.examples,
+            )
         self.saved_at = self.pos.steps
         return resumed
 
     def compile(self) -> None:
         hw, family = self.hw, self.family
-        hw.compile_modules([l for l in family.stack_modules(self.model, "")][self.grad_from:] if hw.compile and
-                           isinstance(family, SingleStack) else [])
+        hw.compile_modules(
+            [l for l in family.stack_modules(self.model, "")][self.grad_from :]
+            if hw.compile and isinstance(family, SingleStack)
+            else []
+        )
 
-    def train(self, limit: int, on_loss: trainer.Callback = trainer.never,
-              on_step: trainer.Callback = trainer.never) -> bool:
+    def train(
+        self, limit: int, on_loss: trainer.Callback = trainer.never, on_step: trainer.Callback = trainer.never
+    ) -> bool:
         """The one optimisation loop (``trainer.train``) from the current position up to ``limit`` examples."""
-        return trainer.train(self.optimizer, self.batches(limit), self.loss_of, self.schedule, self.s.grad_clip,
-                             list(self.params.values()), self.pos.steps, on_loss, on_step)
+        return trainer.train(
+            self.optimizer,
+            self.batches(limit),
+            self.loss_of,
+            self.schedule,
+            self.s.grad_clip,
+            list(self.params.values()),
+            self.pos.steps,
+            on_loss,
+            on_step,
+        )
 
     def batches(self, limit: int):
         """The training batches up to ``limit`` examples. Reads the position the callbacks advance, so a resumed
@@ -295,8 +367,7 @@ class _Training:
                 size = min(s.batch_size, s.max_examples - pos.examples)
                 index = order[pos.index : pos.index + size]
                 self.cut = size < min(s.batch_size, len(order) - pos.index)  # by the budget: a longer run's is not
-                yield index, to_device(self.objective.batch(self.train_seqs[index], self.batch_generator),
-                                       self.device)
+                yield index, to_device(self.objective.batch(self.train_seqs[index], self.batch_generator), self.device)
             if pos.index >= len(order):  # not when stopped at ``limit`` mid-epoch (a replay goes on from there)
                 pos.epoch += 1
                 pos.index = 0
@@ -388,7 +459,14 @@ class _Training:
         train_txt = f"{point.train_loss:.4f}" if point.train_loss is not None else "-"
         log.info(
             "%s step %d | examples %d/%d | train %s | val %.4f | %.0fs elapsed, <= %.0fs left",
-            self.label, pos.steps, pos.examples, s.max_examples, train_txt, point.val_loss, point.wall_s, eta,
+            self.label,
+            pos.steps,
+            pos.examples,
+            s.max_examples,
+            train_txt,
+            point.val_loss,
+            point.wall_s,
+            eta,
         )
         return self.should_stop(point)
 
@@ -402,8 +480,10 @@ class _Training:
     def new_crossings(self) -> list[float]:
         """The levels the last evaluation is the first at or below, loosest (first crossed) first."""
         end = self.result.curve[-1]
-        return sorted((l for l in self.levels if end.val_loss <= l
-                       and not any(p.val_loss <= l for p in self.result.curve[:-1])), reverse=True)
+        return sorted(
+            (l for l in self.levels if end.val_loss <= l and not any(p.val_loss <= l for p in self.result.curve[:-1])),
+            reverse=True,
+        )
 
     def keep_weights(self) -> None:
         """After a step inside an evaluation interval: a copy of the trainable tensors, when locating on them."""
@@ -418,8 +498,15 @@ class _Training:
         self.load(weights)
         val_loss = evaluate(self.model, self.family, self.val_batches, self.cache, self.hw)
         self.result.eval_s += time.perf_counter() - started
-        return CurvePoint(examples=examples, tokens=examples * self.context, steps=step,
-                          wall_s=time.perf_counter() - self.t0, val_loss=val_loss, train_loss=None, replay=True)
+        return CurvePoint(
+            examples=examples,
+            tokens=examples * self.context,
+            steps=step,
+            wall_s=time.perf_counter() - self.t0,
+            val_loss=val_loss,
+            train_loss=None,
+            replay=True,
+        )
 
     def locate_on_kept(self) -> None:
         """Locate each level the last evaluation crossed first on the weights kept in the interval it closed: a kept
@@ -448,15 +535,26 @@ class _Training:
             points = sorted((p for p in known if p.replay), key=lambda p: p.steps)
             result.curve[-1:-1] = points
             if points:
-                log.info("%s located %d crossing(s) in examples %d-%d with %d evaluations of kept weights",
-                         self.label, len(new), first.examples, end.examples, len(points))
+                log.info(
+                    "%s located %d crossing(s) in examples %d-%d with %d evaluations of kept weights",
+                    self.label,
+                    len(new),
+                    first.examples,
+                    end.examples,
+                    len(points),
+                )
         kept.clear()
 
     def snapshot(self):
         """Everything the next steps depend on (the frozen tensors never change)."""
-        return ({n: p.detach().clone() for n, p in self.model.named_parameters() if n in self.trainable},
-                copy.deepcopy(self.optimizer.state_dict()), self.batch_generator.get_state(), torch.get_rng_state(),
-                torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None, dataclasses.replace(self.pos))
+        return (
+            {n: p.detach().clone() for n, p in self.model.named_parameters() if n in self.trainable},
+            copy.deepcopy(self.optimizer.state_dict()),
+            self.batch_generator.get_state(),
+            torch.get_rng_state(),
+            torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
+            dataclasses.replace(self.pos),
+        )
 
     def restore(self, state) -> None:
         weights, optim, batch_rng, cpu_rng, cuda_rng, position = state
@@ -509,8 +607,14 @@ class _Training:
         result.replay_s += time.perf_counter() - began
         result.replay_train_s += time.perf_counter() - began - (result.eval_s - evaluating)
         if points:
-            log.info("%s located %d crossing(s) in examples %d-%d with %d more evaluations", self.label, len(new),
-                     first.examples, end.examples, len(points))
+            log.info(
+                "%s located %d crossing(s) in examples %d-%d with %d more evaluations",
+                self.label,
+                len(new),
+                first.examples,
+                end.examples,
+                len(points),
+            )
 
     # -- extension: a larger budget continues the run ---------------------------------------------------------
 
@@ -525,9 +629,17 @@ class _Training:
         if stop:
             self.result.settled_at = self.pos.examples
         elif self.extending:
-            self.extension_point = checkpoints.state(self.s, self.model, self.optimizer, self.batch_generator,
-                                                     self.pos, self.result, time.perf_counter() - self.t0,
-                                                     any_budget=True, extra=self.cache_depth)
+            self.extension_point = checkpoints.state(
+                self.s,
+                self.model,
+                self.optimizer,
+                self.batch_generator,
+                self.pos,
+                self.result,
+                time.perf_counter() - self.t0,
+                any_budget=True,
+                extra=self.cache_depth,
+            )
 
     def keep_extension_point(self) -> None:
         """At the end of the run: the state of its last regular evaluation written to ``s.extension_path`` (none
@@ -548,9 +660,19 @@ class _Training:
         taken at evaluations only (the first one at least checkpoint_every_steps after the last), where no kept
         weights are held, so a resumed run starts at an evaluation and can replay its first interval too."""
         s = self.s
-        due = s.checkpoint_every_steps and self.pos.steps - self.saved_at >= s.checkpoint_every_steps and (
-            at_evaluation or not self.refining)
+        due = (
+            s.checkpoint_every_steps
+            and self.pos.steps - self.saved_at >= s.checkpoint_every_steps
+            and (at_evaluation or not self.refining)
+        )
         if s.checkpoint_path and due:
-            checkpoints.save(s, self.model, self.optimizer, self.batch_generator, self.pos, self.result,
-                             time.perf_counter() - self.t0)
+            checkpoints.save(
+                s,
+                self.model,
+                self.optimizer,
+                self.batch_generator,
+                self.pos,
+                self.result,
+                time.perf_counter() - self.t0,
+            )
             self.saved_at = self.pos.steps

@@ -84,8 +84,15 @@ def pretrain(
     frozen_params = sum(params[n].numel() for n in frozen)
     log.info(
         "%s %s: %d params (%d frozen at init: %s), S=%d sequences of %d tokens, E=%d epochs (%d examples)",
-        "adapting" if start_dir else "pretraining", model_cfg["name"], models.parameter_count(model), frozen_params, frozen_random.label(components), S,
-        context, E, max_examples,
+        "adapting" if start_dir else "pretraining",
+        model_cfg["name"],
+        models.parameter_count(model),
+        frozen_params,
+        frozen_random.label(components),
+        S,
+        context,
+        E,
+        max_examples,
     )
     result = _train(model, family, job, train_seqs, trainable, settings, model_cfg["name"], "pretrain")
     models.save(model, trained_dir)
@@ -119,29 +126,36 @@ def pretrain(
     )
     if start_dir is None and p.get("plateau_check"):
         summary.plateau_examples, summary.plateau_val_loss = _plateau_check(
-            model_cfg, job, theta0_dir, train_seqs, trainable, settings, p["plateau_check"])
-        log.info("plateau check: %d examples end at val loss %.4f (%+.4f against %d examples)",
-                 summary.plateau_examples, summary.plateau_val_loss, summary.plateau_val_loss - final.val_loss,
-                 max_examples)
+            model_cfg, job, theta0_dir, train_seqs, trainable, settings, p["plateau_check"]
+        )
+        log.info(
+            "plateau check: %d examples end at val loss %.4f (%+.4f against %d examples)",
+            summary.plateau_examples,
+            summary.plateau_val_loss,
+            summary.plateau_val_loss - final.val_loss,
+            max_examples,
+        )
     records.write(summary_path, summary)
     if baseline_path:
         evaluation.write_baseline(model_cfg, job, final.val_loss, tokens_path, baseline_path)
     checkpoints.remove(settings)
-    log.info("pretraining done: val loss %.4f -> %.4f in %.0fs", summary.initial_val_loss, final.val_loss,
-             final.wall_s)
+    log.info("pretraining done: val loss %.4f -> %.4f in %.0fs", summary.initial_val_loss, final.val_loss, final.wall_s)
     return summary
 
 
 def _train(model, family, job, train_seqs, trainable, settings: Settings, name: str, label: str):
     result = loop.run(model, family, job.objective, train_seqs, job.val_batches, trainable, settings, label=label)
     if result.diverged_step is not None:
-        raise RuntimeError(f"pretraining {name} diverged (non-finite loss) at step "
-                           f"{result.diverged_step}: lower pretrain.lr or raise warmup_fraction")
+        raise RuntimeError(
+            f"pretraining {name} diverged (non-finite loss) at step "
+            f"{result.diverged_step}: lower pretrain.lr or raise warmup_fraction"
+        )
     return result
 
 
-def _plateau_check(model_cfg, job, theta0_dir, train_seqs, trainable, settings: Settings,
-                   multiple: float) -> tuple[int, float]:
+def _plateau_check(
+    model_cfg, job, theta0_dir, train_seqs, trainable, settings: Settings, multiple: float
+) -> tuple[int, float]:
     """The same network pretrained for ``multiple`` x its examples (the schedule stretched to the longer run, the
     warm-up the same share of it): (examples, final validation loss). Trains a copy loaded from θ0; the network
     kept is untouched."""
@@ -150,7 +164,8 @@ def _plateau_check(model_cfg, job, theta0_dir, train_seqs, trainable, settings: 
     model = models.load(theta0_dir)
     longer = round(multiple * settings.max_examples)
     check = dataclasses.replace(
-        settings, max_examples=longer,
+        settings,
+        max_examples=longer,
         warmup_steps=max(1, round(p["warmup_fraction"] * math.ceil(longer / p["batch_size"]))),
         checkpoint_path=str(Path(settings.checkpoint_path).with_name("plateau.ckpt")),
     )

@@ -17,8 +17,12 @@ def write_split(task: dict, test_fraction: float, seed: int, train_path: str, te
         raise AssertionError(f"{len(overlap)} test texts also in the training pool")
     results_io.write_parquet(train_path, train)
     results_io.write_parquet(test_path, test)
-    return {"task": task["name"], "train_pool": len(train), "test": len(test),
-            "classes": int(max(train["label"].max(), test["label"].max()) + 1)}
+    return {
+        "task": task["name"],
+        "train_pool": len(train),
+        "test": len(test),
+        "classes": int(max(train["label"].max(), test["label"].max()) + 1),
+    }
 
 
 def subsample(train: pd.DataFrame, size: int, trial: int) -> pd.DataFrame:
@@ -50,7 +54,7 @@ def batches(tokenizer, examples: list[dict], batch_size: int, order: list[int] |
     order = list(range(len(examples))) if order is None else order
     out = []
     for start in range(0, len(order), batch_size):
-        chunk = [examples[i] for i in order[start:start + batch_size]]
+        chunk = [examples[i] for i in order[start : start + batch_size]]
         out.append(dict(tokenizer.pad(chunk, return_tensors="pt")))
     return out
 

@@ -43,13 +43,21 @@ class Spec:
         return "-".join(parts)
 
     def as_dict(self) -> dict:
-        return {"reinit": list(self.reinit), "order": None if self.order is None else list(self.order),
-                "keep_layernorm": self.keep_layernorm, "reinit_lr_multiplier": self.reinit_lr_multiplier}
+        return {
+            "reinit": list(self.reinit),
+            "order": None if self.order is None else list(self.order),
+            "keep_layernorm": self.keep_layernorm,
+            "reinit_lr_multiplier": self.reinit_lr_multiplier,
+        }
 
     @classmethod
     def from_dict(cls, d: dict) -> "Spec":
-        return cls(tuple(d["reinit"]), None if d["order"] is None else tuple(d["order"]), bool(d["keep_layernorm"]),
-                   float(d["reinit_lr_multiplier"]))
+        return cls(
+            tuple(d["reinit"]),
+            None if d["order"] is None else tuple(d["order"]),
+            bool(d["keep_layernorm"]),
+            float(d["reinit_lr_multiplier"]),
+        )
 
 
 @dataclass(frozen=True)

@@ -38,8 +38,12 @@ def import_encoder(source: str, out_dir: str) -> dict:
     families.for_model(model)  # refuse a model no family adapter understands, before any finetuning job
     model.save_pretrained(out_dir)
     tokenizer.save_pretrained(out_dir)
-    return {"source": source, "model_type": model.config.model_type, "n_layer": model.config.num_hidden_layers,
-            "params": models.parameter_count(model)}
+    return {
+        "source": source,
+        "model_type": model.config.model_type,
+        "n_layer": model.config.num_hidden_layers,
+        "params": models.parameter_count(model),
+    }
 
 
 def load_classifier(model_dir: str, labels: int):
@@ -48,7 +52,8 @@ def load_classifier(model_dir: str, labels: int):
 
     models.check_safetensors(model_dir)
     model, info = transformers.AutoModelForSequenceClassification.from_pretrained(
-        model_dir, num_labels=labels, use_safetensors=True, trust_remote_code=False, output_loading_info=True)
+        model_dir, num_labels=labels, use_safetensors=True, trust_remote_code=False, output_loading_info=True
+    )
     return model, sorted(info["missing_keys"])
 
 
@@ -63,8 +68,19 @@ def predict(model, batches: list[dict], hw: Hardware, device) -> list[int]:
     return out
 
 
-def run(settings: dict, task: str, size: int, trial: int, spec: dict, model_dir: str, train_path: str,
-        test_path: str, out_path: str, hardware: dict | None = None, threads: int = 1) -> dict:
+def run(
+    settings: dict,
+    task: str,
+    size: int,
+    trial: int,
+    spec: dict,
+    model_dir: str,
+    train_path: str,
+    test_path: str,
+    out_path: str,
+    hardware: dict | None = None,
+    threads: int = 1,
+) -> dict:
     import transformers
 
     setup.seed_everything(trial, threads)
@@ -83,23 +99,35 @@ def run(settings: dict, task: str, size: int, trial: int, spec: dict, model_dir:
     hw = Hardware.from_config(hardware)
     device = hw.prepare(model)
     params = dict(model.named_parameters())
-    groups = [{"params": [params[n] for n in params if n not in reinitialised], "lr": settings["lr"]},
-              {"params": [params[n] for n in sorted(reinitialised)],
-               "lr": settings["lr"] * spec.reinit_lr_multiplier}]
+    groups = [
+        {"params": [params[n] for n in params if n not in reinitialised], "lr": settings["lr"]},
+        {"params": [params[n] for n in sorted(reinitialised)], "lr": settings["lr"] * spec.reinit_lr_multiplier},
+    ]
     # transformers.Trainer's AdamW betas; fused also on CPU, where the per-tensor loop over the word embeddings
     # would dominate the step.
-    optimizer = hw.adamw([g for g in groups if g["params"]], settings["lr"], betas=(0.9, 0.999),
-                         weight_decay=settings["weight_decay"])
+    optimizer = hw.adamw(
+        [g for g in groups if g["params"]], settings["lr"], betas=(0.9, 0.999), weight_decay=settings["weight_decay"]
+    )
 
     examples = data.encode(tokenizer, examples_table, settings["max_length"])
-    test_batches = data.batches(tokenizer, data.encode(tokenizer, test, settings["max_length"]),
-                                settings["eval_batch_size"])
+    test_batches = data.batches(
+        tokenizer, data.encode(tokenizer, test, settings["max_length"]), settings["eval_batch_size"]
+    )
     epochs = epochs_for(settings, size)
     total = epochs * math.ceil(size / settings["batch_size"])
     schedule = trainer.linear_decay(round(settings["warmup_fraction"] * total), total)
 
-    log.info("finetune %s n=%d trial %d spec %s: %d labels, %d epochs, %d steps, %d tensors re-initialised",
-             task, size, trial, spec.id, labels, epochs, total, len(reinitialised))
+    log.info(
+        "finetune %s n=%d trial %d spec %s: %d labels, %d epochs, %d steps, %d tensors re-initialised",
+        task,
+        size,
+        trial,
+        spec.id,
+        labels,
+        epochs,
+        total,
+        len(reinitialised),
+    )
     # Counted up front rather than per step, so the loop never waits on the device for it.
     tokens = epochs * sum(len(e["input_ids"]) for e in examples)
     epoch_losses: list[float] = []
@@ -108,8 +136,10 @@ def run(settings: dict, task: str, size: int, trial: int, spec: dict, model_dir:
     def batches():
         for epoch in range(epochs):
             model.train()
-            yield from (to_device(b, device) for b in
-                        data.batches(tokenizer, examples, settings["batch_size"], data.epoch_order(size, trial, epoch)))
+            yield from (
+                to_device(b, device)
+                for b in data.batches(tokenizer, examples, settings["batch_size"], data.epoch_order(size, trial, epoch))
+            )
             epoch_losses.append(float(torch.stack(losses).mean()))
             losses.clear()
             log.info("epoch %d: mean train loss %.4f", epoch + 1, epoch_losses[-1])
@@ -123,20 +153,39 @@ def run(settings: dict, task: str, size: int, trial: int, spec: dict, model_dir:
         return False
 
     start = time.perf_counter()
-    trainer.train(optimizer, batches(), loss_of, schedule, settings["grad_clip"] or 0.0, list(model.parameters()),
-                  on_step=keep_loss)
+    trainer.train(
+        optimizer,
+        batches(),
+        loss_of,
+        schedule,
+        settings["grad_clip"] or 0.0,
+        list(model.parameters()),
+        on_step=keep_loss,
+    )
     train_s = time.perf_counter() - start
     predictions = predict(model, test_batches, hw, device)
     truth = test["label"].tolist()
     out = {
-        "task": task, "size": size, "trial": trial, "spec": spec.id, **spec.as_dict(),
-        "init": settings["init"], "labels": labels, "epochs": epochs, "steps": total,
-        "train_loss": epoch_losses, "test_examples": len(truth),
-        "accuracy": float(accuracy_score(truth, predictions)), "mcc": float(matthews_corrcoef(truth, predictions)),
-        "train_s": train_s, "train_tokens_per_s": tokens / train_s, "device": str(device),
+        "task": task,
+        "size": size,
+        "trial": trial,
+        "spec": spec.id,
+        **spec.as_dict(),
+        "init": settings["init"],
+        "labels": labels,
+        "epochs": epochs,
+        "steps": total,
+        "train_loss": epoch_losses,
+        "test_examples": len(truth),
+        "accuracy": float(accuracy_score(truth, predictions)),
+        "mcc": float(matthews_corrcoef(truth, predictions)),
+        "train_s": train_s,
+        "train_tokens_per_s": tokens / train_s,
+        "device": str(device),
         "reinit_tensors": len(reinitialised),
     }
     results_io.write_json(out_path, out)
-    log.info("test accuracy %.4f, MCC %.4f (%d examples); %.1f s training", out["accuracy"], out["mcc"],
-             len(truth), train_s)
+    log.info(
+        "test accuracy %.4f, MCC %.4f (%d examples); %.1f s training", out["accuracy"], out["mcc"], len(truth), train_s
+    )
     return out

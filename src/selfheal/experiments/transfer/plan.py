@@ -9,9 +9,22 @@ from selfheal.experiments.transfer import experiments
 
 # What a finetuning run depends on; only these are its Snakemake params, so adding an experiment or a
 # permutation re-runs nothing that already exists.
-RUN_KEYS = ("model", "max_length", "lr", "batch_size", "eval_batch_size", "weight_decay", "warmup_fraction",
-            "grad_clip", "init", "init_std", "test_examples", "epochs", "small_data_epochs",
-            "small_data_max_examples")
+RUN_KEYS = (
+    "model",
+    "max_length",
+    "lr",
+    "batch_size",
+    "eval_batch_size",
+    "weight_decay",
+    "warmup_fraction",
+    "grad_clip",
+    "init",
+    "init_std",
+    "test_examples",
+    "epochs",
+    "small_data_epochs",
+    "small_data_max_examples",
+)
 
 
 @dataclass(frozen=True)
@@ -35,8 +48,13 @@ def conditions(cfg: dict) -> list[experiments.Condition]:
 
 def runs(cfg: dict) -> list[Run]:
     specs = experiments.specs(conditions(cfg))
-    return [Run(task["name"], size, trial, spec)
-            for task in cfg["tasks"] for size in task["sizes"] for trial in range(cfg["trials"]) for spec in specs]
+    return [
+        Run(task["name"], size, trial, spec)
+        for task in cfg["tasks"]
+        for size in task["sizes"]
+        for trial in range(cfg["trials"])
+        for spec in specs
+    ]
 
 
 @dataclass(frozen=True)
@@ -51,8 +69,12 @@ class Probe:
 def probes(cfg: dict) -> list[Probe]:
     if "probing" not in cfg["experiments"]:
         return []
-    return [Probe(task["name"], size, trial)
-            for task in cfg["tasks"] for size in task["sizes"] for trial in range(cfg["trials"])]
+    return [
+        Probe(task["name"], size, trial)
+        for task in cfg["tasks"]
+        for size in task["sizes"]
+        for trial in range(cfg["trials"])
+    ]
 
 
 def run_settings(cfg: dict) -> dict:

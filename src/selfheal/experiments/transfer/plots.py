@@ -21,8 +21,7 @@ from selfheal.analysis.plots import save
 
 alt.data_transformers.disable_max_rows()
 
-PLOTS = ("transfer_incremental", "transfer_localized", "transfer_single", "transfer_permutation",
-         "transfer_variants")
+PLOTS = ("transfer_incremental", "transfer_localized", "transfer_single", "transfer_permutation", "transfer_variants")
 METRIC_TITLES = {"accuracy": "test accuracy", "mcc": "test MCC"}
 METRIC_RANGE = {"accuracy": (0.0, 1.0), "mcc": (-1.0, 1.0)}
 
@@ -32,88 +31,128 @@ def _for_display(table: pd.DataFrame) -> pd.DataFrame:
     table keeps the unclipped values)."""
     low = table["metric"].map(lambda m: METRIC_RANGE[m][0])
     high = table["metric"].map(lambda m: METRIC_RANGE[m][1])
-    return table.assign(metric_title=table["metric"].map(METRIC_TITLES),
-                        ci_low=table["ci_low"].clip(lower=low), ci_high=table["ci_high"].clip(upper=high))
+    return table.assign(
+        metric_title=table["metric"].map(METRIC_TITLES),
+        ci_low=table["ci_low"].clip(lower=low),
+        ci_high=table["ci_high"].clip(upper=high),
+    )
 
 
-def _lines(table: pd.DataFrame, x: alt.X, color: str, color_title: str, dash: str | None = None,
-           connect: bool = True) -> alt.FacetChart:
+def _lines(
+    table: pd.DataFrame, x: alt.X, color: str, color_title: str, dash: str | None = None, connect: bool = True
+) -> alt.FacetChart:
     """Mean as line and points (points only with ``connect=False``), t 95 % CI as error bars; facets: metric
     (rows) x task (columns)."""
     table = _for_display(table)
     base = alt.Chart().encode(x=x, color=alt.Color(f"{color}:N", title=color_title, legend=alt.Legend(labelLimit=0)))
-    tooltip = ["task", "size", "condition", "metric", alt.Tooltip("mean:Q", format=".4f"),
-               alt.Tooltip("ci_low:Q", format=".4f"), alt.Tooltip("ci_high:Q", format=".4f"), "trials"]
+    tooltip = [
+        "task",
+        "size",
+        "condition",
+        "metric",
+        alt.Tooltip("mean:Q", format=".4f"),
+        alt.Tooltip("ci_low:Q", format=".4f"),
+        alt.Tooltip("ci_high:Q", format=".4f"),
+        "trials",
+    ]
     mark = base.mark_line(point=True) if connect else base.mark_point(filled=True, size=60)
     line = mark.encode(
         y=alt.Y("mean:Q", title="score (mean over trials)", scale=alt.Scale(zero=False)),
-        detail=f"{color}:N", tooltip=tooltip,
+        detail=f"{color}:N",
+        tooltip=tooltip,
         **({"strokeDash": alt.StrokeDash(f"{dash}:N", title="")} if dash else {}),
     )
     bars = base.mark_errorbar().encode(y=alt.Y("ci_low:Q", title="score (mean over trials)"), y2="ci_high:Q")
-    return alt.layer(line, bars, data=table).facet(
-        row=alt.Row("metric_title:N", title=None, sort=list(METRIC_TITLES.values())),
-        column=alt.Column("task:N", title=None)
-    ).resolve_scale(y="independent")
+    return (
+        alt.layer(line, bars, data=table)
+        .facet(
+            row=alt.Row("metric_title:N", title=None, sort=list(METRIC_TITLES.values())),
+            column=alt.Column("task:N", title=None),
+        )
+        .resolve_scale(y="independent")
+    )
 
 
 def incremental(summary: pd.DataFrame) -> alt.FacetChart:
     table = summary[summary["experiment"].isin(["incremental", "probing"])].copy()
     table["data"] = "n=" + table["size"].astype(str)
-    table["kind"] = table["experiment"].map({"incremental": "finetuned, layers ≥ k re-initialised",
-                                             "probing": "probe of layer k (frozen)"})
-    return _lines(table, alt.X("x:O", title="k (layers 0 .. k-1 kept pretrained)"), "data", "training examples",
-                  dash="kind").properties(title="Incremental re-initialisation")
+    table["kind"] = table["experiment"].map(
+        {"incremental": "finetuned, layers ≥ k re-initialised", "probing": "probe of layer k (frozen)"}
+    )
+    return _lines(
+        table, alt.X("x:O", title="k (layers 0 .. k-1 kept pretrained)"), "data", "training examples", dash="kind"
+    ).properties(title="Incremental re-initialisation")
 
 
 def localized(summary: pd.DataFrame) -> alt.FacetChart:
     table = summary[summary["experiment"].isin(["localized_reinit", "localized_preserve"])].copy()
-    table["block"] = table["experiment"].map({"localized_reinit": "block re-initialised",
-                                              "localized_preserve": "block preserved, rest re-initialised"})
+    table["block"] = table["experiment"].map(
+        {"localized_reinit": "block re-initialised", "localized_preserve": "block preserved, rest re-initialised"}
+    )
     table["series"] = table["block"] + ", n=" + table["size"].astype(str)
     order = table.sort_values("x")["condition"].unique().tolist()
-    return _lines(table, alt.X("condition:O", title="block of layers", sort=order), "series",
-                  "").properties(title="Localized re-initialisation")
+    return _lines(table, alt.X("condition:O", title="block of layers", sort=order), "series", "").properties(
+        title="Localized re-initialisation"
+    )
 
 
 def single(summary: pd.DataFrame) -> alt.FacetChart:
     table = summary[summary["experiment"] == "single"].copy()
     table["data"] = "n=" + table["size"].astype(str)
     return _lines(table, alt.X("x:O", title="re-initialised layer"), "data", "training examples").properties(
-        title="Single-layer re-initialisation")
+        title="Single-layer re-initialisation"
+    )
 
 
 def permutation(summary: pd.DataFrame) -> alt.FacetChart:
     table = summary[summary["experiment"] == "permutation"].copy()
-    table["kind"] = table["condition"].where(table["condition"].isin(["original", "all re-initialised"]),
-                                             "permuted layers")
+    table["kind"] = table["condition"].where(
+        table["condition"].isin(["original", "all re-initialised"]), "permuted layers"
+    )
     table["kind"] = table["kind"] + ", n=" + table["size"].astype(str)
     order = table.sort_values("x")["condition"].unique().tolist()
-    order = [c for c in order if c == "original"] + [c for c in order if c not in ("original", "all re-initialised")] \
+    order = (
+        [c for c in order if c == "original"]
+        + [c for c in order if c not in ("original", "all re-initialised")]
         + [c for c in order if c == "all re-initialised"]
-    return _lines(table, alt.X("condition:O", title="layer order", sort=order), "kind", "",
-                  connect=False).properties(title="Permuted layer orders")
+    )
+    return _lines(table, alt.X("condition:O", title="layer order", sort=order), "kind", "", connect=False).properties(
+        title="Permuted layer orders"
+    )
 
 
 def variants(summary: pd.DataFrame) -> alt.FacetChart:
-    names = {"incremental": "as published", "keep_layernorm": "layer norms kept",
-             "reinit_lr": "re-initialised layers at a higher lr"}
+    names = {
+        "incremental": "as published",
+        "keep_layernorm": "layer norms kept",
+        "reinit_lr": "re-initialised layers at a higher lr",
+    }
     table = summary[summary["experiment"].isin(list(names))].copy()
     ks = set(table.loc[table["experiment"] != "incremental", "x"])
     table = table[(table["experiment"] != "incremental") | table["x"].isin(ks)]
     table["variant"] = table["experiment"].map(names) + ", n=" + table["size"].astype(str)
     return _lines(table, alt.X("x:O", title="k (layers ≥ k re-initialised)"), "variant", "").properties(
-        title="Re-initialisation variants")
+        title="Re-initialisation variants"
+    )
 
 
-CHARTS = {"transfer_incremental": incremental, "transfer_localized": localized, "transfer_single": single,
-          "transfer_permutation": permutation, "transfer_variants": variants}
+CHARTS = {
+    "transfer_incremental": incremental,
+    "transfer_localized": localized,
+    "transfer_single": single,
+    "transfer_permutation": permutation,
+    "transfer_variants": variants,
+}
 
 
 # Which experiments each figure needs (a figure is made only when the config runs one of them).
-NEEDS = {"transfer_incremental": ("incremental",), "transfer_localized": ("localized",),
-         "transfer_single": ("single",), "transfer_permutation": ("permutation",),
-         "transfer_variants": ("keep_layernorm", "reinit_lr")}
+NEEDS = {
+    "transfer_incremental": ("incremental",),
+    "transfer_localized": ("localized",),
+    "transfer_single": ("single",),
+    "transfer_permutation": ("permutation",),
+    "transfer_variants": ("keep_layernorm", "reinit_lr"),
+}
 
 
 def names(experiments: list[str]) -> list[str]:

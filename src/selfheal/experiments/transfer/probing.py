@@ -61,8 +61,19 @@ def predict_linear(x: torch.Tensor, probe: Pipeline) -> list[int]:
     return probe.predict(x.double().numpy()).tolist()
 
 
-def run(settings: dict, probe: dict, task: str, size: int, trial: int, model_dir: str, train_path: str,
-        test_path: str, out_path: str, hardware: dict | None = None, threads: int = 1) -> pd.DataFrame:
+def run(
+    settings: dict,
+    probe: dict,
+    task: str,
+    size: int,
+    trial: int,
+    model_dir: str,
+    train_path: str,
+    test_path: str,
+    out_path: str,
+    hardware: dict | None = None,
+    threads: int = 1,
+) -> pd.DataFrame:
     import transformers
 
     setup.seed_everything(trial, threads)
@@ -82,10 +93,26 @@ def run(settings: dict, probe: dict, task: str, size: int, trial: int, model_dir
     rows = []
     for k, (xtr, xte) in enumerate(zip(train_x, test_x, strict=True)):
         predictions = predict_linear(xte, fit_linear(xtr, y, probe["l2"], probe["max_iter"]))
-        rows.append({"task": task, "size": size, "trial": trial, "layer": k, "test_examples": len(truth),
-                     "accuracy": float(accuracy_score(truth, predictions)), "mcc": float(matthews_corrcoef(truth, predictions))})
-        log.info("probe %s n=%d trial %d layer %d: accuracy %.4f MCC %.4f", task, size, trial, k,
-                 rows[-1]["accuracy"], rows[-1]["mcc"])
+        rows.append(
+            {
+                "task": task,
+                "size": size,
+                "trial": trial,
+                "layer": k,
+                "test_examples": len(truth),
+                "accuracy": float(accuracy_score(truth, predictions)),
+                "mcc": float(matthews_corrcoef(truth, predictions)),
+            }
+        )
+        log.info(
+            "probe %s n=%d trial %d layer %d: accuracy %.4f MCC %.4f",
+            task,
+            size,
+            trial,
+            k,
+            rows[-1]["accuracy"],
+            rows[-1]["mcc"],
+        )
     table = pd.DataFrame(rows)
     results_io.write_parquet(out_path, table)
     return table

@@ -33,8 +33,9 @@ def draw_matrix(shape: tuple[int, ...], init: str, std: float, seed: int) -> tor
     """One weight matrix of the given init, reproducible from ``seed``."""
     if init == "trunc_normal":
         out = torch.empty(shape)
-        return nn.init.trunc_normal_(out, mean=0.0, std=std, a=-2 * std, b=2 * std,
-                                     generator=torch.Generator().manual_seed(seed))
+        return nn.init.trunc_normal_(
+            out, mean=0.0, std=std, a=-2 * std, b=2 * std, generator=torch.Generator().manual_seed(seed)
+        )
     if init == "tamkin_code":
         from scipy.stats import truncnorm
 

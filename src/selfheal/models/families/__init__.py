@@ -30,9 +30,25 @@ def for_model_type(model_type: str) -> Family:
     for family in FAMILIES.values():
         if family.model_type == model_type:
             return family()
-    raise ValueError(f"no family adapter for model type {model_type!r}; known: "
-                     f"{sorted(f.model_type for f in FAMILIES.values())}")
+    raise ValueError(
+        f"no family adapter for model type {model_type!r}; known: {sorted(f.model_type for f in FAMILIES.values())}"
+    )
 
 
-__all__ = ["BART", "BERT", "FAMILIES", "Family", "GPT2", "Llama", "LAYER_POLICIES", "Layer", "MODEL_POLICIES", "POLICIES", "SingleStack", "for_arch",
-           "for_model", "for_model_type", "register"]
+__all__ = [
+    "BART",
+    "BERT",
+    "FAMILIES",
+    "Family",
+    "GPT2",
+    "Llama",
+    "LAYER_POLICIES",
+    "Layer",
+    "MODEL_POLICIES",
+    "POLICIES",
+    "SingleStack",
+    "for_arch",
+    "for_model",
+    "for_model_type",
+    "register",
+]

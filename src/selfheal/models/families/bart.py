@@ -40,8 +40,10 @@ class BART(Family):
             "ln": ("self_attn_layer_norm.", "final_layer_norm."),
         },
     }
-    output_projections = {"enc": ("self_attn.out_proj.", "fc2."),
-                          "dec": ("self_attn.out_proj.", "encoder_attn.out_proj.", "fc2.")}
+    output_projections = {
+        "enc": ("self_attn.out_proj.", "fc2."),
+        "dec": ("self_attn.out_proj.", "encoder_attn.out_proj.", "fc2."),
+    }
 
     def stack_prefix(self, model, stack):
         return {"enc": f"{_ENC}layers.", "dec": f"{_DEC}layers."}[stack]
@@ -50,9 +52,15 @@ class BART(Family):
         return {"enc": model.model.encoder, "dec": model.model.decoder}[stack].layers
 
     def embedding_names(self, model):
-        return ["model.shared.weight",
-                f"{_ENC}embed_positions.weight", f"{_ENC}layernorm_embedding.weight", f"{_ENC}layernorm_embedding.bias",
-                f"{_DEC}embed_positions.weight", f"{_DEC}layernorm_embedding.weight", f"{_DEC}layernorm_embedding.bias"]
+        return [
+            "model.shared.weight",
+            f"{_ENC}embed_positions.weight",
+            f"{_ENC}layernorm_embedding.weight",
+            f"{_ENC}layernorm_embedding.bias",
+            f"{_DEC}embed_positions.weight",
+            f"{_DEC}layernorm_embedding.weight",
+            f"{_DEC}layernorm_embedding.bias",
+        ]
 
     def depth_of(self, model, name):
         if name.startswith((f"{_DEC}embed_positions.", f"{_DEC}layernorm_embedding.", SWAP_PROJECTION)):
@@ -70,14 +78,19 @@ class BART(Family):
         old = model.config
         head_dim = old.d_model // old.encoder_attention_heads
         heads = d_model // head_dim if d_model % head_dim == 0 and d_model >= head_dim else 1
-        config = type(old).from_dict({**old.to_dict(), "d_model": d_model, "encoder_attention_heads": heads,
-                                      "encoder_ffn_dim": 4 * d_model})
+        config = type(old).from_dict(
+            {**old.to_dict(), "d_model": d_model, "encoder_attention_heads": heads, "encoder_ffn_dim": 4 * d_model}
+        )
         config._attn_implementation = old._attn_implementation
         model.model.encoder = BartEncoder(config)
         setattr(model, SWAP_PROJECTION, nn.Linear(d_model, old.d_model))
         new = [n for n, _ in model.named_parameters() if n.startswith((_ENC, SWAP_PROJECTION))]
-        cross = [n for layer in self.layers(model) if layer.stack == "dec"
-                 for n in self.param_names(model, layer.id, "cross_attn")]
+        cross = [
+            n
+            for layer in self.layers(model)
+            if layer.stack == "dec"
+            for n in self.param_names(model, layer.id, "cross_attn")
+        ]
         self.fresh_init_(model, new + cross, generator)
         return new + cross
 
@@ -148,10 +161,12 @@ class BART(Family):
         with self.grad_if(n_enc, grad_from):
             out = dec.layernorm_embedding(dec_embeds + dec.embed_positions(dec_ids))
             out = nn.functional.dropout(out, p=dec.dropout, training=dec.training)
-        self_mask = create_causal_mask(config=dec.config, inputs_embeds=dec_embeds, attention_mask=None,
-                                       past_key_values=None)
-        cross_mask = create_bidirectional_mask(config=dec.config, inputs_embeds=dec_embeds,
-                                               attention_mask=attention_mask, encoder_hidden_states=hidden)
+        self_mask = create_causal_mask(
+            config=dec.config, inputs_embeds=dec_embeds, attention_mask=None, past_key_values=None
+        )
+        cross_mask = create_bidirectional_mask(
+            config=dec.config, inputs_embeds=dec_embeds, attention_mask=attention_mask, encoder_hidden_states=hidden
+        )
         for j, layer in enumerate(dec.layers):
             with self.grad_if(n_enc + j, grad_from):
                 out = layer(out, self_mask, hidden, encoder_attention_mask=cross_mask, use_cache=False)

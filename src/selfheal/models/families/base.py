@@ -70,8 +70,9 @@ class Family:
         for layer in self.layers(model):
             if layer.id == layer_id:
                 return layer
-        raise ValueError(f"no layer {layer_id!r} in this {self.arch} model; it has "
-                         f"{[l.id for l in self.layers(model)]}")
+        raise ValueError(
+            f"no layer {layer_id!r} in this {self.arch} model; it has {[l.id for l in self.layers(model)]}"
+        )
 
     def param_names(self, model: nn.Module, layer_id: str, policy: str) -> list[str]:
         """Parameter names that ``policy`` targets in one layer (empty when the layer has no such component)."""
@@ -132,8 +133,9 @@ class Family:
 
     def output_projection_names(self, model: nn.Module, names: list[str]) -> list[str]:
         """Those of ``names`` that belong to a layer's output projections (weights and biases)."""
-        wanted = tuple(layer.prefix + p for layer in self.layers(model)
-                       for p in self.output_projections.get(layer.stack, ()))
+        wanted = tuple(
+            layer.prefix + p for layer in self.layers(model) for p in self.output_projections.get(layer.stack, ())
+        )
         return [n for n in names if n.startswith(wanted)] if wanted else []
 
     def zero_out_init_(self, model: nn.Module, names: list[str], generator: torch.Generator) -> None:
@@ -185,8 +187,13 @@ class SingleStack(Family):
         from transformers.masking_utils import create_causal_mask
 
         position_ids = torch.arange(hidden.shape[1], device=hidden.device).unsqueeze(0)
-        mask = create_causal_mask(config=model.config, inputs_embeds=hidden, attention_mask=None,
-                                  past_key_values=None, position_ids=position_ids)
+        mask = create_causal_mask(
+            config=model.config,
+            inputs_embeds=hidden,
+            attention_mask=None,
+            past_key_values=None,
+            position_ids=position_ids,
+        )
         return {"mask": mask, "position_ids": position_ids}
 
     def head_loss(self, model: nn.Module, hidden: torch.Tensor, batch: dict) -> torch.Tensor:
@@ -206,8 +213,9 @@ class SingleStack(Family):
         return self.head_loss(model, hidden, batch)
 
     @torch.no_grad()
-    def prefix(self, model: nn.Module, batch: dict, depth: int, hidden: torch.Tensor | None = None,
-               from_depth: int = 0) -> torch.Tensor:
+    def prefix(
+        self, model: nn.Module, batch: dict, depth: int, hidden: torch.Tensor | None = None, from_depth: int = 0
+    ) -> torch.Tensor:
         """Hidden states entering layer ``depth`` (the output of the frozen layers below it), from the embeddings or
         from ``hidden``, the states entering layer ``from_depth`` (a shallower prefix)."""
         if hidden is None:

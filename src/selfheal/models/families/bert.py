@@ -40,8 +40,13 @@ class BERT(SingleStack):
 
     def embedding_names(self, model):
         p = f"{self._base_prefix(model)}embeddings."
-        return [f"{p}word_embeddings.weight", f"{p}position_embeddings.weight", f"{p}token_type_embeddings.weight",
-                f"{p}LayerNorm.weight", f"{p}LayerNorm.bias"]
+        return [
+            f"{p}word_embeddings.weight",
+            f"{p}position_embeddings.weight",
+            f"{p}token_type_embeddings.weight",
+            f"{p}LayerNorm.weight",
+            f"{p}LayerNorm.bias",
+        ]
 
     def build(self, model_cfg, special):
         from transformers import BertConfig, BertForMaskedLM
@@ -70,13 +75,15 @@ class BERT(SingleStack):
     def pieces(self, model, batch, hidden):
         from transformers.masking_utils import create_bidirectional_mask
 
-        return {"mask": create_bidirectional_mask(config=model.config, inputs_embeds=hidden,
-                                                  attention_mask=batch.get("attention_mask"))}
+        return {
+            "mask": create_bidirectional_mask(
+                config=model.config, inputs_embeds=hidden, attention_mask=batch.get("attention_mask")
+            )
+        }
 
     def call_layer(self, layer, hidden, pieces):
         return layer(hidden, pieces["mask"])
 
     def head_loss(self, model, hidden, batch):
         logits = model.cls(hidden)
-        return F.cross_entropy(logits.view(-1, logits.shape[-1]).float(), batch["labels"].view(-1),
-                               ignore_index=-100)
+        return F.cross_entropy(logits.view(-1, logits.shape[-1]).float(), batch["labels"].view(-1), ignore_index=-100)

@@ -78,6 +78,3 @@ class GPT2(SingleStack):
 def shifted_lm_loss(logits: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
     """Cross-entropy of logits computed for positions 0..T-2 against tokens 1..T-1."""
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), ids[:, 1:].reshape(-1))
-
-
-

@@ -13,8 +13,9 @@ class Llama(SingleStack):
     objective = "causal_lm"
     stacks = ("",)
     may_have_dropout = False  # as built here and as loaded: attention_dropout 0, no residual dropout
-    components = {"": {"self_attn": ("self_attn.",), "mlp": ("mlp.",),
-                       "ln": ("input_layernorm.", "post_attention_layernorm.")}}
+    components = {
+        "": {"self_attn": ("self_attn.",), "mlp": ("mlp.",), "ln": ("input_layernorm.", "post_attention_layernorm.")}
+    }
     output_projections = {"": ("self_attn.o_proj.", "mlp.down_proj.")}
 
     def stack_prefix(self, model, stack):
@@ -55,8 +56,12 @@ class Llama(SingleStack):
         return pieces
 
     def call_layer(self, layer, hidden, pieces):
-        return layer(hidden, attention_mask=pieces["mask"], position_embeddings=pieces["position_embeddings"],
-                     position_ids=pieces["position_ids"])
+        return layer(
+            hidden,
+            attention_mask=pieces["mask"],
+            position_embeddings=pieces["position_embeddings"],
+            position_ids=pieces["position_ids"],
+        )
 
     def head_loss(self, model, hidden, batch):
         return shifted_lm_loss(model.lm_head(model.model.norm(hidden[:, :-1])), batch["input_ids"])
