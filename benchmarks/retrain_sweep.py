@@ -157,6 +157,8 @@ def table(rows: pd.DataFrame) -> str:
         first, last = cells.index.min(), cells.index.max()
 
         def cost(target, eps):
+            if not len(cells):
+                return "not run"
             r = cells.loc[target]
             x = r[f"examples_{eps:g}"]
             if math.isnan(x):
@@ -180,6 +182,7 @@ def main() -> None:
         parser.add_argument(f"--{key.replace('_', '-')}", type=type(value), default=value)
     parser.add_argument("--init", default="fresh", help="the reset cells' init (e.g. zero_out: reset as deletion)")
     parser.add_argument("--no-controls", action="store_true", help="heal the reset cells only")
+    parser.add_argument("--controls-only", action="store_true", help="retrain the matched controls only (drift)")
     parser.add_argument("--workers", type=int, default=2)
     add_write_flag(parser)
     a = parser.parse_args()
@@ -189,12 +192,13 @@ def main() -> None:
         (a, a.results, opt, float(lr), target, control, a.init)
         for opt, lr in (c.split(":") for c in a.candidates.split(","))
         for target in ("L0", f"L{n_layer - 1}")
-        for control in ((False,) if a.no_controls else (False, True))
+        for control in ((False,) if a.no_controls else (True,) if a.controls_only else (False, True))
     ]
     t0 = time.perf_counter()
     with concurrent.futures.ProcessPoolExecutor(a.workers) as pool:
         rows = pd.DataFrame(list(pool.map(run_cell, jobs)))
-    out = a.results / "sweep" / f"retrain_sweep{'' if a.init == 'fresh' else '_' + a.init}.parquet"
+    suffix = ("" if a.init == "fresh" else "_" + a.init) + ("_controls" if a.controls_only else "")
+    out = a.results / "sweep" / f"retrain_sweep{suffix}.parquet"
     rows.to_parquet(out)
     report(a, rows, (time.perf_counter() - t0) / 60)
     print(f"written: {out}")
@@ -211,6 +215,7 @@ def report(a, rows: pd.DataFrame, minutes: float) -> None:
         "(`.venv/bin/python benchmarks/retrain_sweep.py results`)."
     )
     documented = all(getattr(a, k) == v for k, v in DOCUMENTED.items()) and a.init == "fresh" and not a.no_controls
+    documented = documented and not a.controls_only
     publish(MARKER, text, not a.no_write, page=PAGE, why_not=None if documented else "options other than documented")
 
 
