@@ -100,9 +100,9 @@ def test_a_brought_models_costs_as_a_share_of_its_own_pretraining(finished):
     summary, curves = pd.read_parquet(results / "summary.parquet"), pd.read_parquet(results / "curves.parquet")
     networks = pd.read_parquet(results / "networks.parquet")
     counts = networks.set_index("model")["pretraining_tokens"]
-    assert counts["myLlama"] == OWN and counts.drop(index="myLlama").isna().all()
+    assert list(counts.dropna().items()) == [("myLlama", OWN)], counts
     flags = pd.read_parquet(results / "answer" / "networks_flags.parquet").set_index("model")["pretraining_tokens"]
-    assert flags["myLlama"] == OWN and flags.drop(index="myLlama").isna().all()
+    assert list(flags.dropna().items()) == [("myLlama", OWN)], flags
     # the page of myLlama alone, its network kept (the tiny networks are flagged degenerate, and off their plateau)
     mine = summary[summary.model == "myLlama"].assign(degenerate=False, off_plateau=False)
     nets = networks[networks.model == "myLlama"].assign(degenerate=False, off_plateau=False)
