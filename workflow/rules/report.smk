@@ -20,6 +20,7 @@ rule aggregate:
         recoveries=expand(f"{UNIT}/{CELL_IN_UNIT}/recovery.json", zip, **CELL_COLUMNS) if CELLS else [],
         curves=expand(f"{UNIT}/{CELL_IN_UNIT}/curve.parquet", zip, **CELL_COLUMNS) if CELLS else [],
         thresholds={m["name"]: m["retrain"]["thresholds"] for m in CONFIG["models"]},
+        pretraining_tokens={m["name"]: m.get("pretraining_tokens") for m in CONFIG["models"]},
     script:
         "../scripts/aggregate.py"
 

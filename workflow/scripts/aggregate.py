@@ -20,4 +20,5 @@ tables.write(
     summary_out=snakemake.output.summary,
     curves_out=snakemake.output.curves,
     networks_out=snakemake.output.networks,
+    pretraining_tokens=snakemake.params.pretraining_tokens,
 )

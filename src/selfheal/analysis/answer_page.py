@@ -10,7 +10,9 @@ similarity; caveats; related work. ``page`` calls one function per section, each
 
 Costs are in one unit per table (``stats.cost_unit``): the fraction of S x E for networks pretrained here, else
 examples (a model you bring: its S x E is not this workflow's, and its adaptation to the corpus is called
-adaptation). §1 adds examples, tokens and the cost relative to the from-scratch run (the survival median in
+adaptation; where its config gives its own pretraining tokens, networks_flags' ``pretraining_tokens``, its
+single-layer medians in tokens are also stated as a share of them, and its page speaks of neither S x E nor
+pretraining from scratch). §1 adds examples, tokens and the cost relative to the from-scratch run (the survival median in
 examples over the mean, across the model's usable networks pretrained here, of the examples the network's own
 pretraining needed to first reach the same loss). A median beyond the retraining budget is written ``BEYOND``.
 
@@ -38,6 +40,11 @@ DEGENERATE_WORDS = {
     "reset_all_harmless": "resetting every layer did less damage than ε_min",
 }
 HEADLINE = ("<!-- answer:headline -->", "<!-- /answer:headline -->")
+NOT_HERE = "not pretrained here; "  # the start of a brought model's words in place of S × E
+SHARE_WORDS = (
+    "a brought model's single-layer medians in tokens over the tokens it was pretrained on elsewhere "
+    "(its config's pretraining_tokens, `answer/networks_flags.parquet`)"
+)
 # Published sizes for scale (static reference facts, not results): parameters and pretraining tokens.
 REFERENCE_SIZES = [
     ("GPT-2 small (2019)", "124 M parameters", "about 10 B tokens (WebText, several epochs)"),
@@ -293,16 +300,55 @@ def _how_much(v: _View, rows: pd.DataFrame, unit: str, eps_pair: list[float]) ->
         )
     brought = _pretrained_elsewhere(v, rows)
     if brought:
-        its = "its" if len(brought) == 1 else "their"
-        parts.append(
-            "Not pretrained here: "
-            + ", ".join(
-                f"{m} ({_sxe_words_row(_network(v, m)).removeprefix('not pretrained here: ')})" for m in brought
-            )
-            + f"; {its} costs are in examples and tokens, and {its} adaptation to the corpus is neither {its} "
-            f"pretraining nor a from-scratch reference"
-        )
+        parts.append(_brought_words(v, rows, brought, eps_pair))
     return "**How much data?** " + ". ".join(p[0].upper() + p[1:] for p in parts) + "."
+
+
+def _brought_words(v: _View, rows: pd.DataFrame, brought: list[str], eps_pair: list[float]) -> str:
+    """What the models a user brought are: their adaptation to the corpus (called adaptation), their costs in
+    examples and tokens, and where the config gives a model's own pretraining tokens, its single-layer medians as a
+    share of them."""
+    described = []
+    for m in brought:
+        words = _sxe_words_row(_network(v, m)).removeprefix(NOT_HERE)
+        own = _own_pretraining(v, m)
+        if own > 0:
+            shares = [(eps, _share_span(v, rows[rows["threshold"] == eps], m)) for eps in eps_pair]
+            pretraining = f"of its own {compact(own)} pretraining tokens"
+            within = " and ".join(f"{share} {pretraining} within {_eps_words(eps)}" for eps, share in shares if share)
+            words += f"; one reset layer needs {within or 'more than the budget'}"
+        described.append(f"{m} ({words})")
+    its = "its" if len(brought) == 1 else "their"
+    return (
+        f"Not pretrained here: {', '.join(described)}; {its} costs are in examples and tokens, and {its} "
+        f"adaptation to the corpus is counted as adaptation, not as {its} pretraining"
+    )
+
+
+def _own_pretraining(v: _View, model: str) -> float:
+    """A brought model's own pretraining tokens (answer/networks_flags.parquet's pretraining_tokens, from the
+    config), NaN where not given."""
+    if "pretraining_tokens" not in v.flags.columns:
+        return math.nan
+    values = pd.to_numeric(v.flags.loc[v.flags["model"] == model, "pretraining_tokens"], errors="coerce").dropna()
+    return float(values.iloc[0]) if len(values) else math.nan
+
+
+def _share_span(v: _View, at: pd.DataFrame, model: str) -> str:
+    """The finite single-layer medians of ``model`` in ``at`` (one ε) in tokens, as a share of its own pretraining
+    tokens ('1.2e-6 to 3.4e-6'), '' where unknown."""
+    own = _own_pretraining(v, model)
+    if not own > 0:
+        return ""
+    med = at.loc[at["model"] == model, "median_examples"].astype(float)
+    tokens = med[np.isfinite(med)] * _tokens_per_example(v.summary, v.networks, model)
+    return span(tokens / own, _sci)
+
+
+def _sci(x: float) -> str:
+    """A small share in scientific notation: '1.2e-6'."""
+    mantissa, exponent = f"{x:.1e}".split("e")
+    return f"{mantissa}e{int(exponent)}"
 
 
 def _network(v: _View, model: str) -> pd.Series:
@@ -498,6 +544,9 @@ def _model_row(v: _View, g: pd.DataFrame, setting: tuple, unit: str, eps_pair: l
         & (v.surv["init"] == setting[2])
     ]
     cells.append(_one(float(allc[f"median_{unit}"].iloc[0])) if len(allc) else "n/a")
+    if model in _pretrained_elsewhere(v, g):
+        cells.append(_share_span(v, g[g["threshold"] == eps], model) or "n/a")
+        return cells
     scratch = _scratch_reference(v.ref, v.networks, model, eps)[unit]
     cells.append("n/a" if pd.isna(scratch) else num(scratch))
     return cells
@@ -553,14 +602,20 @@ def _headline(doc: Page, v: _View) -> None:
         items.append(f"**Left out** of every number above (flagged degenerate): {named}.")
     items.append(f"**How sure?** {_clusters_sentence(v.networks)}")
     doc.ul(items)
+    here, brought = _origins(v, rows)
+    legend = {
+        "scratch": "from scratch: what pretraining needed to first reach the same loss",
+        "share": f"share of own pretraining: {SHARE_WORDS}",
+    }
+    last = " or ".join(k for k, on in (("from scratch", here), ("one layer's share of own pretraining", brought)) if on)
     doc.p(
         f"Per model ({_setting_words(setting)}; {UNIT_WORDS[unit]}; {BEYOND_LEGEND}; one layer: the range of its "
-        f"layers' medians; from scratch: what pretraining needed to first reach the same loss):"
+        f"layers' medians; " + "; ".join(legend[k] for k, on in (("scratch", here), ("share", brought)) if on) + "):"
     )
     doc.table(
-        ["model", "N × D", "S × E"]
+        ["model", "N × D", " or ".join(k for k, on in (("S × E", here), ("adaptation", brought)) if on)]
         + [f"one layer, ε = {_eps_words(e)}" for e in eps_pair]
-        + [f"every layer, ε = {_eps_words(eps_pair[-1])}", f"from scratch, ε = {_eps_words(eps_pair[-1])}"],
+        + [f"every layer, ε = {_eps_words(eps_pair[-1])}", f"{last}, ε = {_eps_words(eps_pair[-1])}"],
         [
             _model_row(v, g, setting, unit, eps_pair)
             for _, g in sorted(
@@ -583,7 +638,9 @@ def _headline(doc: Page, v: _View) -> None:
 def _cost_section(doc: Page, v: _View) -> None:
     """1. cost per layer"""
     surv, settings, links = v.surv, v.settings, v.plot_links
-    doc.h(2, "1. How much of S × E does a single reset layer need to get back within ε?")
+    here, _ = _origins(v, v.layers)
+    of = "of S × E" if here else "data"
+    doc.h(2, f"1. How much {of} does a single reset layer need to get back within ε?")
     doc.p(
         f"The median cost to get back within ε with its 95 % interval (Turnbull estimate of the interval-censored "
         f"crossings; a cell that never got there is censored at the budget, never averaged as a cost; "
@@ -614,22 +671,44 @@ def _units_table(doc: Page, v: _View, setting: tuple) -> None:
     """The asker's setting at the smallest and largest ε in examples (tokens) and relative to from scratch."""
     layers = _pick(v.layers, setting)
     eps_pair = sorted({float(layers["threshold"].min()), float(layers["threshold"].max())})
+    here, brought = _origins(v, layers)
+    shared = brought and any(_own_pretraining(v, m) > 0 for m in set(layers["model"]))
     body = []
     for model, g in layers.groupby("model", sort=True):
         row = [model]
         for eps in eps_pair:
-            u = _three_units(g[g["threshold"] == eps], _unit(g, v.networks), model, eps, v.summary, v.networks, v.ref)
-            row += [u["examples"] or BEYOND, (u["relative"] or "n/a") if u["examples"] else BEYOND]
+            at = g[g["threshold"] == eps]
+            u = _three_units(at, _unit(g, v.networks), model, eps, v.summary, v.networks, v.ref)
+            row += [u["examples"] or BEYOND]
+            row += [(u["relative"] or "n/a") if u["examples"] else BEYOND] if here else []
+            row += [(_share_span(v, at, model) or "n/a") if u["examples"] else BEYOND] if shared else []
         body.append(row)
     context = pd.to_numeric(v.networks.get("context", pd.Series(dtype=float)), errors="coerce").dropna().unique()
     tokens = f"{int(context[0])} tokens each" if len(context) == 1 else "tokens: their context each"
-    doc.p(
-        f"The same single-layer medians (range over the finite ones) in examples ({tokens}), and × from scratch: the "
-        "median in examples over the mean, across the model's usable networks pretrained here, of the examples "
-        "their own pretraining needed to first reach the same loss, baseline × (1 + ε) (interpolated; "
-        "`answer/pretrain_reference.parquet`)."
+    scratch = (
+        ", and × from scratch: the median in examples over the mean, across the model's usable networks pretrained "
+        "here, of the examples their own pretraining needed to first reach the same loss, baseline × (1 + ε) "
+        "(interpolated; `answer/pretrain_reference.parquet`)"
     )
-    doc.table(["model"] + [h for e in eps_pair for h in (f"examples, ε = {e:g}", f"× from scratch, ε = {e:g}")], body)
+    share = f", and as a share of own pretraining: {SHARE_WORDS}"
+    doc.p(
+        f"The same single-layer medians (range over the finite ones) in examples ({tokens})"
+        + (scratch if here else "")
+        + (share if shared else "")
+        + "."
+    )
+    heads = [("× from scratch", here), ("share of own pretraining", shared)]
+    doc.table(
+        ["model"]
+        + [h for e in eps_pair for h in [f"examples, ε = {e:g}"] + [f"{k}, ε = {e:g}" for k, on in heads if on]],
+        body,
+    )
+
+
+def _origins(v: _View, rows: pd.DataFrame) -> tuple[bool, bool]:
+    """Whether the models of ``rows`` include some pretrained here, and some a user brought."""
+    brought = _pretrained_elsewhere(v, rows)
+    return bool(set(rows["model"]) - set(brought)), bool(brought)
 
 
 def _refusals(doc: Page, v: _View) -> None:
@@ -803,11 +882,11 @@ def _sxe_words_row(r: pd.Series) -> str:
     if r.get("source", "scratch") != "scratch":
         s, e = r.get("train_sequences"), r.get("epochs")
         adapted = (
-            f": adapted on {num(float(s))} sequences × {num(float(e))}"
+            f"adaptation: {num(float(s))} sequences × {num(float(e))}"
             if s is not None and e is not None and not pd.isna(s) and not pd.isna(e)
-            else ""
+            else "no adaptation"
         )
-        return f"not pretrained here{adapted}"
+        return f"{NOT_HERE}{adapted}"
     s, e = r.get("train_sequences"), r.get("epochs")
     if s is not None and e is not None and not pd.isna(s) and not pd.isna(e):
         return f"{num(float(s))} × {num(float(e))}"

@@ -108,6 +108,7 @@ FLAG_COLUMNS = [
     "d_model",
     "n_params",
     "pretrain_tokens",
+    "pretraining_tokens",
     "degenerate",
     "degenerate_reason",
     "off_plateau",
@@ -340,7 +341,7 @@ def _typed_size_ordering(rows: list[dict]) -> pd.DataFrame:
 
 def flags(cells: pd.DataFrame, networks: pd.DataFrame) -> pd.DataFrame:
     nets = networks.copy()
-    for column in ("pretrain_tokens",):
+    for column in ("pretrain_tokens", "pretraining_tokens"):
         if column not in nets:
             nets[column] = pd.NA
     if "degenerate_reason" not in nets:  # tables written before the reason was recorded

@@ -107,10 +107,10 @@ class Page:
 
 
 def compact(x: float) -> str:
-    """A count in few digits: '310k', '2.56M', '1.2B'."""
+    """A count in few digits: '310k', '2.56M', '1.2B', '2T'."""
     if x is None or pd.isna(x):
         return "n/a"
-    for scale, suffix in ((1e9, "B"), (1e6, "M"), (1e3, "k")):
+    for scale, suffix in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k")):
         if abs(x) >= scale:
             return f"{x / scale:.3g}{suffix}"
     return num(x)

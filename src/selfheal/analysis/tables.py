@@ -34,7 +34,8 @@ Outcome (summary.parquet, ``add_outcomes``), per (cell, threshold), one of:
 Networks (networks.parquet, beside the flags): ``train_sequences`` (S), ``epochs`` (E) and ``context`` (tokens per
 sequence) of its pretraining, or of its adaptation for an adapted downloaded model (null for a downloaded model
 healed as downloaded); ``pretrain_examples`` (S x E) and ``pretrain_tokens`` (tokens seen); ``unigram_loss``,
-``bigram_loss``, ``bigram_weight`` (the bigram's λ) and ``bigram_margin`` (nats; positive: the network beats it).
+``bigram_loss``, ``bigram_weight`` (the bigram's λ) and ``bigram_margin`` (nats; positive: the network beats it);
+``pretraining_tokens``: a downloaded model's own pretraining tokens as its config gives them (null otherwise).
 
 Cost relative to the from-scratch run (summary.parquet, ``add_scratch_reference``): per (cell, threshold), where the
 network's own pretraining curve (curves.parquet, kind ``pretrain``) first reached the same threshold loss
@@ -167,6 +168,7 @@ NETWORK_COLUMNS = [
     "context",
     "pretrain_examples",
     "pretrain_tokens",
+    "pretraining_tokens",
     "baseline_loss",
     "unigram_loss",
     "bigram_loss",
@@ -333,9 +335,16 @@ def degenerate_reasons(
 
 
 def networks_table(
-    pretrain_summaries: list[str], baselines: list[str], summary: pd.DataFrame, thresholds: dict[str, list[float]]
+    pretrain_summaries: list[str],
+    baselines: list[str],
+    summary: pd.DataFrame,
+    thresholds: dict[str, list[float]],
+    pretraining_tokens: dict[str, int | None] | None = None,
 ) -> pd.DataFrame:
-    """One row per network (a baseline file), with its quality flags; ``thresholds``: eps list per model."""
+    """One row per network (a baseline file), with its quality flags; ``thresholds``: eps list per model;
+    ``pretraining_tokens``: per downloaded model, the tokens of its own pretraining elsewhere as the config states
+    them (the model key ``pretraining_tokens``; null where not given)."""
+    pretraining_tokens = pretraining_tokens or {}
     pres = {(p.model, p.pretrain_seed): p for p in (records.read(path, PretrainSummary) for path in pretrain_summaries)}
     damage = summary[
         (summary["target"] == "all") & (summary["policy"] == "full") & (summary["init"] != TRAINED)
@@ -368,6 +377,7 @@ def networks_table(
                 "context": pre.context,
                 "pretrain_examples": pre.pretrain_examples,
                 "pretrain_tokens": pre.tokens,
+                "pretraining_tokens": pretraining_tokens.get(base.model),
                 "baseline_loss": base.val_loss,
                 "unigram_loss": base.unigram_loss,
                 "bigram_loss": base.bigram_loss,
@@ -383,7 +393,15 @@ def networks_table(
             }
         )
     table = pd.DataFrame(rows, columns=NETWORK_COLUMNS)
-    for column in ("train_sequences", "epochs", "context", "pretrain_examples", "pretrain_tokens", "plateau_examples"):
+    for column in (
+        "train_sequences",
+        "epochs",
+        "context",
+        "pretrain_examples",
+        "pretrain_tokens",
+        "pretraining_tokens",
+        "plateau_examples",
+    ):
         table[column] = table[column].astype("Int64")
     for column in (
         "unigram_loss",
@@ -534,12 +552,16 @@ def write(
     summary_out: str,
     curves_out: str,
     networks_out: str,
+    pretraining_tokens: dict[str, int | None] | None = None,
 ) -> None:
     """``pretrain_summaries`` / ``pretrain_curve_paths``: networks pretrained or adapted here (pairwise);
-    ``unadapted_summaries``: downloaded models healed as downloaded (no curve)."""
+    ``unadapted_summaries``: downloaded models healed as downloaded (no curve); ``pretraining_tokens``: the model
+    key of that name per model (``networks_table``)."""
     summary = summary_table(recovery_paths)
     curves = curves_table(recovery_paths, recovery_curve_paths, pretrain_summaries, pretrain_curve_paths)
-    networks = networks_table(list(pretrain_summaries) + list(unadapted_summaries), baselines, summary, thresholds)
+    networks = networks_table(
+        list(pretrain_summaries) + list(unadapted_summaries), baselines, summary, thresholds, pretraining_tokens
+    )
     summary = add_scratch_reference(add_controls_and_flags(summary, curves, networks), curves, networks)
     summary = add_outcomes(summary, curves)
     results_io.write_parquet(summary_out, summary.reindex(columns=SUMMARY_COLUMNS))

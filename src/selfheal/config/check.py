@@ -74,6 +74,12 @@ def resolve(raw: dict) -> dict:
         model["pretrain"] = merge(config["pretrain"], model.get("pretrain", {}))
         if model["source"] == "scratch" and "adapt" in model:
             raise ConfigError(f"{key}.adapt", "only a downloaded model (source: pretrained) is adapted")
+        if model["source"] == "scratch" and "pretraining_tokens" in model:
+            raise ConfigError(
+                f"{key}.pretraining_tokens",
+                "only a downloaded model (source: pretrained) was pretrained elsewhere; "
+                "a model built here has its own pretraining tokens (networks.parquet's pretrain_tokens)",
+            )
         if model["source"] == "pretrained":
             model.setdefault("adapt", True)
             if not model["adapt"] and len(model["pretrain"]["seeds"]) > 1:
