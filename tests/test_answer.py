@@ -426,3 +426,25 @@ def test_answer_rule_runs_on_tables_placed_as_inputs(tmp_path):
 def test_load_names_a_missing_folder(tmp_path):
     with pytest.raises(FileNotFoundError, match="results_dir"):
         results.load(tmp_path / "nowhere")
+
+
+def test_a_layer_never_damaged_beyond_eps_is_not_beyond_the_budget():
+    """A (model, layer) whose every cell stayed within ε after the reset has no cost: the page says "not damaged",
+    never "> B" (beyond the budget), and the opening sentence does not count it among the censored pairs."""
+    summary, curves, networks = synthetic(thresholds=(0.05,), depth_effect=1.5, seed=0)
+    hit = (summary["model"] == "gpt2-n2-d64") & (summary["target"] == "L1") & (summary["init"] == "fresh")
+    summary.loc[hit, "damaged_loss"] = summary.loc[hit, "threshold_loss"] * 0.999
+    summary.loc[hit, ["examples", "examples_lo", "examples_hi"]] = 0
+    summary.loc[hit, "recovered"] = True
+    summary = summary_tables.add_outcomes(summary.drop(columns=["outcome"], errors="ignore"), curves)
+    assert (summary.loc[hit, "outcome"] == "not_damaged").all()
+    tables = answer_tables.compute(summary, curves, networks)
+    surv = tables["survival"]
+    row = surv[(surv["model"] == "gpt2-n2-d64") & (surv["target"] == "L1") & (surv["kind"] == "layer")]
+    assert row["median_examples"].isna().all()  # no cost: neither a number nor inf
+    md = answer_page.page(tables, summary, networks, LINKS).markdown()
+    line = next(x for x in md.splitlines() if x.startswith("| gpt2-n2-d64 |"))
+    assert "1 not damaged" in line and "> B" not in line.split("|")[4], line
+    sentence = next(x for x in answer.headline(md).splitlines() if "How much data?" in x)
+    pairs = len(surv[(surv["kind"] == "layer") & (surv["threshold"] == 0.05) & (surv["regime"] == "frozen")])
+    assert f"(1 of {pairs} pairs were never damaged beyond it: no cost)" in sentence, sentence

@@ -258,10 +258,14 @@ def _unit_after(unit: str) -> str:
     return "of S × E" if unit == "fraction" else "examples"
 
 
+NOT_DAMAGED = "not damaged"  # a (model, layer) none of whose cells left the ε band after the reset: no cost
+
+
 def _median_span(at: pd.DataFrame, unit: str) -> tuple[str, int, int]:
-    """The finite per-layer medians' span, how many medians lie beyond the budget, and how many there are."""
+    """The finite per-layer medians' span, how many medians lie beyond the budget (inf), and how many were damaged
+    beyond ε at all (a median of no damaged cell is NaN: not a cost, and not beyond the budget either)."""
     med = at[f"median_{unit}"].astype(float)
-    return span(med[np.isfinite(med)]), int((~np.isfinite(med)).sum()), len(med)
+    return span(med[np.isfinite(med)]), int(np.isinf(med).sum()), int(med.notna().sum())
 
 
 def _scratch_span(v: _View, models: list[str], eps: float, unit: str) -> str:
@@ -284,10 +288,15 @@ def _how_much(v: _View, rows: pd.DataFrame, unit: str, eps_pair: list[float]) ->
             f"a median {finite} {_unit_after(unit)}" + (f" ({tokens} tokens)" if unit == "examples" and tokens else "")
             if finite
             else "more than the budget for every layer"
+            if total
+            else "nothing: no layer was damaged beyond it"
         )
         budget = f" ({_budget_words(at, unit)})" if i == 0 else ""
         if finite and beyond:
             cost += f", and more than the budget{budget} for {beyond} of {total} (model, layer) pairs"
+        undamaged = len(at) - total
+        if total and undamaged:
+            cost += f" ({undamaged} of {len(at)} pairs were never damaged beyond it: no cost)"
         elif finite and budget:
             cost += f" (budget {_budget_words(at, unit)})"
         scratch = _scratch_span(v, sorted(at["model"].unique()), eps, unit)
@@ -490,13 +499,10 @@ def _swap_answer(v: _View) -> str:
             med = at[at["item"] == item]["median"].astype(float)
             if not len(med):
                 return ""
-            finite = med[np.isfinite(med)]
-            return (
-                "beyond the budget"
-                if not len(finite)
-                else span(finite)
-                + (f" ({len(med) - len(finite)} of {len(med)} beyond the budget)" if len(finite) < len(med) else "")
-            )
+            finite, beyond = med[np.isfinite(med)], int(np.isinf(med).sum())
+            if not len(finite):
+                return "beyond the budget" if beyond else NOT_DAMAGED
+            return span(finite) + (f" ({beyond} of {int(med.notna().sum())} beyond the budget)" if beyond else "")
 
         swap = value("encoder_swap")
         swap = "does not get back within the budget" if swap == "beyond the budget" else f"needs {swap}"
@@ -525,9 +531,12 @@ def _sxe_words(v: _View, model: str) -> str:
 
 def _layer_span(at: pd.DataFrame, unit: str) -> str:
     finite, beyond, total = _median_span(at, unit)
-    if not finite:
-        return BEYOND
-    return finite + (f" ({beyond} of {total} {BEYOND})" if beyond else "")
+    undamaged = len(at) - total
+    if not total:
+        return NOT_DAMAGED
+    notes = [f"{beyond} of {total} {BEYOND}"] if finite and beyond else []
+    notes += [f"{undamaged} {NOT_DAMAGED}"] if undamaged else []
+    return (finite or BEYOND) + (f" ({'; '.join(notes)})" if notes else "")
 
 
 def _model_row(v: _View, g: pd.DataFrame, setting: tuple, unit: str, eps_pair: list) -> list[str]:
