@@ -206,3 +206,20 @@ def test_turning_the_key_off_reruns_no_cell(lr_run):
     assert proc.returncode == 0, proc.stderr[-3000:]
     rules = set(re.findall(r"^(?:local)?rule (\w+):", proc.stdout + proc.stderr, re.M))
     assert rules <= {"answer", "all"}, rules
+
+
+def test_nothing_on_the_page_when_the_check_is_off():
+    """No table (the key off: the answer rule gets none) or an empty one: no block on the page; a table: one
+    paragraph and one sentence per model."""
+    import types
+
+    from selfheal.analysis.page import Page
+
+    rows = pd.DataFrame(_rows("L0", 0, 0.31, [(3.0, 0.25)]))
+    networks = pd.DataFrame({"model": ["m"], "source": ["scratch"]})
+    rows["pretrain_examples"] = 1000
+    for tables, blocks in (({}, 0), ({"lr_sensitivity": rows.iloc[:0]}, 0), ({"lr_sensitivity": rows}, 2)):
+        doc = Page()
+        answer_page._lr_sensitivity(doc, types.SimpleNamespace(tables=tables, networks=networks))
+        assert len(doc.blocks) == blocks
+    assert doc.blocks[1] == ("ul", [answer_page.lr_sensitivity_sentence(rows, "fraction")])
