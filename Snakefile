@@ -24,6 +24,7 @@ include: "workflow/rules/report.smk"
 include: "workflow/rules/answer.smk"
 include: "workflow/rules/transfer.smk"
 include: "workflow/rules/frozen_random.smk"
+include: "workflow/rules/lr_sensitivity.smk"
 
 
 rule all:
@@ -36,3 +37,4 @@ rule all:
         expand(f"{RESULTS}/transfer/{{table}}.parquet", table=["scores", "summary"] if TRANSFER else []),
         expand(f"{RESULTS}/plots/{{plot}}.{{ext}}", plot=TRANSFER_PLOTS if TRANSFER else [], ext=["html", "png"]),
         FROZEN_RANDOM_OUTPUTS,
+        LR_SENSITIVITY_TABLES,  # the lr-sensitivity check (retrain.lr_sensitivity), beside the answer page

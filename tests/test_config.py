@@ -98,6 +98,10 @@ BAD = [
     (("models", 0, "retrain"), {"budget_scratch": -1.0}, "models[0].retrain.budget_scratch"),
     (("grid",), {"policies": ["ln"], "inits": ["fresh", "zero_out"]}, "grid.inits"),  # zero_out: nothing to zero
     (("retrain", "thresholds"), [0.01, 1.5], "retrain.thresholds[1]"),
+    (("retrain", "lr_sensitivity"), [3.0, 1], "retrain.lr_sensitivity[1]"),  # 1 is the grid's own lr
+    (("models", 0, "retrain"), {"lr_sensitivity": [1.0]}, "models[0].retrain.lr_sensitivity[0]"),
+    (("retrain", "lr_sensitivity"), [3.0, -3.0], "retrain.lr_sensitivity[1]"),
+    (("retrain", "lr_sensitivity"), 3.0, "retrain.lr_sensitivity"),
     (("grid", "seeds"), [], "grid.seeds"),
     (("corpus", "source"), "files", "corpus.files"),
     (("models",), [], "models"),

@@ -84,6 +84,7 @@ TRAINING_RULES = {
     "transfer_split",
     "transfer_finetune",
     "transfer_probe",
+    "lr_sensitivity",
 }
 ANALYSIS_RULES = {
     "aggregate",
@@ -91,6 +92,7 @@ ANALYSIS_RULES = {
     "answer",
     "frozen_random_table",
     "frozen_random_plot",
+    "lr_sensitivity_table",
     "transfer_aggregate",
     "transfer_plots",
 }

@@ -196,9 +196,11 @@ def networks(config: dict, models: list[dict] | None = None) -> list[Network]:
 def network_config(model_cfg: dict, pretrain_seed: int) -> dict:
     """A model's settings for one of its networks: ``pretrain.seed`` set to the pretraining seed (it draws the
     step-0 weights, the S training sequences and their order) and the list of seeds left out, so adding a seed
-    never changes an existing network's settings."""
+    never changes an existing network's settings; ``retrain.lr_sensitivity`` left out too, so turning that side
+    measurement on or off never changes a network's or a cell's settings."""
     cfg = copy.deepcopy(model_cfg)
     cfg["pretrain"].pop("seeds", None)
+    cfg.get("retrain", {}).pop("lr_sensitivity", None)  # a side measurement's (heal.lr_sensitivity), not the grid's
     cfg["pretrain"]["seed"] = pretrain_seed
     return cfg
 

@@ -6,7 +6,8 @@
     >>> study = results.load("reference/study")   # the reference study shipped with the project
 
 ``load(path)`` returns a dict of DataFrames: ``summary``, ``curves`` and ``networks`` (``path/*.parquet``) and the
-answer tables (``path/answer/*.parquet``, named as in ``selfheal.analysis.answer.TABLES``). A table that the run
+answer tables (``path/answer/*.parquet``, named as in ``selfheal.analysis.answer.TABLES``, and
+``lr_sensitivity`` where the run had ``retrain.lr_sensitivity``). A table that the run
 did not make (no answer yet, no cells) is left out of the dict. Schemas: docs/outputs.md.
 
 ``python -m selfheal.results ship RESULTS DEST`` copies what a reader of a finished run needs into DEST (the
@@ -25,6 +26,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from selfheal.analysis.answer import LR_SENSITIVITY
 from selfheal.analysis.answer import TABLES as ANSWER_TABLES
 
 TABLES = ["summary", "curves", "networks"]
@@ -37,7 +39,7 @@ def load(path: str | Path = "results") -> dict[str, pd.DataFrame]:
     if not folder.is_dir():
         raise FileNotFoundError(f"{folder} is not a folder of results (the config's results_dir)")
     found = {name: folder / f"{name}.parquet" for name in TABLES}
-    found.update({name: folder / "answer" / f"{name}.parquet" for name in ANSWER_TABLES})
+    found.update({name: folder / "answer" / f"{name}.parquet" for name in [*ANSWER_TABLES, LR_SENSITIVITY]})
     return {name: pd.read_parquet(p) for name, p in found.items() if p.is_file()}
 
 

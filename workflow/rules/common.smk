@@ -8,6 +8,7 @@ import selfheal.analysis.plots
 import selfheal.config
 import selfheal.config.schema
 import selfheal.grid
+import selfheal.heal.lr_sensitivity
 import selfheal.heal.plan
 
 CONFIG = selfheal.config.resolve(config)
@@ -74,6 +75,12 @@ CELL_FILE = f"{UNIT}/{CELL_IN_UNIT}/{{name}}"  # a cell's file (job_unit: cell: 
 WORK = f"{RESULTS}/work/{{model}}"
 NETWORK_WORK_IN_MODEL = "p{pretrain_seed}/network"  # (its units' cells are staged under UNIT_IN_MODEL)
 LOGS = f"{RESULTS}/logs"
+# The lr-sensitivity check (retrain.lr_sensitivity; selfheal.heal.lr_sensitivity): per model, its runs' folder (each
+# run: a multiplier's folder, its unit's, then the cell's), where they are staged, and the table beside the grid's cost
+LR_SENSITIVITY = f"{RESULTS}/lr_sensitivity/{{model}}"
+LR_RUN_IN_MODEL = f"{{multiplier}}/{UNIT_IN_MODEL}"
+LR_SENSITIVITY_WORK = f"{WORK}/lr_sensitivity"
+LR_SENSITIVITY_TABLE = f"{RESULTS}/answer/lr_sensitivity.parquet"
 
 
 WILDCARDS = selfheal.grid.wildcard_constraints(selfheal.config.schema.load_schema())
@@ -272,3 +279,64 @@ def network_files(name, networks):
 
 def corpus_params():
     return selfheal.config.canonical(CONFIG["corpus"])
+
+
+# The lr-sensitivity check: its cells (cells of the grid) per model, and each run (a cell at a multiple of the lr).
+LR_CELLS = {m["name"]: selfheal.heal.lr_sensitivity.cells(CONFIG, m) for m in CONFIG["models"]}
+LR_MODELS = [name for name, cells in LR_CELLS.items() if cells]
+LR_RUNS = [
+    {
+        "recovery": f"{LR_SENSITIVITY}/{LR_RUN_IN_MODEL}/{CELL_IN_UNIT}/recovery.json".format(
+            multiplier=selfheal.heal.lr_sensitivity.label(x), **c.as_dict()
+        ),
+        "multiplier": x,
+        "chosen_lr": m["retrain"]["lr"],
+    }
+    for m in CONFIG["models"]
+    for x in m["retrain"]["lr_sensitivity"]
+    for c in LR_CELLS[m["name"]]
+]
+LR_SENSITIVITY_TABLES = [LR_SENSITIVITY_TABLE] if LR_MODELS else []  # the answer rule reads it where it exists
+
+
+def lr_sensitivity_inputs(wildcards):
+    """An lr-sensitivity job's inputs: its model's token streams, downloaded folder and made networks and
+    baselines (the training jobs' outputs)."""
+    return {
+        "tokens": tokens(wildcards),
+        "start": imported_dir(wildcards),
+        "imported": imported_summary(wildcards),
+        "networks": trained(NETWORKS, NETWORK, [wildcards.model]),
+        "baselines": trained(BASELINES, BASELINE, [wildcards.model]),
+    }
+
+
+def lr_sensitivity_work(wildcards):
+    """An lr-sensitivity job's work (a namespace, not recorded: see job_work): its network's settings, multipliers,
+    cells, the grid's unit of them, and the paths of its network and baseline."""
+    cells = LR_CELLS[wildcards.model]
+    seed = cells[0].pretrain_seed
+    return types.SimpleNamespace(
+        network=selfheal.config.canonical(selfheal.grid.network_config(model_cfg(wildcards), seed)),
+        multipliers=model_cfg(wildcards)["retrain"]["lr_sensitivity"],
+        cells=[c.as_dict() for c in cells],
+        unit_cells=[c.as_dict() for c in UNIT_CELLS[cells[0].unit]],
+        network_dir=NETWORK.format(model=wildcards.model, pretrain_seed=seed),
+        baseline=BASELINE.format(model=wildcards.model, pretrain_seed=seed),
+    )
+
+
+def lr_sensitivity_digest(wildcards):
+    """The param Snakemake records for an lr-sensitivity job: its multipliers and a hash of its settings and cells."""
+    work = lr_sensitivity_work(wildcards)
+    digest = selfheal.heal.plan.digest([work.network], work.cells, EVAL)
+    return f"lr x {work.multipliers}: {digest}"
+
+
+def lr_sensitivity_layout(wildcards):
+    """The patterns inside an lr-sensitivity job's folder (a function: Snakemake does not expand them)."""
+    return {"run": LR_RUN_IN_MODEL, "cell": CELL_IN_UNIT}
+
+
+def lr_sensitivity_work_dir(wildcards):
+    return LR_SENSITIVITY_WORK.format(model=wildcards.model)

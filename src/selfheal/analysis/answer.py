@@ -1,6 +1,6 @@
 """The answer: the tables under ``results/answer/`` (``answer_tables``), the page ``results/answer.md`` and
 ``answer.html`` (``answer_page``) and its figures (``answer_plots``), every number read from the Parquet tables the
-workflow wrote (summary, curves, networks). ``write_all`` is what the ``answer`` rule runs.
+workflow wrote (summary, curves, networks, and the lr-sensitivity table where ``retrain.lr_sensitivity`` is on). ``write_all`` is what the ``answer`` rule runs.
 
 ``python -m selfheal.analysis.answer --readme results/answer.md README.md`` copies the page's headline into the
 README (between its ``answer:headline`` markers).
@@ -17,6 +17,7 @@ from selfheal import results_io
 from selfheal.analysis import answer_page, answer_plots, answer_tables, plots
 
 TABLES = answer_tables.TABLES
+LR_SENSITIVITY = "lr_sensitivity"  # answer/lr_sensitivity.parquet: written by its own rule, only when the check is on
 HEADLINE = answer_page.HEADLINE
 
 
@@ -30,15 +31,19 @@ def write_all(
     plot_html: dict[str, str],
     plot_png: dict[str, str],
     workers: int = 1,
+    lr_sensitivity_path: str | None = None,
 ) -> None:
     """Everything the ``answer`` rule makes: the answer tables, the page (Markdown and HTML) and its figures.
-    Plot links on the page are relative to the page's folder."""
+    Plot links on the page are relative to the page's folder. ``lr_sensitivity_path``: the lr-sensitivity table
+    (``analysis.lr_sensitivity``, its own rule's), read for its sentence; None when the check is off."""
     summary = pd.read_parquet(summary_path)
     curves = pd.read_parquet(curves_path)
     networks = pd.read_parquet(networks_path)
     tables = answer_tables.compute(summary, curves, networks, workers)
     for name in TABLES:
         results_io.write_parquet(table_paths[name], tables[name])
+    if lr_sensitivity_path:
+        tables[LR_SENSITIVITY] = pd.read_parquet(lr_sensitivity_path)
     folder = Path(md_path).parent
     links = {
         name: str(Path(path).resolve().relative_to(folder.resolve()))

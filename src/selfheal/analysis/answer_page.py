@@ -1169,6 +1169,53 @@ def _caveats(doc: Page, v: _View) -> None:
     doc.table(["network", "controls' largest move", "reading", "rows `baseline_not_converged`"], moved)
 
 
+LR_EPS = 0.01  # the ε the lr-sensitivity sentence states (the table's smallest where it lacks this one)
+
+
+def _multiplier_words(m: float) -> str:
+    """3 -> '×3', 0.3333 -> '÷3'."""
+    return f"×{m:g}" if m > 1 else f"÷{1 / m:.3g}"
+
+
+def _lr_cost(row: pd.Series, column: str, recovered: str) -> str:
+    return num(float(row[column])) if bool(row[recovered]) and pd.notna(row[column]) else "beyond the budget"
+
+
+def lr_sensitivity_sentence(rows: pd.DataFrame, unit: str) -> str:
+    """One model's sentence from its rows of the lr-sensitivity table: at ε = LR_EPS (else the smallest), the cost
+    of its first and its last layer at the chosen lr and at each multiple of it, in ``unit``."""
+    eps = LR_EPS if (rows["threshold"] == LR_EPS).any() else float(rows["threshold"].min())
+    at = rows[rows["threshold"] == eps]
+    column = "fraction_of_pretrain" if unit == "fraction" else "examples"
+    targets = list(at.sort_values("depth")["target"].unique())
+    parts = []
+    for i, target in enumerate(targets):
+        g = at[at["target"] == target].sort_values("lr_multiplier")
+        first = g.iloc[0]
+        which = "its one layer" if len(targets) == 1 else "the first layer" if i == 0 else "the last layer"
+        start = _lr_cost(first, f"chosen_{column}", "chosen_recovered")
+        if i == 0:
+            start += " of S × E" if unit == "fraction" else " examples"
+            start += f" at the chosen lr ({num(first['chosen_lr'])})"
+        moves = " and ".join(
+            f"to {_lr_cost(r, column, 'recovered')} at {_multiplier_words(r['lr_multiplier'])}" for _, r in g.iterrows()
+        )
+        parts.append(f"{which} (`{target}`) {'moves ' if i == 0 else ''}from {start} {moves}")
+    return f"{rows['model'].iloc[0]}: at ε = {eps:g} the cost of " + "; of ".join(parts) + "."
+
+
+def _lr_sensitivity(doc: Page, v: _View) -> None:
+    """The lr-sensitivity check (``retrain.lr_sensitivity``): one sentence per model; nothing when it is off."""
+    table = v.tables.get("lr_sensitivity")
+    if table is None or not len(table):
+        return
+    doc.p(
+        "How much the retraining lr matters (`retrain.lr_sensitivity`, `answer/lr_sensitivity.parquet`): the first "
+        "network of each model healed again at multiples of the chosen lr, the same budget and evaluations."
+    )
+    doc.ul([lr_sensitivity_sentence(rows, _unit(rows, v.networks)) for _, rows in table.groupby("model", sort=True)])
+
+
 def _related_work(doc: Page, v: _View) -> None:
     """9. What is already known, beside this grid's numbers."""
     doc.h(2, "9. What is already known")
@@ -1211,6 +1258,7 @@ SECTIONS = [
     _aside,
     _damage_similarity,
     _caveats,
+    _lr_sensitivity,
     _related_work,
 ]
 

@@ -99,6 +99,14 @@ def resolve(raw: dict) -> dict:
                         f"layer {layer!r} is out of range for model {model['name']!r} (its layers: "
                         f"{valid[0]} .. {valid[-1]}{'' if len(valid) < 2 or '.' not in valid[-1] else ' and enc.*/dec.*'})",
                     )
+        for j, multiplier in enumerate(model["retrain"]["lr_sensitivity"]):
+            if multiplier == 1:
+                raise ConfigError(
+                    f"{key}.retrain.lr_sensitivity[{j}]"
+                    if "lr_sensitivity" in raw["models"][i].get("retrain", {})
+                    else f"retrain.lr_sensitivity[{j}]",
+                    "1 is the grid's own lr: a multiplier other than 1 (e.g. 3 or 0.3333)",
+                )
         for section in ("pretrain", "retrain"):
             settings = model[section]
             for k in ("eval_every_examples",):

@@ -39,6 +39,7 @@ DEFAULTS: dict = {
         "budget_scratch": None,
         "thresholds": [0.01, 0.02, 0.05, 0.10],
         "resolution": 0.1,
+        "lr_sensitivity": [],
     },
     "eval": {"val_sequences": 256, "batch_size": 64, "confirm_sequences": None},
     "grid": {

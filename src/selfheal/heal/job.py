@@ -147,6 +147,21 @@ def run(
     log.info("job done: %d networks, %d cells", len(networks), len(cells))
 
 
+def network_inputs(
+    source: str, network_dir: str, start_dir: str | None, imported_summary: str | None
+) -> tuple[str, str | None, str, str | None]:
+    """What healing reads of a made network, by source: its trained weights, step-0 weights (None unless built
+    here), pretraining record and pretraining curve (None for a model healed as downloaded)."""
+    network = Path(network_dir)
+    as_downloaded = source == "as_downloaded"
+    return (
+        start_dir if as_downloaded else str(network / "trained"),
+        str(network / "theta0") if source == "scratch" else None,
+        imported_summary if as_downloaded else str(network / "pretrain.json"),
+        None if as_downloaded else str(network / CURVE),
+    )
+
+
 def heal(
     source: str,
     network_cfg: dict,
@@ -169,7 +184,7 @@ def heal(
     matched control as long as the longest of the cells it is matched with, ``earlier``: each with its curve)."""
     if source not in SOURCES:
         raise ValueError(f"source {source!r}: expected one of {SOURCES}")
-    network = Path(network_dir)
+    trained, theta0, summary, curve = network_inputs(source, network_dir, start_dir, imported_summary)
     log.info(
         "cell %s: %s",
         cell,
@@ -188,15 +203,15 @@ def heal(
         eval_cfg,
         [cell],
         tokens_path,
-        start_dir if source == "as_downloaded" else str(network / "trained"),
-        str(network / "theta0") if source == "scratch" else None,
+        trained,
+        theta0,
         baseline,
-        imported_summary if source == "as_downloaded" else str(network / "pretrain.json"),
+        summary,
         out_dir=unit_dir,
         work_dir=unit_work_dir,
         cell_folder=cell_folder,
         threads=threads,
         unit_cells=unit_cells,
         earlier=earlier,
-        pretrain_curve_path=None if source == "as_downloaded" else str(network / CURVE),
+        pretrain_curve_path=curve,
     )

@@ -1,0 +1,225 @@
+"""The lr-sensitivity check (retrain.lr_sensitivity; selfheal.heal.lr_sensitivity, analysis.lr_sensitivity, the
+answer page's sentence): which cells it heals again, that it leaves the grid's settings alone, the sentence, and a
+real Snakemake run of tests/tiny.yaml's tinyB with the key set (tinyA's resets are not damaged beyond ε in the tiny
+run, so only tinyB's one layer shows a cost that an lr can move)."""
+
+import json
+import re
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from selfheal import config, grid
+from selfheal.analysis import answer_page
+from selfheal.heal import lr_sensitivity
+
+ROOT = Path(__file__).resolve().parents[1]
+MULTIPLIERS = [3.0, 0.3333]
+
+
+def _config(**retrain) -> dict:
+    raw = yaml.safe_load((ROOT / "tests" / "tiny.yaml").read_text())
+    raw["models"][0].pop("frozen_random")
+    raw["models"][0]["n_layer"] = 3
+    raw["pretrain"]["seeds"] = [4, 2]
+    raw["grid"].update(seeds=[7, 1], policies=["mlp", "full"], inits=["fresh", "original"], regimes=["layer", "frozen"])
+    raw["retrain"].update(retrain)
+    return config.resolve(raw)
+
+
+def test_cells_are_the_first_and_last_layer_of_the_first_network_and_the_grids_first_settings():
+    cfg = _config(lr_sensitivity=MULTIPLIERS)
+    tiny_a, tiny_b = cfg["models"]
+    first = {"policy": "mlp", "init": "fresh", "regime": "layer", "seed": 7, "pretrain_seed": 4}
+    assert lr_sensitivity.cells(cfg, tiny_a) == [
+        grid.Cell("tinyA", "L0", **first),
+        grid.Cell("tinyA", "L2", **first),
+    ]
+    assert lr_sensitivity.cells(cfg, tiny_b) == [grid.Cell("tinyB", "L0", **first)]  # one layer: one cell
+    assert set(lr_sensitivity.cells(cfg, tiny_a)) <= set(grid.cells(cfg))  # each has its cost at the chosen lr
+    off = _config()
+    assert lr_sensitivity.cells(off, off["models"][0]) == []  # off by default
+
+
+def test_the_key_changes_no_network_or_cell_settings():
+    """A network's settings (every job's param, every staged cell's fingerprint) are the same with the key on or
+    off, and so are the grid's cells: turning it on re-runs no cell."""
+    on, off = _config(lr_sensitivity=MULTIPLIERS), _config()
+    assert on["models"][0]["retrain"]["lr_sensitivity"] == MULTIPLIERS
+    for m_on, m_off in zip(on["models"], off["models"], strict=True):
+        assert grid.network_config(m_on, 4) == grid.network_config(m_off, 4)
+    assert grid.cells(on) == grid.cells(off)
+
+
+def _rows(target, depth, chosen, runs) -> list[dict]:
+    """Rows of the lr-sensitivity table at eps 0.01 (and a 0.05 row that the sentence must not use)."""
+    out = []
+    for multiplier, fraction in runs:
+        for eps, f in ((0.01, fraction), (0.05, 0.001)):
+            out.append(
+                {
+                    "model": "m",
+                    "target": target,
+                    "depth": depth,
+                    "threshold": eps,
+                    "lr_multiplier": multiplier,
+                    "chosen_lr": 0.002,
+                    "recovered": f is not None,
+                    "fraction_of_pretrain": f,
+                    "examples": None if f is None else int(f * 1000),
+                    "chosen_recovered": chosen is not None,
+                    "chosen_fraction_of_pretrain": chosen if eps == 0.01 else 0.001,
+                    "chosen_examples": None if chosen is None else int(chosen * 1000),
+                }
+            )
+    return out
+
+
+def test_sentence_states_each_layer_at_each_multiple_and_censoring():
+    table = pd.DataFrame(
+        _rows("L3", 3, 0.2, [(3.0, None), (0.3333, 0.5)]) + _rows("L0", 0, 0.31, [(3.0, 0.25), (0.3333, 0.52)])
+    )
+    assert answer_page.lr_sensitivity_sentence(table, "fraction") == (
+        "m: at ε = 0.01 the cost of the first layer (`L0`) moves from 0.31 of S × E at the chosen lr (0.002) to "
+        "0.52 at ÷3 and to 0.25 at ×3; of the last layer (`L3`) from 0.2 to 0.5 at ÷3 and to beyond the budget "
+        "at ×3."
+    )
+
+
+# ---- a real run -------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def lr_run(tmp_path_factory, corpus_seed):
+    """tests/tiny.yaml's tinyB (one layer) with retrain.lr_sensitivity, run by the real workflow; and the same
+    config without the key, beside it."""
+    from snakemake_helpers import snakemake
+
+    workdir = tmp_path_factory.mktemp("lr")
+    raw = yaml.safe_load((ROOT / "tests" / "tiny.yaml").read_text())
+    raw["models"] = [m for m in raw["models"] if m["name"] == "tinyB"]
+    off = workdir / "off.yaml"
+    off.write_text(yaml.safe_dump(raw))
+    raw["models"][0]["retrain"] = {"lr_sensitivity": MULTIPLIERS}
+    on = workdir / "config.yaml"
+    on.write_text(yaml.safe_dump(raw))
+    corpus_seed(workdir)
+    proc = snakemake(workdir, on)
+    assert proc.returncode == 0, proc.stderr[-5000:]
+    return workdir, on, off
+
+
+@pytest.mark.e2e
+def test_the_table_has_each_run_beside_the_grids_cost(lr_run):
+    workdir, _, _ = lr_run
+    results = workdir / "results"
+    table = pd.read_parquet(results / "answer" / "lr_sensitivity.parquet")
+    summary = pd.read_parquet(results / "summary.parquet")
+    thresholds = [0.01, 0.02, 0.05, 0.1]  # tests/tiny.yaml's (the defaults)
+    assert sorted(zip(table["target"], table["lr_multiplier"], table["threshold"])) == sorted(
+        ("L0", m, e) for m in MULTIPLIERS for e in thresholds
+    )
+    assert (table["lr"] == 0.01 * table["lr_multiplier"]).all() and (table["chosen_lr"] == 0.01).all()
+    for _, r in table.iterrows():
+        run = results / "lr_sensitivity" / "tinyB" / f"x{r['lr_multiplier']:g}" / "p0" / "frozen" / "s0"
+        record = json.loads((run / "L0-full-fresh" / "recovery.json").read_text())
+        (rec,) = [x for x in record["recoveries"] if x["threshold"] == r["threshold"]]
+        assert (bool(r["recovered"]), r["examples_lo"]) == (rec["recovered"], rec["examples_lo"])
+        assert record["budget_examples"] == r["budget_examples"]
+        grid_row = summary[
+            (summary["target"] == "L0") & (summary["init"] == "fresh") & (summary["threshold"] == r["threshold"])
+        ].iloc[0]
+        assert bool(r["chosen_recovered"]) == bool(grid_row["recovered"])
+        assert r["chosen_examples"] == grid_row["examples"]
+        assert grid_row["budget_examples"] == r["budget_examples"]  # the same budget as the grid's cell
+        if r["recovered"] and grid_row["recovered"] and grid_row["examples"] > 0:
+            assert r["ratio"] == pytest.approx(rec["examples"] / grid_row["examples"])
+        else:  # censored, or not damaged beyond eps at the chosen lr (a cost of 0): no ratio
+            assert pd.isna(r["ratio"])
+    # the lr-sensitivity runs are no rows of the grid's tables
+    assert len(summary) == 4 * 4 and not summary["target"].isna().any()
+
+
+@pytest.mark.e2e
+def test_each_run_trained_at_its_own_lr(lr_run):
+    """The same reset (damage bit for bit the grid cell's), then a different descent at each lr; a smaller lr moves
+    the loss less in the first evaluation interval."""
+    workdir, _, _ = lr_run
+    results = workdir / "results"
+    cell = "p0/frozen/s0/L0-full-fresh"
+    base = pd.read_parquet(results / "cells" / "tinyB" / cell / "curve.parquet")
+    runs = {
+        m: pd.read_parquet(results / "lr_sensitivity" / "tinyB" / f"x{m:g}" / cell / "curve.parquet")
+        for m in MULTIPLIERS
+    }
+    damage = json.loads((results / "cells" / "tinyB" / cell / "damage.json").read_text())["damaged_loss"]
+    first = {}
+    for m, curve in runs.items():
+        assert curve["val_loss"].iloc[0] == base["val_loss"].iloc[0] == damage
+        at = curve[curve["replay"].eq(False) & (curve["examples"] == 64)]["val_loss"].iloc[0]
+        first[m] = at
+    chosen = base[base["replay"].eq(False) & (base["examples"] == 64)]["val_loss"].iloc[0]
+    assert len({first[3.0], first[0.3333], chosen}) == 3
+    assert damage - first[0.3333] < damage - chosen  # a third of the lr: less of the damage undone at first
+
+
+@pytest.mark.e2e
+def test_the_page_says_the_tables_numbers(lr_run):
+    workdir, _, _ = lr_run
+    results = workdir / "results"
+    table = pd.read_parquet(results / "answer" / "lr_sensitivity.parquet")
+    page = (results / "answer.md").read_text()
+    (line,) = [x for x in page.splitlines() if x.startswith("- tinyB: at ε = 0.01")]
+    at = table[table["threshold"] == 0.01].set_index("lr_multiplier")
+
+    def said(x, recovered):
+        return float(x) if recovered else None
+
+    m = re.fullmatch(
+        r"- tinyB: at ε = 0\.01 the cost of its one layer \(`L0`\) moves from (\S+) of S × E at the chosen lr "
+        r"\(0\.01\) to (.+) at ÷3 and to (.+) at ×3\.",
+        line,
+    )
+    assert m, line
+    chosen, third, triple = m.groups()
+    expected = [
+        (chosen, at.loc[3.0, "chosen_fraction_of_pretrain"], at.loc[3.0, "chosen_recovered"]),
+        (third, at.loc[0.3333, "fraction_of_pretrain"], at.loc[0.3333, "recovered"]),
+        (triple, at.loc[3.0, "fraction_of_pretrain"], at.loc[3.0, "recovered"]),
+    ]
+    for text, value, recovered in expected:
+        if recovered:
+            assert abs(float(text) - value) <= max(5e-4, 5e-3 * abs(value)) + 1e-12, (text, value)  # 3 digits
+        else:
+            assert text == "beyond the budget"
+
+
+@pytest.mark.e2e
+def test_turning_the_key_off_reruns_no_cell(lr_run):
+    """Without the key the same folder's grid is up to date: only the answer (its input list changed) would run."""
+    from snakemake_helpers import snakemake
+
+    workdir, _, off = lr_run
+    proc = snakemake(workdir, off, "-n")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rules = set(re.findall(r"^(?:local)?rule (\w+):", proc.stdout + proc.stderr, re.M))
+    assert rules <= {"answer", "all"}, rules
+
+
+def test_nothing_on_the_page_when_the_check_is_off():
+    """No table (the key off: the answer rule gets none) or an empty one: no block on the page; a table: one
+    paragraph and one sentence per model."""
+    import types
+
+    from selfheal.analysis.page import Page
+
+    rows = pd.DataFrame(_rows("L0", 0, 0.31, [(3.0, 0.25)]))
+    networks = pd.DataFrame({"model": ["m"], "source": ["scratch"]})
+    rows["pretrain_examples"] = 1000
+    for tables, blocks in (({}, 0), ({"lr_sensitivity": rows.iloc[:0]}, 0), ({"lr_sensitivity": rows}, 2)):
+        doc = Page()
+        answer_page._lr_sensitivity(doc, types.SimpleNamespace(tables=tables, networks=networks))
+        assert len(doc.blocks) == blocks
+    assert doc.blocks[1] == ("ul", [answer_page.lr_sensitivity_sentence(rows, "fraction")])
