@@ -159,7 +159,7 @@ def main() -> None:
 
 def publish_plateau(table: pd.DataFrame, rows, wall: float, a, out: Path) -> None:
     lines = [
-        "| N | D | lr | S | E | examples | core-s | val loss | at 1.5 × E | gain | bigram margin | fully trained |",
+        "| N | D | lr | S | E | examples | wall s | val loss | at 1.5 × E | gain | bigram margin | fully trained |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in table.itertuples():

@@ -44,6 +44,7 @@ DOCUMENTED = dict(
     epochs=16,
     candidates="adamw:3e-3,adamw:1e-3,schedulefree:3e-3,schedulefree:1e-2",
     budget_scratch=1.25,
+    pretrain_lr=6e-3,
 )
 
 
@@ -59,7 +60,9 @@ def model_config(a) -> dict:
             "context": 64,
         }
     ]
-    raw["pretrain"].update(epochs=a.epochs, train_sequences=a.train_sequences, seeds=[0], plateau_check=None)
+    raw["pretrain"].update(
+        epochs=a.epochs, train_sequences=a.train_sequences or None, seeds=[0], plateau_check=None, lr=a.pretrain_lr
+    )
     raw["eval"]["confirm_sequences"] = 0
     cfg = config.resolve(raw)
     return grid.network_config(cfg["models"][0], 0), cfg["eval"]
@@ -69,7 +72,9 @@ def network(a, results: Path):
     """The trained network (pretrained here once per settings): (folder, baseline loss, from-scratch examples to
     baseline x (1 + eps_min))."""
     model_cfg, eval_cfg = model_config(a)
-    folder = results / "sweep" / "networks" / f"n{a.n_layer}-d{a.d_model}-S{a.train_sequences}-E{a.epochs}"
+    S = a.train_sequences or "all"
+    lr = "" if a.pretrain_lr == DOCUMENTED["pretrain_lr"] else f"-lr{a.pretrain_lr:g}"
+    folder = results / "sweep" / "networks" / f"n{a.n_layer}-d{a.d_model}-S{S}-E{a.epochs}{lr}"
     tokens = str(results / "corpus" / "bpe" / "tokens.safetensors")
     if not (folder / "baseline.json").is_file():
         folder.mkdir(parents=True, exist_ok=True)
@@ -207,8 +212,9 @@ def main() -> None:
 def report(a, rows: pd.DataFrame, minutes: float) -> None:
     """The block: the table and how it was measured."""
     _, base, scratch = network(a, a.results)
+    S = f"{a.train_sequences:,}" if a.train_sequences else "the whole train split"
     text = (
-        table(rows) + f"\n\nNetwork: GPT-2 N = {a.n_layer}, D = {a.d_model}, S = {a.train_sequences:,} × E = "
+        table(rows) + f"\n\nNetwork: GPT-2 N = {a.n_layer}, D = {a.d_model}, S = {S} × E = "
         f"{a.epochs} (baseline {base:.3f}; from scratch to baseline × 1.01: {scratch:,.0f} examples); budget "
         f"{a.budget_scratch:g} × that; cost as a fraction of S × E (and × the from-scratch cost). "
         f"{len(rows)} runs, {a.workers} at a time, {minutes:.0f} minutes on {machine()} "
