@@ -647,7 +647,10 @@ def _headline(doc: Page, v: _View) -> None:
 def _cost_section(doc: Page, v: _View) -> None:
     """1. cost per layer"""
     surv, settings, links = v.surv, v.settings, v.plot_links
-    here, _ = _origins(v, v.layers)
+    if len(v.layers):
+        here, _ = _origins(v, v.layers)
+    else:  # no reported cells: the networks say whether any was pretrained here
+        here = "source" not in v.networks or bool((v.networks["source"].fillna("scratch") == "scratch").any())
     of = "of S × E" if here else "data"
     doc.h(2, f"1. How much {of} does a single reset layer need to get back within ε?")
     doc.p(
