@@ -35,6 +35,7 @@ from selfheal.records import Baseline, PretrainSummary
 from selfheal.training import pretrain, setup
 
 MARKER = "retrain-sweep"
+CONTROLS_MARKER = "retrain-controls"
 PAGE = ROOT / "docs" / "method.md"
 EPS = (0.01, 0.05)
 DOCUMENTED = dict(
@@ -45,6 +46,12 @@ DOCUMENTED = dict(
     candidates="adamw:3e-3,adamw:1e-3,schedulefree:3e-3,schedulefree:1e-2",
     budget_scratch=1.25,
     pretrain_lr=6e-3,
+)
+
+
+# The matched controls alone (--controls-only) on a network at its validation minimum (block retrain-controls).
+CONTROLS_DOCUMENTED = dict(
+    DOCUMENTED, d_model=48, epochs=24, candidates="schedulefree:3e-3,schedulefree:1e-3", pretrain_lr=6e-3
 )
 
 
@@ -189,8 +196,15 @@ def main() -> None:
     parser.add_argument("--no-controls", action="store_true", help="heal the reset cells only")
     parser.add_argument("--controls-only", action="store_true", help="retrain the matched controls only (drift)")
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument(
+        "--republish", action="store_true", help="write the block from the rows these options saved, without training"
+    )
     add_write_flag(parser)
     a = parser.parse_args()
+    suffix = ("" if a.init == "fresh" else "_" + a.init) + ("_controls" if a.controls_only else "")
+    out = a.results / "sweep" / f"retrain_sweep{suffix}.parquet"
+    if a.republish:
+        return report(a, pd.read_parquet(out), None)
     network(a, a.results)  # pretrained once, before the workers read it
     n_layer = a.n_layer
     jobs = [
@@ -202,14 +216,12 @@ def main() -> None:
     t0 = time.perf_counter()
     with concurrent.futures.ProcessPoolExecutor(a.workers) as pool:
         rows = pd.DataFrame(list(pool.map(run_cell, jobs)))
-    suffix = ("" if a.init == "fresh" else "_" + a.init) + ("_controls" if a.controls_only else "")
-    out = a.results / "sweep" / f"retrain_sweep{suffix}.parquet"
     rows.to_parquet(out)
     report(a, rows, (time.perf_counter() - t0) / 60)
     print(f"written: {out}")
 
 
-def report(a, rows: pd.DataFrame, minutes: float) -> None:
+def report(a, rows: pd.DataFrame, minutes: float | None) -> None:
     """The block: the table and how it was measured."""
     _, base, scratch = network(a, a.results)
     S = f"{a.train_sequences:,}" if a.train_sequences else "the whole train split"
@@ -217,9 +229,16 @@ def report(a, rows: pd.DataFrame, minutes: float) -> None:
         table(rows) + f"\n\nNetwork: GPT-2 N = {a.n_layer}, D = {a.d_model}, S = {S} × E = "
         f"{a.epochs} (baseline {base:.3f}; from scratch to baseline × 1.01: {scratch:,.0f} examples); budget "
         f"{a.budget_scratch:g} × that; cost as a fraction of S × E (and × the from-scratch cost). "
-        f"{len(rows)} runs, {a.workers} at a time, {minutes:.0f} minutes on {machine()} "
-        "(`.venv/bin/python benchmarks/retrain_sweep.py results`)."
+        f"{len(rows)} runs, {a.workers} at a time"
+        + (f", {minutes:.0f} minutes" if minutes is not None else "")
+        + f" on {machine()} (`.venv/bin/python benchmarks/retrain_sweep.py results"
+        + (" --controls-only" if a.controls_only else "")
+        + "`, with the options above)."
     )
+    if a.controls_only:
+        documented = all(getattr(a, k) == v for k, v in CONTROLS_DOCUMENTED.items()) and a.init == "fresh"
+        why_not = None if documented else "options other than documented"
+        return publish(CONTROLS_MARKER, text, not a.no_write, page=PAGE, why_not=why_not)
     documented = all(getattr(a, k) == v for k, v in DOCUMENTED.items()) and a.init == "fresh" and not a.no_controls
     documented = documented and not a.controls_only
     publish(MARKER, text, not a.no_write, page=PAGE, why_not=None if documented else "options other than documented")
