@@ -35,7 +35,6 @@ from selfheal.records import Baseline, PretrainSummary
 from selfheal.training import pretrain, setup
 
 MARKER = "retrain-sweep"
-CONTROLS_MARKER = "retrain-controls"
 PAGE = ROOT / "docs" / "method.md"
 EPS = (0.01, 0.05)
 DOCUMENTED = dict(
@@ -47,10 +46,6 @@ DOCUMENTED = dict(
     budget_scratch=1.25,
     pretrain_lr=6e-3,
 )
-
-
-# The matched controls alone (--controls-only) on a network at its validation minimum (block retrain-controls).
-CONTROLS_DOCUMENTED = dict(DOCUMENTED, candidates="schedulefree:3e-3,schedulefree:1e-3")
 
 
 def model_config(a) -> dict:
@@ -233,10 +228,6 @@ def report(a, rows: pd.DataFrame, minutes: float | None) -> None:
         + (" --controls-only" if a.controls_only else "")
         + "`, with the options above)."
     )
-    if a.controls_only:
-        documented = all(getattr(a, k) == v for k, v in CONTROLS_DOCUMENTED.items()) and a.init == "fresh"
-        why_not = None if documented else "options other than documented"
-        return publish(CONTROLS_MARKER, text, not a.no_write, page=PAGE, why_not=why_not)
     documented = all(getattr(a, k) == v for k, v in DOCUMENTED.items()) and a.init == "fresh" and not a.no_controls
     documented = documented and not a.controls_only
     publish(MARKER, text, not a.no_write, page=PAGE, why_not=None if documented else "options other than documented")
