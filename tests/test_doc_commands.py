@@ -20,11 +20,12 @@ from pathlib import Path
 
 import pytest
 import yaml
+from snakemake_helpers import pythonpath
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 STARTS = (".venv/bin/", "snakemake ", "bash ")
-ENV = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "HF_HUB_OFFLINE": "1", "SLURM_CONF": "/dev/null"}
+ENV = {**os.environ, "PYTHONPATH": pythonpath(), "HF_HUB_OFFLINE": "1", "SLURM_CONF": "/dev/null"}
 
 
 def documented_commands() -> list[tuple[str, str]]:

@@ -13,6 +13,7 @@ from selfheal.heal import prefix_cache
 from selfheal.heal import reset
 from selfheal.training import loop
 from selfheal.training import state
+from selfheal.training.hardware import Hardware
 from selfheal.training import setup as training_setup
 
 
@@ -41,6 +42,7 @@ def _run(tmp_path, model_cfg, eval_cfg, cache):
         max_examples=160,
         warmup_steps=2,
         data_seed=0,
+        hardware=Hardware(**CPU),  # compared with the cached run to 1e-5
     )
     training_setup.seed_everything(0)
     result = loop.run(
@@ -92,7 +94,14 @@ def test_cache_deeper_than_a_trainable_tensor_is_refused(setup):
     family = families.for_model(model)
     names = reset.target_names(model, family, "L1", "full")
     settings = state.Settings(
-        lr=1e-2, batch_size=16, weight_decay=0.0, grad_clip=1.0, eval_every_examples=32, max_examples=32, warmup_steps=2
+        lr=1e-2,
+        batch_size=16,
+        weight_decay=0.0,
+        grad_clip=1.0,
+        eval_every_examples=32,
+        max_examples=32,
+        warmup_steps=2,
+        hardware=Hardware(**CPU),
     )
     with pytest.raises(ValueError, match="depth 2"):
         loop.run(

@@ -108,3 +108,40 @@ def test_fresh_draws_depend_on_seed(trained_model, adapter):
     key = "transformer.h.0.attn.c_attn.weight"
     assert not torch.equal(a[key], b[key])
     assert torch.equal(a[key], c[key])
+
+
+GPU = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (runs on a machine with a GPU)")
+
+
+@GPU
+def test_a_reset_draws_the_same_numbers_on_a_gpu(tiny_model):
+    """A cell's fresh weights come from its CPU generator whatever the model's device: the same seed gives the same
+    tensors on a GPU as on the CPU (a CUDA tensor cannot be drawn from a CPU generator)."""
+    from selfheal.models import families
+
+    cpu = trained_like(tiny_model)
+    gpu = trained_like(type(tiny_model)(tiny_model.config)).cuda()
+    gpu.load_state_dict(cpu.state_dict())
+    family = families.for_model(cpu)
+    drawn = [reset.draw(m, family, "L1", "full", "fresh", 3) for m in (cpu, gpu)]
+    assert drawn[0] == drawn[1]
+    for name, tensor in cpu.state_dict().items():
+        assert torch.equal(tensor, gpu.state_dict()[name].cpu()), name
+
+
+@GPU
+def test_an_encoder_swap_on_a_gpu_stays_on_it():
+    """The swapped-in encoder and its projection are built where the model lives, with the CPU's numbers."""
+    from conftest import SPECIAL
+
+    from selfheal import models
+    from selfheal.models import families
+
+    cfg = {"name": "b", "arch": "bart", "n_layer": 2, "d_model": 16, "n_head": 2, "context": 16, "dropout": 0.0}
+    cpu = trained_like(models.build(cfg, SPECIAL, seed=0))
+    gpu = trained_like(models.build(cfg, SPECIAL, seed=0)).cuda()
+    family = families.for_model(cpu)
+    names = [reset.draw(m, family, "swap32", "full", "fresh", 0) for m in (cpu, gpu)]
+    assert names[0] == names[1] and {p.device.type for p in gpu.parameters()} == {"cuda"}
+    for name, tensor in cpu.state_dict().items():
+        assert torch.equal(tensor, gpu.state_dict()[name].cpu()), name

@@ -14,7 +14,7 @@ import psutil
 import pytest
 import torch
 import yaml
-from snakemake_helpers import ROOT, snakemake
+from snakemake_helpers import ROOT, snakemake, pythonpath
 
 pytestmark = pytest.mark.e2e
 
@@ -65,7 +65,7 @@ def _start(workdir, stderr=subprocess.DEVNULL):
         *TABLES,
     ]
     return subprocess.Popen(
-        cmd, stdout=subprocess.DEVNULL, stderr=stderr, env={**os.environ, "PYTHONPATH": str(ROOT / "src")}
+        cmd, stdout=subprocess.DEVNULL, stderr=stderr, env={**os.environ, "PYTHONPATH": pythonpath()}
     )
 
 

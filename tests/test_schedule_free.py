@@ -8,6 +8,8 @@ import torch
 
 from selfheal.heal import reset
 from selfheal.training import evaluation, loop, objectives, state
+from selfheal.training.hardware import Hardware
+from conftest import CPU
 
 CAUSAL = objectives.CausalLM({"vocab_size": 64, "eos": 0, "pad": 1, "mask": 2})
 
@@ -23,6 +25,7 @@ def _settings(**kw):
         warmup_steps=2,
         data_seed=0,
         optimizer="schedulefree",
+        hardware=Hardware(**CPU),  # numbers compared to 1e-6 and tensors bit for bit
     )
     return state.Settings(**{**base, **kw})
 

@@ -14,7 +14,7 @@ from collections import Counter
 import pandas as pd
 import pytest
 import yaml
-from snakemake_helpers import ROOT
+from snakemake_helpers import ROOT, pythonpath
 
 pytestmark = [pytest.mark.slurm, pytest.mark.e2e]
 
@@ -142,7 +142,7 @@ def test_grouped_workflow_runs_through_slurm_and_matches_a_local_run(cluster, tm
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+        env={**os.environ, "PYTHONPATH": pythonpath()},
     )
     profile = _profile(tmp_path)
 
@@ -161,7 +161,7 @@ def test_grouped_workflow_runs_through_slurm_and_matches_a_local_run(cluster, tm
             str(profile),
         ]
         proc = subprocess.run(
-            cmd, capture_output=True, text=True, timeout=600, env={**_slurm_env(), "PYTHONPATH": str(ROOT / "src")}
+            cmd, capture_output=True, text=True, timeout=600, env={**_slurm_env(), "PYTHONPATH": pythonpath()}
         )
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
 

@@ -82,8 +82,10 @@ class BART(Family):
             {**old.to_dict(), "d_model": d_model, "encoder_attention_heads": heads, "encoder_ffn_dim": 4 * d_model}
         )
         config._attn_implementation = old._attn_implementation
-        model.model.encoder = BartEncoder(config)
-        setattr(model, SWAP_PROJECTION, nn.Linear(d_model, old.d_model))
+        # built where the model lives (a swap on a GPU gets a GPU encoder); fresh_init_ draws its values below
+        anchor = next(model.parameters())
+        model.model.encoder = BartEncoder(config).to(device=anchor.device, dtype=anchor.dtype)
+        setattr(model, SWAP_PROJECTION, nn.Linear(d_model, old.d_model).to(device=anchor.device, dtype=anchor.dtype))
         new = [n for n, _ in model.named_parameters() if n.startswith((_ENC, SWAP_PROJECTION))]
         cross = [
             n

@@ -123,7 +123,12 @@ class Family:
                 elif kind == "bias" or p.ndim < 2:
                     nn.init.zeros_(p)
                 else:
-                    nn.init.normal_(p, 0.0, self.std_for(model, name), generator=generator)
+                    # drawn on the CPU, where the cell's generator lives, then copied: a cell's fresh weights are
+                    # the same numbers on every device (a CUDA tensor cannot be drawn from a CPU generator)
+                    draw = torch.empty(p.shape, dtype=p.dtype).normal_(
+                        0.0, self.std_for(model, name), generator=generator
+                    )
+                    p.copy_(draw)
                     padding_idx = getattr(module, "padding_idx", None)
                     if isinstance(module, nn.Embedding) and padding_idx is not None:
                         p[padding_idx].zero_()
