@@ -449,3 +449,7 @@ def test_a_layer_never_damaged_beyond_eps_is_not_beyond_the_budget():
     sentence = next(x for x in answer.headline(md).splitlines() if "How much data?" in x)
     pairs = len(surv[(surv["kind"] == "layer") & (surv["threshold"] == 0.05) & (surv["regime"] == "frozen")])
     assert f"(1 of {pairs} pairs were never damaged beyond it: no cost)" in sentence, sentence
+    # the per-layer table of section 1 says so too, not 'n/a [n/a, n/a]'
+    section = md.split("## 1.")[1].split("## 2.")[0]
+    layer_row = next(x for x in section.splitlines() if x.startswith("| gpt2-n2-d64 | L1 "))
+    assert layer_row.split("|")[3].strip() == "not damaged" and "n/a" not in layer_row, layer_row

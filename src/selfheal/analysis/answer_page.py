@@ -67,8 +67,11 @@ def _one(v: float) -> str:
 
 
 def _cost(row: pd.Series, unit: str) -> str:
-    """'0.038 [0.013, 0.070]'; one number where the interval is that number; ``BEYOND`` beyond the budget."""
+    """'0.038 [0.013, 0.070]'; one number where the interval is that number; ``BEYOND`` beyond the budget;
+    ``NOT_DAMAGED`` where no cell of the group left the ε band after the reset (no cost, so no median)."""
     value, lo, hi = (float(row[f"median_{unit}{s}"]) for s in ("", "_lo", "_hi"))
+    if math.isnan(value):
+        return NOT_DAMAGED
     if (math.isinf(value) and math.isinf(lo)) or value == lo == hi:
         return _one(value)
     return f"{_one(value)} [{_one(lo)}, {_one(hi)}]"
