@@ -453,3 +453,19 @@ def test_a_layer_never_damaged_beyond_eps_is_not_beyond_the_budget():
     section = md.split("## 1.")[1].split("## 2.")[0]
     layer_row = next(x for x in section.splitlines() if x.startswith("| gpt2-n2-d64 | L1 "))
     assert layer_row.split("|")[3].strip() == "not damaged" and "n/a" not in layer_row, layer_row
+
+
+def test_a_readme_with_two_headlines_gets_each_from_its_own_page(tmp_path, deeper_costs_more):
+    """A README that carries the headlines of two pages (each block after the line naming its page) has only the
+    named page's block replaced; the other page's block stays as it was."""
+    _, md = deeper_costs_more
+    page = tmp_path / "b.md"
+    page.write_text(md)
+    first = f"{answer.HEADLINE[0]}\nthe first page's headline\n{answer.HEADLINE[1]}"
+    stale = f"{answer.HEADLINE[0]}\na stale headline\n{answer.HEADLINE[1]}"
+    readme = tmp_path / "README.md"
+    readme.write_text(f"# x\n\n{first}\n\ntext\n\n{answer.source_marker(str(page))}\n\n{stale}\n\n## next\n")
+    answer.update_readme(str(page), str(readme))
+    text = readme.read_text()
+    assert first in text and "a stale headline" not in text
+    assert text.index(answer.source_marker(str(page))) < text.index(answer.headline(md))

@@ -56,6 +56,8 @@ def shipped_files(results: Path) -> list[Path]:
     """The files of a finished run that ``ship`` copies, relative to its results_dir."""
     files = [Path(f"{name}.parquet") for name in TABLES] + [Path("answer") / f"{n}.parquet" for n in ANSWER_TABLES]
     files += [Path(PAGE)] + page_figures(results)
+    lr = Path("answer") / f"{LR_SENSITIVITY}.parquet"  # a run with retrain.lr_sensitivity: the page cites it
+    files += [lr] if (results / lr).is_file() else []
     missing = [str(f) for f in files if not (results / f).is_file()]
     if missing:
         raise FileNotFoundError(

@@ -64,11 +64,21 @@ def headline(md_text: str) -> str:
     return md_text[start:end]
 
 
+def source_marker(page_path: str) -> str:
+    """The line that names the page a README headline block is copied from (the block follows it)."""
+    return f"<!-- headline of {page_path} -->"
+
+
 def update_readme(page_path: str, readme_path: str) -> None:
-    """Replace the README's headline block (between the markers) with the page's."""
+    """Replace the README's headline block (between the markers) with the page's: the block after the line
+    ``source_marker(page_path)`` where the README has one (a README may carry the headlines of several pages),
+    else the first block."""
     block = headline(Path(page_path).read_text())
     text = Path(readme_path).read_text()
-    start, end = text.index(HEADLINE[0]), text.index(HEADLINE[1]) + len(HEADLINE[1])
+    marker = source_marker(page_path)
+    after = text.index(marker) + len(marker) if marker in text else 0
+    start = text.index(HEADLINE[0], after)
+    end = text.index(HEADLINE[1], start) + len(HEADLINE[1])
     Path(readme_path).write_text(text[:start] + block + text[end:])
 
 
@@ -79,7 +89,8 @@ def main(argv: list[str] | None = None) -> None:
         nargs=2,
         metavar=("ANSWER_MD", "README"),
         required=True,
-        help="copy ANSWER_MD's headline into README between its answer:headline markers",
+        help="copy ANSWER_MD's headline into README between its answer:headline markers (those after the line "
+        "'<!-- headline of ANSWER_MD -->' where README has one, else the first)",
     )
     args = parser.parse_args(argv)
     update_readme(*args.readme)

@@ -146,7 +146,13 @@ def _left_out(row: pd.Series, terms=None) -> list[str]:
 
 
 def _clusters_sentence(networks: pd.DataFrame) -> str:
-    per_model = networks.groupby("model")["pretrain_seed"].nunique()
+    """How many pretrained networks per model the intervals resample: those the estimates use (neither degenerate
+    nor off their plateau), or every network where none is usable (the page then answers nothing)."""
+    used = networks
+    for flag in ("degenerate", "off_plateau"):
+        if flag in used.columns:
+            used = used[~used[flag].fillna(False).astype(bool)]
+    per_model = (used if len(used) else networks).groupby("model")["pretrain_seed"].nunique()
     least = int(per_model.min()) if len(per_model) else 0
     if least <= 1:
         return (
@@ -157,6 +163,7 @@ def _clusters_sentence(networks: pd.DataFrame) -> str:
     if least < 5:
         return (
             f"Intervals (95 %) resample the pretrained networks, only {counts} per model: read directions, not digits."
+            + (" With two, a median is the faster network's cost." if least == 2 else "")
         )
     return f"Intervals (95 %) resample the pretrained networks ({counts} per model)."
 
@@ -612,7 +619,16 @@ def _headline(doc: Page, v: _View) -> None:
             f"{m} ({len(g)} of its networks: {_reasons(g)})" for m, g in degenerate.groupby("model", sort=True)
         )
         items.append(f"**Left out** of every number above (flagged degenerate): {named}.")
-    items.append(f"**How sure?** {_clusters_sentence(v.networks)}")
+    eps_min, worst = _control_worst(v)
+    beyond = {m: w for m, w in worst.items() if abs(w) > eps_min / 4}
+    drift_words = (
+        f" Retraining alone moves an intact network by more than ε_min / 4 = {100 * eps_min / 4:g} % in "
+        + ", ".join(f"{m} (up to {signed_pct(w)})" for m, w in beyond.items())
+        + f": its costs at ε = {_eps_words(eps_min)} lean high (§8)."
+        if beyond
+        else (f" Retraining alone keeps an intact network within ± {100 * eps_min / 4:g} % (§8)." if len(worst) else "")
+    )
+    items.append(f"**How sure?** {_clusters_sentence(v.networks)}{drift_words}")
     doc.ul(items)
     here, brought = _origins(v, rows)
     legend = {
@@ -1103,6 +1119,47 @@ def _drift_reading(mine: pd.DataFrame) -> str:
     return "raised" if float(ends[np.abs(ends).argmax()]) > 0 else "lowered"
 
 
+def _control_worst(v: _View) -> tuple[float, pd.Series]:
+    """eps_min and, per model, the matched controls' largest move from the baseline at any evaluation (signed; the
+    networks the estimates use); empty where the drift table has no ``drift_worst`` (tables written before it)."""
+    drift = v.tables.get("control_drift", pd.DataFrame())
+    if "drift_worst" not in drift.columns or not len(drift) or not len(v.summary):
+        return math.nan, pd.Series(dtype=float)
+    used = v.networks
+    for flag in ("degenerate", "off_plateau"):
+        if flag in used.columns:
+            used = used[~used[flag].fillna(False).astype(bool)]
+    keys = set(zip(used["model"], used["pretrain_seed"]))
+    drift = drift[[(m, p) in keys for m, p in zip(drift["model"], drift["pretrain_seed"])]].dropna(
+        subset=["drift_worst"]
+    )
+    worst = drift.groupby("model")["drift_worst"].agg(lambda d: d.iloc[np.abs(d.to_numpy()).argmax()])
+    return float(v.summary["threshold"].min()), worst
+
+
+def _controls_sentence(v: _View) -> str:
+    """Whether retraining alone leaves an intact network at its baseline: the matched controls' worst move per model
+    against eps_min / 4 (the method's bound), or '' where the drift table cannot say."""
+    eps_min, worst = _control_worst(v)
+    if not len(worst):
+        return ""
+    bound = eps_min / 4
+    inside = [f"{m} ({signed_pct(w)})" for m, w in worst.items() if abs(w) <= bound]
+    outside = [f"{m} ({signed_pct(w)})" for m, w in worst.items() if abs(w) > bound]
+    text = (
+        f"Retraining alone (the matched no-reset controls: the reset tensors retrained from their trained values) "
+        f"moved an intact network's loss at most ± ε_min / 4 = {100 * bound:g} % at every evaluation"
+    )
+    if not outside:
+        return text + f" in every model (worst: {', '.join(inside)})."
+    return (
+        text
+        + (f" in {', '.join(inside)}" if inside else " in no model")
+        + f"; more in {', '.join(outside)}: there a healed layer also has to overcome what the retraining itself "
+        f"adds, so its costs at ε = {_eps_words(eps_min)} lean high."
+    )
+
+
 def _caveats(doc: Page, v: _View) -> None:
     """8. caveats"""
     flags, degenerate, summary, networks, tables = v.flags, v.degenerate, v.summary, v.networks, v.tables
@@ -1127,6 +1184,7 @@ def _caveats(doc: Page, v: _View) -> None:
         f"fell more than ε_min/2 below the baseline: partly further training; kept, flagged), and {moved} "
         f"have a matched control that moved more than ε from the baseline by the cell's crossing."
     )
+    items += [_controls_sentence(v)] if _controls_sentence(v) else []
     if len(flags):
         params = flags["n_params"].astype(float)
         tokens = pd.to_numeric(flags["pretrain_tokens"], errors="coerce")
@@ -1160,7 +1218,13 @@ def _caveats(doc: Page, v: _View) -> None:
             [name, signed_pct(largest), _drift_reading(mine), f"{r['n_baseline_not_converged']} of {r['n_rows']}"]
         )
     doc.p(
-        f"{len(off)} networks were still improving at the end of pretraining (off their plateau). The same "
+        f"{len(off)} of {len(flags)} networks were still improving at the end of pretraining (off their plateau"
+        + (
+            f": {', '.join(f'{r.model} seed {r.pretrain_seed}' for r in off.itertuples())}"
+            if len(off) <= OFF_NAMED
+            else ""
+        )
+        + "); they are left out of every estimate. The same "
         f"retraining applied to the intact network (its matched no-reset controls: `answer/control_drift.parquet`, "
         f"and `control_loss` in summary.parquet) moved "
         f"the loss by less than ε_min / 2 = {100 * eps_min / 2:g} % for "
@@ -1174,6 +1238,8 @@ def _caveats(doc: Page, v: _View) -> None:
     )
     doc.table(["network", "controls' largest move", "reading", "rows `baseline_not_converged`"], moved)
 
+
+OFF_NAMED = 6  # networks off their plateau named one by one in the caveats, up to this many
 
 LR_EPS = 0.01  # the ε the lr-sensitivity sentence states (the table's smallest where it lacks this one)
 

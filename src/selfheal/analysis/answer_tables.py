@@ -126,6 +126,7 @@ CONTROL_DRIFT_COLUMNS = [
     "drift_median",
     "drift_min",
     "drift_max",
+    "drift_worst",
 ]
 SIZE_ORDERING_COLUMNS = [
     "model_a",
@@ -529,6 +530,8 @@ def control_drift(curves: pd.DataFrame, networks: pd.DataFrame) -> pd.DataFrame:
         baseline = float(net["baseline_loss"].iloc[0])
         ends = group.sort_values("examples").groupby(["target", "policy", "seed"]).tail(1)
         drift = ends["val_loss"].astype(float) / baseline - 1
+        # every evaluation after the start, not only the ends: the largest move either way
+        along = group[group["examples"].astype(float) > 0]["val_loss"].astype(float) / baseline - 1
         out.append(
             {
                 "model": model,
@@ -540,6 +543,7 @@ def control_drift(curves: pd.DataFrame, networks: pd.DataFrame) -> pd.DataFrame:
                 "drift_median": float(drift.median()),
                 "drift_min": float(drift.min()),
                 "drift_max": float(drift.max()),
+                "drift_worst": float(along.iloc[np.abs(along.to_numpy()).argmax()]) if len(along) else math.nan,
             }
         )
     return pd.DataFrame(out, columns=CONTROL_DRIFT_COLUMNS)
