@@ -35,6 +35,10 @@ from selfheal.records import Baseline, PretrainSummary
 from selfheal.training import pretrain, setup
 
 MARKER = "retrain-sweep"
+# reset as deletion (--init zero_out --no-controls --candidates schedulefree:1e-3): the chosen retraining on the same
+# network, the reset layer starting at zero output; its controls are the fresh sweep's (they reset nothing)
+ZERO_OUT_MARKER = "retrain-zero-out"
+ZERO_OUT_CANDIDATES = "schedulefree:1e-3"
 PAGE = ROOT / "docs" / "method.md"
 EPS = (0.01, 0.05)
 DOCUMENTED = dict(
@@ -172,8 +176,9 @@ def table(rows: pd.DataFrame) -> str:
 
         drift = controls["worst_drift"].max()
         lo, hi = controls["drift_min"].min(), controls["drift_max"].max()
+        drift_words = f"{100 * drift:.2f} % ({100 * lo:+.2f} to {100 * hi:+.2f})" if len(controls) else "not run"
         lines.append(
-            f"| {opt} | {lr:g} | {100 * drift:.2f} % ({100 * lo:+.2f} to {100 * hi:+.2f}) | "
+            f"| {opt} | {lr:g} | {drift_words} | "
             f"{cost(first, 0.01)} | {cost(last, 0.01)} | {cost(first, 0.05)} | {cost(last, 0.05)} | "
             f"{g['s_per_step'].median():.3f} |"
         )
@@ -226,11 +231,17 @@ def report(a, rows: pd.DataFrame, minutes: float | None) -> None:
         + (f", {minutes:.0f} minutes" if minutes is not None else "")
         + f" on {machine()} (`.venv/bin/python benchmarks/retrain_sweep.py results"
         + (" --controls-only" if a.controls_only else "")
+        + (f" --init {a.init} --no-controls --candidates {a.candidates}" if a.init == "zero_out" else "")
         + "`, with the options above)."
     )
-    documented = all(getattr(a, k) == v for k, v in DOCUMENTED.items()) and a.init == "fresh" and not a.no_controls
-    documented = documented and not a.controls_only
-    publish(MARKER, text, not a.no_write, page=PAGE, why_not=None if documented else "options other than documented")
+    same = all(getattr(a, k) == v for k, v in DOCUMENTED.items() if k != "candidates")
+    if a.init == "zero_out":
+        documented = same and a.no_controls and a.candidates == ZERO_OUT_CANDIDATES
+        marker = ZERO_OUT_MARKER
+    else:
+        documented = same and a.candidates == DOCUMENTED["candidates"] and a.init == "fresh" and not a.no_controls
+        documented, marker = documented and not a.controls_only, MARKER
+    publish(marker, text, not a.no_write, page=PAGE, why_not=None if documented else "options other than documented")
 
 
 if __name__ == "__main__":
