@@ -106,3 +106,19 @@ def test_the_readme_carries_its_headline():
     readme = (ROOT / "README.md").read_text()
     marker = answer.source_marker("reference/fully_trained/answer.md")
     assert marker in readme and answer.headline(page) in readme[readme.index(marker) :]
+
+
+def test_the_headline_names_exactly_the_models_whose_controls_move_beyond_eps_min_over_4(run):
+    """'How sure?' names a model when its usable networks' matched controls moved more than eps_min / 4 at some
+    evaluation (from control_drift, recomputed here from the curves), and no other."""
+    curves, networks = run["curves"], run["networks"]
+    usable = networks[~networks["off_plateau"] & ~networks["degenerate"]].set_index(["model", "pretrain_seed"])
+    controls = curves[(curves["kind"] == "recovery") & (curves["init"] == "trained") & (curves["examples"] > 0)]
+    moved = set()
+    for (model, seed), g in controls.groupby(["model", "pretrain_seed"]):
+        if (model, seed) in usable.index:
+            drift = g["val_loss"] / usable.loc[(model, seed), "baseline_loss"] - 1
+            moved |= {model} if (drift.abs() > min(CONFIG["retrain"]["thresholds"]) / 4).any() else set()
+    line = next(x for x in answer.headline((RUN / "answer.md").read_text()).splitlines() if "How sure?" in x)
+    named = {m for m in networks["model"].unique() if m in line.split("Retraining alone")[-1]}
+    assert moved and named == moved, (named, moved)

@@ -145,13 +145,18 @@ def _left_out(row: pd.Series, terms=None) -> list[str]:
     ]
 
 
-def _clusters_sentence(networks: pd.DataFrame) -> str:
-    """How many pretrained networks per model the intervals resample: those the estimates use (neither degenerate
-    nor off their plateau), or every network where none is usable (the page then answers nothing)."""
-    used = networks
+def _estimated(networks: pd.DataFrame) -> pd.DataFrame:
+    """The networks the estimates use: neither degenerate nor off their plateau (``survival.reported``'s rule)."""
     for flag in ("degenerate", "off_plateau"):
-        if flag in used.columns:
-            used = used[~used[flag].fillna(False).astype(bool)]
+        if flag in networks.columns:
+            networks = networks[~networks[flag].fillna(False).astype(bool)]
+    return networks
+
+
+def _clusters_sentence(networks: pd.DataFrame) -> str:
+    """How many pretrained networks per model the intervals resample: those the estimates use, or every network
+    where none is usable (the page then answers nothing)."""
+    used = _estimated(networks)
     per_model = (used if len(used) else networks).groupby("model")["pretrain_seed"].nunique()
     least = int(per_model.min()) if len(per_model) else 0
     if least <= 1:
@@ -1125,10 +1130,7 @@ def _control_worst(v: _View) -> tuple[float, pd.Series]:
     drift = v.tables.get("control_drift", pd.DataFrame())
     if "drift_worst" not in drift.columns or not len(drift) or not len(v.summary):
         return math.nan, pd.Series(dtype=float)
-    used = v.networks
-    for flag in ("degenerate", "off_plateau"):
-        if flag in used.columns:
-            used = used[~used[flag].fillna(False).astype(bool)]
+    used = _estimated(v.networks)
     keys = set(zip(used["model"], used["pretrain_seed"]))
     drift = drift[[(m, p) in keys for m, p in zip(drift["model"], drift["pretrain_seed"])]].dropna(
         subset=["drift_worst"]
@@ -1184,7 +1186,8 @@ def _caveats(doc: Page, v: _View) -> None:
         f"fell more than ε_min/2 below the baseline: partly further training; kept, flagged), and {moved} "
         f"have a matched control that moved more than ε from the baseline by the cell's crossing."
     )
-    items += [_controls_sentence(v)] if _controls_sentence(v) else []
+    controls = _controls_sentence(v)
+    items += [controls] if controls else []
     if len(flags):
         params = flags["n_params"].astype(float)
         tokens = pd.to_numeric(flags["pretrain_tokens"], errors="coerce")
