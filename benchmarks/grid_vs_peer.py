@@ -1,33 +1,40 @@
 """Grid level against the peer: every layer x retrain seed cell of a model, produced the way a user runs selfheal
 (`snakemake`, process start-ups, loading and caches included) against the loop a researcher would write instead:
 one Python process that loads the trained model once and, per cell, re-draws layer L, freezes the rest and runs
-`transformers.Trainer` with a threshold callback. Two peers, each measured side by side with selfheal in one run:
+`transformers.Trainer` with a threshold callback. Under the method the workflow answers with (a config's own
+retraining: schedule-free AdamW evaluated at its averaged weights, and budgets past each network's from-scratch
+cost), both sides use the same optimiser, lr, warm-up, clipping, data order, batch, thread count and budget per
+network (the peer reads each network's budget from selfheal's own summary).
 
 - the *same-information* peer (the target's): it gives what selfheal gives, every threshold's crossing
   (`retrain.thresholds`) located to 10 % of its examples or one step, by a geometric evaluation cadence (every
   step at first, then every 10 % of the steps so far) and stops when the last threshold is crossed;
-- the *one-threshold* peer: it evaluates every `retrain.eval_every_examples` examples and stops at --threshold,
-  located to that interval only (less information than selfheal's).
+- with --one-threshold-peer also the *one-threshold* peer: it evaluates every `retrain.eval_every_examples`
+  examples and stops at --threshold, located to that interval only (less information than selfheal's).
 
-Same cells, data order, batch, lr, warmup, clipping and thread count. Target: selfheal >= 1.3x the
-same-information peer's speed at grid level (every model, start-up included).
+Target: selfheal >= 1.5x the same-information peer's speed at grid level (start-up included), the median of
+--pairs paired runs (selfheal, then the peer, on the same idle machine).
 
-    .venv/bin/python benchmarks/grid_vs_peer.py   # [--models gpt2-n4-d64] [--threads 1] [--threshold 0.01]
-                                                  # [--keep DIR] [--no-write]
+    .venv/bin/python benchmarks/grid_vs_peer.py   # the documented run: config/fully_trained.yaml, gpt2-n2-d48,
+                                                  # pretraining seed 0, one thread, 3 pairs
+    # [--config config/config.yaml --models gpt2-n4-d64 --seeds all] [--threads 1] [--pairs 3] [--threshold 0.01]
+    # [--one-threshold-peer] [--keep DIR] [--no-write]
 
 1. In a fresh folder, the real workflow runs each model's job once (`snakemake --until model`; not timed: both
    sides start from the trained networks), with `grid.controls` (and `grid.matched_controls`) off so that the grid
-   is exactly the layer x seed cells, and `threads` set to --threads. Then the healed cells are removed (their
-   outputs and their staged copies under `results/work/`), the trained networks stay staged.
-2. selfheal, timed: `snakemake --until model --forcerun model --cores <threads>` (wall clock of the whole
-   command): each model's job keeps its staged networks and heals every cell. Then, untimed, `--until aggregate`
-   for the tables. The breakdown of its time comes from Snakemake's job timestamps (benchmarks/snakemake_jobs.py).
-3. Each peer, timed: one `python` process per model (its start-up and imports included), --threads threads.
+   is exactly the layer x seed cells, `pretrain.plateau_check` off (the check trains each network again and is not
+   what is timed) and `threads` set to --threads.
+2. Per pair: the healed cells are removed (their outputs and their staged copies under `results/work/`; the
+   trained networks stay staged); selfheal, timed: `snakemake --until model --forcerun model --cores <threads>`
+   (wall clock of the whole command), each model's job keeping its staged networks and healing every cell; then,
+   untimed, `--until aggregate` for the tables. Then the peer, timed: one `python` process per model (its start-up
+   and imports included), --threads threads. The breakdown of selfheal's time comes from Snakemake's job
+   timestamps (benchmarks/snakemake_jobs.py).
 
-Prints per model and for the grid the wall times and ratios, and per cell the examples to the thresholds of both
-(the one-threshold peer's must agree within one evaluation interval, the same-information peer's within 10 % or
-one step). Reads only the CLI's outputs: `summary.parquet`, `curves.parquet`, and
-the model folder found by name under `results/models/<model>/`.
+Prints per pair and model the wall times and ratios, and per cell the examples to the thresholds of both (the
+one-threshold peer's must agree within one evaluation interval, the same-information peer's within 10 % or one
+step). Reads only the CLI's outputs: `summary.parquet`, `curves.parquet`, and the model folder found by name under
+`results/models/<model>/`.
 """
 
 from __future__ import annotations
@@ -37,6 +44,7 @@ import copy
 import json
 import math
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -52,7 +60,7 @@ from transformers import Trainer, TrainerCallback, TrainingArguments
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(ROOT / "src"))
-from common import add_write_flag, publish, snakemake_env  # noqa: E402
+from common import add_write_flag, machine, publish, snakemake_env  # noqa: E402
 from snakemake_jobs import breakdown, describe  # noqa: E402
 
 from selfheal import config, grid, models  # noqa: E402
@@ -87,17 +95,31 @@ def snakemake(workdir: Path, *args: str) -> float:
     return time.perf_counter() - t0
 
 
-def grid_config(names: list[str], threads: int) -> dict:
-    """config/config.yaml's models (frozen-random variants dropped), layer x seed cells only."""
-    base = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
-    chosen = [{k: v for k, v in m.items() if k != "frozen_random"} for m in base["models"] if m["name"] in names]
+def grid_config(base: Path, names: list[str], threads: int, seeds: list[int] | None) -> dict:
+    """The config file ``base`` (frozen-random variants dropped), layer x seed cells only, its networks trained
+    without the plateau check (not what is timed), in ``results/`` of the work folder."""
+    raw = yaml.safe_load(base.read_text())
+    chosen = [{k: v for k, v in m.items() if k != "frozen_random"} for m in raw["models"] if m["name"] in names]
     if len(chosen) != len(names):
-        sys.exit(f"--models: not all of {names} are in config/config.yaml")
-    cells_only = {"controls": False}
+        sys.exit(f"--models: not all of {names} are in {base}")
+    cells_only = {**raw.get("grid", {}), "controls": False}
     if "matched_controls" in DEFAULTS["grid"]:
         cells_only["matched_controls"] = "none"
+    pretrain = {**raw.get("pretrain", {}), "plateau_check": None}
+    if seeds is not None:
+        pretrain["seeds"] = seeds
+    retrain = {k: v for k, v in raw.get("retrain", {}).items() if k != "lr_sensitivity"}  # the chosen lr only
     # one job per model (job_unit: auto would pick from --cores): the layout this benchmark times
-    return {"models": chosen, "grid": cells_only, "threads": threads, "job_unit": "model"}
+    return {
+        **raw,
+        "models": chosen,
+        "grid": cells_only,
+        "pretrain": pretrain,
+        "retrain": retrain,
+        "threads": threads,
+        "job_unit": "model",
+        "results_dir": "results",
+    }
 
 
 def trained_dir(results: Path, model: str, pretrain_seed: int) -> Path:
@@ -115,7 +137,6 @@ def peer(args) -> None:
     torch.set_num_threads(args.threads)
     job = json.loads(args.peer)
     # the config the workflow ran: its own config file merged over config/config.yaml, as Snakemake merges them
-    # (the default's retrain section, lr 3e-3 and budget 0.25, is not in the benchmark's file)
     cfg = config.resolve(
         merge(
             yaml.safe_load((ROOT / "config" / "config.yaml").read_text()),
@@ -132,7 +153,7 @@ def peer(args) -> None:
     for network in job["networks"]:  # each pretraining seed's trained model
         p = {**model_cfg["pretrain"], "seed": network["pretrain_seed"]}
         train_seqs = setup.train_sequences({**model_cfg, "pretrain": p}, tokens)  # as its heal jobs take them
-        budget = round(r["budget_fraction"] * train_seqs.shape[0] * p["epochs"])
+        budget = network["budget"]  # selfheal's own budget for this network (summary.parquet's budget_examples)
         trained = models.load(network["trained"])
         family = families.for_model(trained)
         thresholds = r["thresholds"] if job["cadence"] == "geometric" else [job["threshold"]]
@@ -260,11 +281,18 @@ def peer_cell(trained, family, train_seqs, val_seqs, model_cfg, ev, budget, limi
     }
 
 
+DOCUMENTED = {"config": "config/fully_trained.yaml", "models": "gpt2-n2-d48", "seeds": "0", "threads": 1}
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--models", default="gpt2-n4-d64", help="comma-separated models of config/config.yaml")
-    parser.add_argument("--threads", type=int, default=1, help="threads (and Snakemake cores) for both sides")
+    parser.add_argument("--config", default=DOCUMENTED["config"], help="the config file whose models and method run")
+    parser.add_argument("--models", default=DOCUMENTED["models"], help="comma-separated models of --config")
+    parser.add_argument("--seeds", default=DOCUMENTED["seeds"], help="pretraining seeds (comma-separated, or all)")
+    parser.add_argument("--threads", type=int, default=DOCUMENTED["threads"], help="threads (and cores) per side")
+    parser.add_argument("--pairs", type=int, default=3, help="paired runs (selfheal, then the peer); the median")
     parser.add_argument("--threshold", type=float, default=0.01)
+    parser.add_argument("--one-threshold-peer", action="store_true", help="also time the one-threshold peer")
     parser.add_argument("--keep", type=Path, default=None, help="work here (reused: pretraining is skipped)")
     add_write_flag(parser)
     parser.add_argument("--peer", default=None, help=argparse.SUPPRESS)
@@ -272,104 +300,127 @@ def main():
     if a.peer:
         return peer(a)
     names = a.models.split(",")
+    seeds = None if a.seeds == "all" else [int(x) for x in a.seeds.split(",")]
     with tempfile.TemporaryDirectory() as tmp:
         workdir = (a.keep or Path(tmp)).resolve()
         workdir.mkdir(parents=True, exist_ok=True)
-        (workdir / "config.yaml").write_text(yaml.safe_dump(grid_config(names, a.threads)))
+        (workdir / "config.yaml").write_text(yaml.safe_dump(grid_config(ROOT / a.config, names, a.threads, seeds)))
         snakemake(workdir, "--until", "model", "--cores", "2")  # trained networks and baselines for both, not timed
         results = workdir / "results"
-        for name in names:  # the healed cells go, the staged networks stay
-            shutil.rmtree(results / "cells" / name, ignore_errors=True)
-            for staged in (results / "work" / name).glob("p*/*"):
-                if staged.name != "network":
-                    shutil.rmtree(staged)
-        since = time.time()
-        ours = snakemake(workdir, "--until", "model", "--forcerun", "model", "--cores", str(a.threads))
-        snakemake(workdir, "--until", "aggregate", "--cores", "2")
-        b = breakdown(workdir, results, since, pretrained=False)
-        summary = pd.read_parquet(results / "summary.parquet")
-        summary = summary[summary["threshold"].round(6) == round(a.threshold, 6)]
-        print(
-            f"selfheal `snakemake --until model --forcerun model --cores {a.threads}`: {ours:.1f} s wall for {len(summary)} cells "
-            f"of {', '.join(names)}; {describe(b, ours, a.threads)}"
-        )
         resolved = config.resolve(
             merge(
                 yaml.safe_load((ROOT / "config" / "config.yaml").read_text()),
                 yaml.safe_load((workdir / "config.yaml").read_text()),
             )
         )
-        everything = pd.read_parquet(results / "summary.parquet")
-        totals = {"interval": 0.0, "geometric": 0.0}
-        for model in names:
-            cells = summary[summary["model"] == model]
-            tokens = next(iter(sorted(results.glob("corpus/bpe/**/tokens.safetensors"))))
-            seeds = sorted(cells["pretrain_seed"].unique()) if "pretrain_seed" in cells else [0]
-            networks = [
-                {
-                    "pretrain_seed": int(ps),
-                    "trained": str(trained_dir(results, model, int(ps))),
-                    "baseline": float(cells[cells.get("pretrain_seed", 0) == ps]["baseline_loss"].iloc[0]),
-                }
-                for ps in seeds
-            ]
-            retrain = grid.model_by_name(resolved, model)["retrain"]
-            interval = retrain["eval_every_examples"]
-            keys = ["pretrain_seed", "target", "seed"] if "pretrain_seed" in cells else ["target", "seed"]
-            share = len(cells) / len(summary)  # selfheal's time for this model: its share of the snakemake wall
-            for cadence in ("interval", "geometric"):
-                job = {
-                    "config": str(workdir / "config.yaml"),
-                    "model": model,
-                    "tokens": str(tokens),
-                    "networks": networks,
-                    "threshold": a.threshold,
-                    "cadence": cadence,
-                }
-                theirs, peer_cells = run_peer(job, a.threads)
-                totals[cadence] += theirs
-                if cadence == "interval":
-                    merged = cells[[*keys, "recovered", "examples"]].merge(peer_cells, on=keys, suffixes=("", "_peer"))
-                    merged["agree"] = [  # both crossed within one interval of each other, or neither crossed
-                        (not rec and (e2 is None or pd.isna(e2)))
-                        or (bool(rec) and e2 is not None and not pd.isna(e2) and abs(e - e2) <= interval)
-                        for rec, e, e2 in zip(merged["recovered"], merged["examples"], merged["examples_peer"])
-                    ]
-                    what = f"one threshold ({a.threshold:g}) to {interval} examples"
-                    agree = f"examples agree within {interval} at {int(merged['agree'].sum())}/{len(merged)} cells"
-                else:
-                    merged = same_information(
-                        everything[everything["model"] == model], peer_cells, keys, retrain["batch_size"]
-                    )
-                    what = f"every threshold ({', '.join(f'{t:g}' for t in retrain['thresholds'])}) to 10 % or a step"
-                    agree = (
-                        f"crossings agree within 10 % or a step at {int(merged['agree'].sum())}/{len(merged)} "
-                        f"cell-thresholds; {int(peer_cells['evaluations'].sum())} peer evaluations"
-                    )
-                print(
-                    f"\n{model}, {cadence} peer ({what}): peer {theirs:.1f} s (one process, Trainer + callback, "
-                    f"{a.threads} thread(s)), selfheal {ours * share:.1f} s (snakemake) -> selfheal "
-                    f"{theirs / (ours * share):.2f}x the peer's speed; {agree}"
-                )
-                print(
-                    merged.drop(columns=["crossings"], errors="ignore")
-                    .rename(columns={"wall_s": "peer_cell_s"})
-                    .to_string(index=False)
-                )
-        figure = (
-            f"Grid level ({', '.join(names)}; {len(summary)} cells, {a.threads} thread(s), start-up included): "
-            f"selfheal {ours:.1f} s; the same-information peer (every threshold to 10 % or a step) "
-            f"{totals['geometric']:.1f} s: **{totals['geometric'] / ours:.2f}x the peer's speed** (target "
-            f"1.3x); the one-threshold peer ({a.threshold:g}, to {interval} examples) {totals['interval']:.1f} s: "
-            f"{totals['interval'] / ours:.2f}x."
+        cadences = ("geometric", "interval") if a.one_threshold_peer else ("geometric",)
+        ratios, walls = {c: [] for c in cadences}, {c: [] for c in ("selfheal", *cadences)}
+        for pair in range(a.pairs):
+            ours, summary, everything = time_selfheal(workdir, results, names, a)
+            walls["selfheal"].append(ours)
+            for cadence in cadences:
+                theirs = 0.0
+                for model in names:
+                    seconds, agree = time_peer(workdir, results, resolved, everything, summary, model, cadence, a)
+                    theirs += seconds
+                    print(f"pair {pair + 1}, {model}, {cadence} peer: {seconds:.1f} s; {agree}")
+                walls[cadence].append(theirs)
+                ratios[cadence].append(theirs / ours)
+                print(f"pair {pair + 1}: selfheal {ours:.1f} s, {cadence} peer {theirs:.1f} s -> {theirs / ours:.2f}x")
+        median = {c: statistics.median(v) for c, v in ratios.items()}
+        spread = {c: f"{min(v):.2f}-{max(v):.2f}" for c, v in ratios.items()}
+        retrain = grid.model_by_name(resolved, names[0])["retrain"]
+        budget = (
+            f"{retrain['budget_scratch']:g} x each network's from-scratch cost"
+            if retrain.get("budget_scratch")
+            else f"{retrain['budget_fraction']:g} x S x E"
         )
-        documented = a.models == "gpt2-n4-d64" and a.threads == 1 and a.threshold == 0.01
+        figure = (
+            f"Grid level ({a.config}: {', '.join(names)}, pretraining seeds {a.seeds}; {len(summary)} cells; "
+            f"{retrain['optimizer']} at lr {retrain['lr']:g}, budget {budget}; {a.threads} thread(s), start-up "
+            f"included; {a.pairs} paired runs on {machine()}): selfheal {statistics.median(walls['selfheal']):.1f} s, "
+            f"the same-information peer (every threshold to 10 % or a step) "
+            f"{statistics.median(walls['geometric']):.1f} s (medians): **{median['geometric']:.2f}x the peer's speed** "
+            f"(pairs {spread['geometric']}; target 1.5x)"
+            + (
+                f"; the one-threshold peer ({a.threshold:g}, to {retrain['eval_every_examples']} examples) "
+                f"{median['interval']:.2f}x (pairs {spread['interval']})."
+                if "interval" in median
+                else "."
+            )
+        )
+        documented = all(str(getattr(a, k)) == str(v) for k, v in DOCUMENTED.items()) and a.threshold == 0.01
         publish(
             "grid-vs-peer",
             f"`.venv/bin/python benchmarks/grid_vs_peer.py`: {figure}",
             not a.no_write,
-            why_not=None if documented else "not the documented run (gpt2-n4-d64, one thread, ε = 0.01)",
+            why_not=None if documented else f"not the documented run ({DOCUMENTED}, ε = 0.01)",
         )
+
+
+def time_selfheal(workdir: Path, results: Path, names: list[str], a) -> tuple[float, pd.DataFrame, pd.DataFrame]:
+    """selfheal's timed run of every cell of ``names`` from the staged networks (the healed cells removed first):
+    its wall seconds, the summary's rows at --threshold and the whole summary."""
+    for name in names:  # the healed cells go, the staged networks stay
+        shutil.rmtree(results / "cells" / name, ignore_errors=True)
+        for staged in (results / "work" / name).glob("p*/*"):
+            if staged.name != "network":
+                shutil.rmtree(staged)
+    since = time.time()
+    ours = snakemake(workdir, "--until", "model", "--forcerun", "model", "--cores", str(a.threads))
+    snakemake(workdir, "--until", "aggregate", "--cores", "2")
+    b = breakdown(workdir, results, since, pretrained=False, threads=a.threads)
+    everything = pd.read_parquet(results / "summary.parquet")
+    summary = everything[everything["threshold"].round(6) == round(a.threshold, 6)]
+    print(
+        f"selfheal `snakemake --until model --forcerun model --cores {a.threads}`: {ours:.1f} s wall for "
+        f"{len(summary)} cells; {describe(b, ours, a.threads)}"
+    )
+    return ours, summary, everything
+
+
+def time_peer(workdir, results, resolved, everything, summary, model, cadence, a) -> tuple[float, str]:
+    """One peer's timed process for ``model``'s cells: its wall seconds and how its crossings agree with
+    selfheal's (the table printed)."""
+    cells = summary[summary["model"] == model]
+    tokens = next(iter(sorted(results.glob("corpus/bpe/**/tokens.safetensors"))))
+    networks = [
+        {
+            "pretrain_seed": int(ps),
+            "trained": str(trained_dir(results, model, int(ps))),
+            "baseline": float(g["baseline_loss"].iloc[0]),
+            "budget": int(g["budget_examples"].iloc[0]),
+        }
+        for ps, g in cells.groupby("pretrain_seed")
+    ]
+    retrain = grid.model_by_name(resolved, model)["retrain"]
+    keys = ["pretrain_seed", "target", "seed"]
+    job = {
+        "config": str(workdir / "config.yaml"),
+        "model": model,
+        "tokens": str(tokens),
+        "networks": networks,
+        "threshold": a.threshold,
+        "cadence": cadence,
+    }
+    theirs, peer_cells = run_peer(job, a.threads)
+    if cadence == "interval":
+        interval = retrain["eval_every_examples"]
+        merged = cells[[*keys, "recovered", "examples"]].merge(peer_cells, on=keys, suffixes=("", "_peer"))
+        merged["agree"] = [  # both crossed within one interval of each other, or neither crossed
+            (not rec and (e2 is None or pd.isna(e2)))
+            or (bool(rec) and e2 is not None and not pd.isna(e2) and abs(e - e2) <= interval)
+            for rec, e, e2 in zip(merged["recovered"], merged["examples"], merged["examples_peer"])
+        ]
+        agree = f"examples agree within {interval} at {int(merged['agree'].sum())}/{len(merged)} cells"
+    else:
+        merged = same_information(everything[everything["model"] == model], peer_cells, keys, retrain["batch_size"])
+        agree = (
+            f"crossings agree within 10 % or a step at {int(merged['agree'].sum())}/{len(merged)} "
+            f"cell-thresholds; {int(peer_cells['evaluations'].sum())} peer evaluations"
+        )
+    print(merged.drop(columns=["crossings"], errors="ignore").rename(columns={"wall_s": "peer_cell_s"}).to_string())
+    return theirs, agree
 
 
 def run_peer(job: dict, threads: int) -> tuple[float, pd.DataFrame]:
