@@ -20,8 +20,8 @@ Target: selfheal >= 1.5x the same-information peer's speed at grid level (start-
     # [--config config/config.yaml --models gpt2-n4-d64 --seeds all] [--threads 1] [--pairs 3] [--threshold 0.01]
     # [--one-threshold-peer] [--keep DIR] [--no-write]
 
-1. In a fresh folder, the real workflow runs each model's job once (`snakemake --until model`; not timed: both
-   sides start from the trained networks), with `grid.controls` (and `grid.matched_controls`) off so that the grid
+1. In a fresh folder, the real workflow runs each model's job once with a hundredth of the budget (`snakemake
+   --until model`; not timed: both sides start from the trained networks), with `grid.controls` (and `grid.matched_controls`) off so that the grid
    is exactly the layer x seed cells, `pretrain.plateau_check` off (the check trains each network again and is not
    what is timed) and `threads` set to --threads.
 2. Per pair: the healed cells are removed (their outputs and their staged copies under `results/work/`; the
@@ -120,6 +120,17 @@ def grid_config(base: Path, names: list[str], threads: int, seeds: list[int] | N
         "job_unit": "model",
         "results_dir": "results",
     }
+
+
+def shortened(chosen: dict) -> dict:
+    """``chosen`` with a hundredth of its retraining budget (for the untimed run that trains the networks)."""
+    resolved = config.resolve(merge(yaml.safe_load((ROOT / "config" / "config.yaml").read_text()), chosen))
+    retrain = dict(chosen["retrain"])
+    if resolved["retrain"].get("budget_scratch"):
+        retrain["budget_scratch"] = resolved["retrain"]["budget_scratch"] / 100
+    else:
+        retrain["budget_fraction"] = resolved["retrain"]["budget_fraction"] / 100
+    return {**chosen, "retrain": retrain}
 
 
 def trained_dir(results: Path, model: str, pretrain_seed: int) -> Path:
@@ -304,8 +315,12 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         workdir = (a.keep or Path(tmp)).resolve()
         workdir.mkdir(parents=True, exist_ok=True)
-        (workdir / "config.yaml").write_text(yaml.safe_dump(grid_config(ROOT / a.config, names, a.threads, seeds)))
-        snakemake(workdir, "--until", "model", "--cores", "2")  # trained networks and baselines for both, not timed
+        chosen = grid_config(ROOT / a.config, names, a.threads, seeds)
+        # the trained networks and baselines for both sides, not timed: the model jobs run once with a budget of a
+        # hundredth (their cells end at once); the timed runs keep the staged networks and heal every cell anew
+        (workdir / "config.yaml").write_text(yaml.safe_dump(shortened(chosen)))
+        snakemake(workdir, "--until", "model", "--cores", "2")
+        (workdir / "config.yaml").write_text(yaml.safe_dump(chosen))
         results = workdir / "results"
         resolved = config.resolve(
             merge(

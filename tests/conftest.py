@@ -32,6 +32,16 @@ TINY_MODEL = {"name": "t", "arch": "gpt2", "n_layer": 3, "d_model": 16, "n_head"
 SPECIAL = {"vocab_size": 64, "eos": 0, "pad": 1, "mask": 2}
 
 
+def pytest_collection_modifyitems(items):
+    """The units pytest-xdist hands to a worker (``--dist loadgroup``, pyproject.toml): a test file, so a module's
+    fixtures (a workflow run several tests read) are made once; every test that reads the shared tiny run
+    (``tiny_run``) in one unit, so that run is made once, and in file order (tests/test_workflow.py's editing test
+    changes it for the tests after it)."""
+    for item in items:
+        group = "tiny_run" if "tiny_run" in item.fixturenames else item.nodeid.split("::")[0]
+        item.add_marker(pytest.mark.xdist_group(group))
+
+
 def trained_like(model: torch.nn.Module, seed: int = 1) -> torch.nn.Module:
     """Perturb every tensor (LN included) so it differs from any init, as a trained model would."""
     g = torch.Generator().manual_seed(seed)
@@ -137,7 +147,8 @@ def tiny_run(tmp_path_factory, corpus_seed):
     folder (adapted first, and as downloaded). Each model's cells are its own, and the grid's cross_attn policy and
     encoder swap make cells only for the encoder-decoder, so tinyA's and tinyB's cells are exactly tests/tiny.yaml's.
     Returns (folder, config file). tests/test_workflow.py's editing test changes tinyB's retrain settings in that
-    config and re-runs tinyB's cells: tests that read the run later see it finished again, tinyB's cells new."""
+    config and re-runs tinyB's cells up to the summary: tests that read the run later see its tables with tinyB's
+    cells new, its figures and answer page as the first run made them."""
     import yaml
     from snakemake_helpers import snakemake
     from test_pretrained import LLAMA, save_local_model

@@ -24,7 +24,7 @@ CONFIG = {
     "models": [{"name": "k", "n_layer": 2, "d_model": 16, "n_head": 2, "context": 32}],
     "pretrain": {
         "epochs": 4,
-        "train_sequences": 2048,
+        "train_sequences": 1024,
         "batch_size": 16,
         "lr": 1.0e-2,
         "eval_every_examples": 1024,
