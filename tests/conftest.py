@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
-pytest_plugins = ["stages"]  # the CI stages: lint, fast, e2e (tests/stages.py)
+pytest_plugins = ["stages", "units"]  # the CI stages (tests/stages.py), the xdist workers' units (tests/units.py)
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
@@ -30,16 +30,6 @@ from selfheal.training import objectives  # noqa: E402
 CPU = {"device": "cpu"}
 TINY_MODEL = {"name": "t", "arch": "gpt2", "n_layer": 3, "d_model": 16, "n_head": 2, "context": 16, "dropout": 0.0}
 SPECIAL = {"vocab_size": 64, "eos": 0, "pad": 1, "mask": 2}
-
-
-def pytest_collection_modifyitems(items):
-    """The units pytest-xdist hands to a worker (``--dist loadgroup``, pyproject.toml): a test file, so a module's
-    fixtures (a workflow run several tests read) are made once; every test that reads the shared tiny run
-    (``tiny_run``) in one unit, so that run is made once, and in file order (tests/test_workflow.py's editing test
-    changes it for the tests after it)."""
-    for item in items:
-        group = "tiny_run" if "tiny_run" in item.fixturenames else item.nodeid.split("::")[0]
-        item.add_marker(pytest.mark.xdist_group(group))
 
 
 def trained_like(model: torch.nn.Module, seed: int = 1) -> torch.nn.Module:
