@@ -49,8 +49,7 @@ def slowest(out: str, n: int = 10) -> list[tuple[float, str, str]]:
     """(seconds, phase, test) of the slowest ``n`` entries of pytest's durations section."""
     section = out.split("slowest 10 durations", 1)[-1] if "slowest 10 durations" in out else ""
     rows = [m.groups() for m in map(DURATION.match, (line.strip() for line in section.splitlines())) if m]
-    # a test's id under pytest-xdist's --dist loadgroup ends in @<its group> (tests/conftest.py): the test is without it
-    return [(float(s), phase, test.split("@")[0]) for s, phase, test in rows][:n]
+    return [(float(s), phase, test) for s, phase, test in rows][:n]
 
 
 def minutes(seconds: float) -> str:

@@ -102,8 +102,7 @@ def test_suite_time_reads_the_stages_and_the_slowest_tests():
         spec.loader.exec_module(suite_time)
     finally:
         sys.path.remove(str(ROOT / "benchmarks"))
-    # under pytest-xdist's loadgroup a test id ends in its group: the table names the test without it
-    durations = "\n".join(f"{40 - i}.00s call     tests/test_x.py::test_{i}@tests/test_x.py" for i in range(12))
+    durations = "\n".join(f"{40 - i}.00s call     tests/test_x.py::test_{i}" for i in range(12))
     out = (
         "...\n=== stages ===\nstage lint (format and lint): ok, 5 passed, 1 skipped in 30.5 s\n"
         "stage fast (fast tests): ok, 400 passed in 275.0 s\nstage e2e (end-to-end): FAILED, 40 passed, 1 failed"
