@@ -23,7 +23,7 @@ CONFIG = {
     "tokenizer": {"vocab_size": 300},
     "models": [{"name": "k", "n_layer": 2, "d_model": 16, "n_head": 2, "context": 32}],
     "pretrain": {
-        "epochs": 4,
+        "epochs": 2,  # 128 steps of pretraining, then 128 of retraining: about 40 checkpoints each
         "train_sequences": 1024,
         "batch_size": 16,
         "lr": 1.0e-2,
