@@ -1,9 +1,8 @@
-"""The units of work pytest-xdist hands to its workers (``-n``, on in pyproject.toml), within a stage
-(tests/stages.py): every test that reads the shared tiny run (``tiny_run``, tests/conftest.py) in one unit, so that
-run is made once and its readers run in file order (tests/test_workflow.py's editing test changes it for the tests
-after it); the tests of a file that use a module's fixture (a workflow run several tests read) in one unit, so it
-is made once; every other test a unit by itself. Units are handed out in collection order, which tests/stages.py
-sorts by stage.
+"""The units of work pytest-xdist hands to its workers (``-n``, on in pyproject.toml): the tests of one stage
+(tests/stages.py) in one test file, so a module's fixtures (a workflow run several tests read) are made once per
+stage, and every test that reads the shared tiny run (``tiny_run``, tests/conftest.py) in one unit, so that run is
+made once and its readers run in file order (tests/test_workflow.py's editing test changes it for the tests after
+it). Units are handed out in collection order, which tests/stages.py sorts by stage.
 
 The controller schedules by test id only; the workers, which collect the tests, write each test's unit to a file the
 controller names (``SELFHEAL_TEST_UNITS``), and the scheduler reads it (pytest-xdist's own ``xdist_group`` marker is
@@ -23,14 +22,8 @@ UNITS_ENV = "SELFHEAL_TEST_UNITS"
 
 
 def unit_of(item: pytest.Item) -> str:
-    """The test's unit: the shared tiny run's readers together; a test that uses a module's (or class's) fixture
-    with the rest of its file; any other test by itself (the workers stay evenly loaded to the end of a stage)."""
-    if "tiny_run" in item.fixturenames:
-        return f"{stage_of(item)} tiny_run"
-    info = getattr(item, "_fixtureinfo", None)
-    defs = [d for ds in (info.name2fixturedefs.values() if info else ()) for d in ds]
-    shared = any(d.scope in ("module", "class", "package") for d in defs)
-    return f"{stage_of(item)} {item.nodeid.split('::')[0] if shared else item.nodeid}"
+    group = "tiny_run" if "tiny_run" in item.fixturenames else item.nodeid.split("::")[0]
+    return f"{stage_of(item)} {group}"
 
 
 def pytest_configure(config):
