@@ -15,6 +15,7 @@ from pathlib import Path
 import transformers
 
 from selfheal import grid, packages
+from selfheal.config.defaults import MODEL_DEFAULTS
 from selfheal.config.errors import ConfigError
 from selfheal.data import corpus
 from selfheal.models import families, storage
@@ -56,23 +57,29 @@ def check_corpus_sizes(config: dict, raw: dict) -> None:
                     f"{context} tokens per sequence is more than {what[split]} "
                     f"can hold (at most {bounds[split]:,} tokens)",
                 )
+        # a count that fits at the default context but not at this model's: the context is what is too long
+        too_long = f"models[{i}].context"
         count = model["pretrain"]["train_sequences"]
         available = bounds["train"] // context
         if count is not None and count > available:
             own = "train_sequences" in raw_model.get("pretrain", {})
+            key = f"models[{i}].pretrain.train_sequences" if own else "pretrain.train_sequences"
             raise ConfigError(
-                f"models[{i}].pretrain.train_sequences" if own else "pretrain.train_sequences",
+                too_long if count <= bounds["train"] // DEFAULT_CONTEXT else key,
                 f"{count} sequences of {context} tokens (model {model['name']!r}) asked, but "
                 f"{what['train']} gives at most {available:,}",
             )
         available = bounds["val"] // context
         if val_count > available:
             raise ConfigError(
-                "eval.val_sequences",
+                too_long if val_count <= bounds["val"] // DEFAULT_CONTEXT else "eval.val_sequences",
                 f"{val_count} sequences of {context} tokens (model "
                 f"{model['name']!r}) asked, but {what['val']} gives at most "
                 f"{available:,}",
             )
+
+
+DEFAULT_CONTEXT = MODEL_DEFAULTS["context"]
 
 
 def _path_like(spec: str) -> bool:
