@@ -20,6 +20,8 @@ from selfheal.config.errors import ConfigError
 from selfheal.data import corpus
 from selfheal.models import families, storage
 
+DEFAULT_CONTEXT = MODEL_DEFAULTS["context"]  # the sequence length a count is judged at when a context is the fault
+
 TOKENS_PER_WORK = 3  # at most, beyond one per byte: the joining EOS and a start-of-text word marker
 HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?$")
 PICKLED = ("*.bin", "*.pt", "*.pth", "*.ckpt", "*.pkl", "*.pickle")
@@ -77,9 +79,6 @@ def check_corpus_sizes(config: dict, raw: dict) -> None:
                 f"{model['name']!r}) asked, but {what['val']} gives at most "
                 f"{available:,}",
             )
-
-
-DEFAULT_CONTEXT = MODEL_DEFAULTS["context"]
 
 
 def _path_like(spec: str) -> bool:
