@@ -62,19 +62,41 @@ PLATEAU_ROWS = [
     (2, 48, 6e-3, 16, 64, 3865, 24, 1.5),
     (2, 32, 1e-2, 16, 64, 7730, 16, 1.5),
 ]
+# The study's sizes in the regime of twice the sequences seen half as often (S = 7,730, E = 12: the same S x E as
+# 3,865 x 24, a lower minimum), each with its check at 1.5 x E.
+SIZE_ROWS = [(n, d, 6e-3, 16, 64, 7730, 12, 1.5) for n, d in ((2, 48), (2, 64), (4, 64), (2, 96), (4, 96), (4, 48))]
+# The families' fully-trained regime at (N, D) = (2, 64): (arch, lr, S, E, extra model keys), each with its check
+# at 1.5 x E. At GPT-2's S = 3,865 x 24 neither is trained: BERT ends worse than the bigram and BART still falls
+# 16 % at 1.5 x E.
+FAMILY_ROWS = [
+    ("bert", 3e-3, 7730, 32, {"mask_probability": 0.4}),
+    ("bart", 3e-3, 3865, 64, {"n_dec_layer": 2}),
+    ("bert", 6e-3, 3865, 48, {"mask_probability": 0.4}),
+    ("bart", 6e-3, 7730, 24, {"n_dec_layer": 2}),
+]
 EPS_MIN = 0.01
+
+
+def family_row(row) -> tuple:
+    """A FAMILY_ROWS entry as a sweep row: (2, 64, lr, batch 16, context 64, S, E, check 1.5, arch, extra)."""
+    arch, lr, S, E, extra = row
+    return (2, 64, lr, 16, 64, S, E, 1.5, arch, extra)
 
 
 def label(row) -> str:
     n, d, lr, batch, context, S, E, *check = row
+    if len(check) > 1:  # a family row
+        return f"{check[1]} " + label((n, d, lr, batch, context, S, E, check[0]))
     check_text = f" check={check[0]:g}" if check else ""
     return f"n={n} d={d} lr={lr:g} batch={batch} context={context} S={'all' if S is None else S} E={E}{check_text}"
 
 
 def run_one(row, results: str) -> dict:
     n, d, lr, batch, context, S, E, *check = row
+    arch, extra = (check[1], check[2]) if len(check) > 1 else ("gpt2", {})
     raw = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
-    raw["models"] = [{"name": "sweep", "arch": "gpt2", "n_layer": n, "d_model": d, "n_head": 4, "context": context}]
+    model = {"name": "sweep", "arch": arch, "n_layer": n, "d_model": d, "n_head": 4, "context": context, **extra}
+    raw["models"] = [model]
     raw["pretrain"].update(
         epochs=E, train_sequences=S, lr=lr, batch_size=batch, seeds=[0], plateau_check=check[0] if check else None
     )
@@ -98,6 +120,7 @@ def run_one(row, results: str) -> dict:
         base = records.read(f"{d_}/baseline.json", Baseline)
     return {
         "setting": label(row),
+        "arch": arch,
         "n_layer": n,
         "d_model": d,
         "lr": lr,
@@ -127,17 +150,46 @@ def main() -> None:
         action="store_true",
         help="run the fully-trained regime rows (each with its plateau check) into block pretrain-plateau instead",
     )
+    parser.add_argument(
+        "--families",
+        action="store_true",
+        help="run the BERT and BART fully-trained regime rows (each with its plateau check) into block "
+        "pretrain-families instead",
+    )
+    parser.add_argument(
+        "--sizes",
+        action="store_true",
+        help="run the study's GPT-2 sizes at S = 7,730 x 12 (each with its plateau check) into block pretrain-sizes",
+    )
     add_write_flag(parser)
     a = parser.parse_args()
-    rows = [r for r in (PLATEAU_ROWS if a.plateau else ROWS) if a.only in label(r)]
+    pool_rows = (
+        [family_row(r) for r in FAMILY_ROWS]
+        if a.families
+        else SIZE_ROWS
+        if a.sizes
+        else PLATEAU_ROWS
+        if a.plateau
+        else ROWS
+    )
+    rows = [r for r in pool_rows if a.only in label(r)]
     t0 = time.perf_counter()
     with concurrent.futures.ProcessPoolExecutor(a.workers) as pool:
         table = pd.DataFrame(list(pool.map(run_one, rows, [str(a.results)] * len(rows))))
     wall = time.perf_counter() - t0
-    out = a.results / "sweep" / ("pretrain_plateau.parquet" if a.plateau else "pretrain_sweep.parquet")
+    name = (
+        "pretrain_families"
+        if a.families
+        else "pretrain_sizes"
+        if a.sizes
+        else "pretrain_plateau"
+        if a.plateau
+        else "pretrain_sweep"
+    )
+    out = a.results / "sweep" / f"{name}.parquet"
     out.parent.mkdir(parents=True, exist_ok=True)
     table.to_parquet(out)
-    if a.plateau:
+    if a.plateau or a.families or a.sizes:
         return publish_plateau(table, rows, wall, a, out)
     lines = [
         "| N | D | lr | batch | context | S | E | params | val loss | bigram | margin | last-quarter drop |",
@@ -158,23 +210,31 @@ def main() -> None:
 
 
 def publish_plateau(table: pd.DataFrame, rows, wall: float, a, out: Path) -> None:
+    flag, marker = (
+        ("--families", "pretrain-families")
+        if a.families
+        else ("--sizes", "pretrain-sizes")
+        if a.sizes
+        else ("--plateau", "pretrain-plateau")
+    )
     lines = [
-        "| N | D | lr | S | E | examples | wall s | val loss | at 1.5 × E | gain | bigram margin | fully trained |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| family | N | D | lr | S | E | examples | wall s | val loss | at 1.5 × E | gain | bigram margin | "
+        "fully trained |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in table.itertuples():
         gain = r.val_loss - r.plateau_val_loss
         ok = gain <= EPS_MIN * r.val_loss / 4 and r.bigram_margin >= 0.1
         lines.append(
-            f"| {r.n_layer} | {r.d_model} | {r.lr:g} | {r.S:,} | {r.E} | {r.S * r.E:,} | {r.wall_s:.0f} | "
+            f"| {r.arch} | {r.n_layer} | {r.d_model} | {r.lr:g} | {r.S:,} | {r.E} | {r.S * r.E:,} | {r.wall_s:.0f} | "
             f"{r.val_loss:.3f} | {r.plateau_val_loss:.3f} | {gain:+.3f} | {r.bigram_margin:+.3f} | "
             f"{'yes' if ok else 'no'} |"
         )
     text = "\n".join(lines) + (
         f"\n\n{len(rows)} runs, {a.workers} at a time, {wall / 60:.0f} minutes on "
-        f"{machine()} (`.venv/bin/python benchmarks/pretrain_sweep.py results --plateau`)."
+        f"{machine()} (`.venv/bin/python benchmarks/pretrain_sweep.py results {flag}`)."
     )
-    publish("pretrain-plateau", text, not a.no_write, page=PAGE, why_not="--only: not every row" if a.only else None)
+    publish(marker, text, not a.no_write, page=PAGE, why_not="--only: not every row" if a.only else None)
     print(f"written: {out}")
 
 

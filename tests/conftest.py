@@ -133,8 +133,9 @@ def tiny_run(tmp_path_factory, corpus_seed):
     """One finished run of the whole real workflow, shared by tests/test_workflow.py and
     tests/test_workflow_families.py (one Snakemake run, one aggregate/plots/answer/frozen-random report instead of
     two): tests/tiny.yaml, plus an encoder-only (BERT, masked LM) and an encoder-decoder (BART, denoising) with the
-    cross-attention wipe, the encoder swap and two frozen-random variants, and a model the user brings from a local
-    folder (adapted first, and as downloaded). Each model's cells are its own, and the grid's cross_attn policy and
+    cross-attention wipe, the encoder swaps (a fresh encoder, and the trained one of a narrower BART pretrained only
+    as its donor) and two frozen-random variants, and a model the user brings from a local folder (adapted first,
+    and as downloaded). Each model's cells are its own, and the grid's cross_attn policy and
     encoder swap make cells only for the encoder-decoder, so tinyA's and tinyB's cells are exactly tests/tiny.yaml's.
     Returns (folder, config file). tests/test_workflow.py's editing test changes tinyB's retrain settings in that
     config and re-runs tinyB's cells up to the summary: tests that read the run later see its tables with tinyB's
@@ -159,6 +160,16 @@ def tiny_run(tmp_path_factory, corpus_seed):
             "context": 32,
             "frozen_random": [["attention"], ["embeddings", "ffn"]],
         },
+        {  # an encoder swap's donor: pretrained only, its trained encoder swapped into tinyBart
+            "name": "tinyBart16",
+            "arch": "bart",
+            "n_layer": 1,
+            "n_dec_layer": 1,
+            "d_model": 16,
+            "n_head": 2,
+            "context": 32,
+            "heal": False,
+        },
         {
             "name": "myLlama",
             "source": "pretrained",
@@ -178,7 +189,7 @@ def tiny_run(tmp_path_factory, corpus_seed):
             "adapt": False,
         },
     ]
-    config["grid"].update({"policies": ["full", "cross_attn"], "targets": ["all"], "encoder_swap": [16]})
+    config["grid"].update({"policies": ["full", "cross_attn"], "targets": ["all"], "encoder_swap": [16, "tinyBart16"]})
     configfile = workdir / "config.yaml"
     configfile.write_text(yaml.safe_dump(config))
     corpus_seed(workdir)  # the data stages of tests/tiny.yaml (myLlama's and asIs's own tokenizer still tokenize)

@@ -249,6 +249,26 @@ def test_stack_target_or_encoder_swap_without_an_encoder_decoder():
     _refused(_over_default("grid: {encoder_swap: [32]}"), "grid.encoder_swap")
 
 
+def _with_barts(snippet: str, *barts: dict) -> dict:
+    raw = _over_default(snippet)
+    raw["models"] += [{"arch": "bart", "n_layer": 1, "n_head": 2, **b} for b in barts]
+    return raw
+
+
+def test_an_encoder_swap_donor_that_cannot_give_its_encoder():
+    """A donor named in grid.encoder_swap must be another encoder-decoder of `models`, built here, with the
+    receivers' family and context; each refusal names the entry."""
+    bart = {"name": "bart", "d_model": 16}
+    _refused(_with_barts("grid: {encoder_swap: [32, nope]}", bart), "grid.encoder_swap[1]")
+    _refused(_with_barts("grid: {encoder_swap: [gpt2-n2-d64]}", bart), "grid.encoder_swap[0]")  # no encoder
+    _refused(_with_barts("grid: {encoder_swap: [bart]}", bart), "grid.encoder_swap[0]")  # no one receives it
+    donor = {"name": "wide", "d_model": 32, "context": 32}
+    err = _refused(_with_barts("grid: {encoder_swap: [wide]}", bart, donor), "grid.encoder_swap[0]")
+    assert "context 32" in str(err) and "'bart'" in str(err)
+    ok = grid.cells(config.resolve(_with_barts("grid: {encoder_swap: [wide]}", bart, {**donor, "context": 64})))
+    assert {c.target for c in ok if c.model == "bart" and c.target.startswith("swap")} == {"swap-wide"}
+
+
 def test_a_grid_that_makes_no_cell():
     _refused(_over_default("grid: {layers: [], controls: false, matched_controls: none}"), "grid.layers")
 

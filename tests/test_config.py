@@ -55,6 +55,39 @@ def test_default_grid_has_every_layer_two_networks_and_controls():
             assert targets == {f"L{i}" for i in range(n)} | {"none", "all"}
 
 
+def test_encoder_swaps_make_a_fresh_and_a_gated_cell_and_donors_give_without_receiving():
+    """grid.encoder_swap [16, a donor]: each receiving BART gets swap16 (policy full) and swap-<donor> with the
+    encoder trained (full) and frozen (cross_attn), each with the cross-attention fresh and gated (zero_out); the
+    donor receives no donor's encoder; ``heal: false`` makes a model's networks but no cells; a receiving network
+    takes the donor's network of its own pretraining seed, or the donor's first."""
+    raw = _default()
+    bart = {"arch": "bart", "n_layer": 1, "n_head": 2}
+    raw["models"] = [
+        {"name": "b16", "d_model": 16, **bart, "pretrain": {"seeds": [0, 1]}},
+        {"name": "b32", "d_model": 32, **bart, "pretrain": {"seeds": [0, 1]}},
+        {"name": "b8", "d_model": 8, **bart, "heal": False, "pretrain": {"seeds": [1]}},
+    ]
+    raw["grid"].update(encoder_swap=[16, "b32", "b8"], inits=["fresh"], seeds=[0])
+    resolved = config.resolve(raw)
+    cells = grid.cells(resolved)
+    swaps = {(c.model, c.pretrain_seed, c.target, c.policy, c.init) for c in cells if c.target.startswith("swap")}
+    receiving = {
+        (t, p, i)
+        for t, ps in (("swap16", ("full",)), ("swap-b32", ("full", "cross_attn")), ("swap-b8", ("full", "cross_attn")))
+        for p in ps
+        for i in ("fresh", "zero_out")
+    }
+    assert swaps == {("b16", s, *x) for s in (0, 1) for x in receiving} | {
+        ("b32", s, "swap16", "full", i) for s in (0, 1) for i in ("fresh", "zero_out")
+    }
+    assert not [c for c in cells if c.model == "b8"]
+    assert {n.model for n in grid.networks(resolved)} == {"b16", "b32", "b8"}
+    assert grid.donor_network(resolved, "b32", 1) == grid.Network("b32", 1)
+    assert grid.donor_network(resolved, "b8", 0) == grid.Network("b8", 1)
+    assert grid.donors(cells) == ["b32", "b8"]
+    assert "heal" not in grid.network_config(grid.model_by_name(resolved, "b8"), 1)
+
+
 def test_default_sizes_share_data_and_schedule():
     """Vary one thing at a time: every size of the default trains on the same S, E, context and schedule, so no
     size axis is confounded with training length (docs/method.md, "Choosing the default")."""

@@ -3,6 +3,8 @@ layers below ``grad_from`` run without autograd, the explicit init, and resets t
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 
@@ -83,6 +85,30 @@ def test_split_forward_matches_library_forward(arch):
     for grad_from in sorted({0, n // 2, n}):
         ours = family.loss(model, batch, grad_from).item()
         assert ours == pytest.approx(reference, rel=1e-5), (grad_from, ours, reference)
+
+
+@pytest.mark.parametrize("arch", (*ARCHS, "gpt2"))
+def test_per_sequence_losses_of_a_batch_are_each_rows_own_loss(arch):
+    """``evaluation.per_sequence`` runs whole batches (the family's loss ``per_row``): each value is the loss of that
+    row alone (padded BART rows, masked-LM rows with their own number of targets) and their target-weighted mean is
+    the batch's loss."""
+    from selfheal.training import evaluation
+
+    model, family = build(arch)
+    batches = [make_batch(family, n=5, seed=1), make_batch(family, n=3, seed=2)]
+    rows = evaluation.per_sequence(model, family, batches)
+    assert rows.dtype == torch.float64 and rows.shape == (8,)
+    alone = [
+        family.loss(model, {k: v[i : i + 1] for k, v in b.items()}, family.n_layers(model) + 1).item()
+        for b in batches
+        for i in range(b["input_ids"].shape[0])
+    ]
+    assert rows.tolist() == pytest.approx(alone, rel=1e-5)
+    assert len(set(alone)) == len(alone)  # rows differ, so a shuffled or repeated row would fail
+    first = batches[0]
+    targets = (first["labels"] != -100).sum(1) if "labels" in first else torch.full((5,), CONTEXT - 1)
+    weighted = float((rows[:5] * targets).sum() / targets.sum())
+    assert weighted == pytest.approx(family.loss(model, first, 0).item(), rel=1e-5)
 
 
 @pytest.mark.parametrize("arch", ARCHS)
@@ -297,29 +323,90 @@ def test_fresh_reset_changes_exactly_its_names(arch):
     assert tested == len(cases) - (2 if arch == "bart" else family.n_layers(model))  # empty cross_attn cases
 
 
-def test_bart_encoder_swap_replaces_encoder_and_wipes_cross_attention():
-    from selfheal.heal import reset
-    from selfheal.models.families.bart import SWAP_PROJECTION
-
+def _trained_bart(d_model: int, seed: int):
     special = {"vocab_size": 64, "eos": 0, "pad": 1, "mask": 2}
-    cfg = {"name": "t", "arch": "bart", "n_layer": 2, "d_model": 16, "n_head": 2, "context": 16, "dropout": 0.0}
-    model = models.build(cfg, special, seed=0)
+    cfg = {"name": "t", "arch": "bart", "n_layer": 2, "d_model": d_model, "n_head": 2, "context": 16, "dropout": 0.0}
+    model = models.build(cfg, special, seed=seed)
     with torch.no_grad():
         for p in model.parameters():
-            p.add_(0.05 * torch.randn(p.shape, generator=torch.Generator().manual_seed(3)))
+            p.add_(0.05 * torch.randn(p.shape, generator=torch.Generator().manual_seed(seed + 3)))
+    return model, special
+
+
+def test_bart_encoder_swap_replaces_encoder_and_wipes_cross_attention():
+    """A fresh encoder of width 8 in a width-16 BART: the decoder's cross-attention keys and values read width 8,
+    every cross-attention tensor is drawn anew, the rest of the decoder is untouched, and gradients reach the new
+    encoder through the cross-attention."""
+    from selfheal.heal import reset
+
+    model, special = _trained_bart(16, 0)
     family = families.for_model(model)
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
-    names = family.swap_encoder(model, 8, reset.generator_for(0, "swap8", "full"))
+    encoder, cross = family.swap_encoder(model, 8, reset.generator_for(0, "swap8", "full"))
     params = dict(model.named_parameters())
     assert model.model.encoder.layers[0].self_attn.q_proj.weight.shape == (8, 8)
-    assert params[f"{SWAP_PROJECTION}.weight"].shape == (16, 8)
-    cross = {n for n in params if ".encoder_attn" in n}
-    assert cross and cross <= set(names)
-    assert all(not torch.equal(before[n], params[n]) for n in cross)
+    for layer in model.model.decoder.layers:
+        assert layer.encoder_attn.k_proj.weight.shape == layer.encoder_attn.v_proj.weight.shape == (16, 8)
+        assert layer.encoder_attn.q_proj.weight.shape == (16, 16)
+    assert set(cross) == {n for n in params if ".encoder_attn" in n}
+    assert all(not torch.equal(before[n], params[n]) for n in cross if params[n].shape == before[n].shape)
     kept = {n for n in params if n.startswith("model.decoder.") and n not in cross} | {"model.shared.weight"}
     assert all(torch.equal(before[n], params[n]) for n in kept)  # the rest of the decoder is untouched
-    assert set(names) == {n for n in params if n.startswith(("model.encoder.", SWAP_PROJECTION))} | cross
+    assert set(encoder) == {n for n in params if n.startswith("model.encoder.")}
     batch = OBJECTIVES["denoising"](special).batch(torch.randint(3, 64, (4, 16)), torch.Generator().manual_seed(0))
-    loss = family.loss(model, batch, grad_from=0)
-    loss.backward()
-    assert params[f"{SWAP_PROJECTION}.weight"].grad is not None
+    family.loss(model, batch, grad_from=0).backward()
+    assert params["model.encoder.layers.0.fc1.weight"].grad is not None
+
+
+@pytest.mark.parametrize("policy", ["full", "cross_attn"])
+def test_bart_encoder_swap_from_a_donor_takes_its_trained_encoder(policy):
+    """``swap-<model>``: the donor's trained encoder (width 24) goes in as it is, only the cross-attention is drawn
+    (re-sized to width 24); policy ``full`` trains the encoder with it, ``cross_attn`` leaves it frozen. The
+    donor itself is never changed, and a frozen donor encoder that changed would be caught by check_frozen."""
+    from selfheal.heal import reset, unit
+
+    model, special = _trained_bart(16, 0)
+    base = copy.deepcopy(model)
+    donor, _ = _trained_bart(24, 5)
+    donor_before = {n: p.detach().clone() for n, p in donor.named_parameters()}
+    family = families.for_model(model)
+    names = reset.draw(model, family, "swap-d24", policy, "fresh", 0, donor=donor)
+    params = dict(model.named_parameters())
+    cross = {n for n in params if ".encoder_attn" in n}
+    encoder = {n for n in params if n.startswith("model.encoder.")}
+    assert set(names) == (cross if policy == "cross_attn" else cross | encoder)
+    for name, p in donor.model.encoder.named_parameters():
+        assert torch.equal(params[f"model.encoder.{name}"], p), name  # the donor's trained values
+    assert model.model.decoder.layers[0].encoder_attn.k_proj.weight.shape == (16, 24)
+    assert all(torch.equal(donor_before[n], p) for n, p in donor.named_parameters())
+    trainable = set(names)
+    unit.check_frozen(model, base, trainable, donor)
+    with torch.no_grad():
+        params["model.encoder.layers.1.fc2.weight"].add_(1e-3)  # the donor's encoder moved
+    if policy == "cross_attn":
+        with pytest.raises(unit.FrozenTensorChanged):
+            unit.check_frozen(model, base, trainable, donor)
+    else:
+        unit.check_frozen(model, base, trainable, donor)  # it trains: allowed
+
+
+def test_bart_encoder_swap_with_a_closed_gate_starts_as_the_decoder_without_an_encoder():
+    """Init ``zero_out`` on a swap: every cross-attention output projection starts at zero, so the decoder's output
+    does not depend on the new encoder at step 0 (any two encoders give the same loss); the fresh draw does."""
+    from selfheal.heal import reset
+
+    def loss_with(encoder_seed: int, init: str) -> float:
+        model, special = _trained_bart(16, 0)
+        donor, _ = _trained_bart(24, encoder_seed)
+        family = families.for_model(model)
+        reset.draw(model, family, "swap-d24", "full", init, 0, donor=donor)
+        for layer in model.model.decoder.layers:
+            if init == "zero_out":
+                assert not layer.encoder_attn.out_proj.weight.any() and not layer.encoder_attn.out_proj.bias.any()
+        seqs = torch.randint(3, 64, (4, 16), generator=torch.Generator().manual_seed(1))
+        batch = OBJECTIVES["denoising"](special).batch(seqs, torch.Generator().manual_seed(0))
+        with torch.no_grad():
+            return family.loss(model.eval(), batch, grad_from=99).item()
+
+    assert loss_with(5, "zero_out") == loss_with(6, "zero_out")
+    assert loss_with(5, "fresh") != loss_with(6, "fresh")

@@ -35,8 +35,13 @@ def test_every_family_has_its_cells(finished):
         ("tinyBart", "all", "cross_attn"),
         ("tinyBart", "all", "full"),
         ("tinyBart", "swap16", "full"),
+        ("tinyBart", "swap-tinyBart16", "full"),
+        ("tinyBart", "swap-tinyBart16", "cross_attn"),
         ("tinyBart", "none", "none"),
     } == {g for g in got if g[0] == "tinyBart"}
+    assert "tinyBart16" not in set(summary.model)  # a donor (heal: false) has networks but no cells
+    swaps = summary[summary.target.str.startswith("swap")].drop_duplicates(["target", "policy", "init"])
+    assert len(swaps) == 6 and set(swaps.init) == {"fresh", "zero_out"}  # each swap with the gate open and closed
     assert {
         ("myLlama", "L0", "full"),
         ("myLlama", "L1", "full"),
@@ -158,22 +163,37 @@ def test_encoder_decoder_tables_hold_the_bart_cells_numbers(finished):
     assert ("tinyBart" in set(written["model"])) != flagged  # a degenerate network is left out of the estimates
     kept = answer_tables.compute(summary.assign(degenerate=False), curves, networks.assign(degenerate=False))
     aside = kept["encoder_decoder"]
-    bart = summary[(summary.model == "tinyBart") & (summary.regime == "frozen") & (summary.init == "fresh")]
+    bart = summary[(summary.model == "tinyBart") & (summary.regime == "frozen")]
     items = {
-        "encoder_layer": ("enc.0", "full"),
-        "decoder_layer": ("dec.0", "full"),
-        "cross_attention": ("dec.0", "cross_attn"),
-        "all_cross_attention": ("all", "cross_attn"),
-        "encoder_swap": ("swap16", "full"),
-        "reset_all": ("all", "full"),
+        "encoder_layer": ("enc.0", "full", "fresh"),
+        "decoder_layer": ("dec.0", "full", "fresh"),
+        "cross_attention": ("dec.0", "cross_attn", "fresh"),
+        "all_cross_attention": ("all", "cross_attn", "fresh"),
+        "donor_swap": ("swap-tinyBart16", "full", "fresh"),
+        "donor_swap_gated": ("swap-tinyBart16", "full", "zero_out"),
+        "donor_swap_frozen": ("swap-tinyBart16", "cross_attn", "fresh"),
+        "donor_swap_frozen_gated": ("swap-tinyBart16", "cross_attn", "zero_out"),
+        "encoder_swap": ("swap16", "full", "fresh"),
+        "encoder_swap_gated": ("swap16", "full", "zero_out"),
+        "reset_all": ("all", "full", "fresh"),
     }
     assert set(aside["model"]) == {"tinyBart"} and set(aside["threshold"]) == set(bart["threshold"])
     for eps, rows in aside.groupby("threshold"):
         assert set(rows["item"]) == set(items) | {"scratch"}, eps
-        for item, (target, policy) in items.items():
+        scratch_median = rows[rows["item"] == "scratch"]["median"].iloc[0]
+        for item, (target, policy, init) in items.items():
             got = rows[rows["item"] == item].iloc[0]
-            cell = bart[(bart.target == target) & (bart.policy == policy) & (bart.threshold == eps)].iloc[0]
-            assert (got["target"], got["policy"], got["unit"], got["n_cells"]) == (target, policy, "fraction", 1)
+            pick = (bart.target == target) & (bart.policy == policy) & (bart.init == init) & (bart.threshold == eps)
+            cell = bart[pick].iloc[0]
+            assert (got["target"], got["policy"], got["init"], got["unit"], got["n_cells"]) == (
+                target,
+                policy,
+                init,
+                "fraction",
+                1,
+            )
+            if math.isfinite(got["median"]) and math.isfinite(scratch_median):
+                assert got["relative_to_scratch"] == pytest.approx(got["median"] / scratch_median)
             if cell["damaged_loss"] <= cell["threshold_loss"]:  # within eps before any training: no cost at all
                 assert math.isnan(got["median"]), (eps, item, got["median"])
             else:
@@ -188,6 +208,27 @@ def test_encoder_decoder_tables_hold_the_bart_cells_numbers(finished):
     page = answer_page.page(kept, summary.assign(degenerate=False), networks.assign(degenerate=False), links).markdown()
     section = page.split("## 6. ")[1].split("\n## ")[0]
     assert "### tinyBart" in section and "cross-attention" in section and "pretraining from scratch" in section
+    assert "tinyBart16's trained one, kept frozen" in section and "output starting at zero" in section
+
+
+def test_a_donor_swap_takes_the_donors_trained_encoder(finished):
+    """The donor tinyBart16 is pretrained (its network, baseline and gates in networks.parquet) and never healed;
+    tinyBart's swap-tinyBart16 cells start from its trained encoder: frozen (cross_attn) they train only the
+    wiped cross-attention, trained (full) also the donor's encoder, whose tensors outnumber the cross-attention's;
+    with the gate closed (zero_out) the decoder starts without the encoder, so the swapped-in encoder does not move
+    the damaged loss: the two gated cells start at the same loss (the fresh ones draw their own cross-attention)."""
+    results = finished / "results"
+    networks = pd.read_parquet(results / "networks.parquet").set_index("model")
+    assert networks.loc["tinyBart16", "d_model"] == 16 and networks.loc["tinyBart16", "baseline_loss"] > 0
+    assert (results / "models" / "tinyBart16" / "p0" / "trained").is_dir()
+    summary = pd.read_parquet(results / "summary.parquet")
+    donor = summary[(summary.target == "swap-tinyBart16") & (summary.threshold == summary.threshold.min())]
+    cells = donor.set_index(["policy", "init"])
+    assert cells.loc[("full", "fresh"), "trainable_params"] > cells.loc[("cross_attn", "fresh"), "trainable_params"]
+    assert cells.loc[("full", "zero_out"), "damaged_loss"] == cells.loc[("cross_attn", "zero_out"), "damaged_loss"]
+    assert cells.loc[("full", "fresh"), "damaged_loss"] != cells.loc[("full", "zero_out"), "damaged_loss"]
+    log = (results / "logs" / "tinyBart" / "model.log").read_text()
+    assert "swap-tinyBart16" in log
 
 
 def test_frozen_random_for_the_encoder_decoder(finished):

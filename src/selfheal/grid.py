@@ -2,8 +2,9 @@
 
 A *target* is what a cell resets, spelled in paths and tables as ``L<i>`` (a layer of a single-stack model),
 ``enc.<i>`` / ``dec.<i>`` (a layer of an encoder-decoder), ``all`` / ``enc`` / ``dec`` (a set of layers),
-``swap<w>`` (the encoder swapped for a fresh one of width w) or ``none`` (the no-reset control). It is parsed in
-one place, ``Target.parse``, and the Snakemake wildcard constraint is generated from the same pattern.
+``swap<w>`` (the encoder swapped for a fresh one of width w), ``swap-<model>`` (the encoder swapped for the trained
+encoder of another encoder-decoder model of the config, its donor) or ``none`` (the no-reset control). It is parsed
+in one place, ``Target.parse``, and the Snakemake wildcard constraint is generated from the same pattern.
 
 A *network* is one pretrained network of a model size: a model and a pretraining seed (``pretrain.seeds``); each
 has its own step-0 weights, trained weights, baseline and cells. ``network_config`` gives its settings.
@@ -23,7 +24,7 @@ from selfheal.models.families import FAMILIES
 
 NONE = "none"  # the no-reset control
 ALL = "all"  # every layer (the from-scratch comparison)
-SWAP = "swap"  # encoder swap prefix: swap<width>
+SWAP = "swap"  # encoder swap prefix: swap<width> (a fresh encoder), swap-<model> (a donor's trained encoder)
 TRAINED = "trained"  # init of the matched no-reset control: the cell's tensors train from their trained values
 ZERO_OUT = "zero_out"  # a fresh draw with the output projections at zero: the layer starts as deleted
 INITS = ("fresh", "original", ZERO_OUT)  # the inits a config names (grid.inits)
@@ -36,7 +37,7 @@ LAYER, SET, SWAP_KIND, NONE_KIND = "layer", "set", "swap", "none"
 
 _LAYER = r"L(?P<single>[0-9]+)|(?P<stack>enc|dec)[.](?P<index>[0-9]+)"
 _SET = r"(?P<set>all|enc|dec)"
-_SWAP = r"swap(?P<width>[0-9]+)"
+_SWAP = r"swap(?P<width>[0-9]+)|swap-(?P<donor>[A-Za-z0-9_.-]+)"
 _NONE = r"(?P<none>none)"
 PATTERN = f"{_LAYER}|{_SET}|{_SWAP}|{_NONE}"
 _FULL = re.compile(f"^(?:{PATTERN})$")
@@ -48,20 +49,22 @@ WILDCARD = re.sub(r"\(\?P<[a-z]+>", "(", PATTERN)
 class Target:
     """A parsed target. ``stack`` is '' for a layer of a single-stack model, 'enc'/'dec' for an encoder-decoder
     layer or a stack set, None otherwise; ``index`` is the layer's index within its stack (None unless a layer);
-    ``width`` the swapped encoder's width (None unless a swap)."""
+    ``width`` a fresh swapped encoder's width and ``donor`` the model whose trained encoder is swapped in (None
+    unless a swap)."""
 
     text: str
     kind: str
     stack: str | None = None
     index: int | None = None
     width: int | None = None
+    donor: str | None = None
 
     @classmethod
     def parse(cls, text: str) -> "Target":
         m = _FULL.match(text)
         if m is None:
             raise ValueError(
-                f"not a target: {text!r} (expected L<i>, enc.<i>, dec.<i>, all, enc, dec, swap<w> or none)"
+                f"not a target: {text!r} (expected L<i>, enc.<i>, dec.<i>, all, enc, dec, swap<w>, swap-<model> or none)"
             )
         if m["single"] is not None:
             return cls(text, LAYER, "", int(m["single"]))
@@ -71,6 +74,8 @@ class Target:
             return cls(text, SET, None if m["set"] == ALL else m["set"])
         if m["width"] is not None:
             return cls(text, SWAP_KIND, width=int(m["width"]))
+        if m["donor"] is not None:
+            return cls(text, SWAP_KIND, donor=m["donor"])
         return cls(text, NONE_KIND)
 
     @classmethod
@@ -196,11 +201,12 @@ def networks(config: dict, models: list[dict] | None = None) -> list[Network]:
 def network_config(model_cfg: dict, pretrain_seed: int) -> dict:
     """A model's settings for one of its networks: ``pretrain.seed`` set to the pretraining seed (it draws the
     step-0 weights, the S training sequences and their order) and the list of seeds left out, so adding a seed
-    never changes an existing network's settings; ``retrain.lr_sensitivity`` left out too, so turning that side
-    measurement on or off never changes a network's or a cell's settings."""
+    never changes an existing network's settings; ``retrain.lr_sensitivity`` and ``heal`` left out too, so turning
+    that side measurement or a model's cells on or off never changes a network's or a cell's settings."""
     cfg = copy.deepcopy(model_cfg)
     cfg["pretrain"].pop("seeds", None)
     cfg.get("retrain", {}).pop("lr_sensitivity", None)  # a side measurement's (heal.lr_sensitivity), not the grid's
+    cfg.pop("heal", None)  # whether the grid heals it: turning it on or off never re-trains a network
     cfg["pretrain"]["seed"] = pretrain_seed
     return cfg
 
@@ -281,10 +287,12 @@ def frozen_random_models(config: dict) -> list[dict]:
 def cells(config: dict) -> list[Cell]:
     """Expand the grid (and its controls) into cells, in a stable order. A policy that a layer lacks (cross_attn
     on a decoder-only model or an encoder layer) makes no cell; model-level policies (embeddings) make one cell
-    with target 'all'."""
+    with target 'all'; a model with ``heal: false`` makes none."""
     grid = config["grid"]
     out: list[Cell] = []
     for model in config["models"]:
+        if not model.get("heal", True):
+            continue  # pretrained only (an encoder swap's donor)
         for pretrain_seed in model["pretrain"]["seeds"]:
             out += _network_cells(grid, model, pretrain_seed)
     return list(dict.fromkeys(out))  # a set target may repeat a control; keep the first
@@ -322,15 +330,52 @@ def _network_cells(grid: dict, model: dict, pretrain_seed: int) -> list[Cell]:
                         cell(layer, policy, TRAINED) for layer in chosen if policy_applies(model["arch"], layer, policy)
                     ]
             cell = _cell_maker(model["name"], regime, seed, pretrain_seed)
-            if len(stacks) == 2:  # encoder-decoders: swap in a fresh encoder of each width
-                for width in grid["encoder_swap"]:
-                    out.append(cell(f"{SWAP}{width}", "full", "fresh"))
+            if len(stacks) == 2:
+                out += _swap_cells(grid, model, cell)
             if grid["controls"]:
                 # "none" has nothing to reset: policy and init are 'none' so it runs once per regime and seed.
                 out.append(cell(NONE, "none", "none"))
                 for init in grid["inits"]:
                     out.append(cell(ALL, "full", init))
     return out
+
+
+SWAP_INITS = ("fresh", ZERO_OUT)  # a swap's cross-attention is a fresh draw, or one whose output starts at zero
+DONOR_POLICIES = ("full", "cross_attn")  # a donor's encoder trains with the cross-attention, or stays frozen
+
+
+def swap_targets(grid: dict, model: dict) -> list[str]:
+    """The encoder swaps of an encoder-decoder model: ``swap<w>`` per width of ``grid.encoder_swap``, and
+    ``swap-<donor>`` per model name there, except in the donors themselves (a donor receives no donor's encoder, so
+    no two networks wait for each other)."""
+    entries = grid["encoder_swap"]
+    if model["name"] in entries:
+        return [f"{SWAP}{e}" for e in entries if isinstance(e, int)]
+    return [f"{SWAP}{e}" if isinstance(e, int) else f"{SWAP}-{e}" for e in entries]
+
+
+def _swap_cells(grid: dict, model: dict, cell) -> list["Cell"]:
+    """A fresh encoder trains with the wiped cross-attention (policy full); a donor's trained encoder either trains
+    with it (full) or stays frozen while only the cross-attention trains (cross_attn). Each twice, whatever
+    ``grid.inits``: the cross-attention drawn fresh, and with its output at zero (``zero_out``: a closed gate, as
+    Flamingo's, so the decoder starts as it would without an encoder)."""
+    out = []
+    for target in swap_targets(grid, model):
+        policies = ("full",) if Target.parse(target).donor is None else DONOR_POLICIES
+        out += [cell(target, policy, init) for policy in policies for init in SWAP_INITS]
+    return out
+
+
+def donor_network(config: dict, donor: str, pretrain_seed: int) -> Network:
+    """The network whose trained encoder a receiving network of ``pretrain_seed`` gets: the donor's network of the
+    same pretraining seed, or the donor's first network when it has no such seed."""
+    seeds = model_by_name(config, donor)["pretrain"]["seeds"]
+    return Network(donor, pretrain_seed if pretrain_seed in seeds else seeds[0])
+
+
+def donors(cells: list["Cell"]) -> list[str]:
+    """The donor models whose encoders ``cells`` swap in, in order."""
+    return list(dict.fromkeys(d for c in cells if (d := c.parsed_target.donor) is not None))
 
 
 def _cell_maker(model: str, regime: str, seed: int, pretrain_seed: int):

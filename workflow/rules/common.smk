@@ -239,6 +239,33 @@ def cell_digest(wildcards):
     return selfheal.heal.plan.digest(network_params(wildcards), [the_cell(wildcards).as_dict()], EVAL)
 
 
+def donor_folders(wildcards):
+    """The trained folders of the donors whose encoders a training job's swap cells take (grid.donor_network), per
+    pretraining seed of the job: {seed: {donor: folder}}; a cell's job: {donor: folder}."""
+    if "target" in wildcards.keys():
+        seeds, cells = [int(wildcards.pretrain_seed)], [the_cell(wildcards)]
+    else:
+        seeds, cells = job_seeds(wildcards), [c for c in CELLS if c.model == wildcards.model]
+    out = {}
+    for seed in seeds:
+        donors = selfheal.grid.donors([c for c in cells if c.pretrain_seed == seed])
+        networks = {d: selfheal.grid.donor_network(CONFIG, d, seed) for d in donors}
+        out[seed] = {
+            d: f"{NETWORK.format(model=n.model, pretrain_seed=n.pretrain_seed)}/trained" for d, n in networks.items()
+        }
+    return out[seeds[0]] if "target" in wildcards.keys() else out
+
+
+def donor_networks(wildcards):
+    """The training jobs' outputs that hold the donors' trained folders (a job waits for its donors' networks)."""
+    folders = donor_folders(wildcards)
+    needed = folders.values() if "target" in wildcards.keys() else [f for by in folders.values() for f in by.values()]
+    networks = sorted({os.path.dirname(f) for f in needed})
+    if JOB_UNIT == "model":
+        return sorted({os.path.dirname(n) for n in networks})
+    return networks
+
+
 def unit_dir(wildcards):
     return UNIT.format(**wildcards)
 

@@ -25,6 +25,7 @@ rule model:
         tokens=tokens,
         start=imported_dir,
         imported=imported_summary,
+        donors=donor_networks,  # the networks whose trained encoders its swap cells take
     output:
         networks=directory(NETWORKS),
         baselines=directory(BASELINES),
@@ -44,6 +45,7 @@ rule model:
         folders=job_folders,
         work=work_dir,
         layout=layout,
+        donors=donor_folders,
     message:
         "model {wildcards.model}: {params.todo.summary}"
     script:
@@ -86,6 +88,7 @@ rule cell:
         start=imported_dir,
         imported=imported_summary,
         matched=matched_curves,  # a matched control's: the curves of the cells it is matched with
+        donors=donor_networks,  # a swap's: the network whose trained encoder it takes
     output:
         damage=f"{UNIT}/{CELL_IN_UNIT}/damage.json",
         recovery=f"{UNIT}/{CELL_IN_UNIT}/recovery.json",
@@ -105,6 +108,7 @@ rule cell:
         unit=unit_dir,
         unit_work=unit_work,
         cell_folder=CELL_IN_UNIT,
+        donors=donor_folders,
     message:
         "cell {wildcards.model} p{wildcards.pretrain_seed} {wildcards.regime} s{wildcards.seed} "
         "{wildcards.target}-{wildcards.policy}-{wildcards.init}: {params.todo.summary}"

@@ -26,4 +26,5 @@ job.heal(
     unit_work_dir=snakemake.params.unit_work,
     cell_folder=snakemake.params.cell_folder,
     threads=snakemake.threads,
+    donors=snakemake.params.donors,  # the trained folders of the donors its swap cells take
 )

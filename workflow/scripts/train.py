@@ -23,4 +23,5 @@ job.run(
     work_dir=snakemake.params.work,
     layout=snakemake.params.layout,
     threads=snakemake.threads,
+    donors=snakemake.params.donors,  # the trained folders of the donors its swap cells take
 )

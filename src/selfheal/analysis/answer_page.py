@@ -499,43 +499,59 @@ def _size_answer(v: _View, setting: tuple, eps_pair: list[float]) -> str:
     return "**Do N and D matter?** " + "; ".join(p[0].upper() + p[1:] if i == 0 else p for i, p in enumerate(out)) + "."
 
 
+def _times_scratch(at: pd.DataFrame, item: str) -> str:
+    """An aside item's cost as a multiple of pretraining from scratch to the same loss, over its rows (donors or
+    widths): 'a to b × from scratch', 'more than c × from scratch (beyond the budget)', or '' when it has no row."""
+    rows = at[at["item"] == item]
+    if not len(rows):
+        return ""
+    rel = rows["relative_to_scratch"].astype(float)
+    finite, beyond = rel[np.isfinite(rel)], rows[np.isinf(rel)]
+    if rows["median"].astype(float).isna().all():
+        return NOT_DAMAGED
+    parts = [f"{span(finite)} × from scratch"] if len(finite) else []
+    if len(beyond):
+        budget = beyond["budget_relative_to_scratch"].astype(float)
+        known = budget[np.isfinite(budget)]
+        parts.append(
+            f"{'' if not len(finite) else f'{len(beyond)} of {len(rows)} '}not back within the budget"
+            + (f" of {span(known)} × from scratch" if len(known) else "")
+        )
+    if not parts:  # no from-scratch cost to compare with (a downloaded model): the cost itself
+        return span(rows["median"].astype(float)) or "n/a"
+    return ", ".join(parts)
+
+
 def _swap_answer(v: _View) -> str:
+    """The swap in a sentence the asker can use, at the smallest ε: what retraining a swapped-in encoder needs
+    relative to pretraining the model from scratch to the same loss (trained with the wiped cross-attention,
+    frozen, with the gate closed), beside a fresh encoder."""
     aside = v.tables.get("encoder_decoder")
-    swaps = aside[aside["item"] == "encoder_swap"] if aside is not None and len(aside) else pd.DataFrame()
+    swaps = aside[aside["item"].isin(answer_tables.SWAP_ITEMS)] if aside is not None and len(aside) else pd.DataFrame()
     if not len(swaps):
         return "**The encoder swap:** not determined (this grid has no encoder-decoder model with its encoder swapped)."
     out = []
     for model, g in aside.groupby("model", sort=True):
-        eps = float(g["threshold"].max())
+        eps = float(g["threshold"].min())
         at = g[g["threshold"] == eps]
-        unit = at["unit"].iloc[0]
-
-        def value(item):
-            med = at[at["item"] == item]["median"].astype(float)
-            if not len(med):
-                return ""
-            finite, beyond = med[np.isfinite(med)], int(np.isinf(med).sum())
-            if not len(finite):
-                return "beyond the budget" if beyond else NOT_DAMAGED
-            return span(finite) + (f" ({beyond} of {int(med.notna().sum())} beyond the budget)" if beyond else "")
-
-        swap = value("encoder_swap")
-        swap = "does not get back within the budget" if swap == "beyond the budget" else f"needs {swap}"
-        compare = [
-            f"{words} {value(item)}"
-            for item, words in (
-                ("encoder_layer", "one encoder layer"),
-                ("decoder_layer", "one decoder layer"),
-                ("reset_all", "every layer reset"),
-                ("scratch", "pretraining from scratch"),
+        donors = at[at["item"] == "donor_swap"]["target"].str[len("swap-") :].tolist()
+        parts = []
+        for item, words in (
+            ("donor_swap", f"another network's trained encoder ({', '.join(donors)}) trained with it"),
+            ("donor_swap_frozen", "that encoder kept frozen"),
+            ("donor_swap_gated", "trained, with the cross-attention's output starting at zero"),
+            ("donor_swap_frozen_gated", "frozen, with the gate closed at first"),
+            ("encoder_swap", "a fresh encoder"),
+            ("encoder_swap_gated", "a fresh encoder with the gate closed at first"),
+        ):
+            text = _times_scratch(at, item)
+            if text:
+                parts.append(f"{words}: {text}")
+        if parts:
+            out.append(
+                f"In {model}, swapping in an encoder of another width (the cross-attention wiped and re-sized) "
+                f"needs, to get back within {_eps_words(eps)} of its loss, " + "; ".join(parts)
             )
-            if value(item)
-        ]
-        budget = at["budget"].dropna()
-        out.append(
-            f"In {model}, swapping the encoder for a fresh one {swap} at ε = {_eps_words(eps)} "
-            f"({UNIT_WORDS[unit]}; budget {num(float(budget.max()))}), against " + ", ".join(compare)
-        )
     return "**The encoder swap.** " + ". ".join(out) + "."
 
 
@@ -1033,20 +1049,21 @@ def _aside(doc: Page, v: _View) -> None:
         )
         return
     doc.p(
-        "Regime `frozen`, init `fresh`: the median cost [95 % interval] of each reset beyond one layer (one layer: "
-        "§1), and pretraining from scratch to the same loss: the median over the networks [least, most]."
+        "Regime `frozen`, init `fresh` (a swap's gated rows: `zero_out`): the median cost [95 % interval] of each "
+        "reset beyond one layer (one layer: §1), and pretraining from scratch to the same loss: the median over the "
+        "networks [least, most]; after each cost, the median as a multiple of that from-scratch cost."
     )
     for model, rows in aside.groupby("model", sort=True):
         eps_list = sorted(rows["threshold"].unique())
         body = []
-        for (item, target, policy), g in rows.groupby(["item", "target", "policy"], sort=False):
+        for (item, target, policy, _), g in rows.groupby(["item", "target", "policy", "init"], sort=False):
             if item in ("encoder_layer", "decoder_layer"):
                 continue  # in §1
             g = g.set_index("threshold")
             first = g.iloc[0]
             label = first["what"] + (
                 f" (`{target}`{', ' + policy if policy == 'cross_attn' else ''})"
-                if target and item not in ("all_cross_attention", "reset_all")
+                if target and item not in ("all_cross_attention", "reset_all", *answer_tables.SWAP_ITEMS)
                 else ""
             )
             body.append([label] + [_aside_cost(g.loc[e]) if e in g.index else "" for e in eps_list])
@@ -1062,7 +1079,15 @@ def _aside_cost(r: pd.Series) -> str:
         else f"{_one(value)} [{_one(lo)}, {_one(hi)}]"
     )
     partly = 0 < r["n_censored"] < r["n_cells"]
-    return text + (f", {int(r['n_censored'])} of {int(r['n_cells'])} censored" if partly else "")
+    rel = float(r.get("relative_to_scratch", math.nan))
+    times = (
+        f" (more than {num(float(r['budget_relative_to_scratch']))} ×)"
+        if math.isinf(rel) and math.isfinite(float(r.get("budget_relative_to_scratch", math.nan)))
+        else f" ({num(rel)} ×)"
+        if math.isfinite(rel) and r["item"] != "scratch"
+        else ""
+    )
+    return text + times + (f", {int(r['n_censored'])} of {int(r['n_cells'])} censored" if partly else "")
 
 
 def _damage_similarity(doc: Page, v: _View) -> None:

@@ -25,6 +25,8 @@ from selfheal.analysis import out_of_sample, scaling, survival
 from selfheal.analysis.stats import budget_column, cost_unit, first_crossing
 from selfheal.heal.thresholds import threshold_loss
 
+ZERO_OUT = "zero_out"  # grid.ZERO_OUT: the init whose output projections start at zero (no training stack here)
+
 TABLES = [
     "survival",
     "recovered_curves",
@@ -162,6 +164,7 @@ ENCODER_DECODER_COLUMNS = [
     "what",
     "target",
     "policy",
+    "init",
     "unit",
     "median",
     "median_lo",
@@ -169,25 +172,88 @@ ENCODER_DECODER_COLUMNS = [
     "budget",
     "n_cells",
     "n_censored",
+    "relative_to_scratch",
+    "budget_relative_to_scratch",
 ]
+
+
 # The encoder-decoder aside, in the order the page lists it: (item, what, which survival rows), each in the asker's
-# regime and init (frozen, fresh); "scratch" is pretraining's own curve (pretrain_reference).
+# regime (frozen) and init fresh, but the gated swaps (init zero_out: the cross-attention's output starts at zero);
+# "scratch" is pretraining's own curve (pretrain_reference). ``what`` names a swap's donor or width from its target.
+def _fresh(s):
+    return s["init"] == "fresh"
+
+
+def _swap(s, donor: bool, policy: str, init: str):
+    return (
+        (s["kind"] == survival.SWAP)
+        & (s["target"].str.startswith("swap-") == donor)
+        & (s["policy"] == policy)
+        & (s["init"] == init)
+    )
+
+
 ENCODER_DECODER_ITEMS = [
-    ("encoder_layer", "one encoder layer", lambda s: s["target"].str.startswith("enc.") & (s["policy"] == "full")),
-    ("decoder_layer", "one decoder layer", lambda s: s["target"].str.startswith("dec.") & (s["policy"] == "full")),
+    (
+        "encoder_layer",
+        "one encoder layer",
+        lambda s: s["target"].str.startswith("enc.") & (s["policy"] == "full") & _fresh(s),
+    ),
+    (
+        "decoder_layer",
+        "one decoder layer",
+        lambda s: s["target"].str.startswith("dec.") & (s["policy"] == "full") & _fresh(s),
+    ),
     (
         "cross_attention",
         "one decoder layer's cross-attention",
-        lambda s: s["target"].str.startswith("dec.") & (s["policy"] == "cross_attn"),
+        lambda s: s["target"].str.startswith("dec.") & (s["policy"] == "cross_attn") & _fresh(s),
     ),
     (
         "all_cross_attention",
         "all cross-attention (every decoder layer's)",
-        lambda s: s["target"].isin(["all", "dec"]) & (s["policy"] == "cross_attn"),
+        lambda s: s["target"].isin(["all", "dec"]) & (s["policy"] == "cross_attn") & _fresh(s),
     ),
-    ("encoder_swap", "the encoder swapped for a fresh one", lambda s: s["kind"] == survival.SWAP),
-    ("reset_all", "every layer reset", lambda s: (s["target"] == "all") & (s["policy"] == "full")),
+    (
+        "donor_swap",
+        "the encoder swapped for {donor}'s trained one, trained with the cross-attention",
+        lambda s: _swap(s, True, "full", "fresh"),
+    ),
+    (
+        "donor_swap_gated",
+        "the same, the cross-attention's output starting at zero",
+        lambda s: _swap(s, True, "full", ZERO_OUT),
+    ),
+    (
+        "donor_swap_frozen",
+        "the encoder swapped for {donor}'s trained one, kept frozen (only the cross-attention trains)",
+        lambda s: _swap(s, True, "cross_attn", "fresh"),
+    ),
+    (
+        "donor_swap_frozen_gated",
+        "the same, the cross-attention's output starting at zero",
+        lambda s: _swap(s, True, "cross_attn", ZERO_OUT),
+    ),
+    (
+        "encoder_swap",
+        "the encoder swapped for a fresh one of width {width}",
+        lambda s: _swap(s, False, "full", "fresh"),
+    ),
+    (
+        "encoder_swap_gated",
+        "the same, the cross-attention's output starting at zero",
+        lambda s: _swap(s, False, "full", ZERO_OUT),
+    ),
+    ("reset_all", "every layer reset", lambda s: (s["target"] == "all") & (s["policy"] == "full") & _fresh(s)),
 ]
+SWAP_ITEMS = tuple(item for item, _, _ in ENCODER_DECODER_ITEMS if "swap" in item)
+
+
+def _what(what: str, target: str) -> str:
+    """An item's words with its swap's donor or width filled in from the target (swap-<model>, swap<w>)."""
+    donor = target[len("swap-") :] if target.startswith("swap-") else ""
+    width = target[len("swap") :] if target.startswith("swap") and not donor else ""
+    return what.format(donor=donor, width=width)
 
 
 def cka(cells: pd.DataFrame) -> pd.DataFrame:
@@ -452,8 +518,9 @@ def compute(
 
 def encoder_decoder(surv: pd.DataFrame, ref: pd.DataFrame, networks: pd.DataFrame) -> pd.DataFrame:
     """The encoder-decoder aside: per encoder-decoder model and threshold, the cost of resetting one encoder layer,
-    one decoder layer, one decoder layer's cross-attention, all cross-attention, and of the encoder swap, beside
-    resetting every layer and pretraining from scratch to the same loss. One row per survival group (item, target,
+    one decoder layer, one decoder layer's cross-attention, all cross-attention, and of each encoder swap (a donor's
+    trained encoder, trained or frozen; a fresh one; each also gated), beside resetting every layer and pretraining
+    from scratch to the same loss, and each cost and budget over that from-scratch cost. One row per survival group (item, target,
     policy), in the survival table's unit (fraction of S x E when known, else examples); median_* are the survival
     medians with their intervals (inf: beyond the budget). The ``scratch`` row: the median over the model's networks
     of the examples (or fraction) its own pretraining needed to first reach the loss, lo/hi the least and most of
@@ -461,13 +528,11 @@ def encoder_decoder(surv: pd.DataFrame, ref: pd.DataFrame, networks: pd.DataFram
     out = []
     kinds = networks.drop_duplicates("model").set_index("model")["family_kind"] if len(networks) else pd.Series()
     models = [m for m, k in kinds.items() if k == "encoder-decoder"]
-    rows = (
-        surv[surv["model"].isin(models) & (surv["regime"] == "frozen") & (surv["init"] == "fresh")]
-        if len(surv)
-        else surv
-    )
+    rows = surv[surv["model"].isin(models) & (surv["regime"] == "frozen")] if len(surv) else surv
     for (model, eps), group in rows.groupby(["model", "threshold"], sort=True):
         unit = cost_unit(group["pretrain_examples"])
+        scratch = ref[(ref["model"] == model) & (ref["threshold"] == eps)] if len(ref) else ref
+        scratch_median = float(scratch[unit].astype(float).fillna(math.inf).median()) if len(scratch) else math.nan
         for item, what, pick in ENCODER_DECODER_ITEMS:
             for _, r in group[pick(group)].sort_values("target").iterrows():
                 out.append(
@@ -475,9 +540,10 @@ def encoder_decoder(surv: pd.DataFrame, ref: pd.DataFrame, networks: pd.DataFram
                         "model": model,
                         "threshold": float(eps),
                         "item": item,
-                        "what": what,
+                        "what": _what(what, r["target"]),
                         "target": r["target"],
                         "policy": r["policy"],
+                        "init": r["init"],
                         "unit": unit,
                         "median": r[f"median_{unit}"],
                         "median_lo": r[f"median_{unit}_lo"],
@@ -485,9 +551,10 @@ def encoder_decoder(surv: pd.DataFrame, ref: pd.DataFrame, networks: pd.DataFram
                         "budget": r[budget_column(unit)],
                         "n_cells": int(r["n_cells"]),
                         "n_censored": int(r["n_censored"]),
+                        "relative_to_scratch": _ratio(r[f"median_{unit}"], scratch_median),
+                        "budget_relative_to_scratch": _ratio(r[budget_column(unit)], scratch_median),
                     }
                 )
-        scratch = ref[(ref["model"] == model) & (ref["threshold"] == eps)] if len(ref) else ref
         if len(scratch):
             v = scratch[unit].astype(float)
             reached = v.dropna()
@@ -499,21 +566,41 @@ def encoder_decoder(surv: pd.DataFrame, ref: pd.DataFrame, networks: pd.DataFram
                     "what": "pretraining from scratch to the same loss",
                     "target": "",
                     "policy": "",
+                    "init": "",
                     "unit": unit,
-                    "median": float(v.fillna(math.inf).median()),
+                    "median": scratch_median,
                     "median_lo": float(reached.min()) if len(reached) else math.inf,
                     "median_hi": float(v.fillna(math.inf).max()),
                     "budget": math.nan,
                     "n_cells": len(v),
                     "n_censored": int(v.isna().sum()),
+                    "relative_to_scratch": 1.0 if math.isfinite(scratch_median) else math.nan,
+                    "budget_relative_to_scratch": math.nan,
                 }
             )
     table = pd.DataFrame(out, columns=ENCODER_DECODER_COLUMNS)
-    for column in ("threshold", "median", "median_lo", "median_hi", "budget"):
+    for column in (
+        "threshold",
+        "median",
+        "median_lo",
+        "median_hi",
+        "budget",
+        "relative_to_scratch",
+        "budget_relative_to_scratch",
+    ):
         table[column] = table[column].astype(float)
     for column in ("n_cells", "n_censored"):
         table[column] = table[column].astype("int64")
     return table
+
+
+def _ratio(cost, scratch: float) -> float:
+    """A cost over pretraining's own from-scratch cost to the same loss (inf when the cost is beyond the budget;
+    NaN when the from-scratch cost is unknown or never reached)."""
+    cost = float(cost) if cost is not None and not pd.isna(cost) else math.nan
+    if not math.isfinite(scratch) or scratch <= 0 or math.isnan(cost):
+        return math.nan
+    return cost / scratch
 
 
 def control_drift(curves: pd.DataFrame, networks: pd.DataFrame) -> pd.DataFrame:

@@ -176,12 +176,40 @@ def _check_grid_entries(config: dict) -> None:
             "grid.encoder_swap",
             f"an encoder swap needs an encoder-decoder model (bart), and no model here is one ({described})",
         )
+    _check_donors(config, encdec)
     if not grid.cells(config) and not any(m.get("frozen_random") for m in models):
         raise ConfigError(
             "grid.layers",
             "the grid makes no cell (no layers, no target sets and controls off) and "
             "no model has frozen_random: nothing to run",
         )
+
+
+def _check_donors(config: dict, encdec: list[dict]) -> None:
+    """A donor of ``grid.encoder_swap`` is another encoder-decoder model of ``models``, of the same family and
+    context as a model that receives it, built here (its encoder is read from its trained networks)."""
+    by_name = {m["name"]: m for m in config["models"]}
+    for j, entry in enumerate(config["grid"]["encoder_swap"]):
+        if isinstance(entry, int):
+            continue
+        key = f"grid.encoder_swap[{j}]"
+        donor = by_name.get(entry)
+        if donor is None:
+            raise ConfigError(key, f"{entry!r} is neither a width nor a model of `models` ({', '.join(by_name)})")
+        if donor not in encdec:
+            raise ConfigError(key, f"the donor {entry!r} ({donor['arch']}) has no separate encoder to give")
+        if donor["source"] != "scratch":
+            raise ConfigError(key, f"the donor {entry!r} must be built here (source scratch), not downloaded")
+        receivers = [m for m in encdec if m["name"] != entry and m.get("heal", True)]
+        if not receivers:
+            raise ConfigError(key, f"no other encoder-decoder model of `models` is healed to receive {entry!r}")
+        for m in receivers:
+            if (m["arch"], m["context"]) != (donor["arch"], donor["context"]):
+                raise ConfigError(
+                    key,
+                    f"the donor {entry!r} ({donor['arch']}, context {donor['context']}) does not fit {m['name']!r} "
+                    f"({m['arch']}, context {m['context']}): a swapped-in encoder reads the same inputs",
+                )
 
 
 def _targeted_layers(model: dict, spec: dict) -> list[str]:

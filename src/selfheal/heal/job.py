@@ -91,12 +91,14 @@ def run(
     work_dir: str,
     layout: dict[str, str],
     threads: int = 1,
+    donors: dict[int, dict[str, str]] | None = None,
 ) -> None:
     """Make the networks of one job (``networks``: each one's settings, ``pretrain.seed`` set) and heal their
     cells. ``start_dir``: a downloaded model's folder (``adapt``, ``as_downloaded``); ``imported_summary``: its
     ``pretrain.json`` (the pretraining record of a model healed as downloaded). ``layout``: the patterns of a
     network's folder (``network``), its baseline (``baseline``), a unit's folder (``unit``), a cell's folder in its
-    unit (``cell``) and a network's staging folder in ``work_dir`` (``network_work``)."""
+    unit (``cell``) and a network's staging folder in ``work_dir`` (``network_work``). ``donors``: per pretraining
+    seed, the trained folder of each donor whose encoder that network's swap cells take."""
     if source not in SOURCES:
         raise ValueError(f"source {source!r}: expected one of {SOURCES}")
     log.info(
@@ -140,6 +142,7 @@ def run(
                 cell_folder=layout["cell"],
                 threads=threads,
                 pretrain_curve_path=None if source == "as_downloaded" else str(network / CURVE),
+                donors=(donors or {}).get(seed),
             )
     Path(cells_dir).mkdir(parents=True, exist_ok=True)  # (empty for a model that makes no cells)
     Path(baselines_dir).mkdir(parents=True, exist_ok=True)
@@ -178,10 +181,12 @@ def heal(
     unit_work_dir: str,
     cell_folder: str,
     threads: int = 1,
+    donors: dict[str, str] | None = None,
 ) -> None:
     """One cell's own job (``job_unit: cell``): the network another job made (``network_dir``, ``baseline``), then
     the cell healed as its unit's job would heal it (``unit.run``: the prefix caches planned over ``unit_cells``; a
-    matched control as long as the longest of the cells it is matched with, ``earlier``: each with its curve)."""
+    matched control as long as the longest of the cells it is matched with, ``earlier``: each with its curve).
+    ``donors``: the trained folder of the donor whose encoder a swap cell takes."""
     if source not in SOURCES:
         raise ValueError(f"source {source!r}: expected one of {SOURCES}")
     trained, theta0, summary, curve = network_inputs(source, network_dir, start_dir, imported_summary)
@@ -214,4 +219,5 @@ def heal(
         unit_cells=unit_cells,
         earlier=earlier,
         pretrain_curve_path=curve,
+        donors=donors,
     )

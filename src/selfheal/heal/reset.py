@@ -104,13 +104,33 @@ def draw(
     init: str,
     seed: int,
     theta0: dict[str, torch.Tensor] | None = None,
+    donor: nn.Module | None = None,
 ) -> list[str]:
     """Reset one cell's (target, policy) in ``model`` in place, drawn from the cell's own generator (or restored
-    from theta0); a target ``swapN`` swaps in a fresh encoder of width N. Returns the names of the reset tensors."""
+    from theta0). Returns the names of the reset tensors, the ones that train.
+
+    A swap (``swap<w>``: a fresh encoder of width w; ``swap-<model>``: ``donor``'s trained encoder) wipes the
+    cross-attention, re-sized to the new width; policy ``full`` trains the new encoder with it, ``cross_attn`` only
+    the cross-attention (the donor's encoder stays frozen). Init ``zero_out`` starts the cross-attention's output
+    at zero (a closed gate)."""
     parsed = Target.of(target)
     generator = generator_for(seed, parsed, policy)
     if parsed.kind == grid.SWAP_KIND:
-        return sorted(family.swap_encoder(model, parsed.width, generator))
+        if (parsed.donor is None) != (donor is None):
+            raise ValueError(f"target {parsed} needs {'a' if parsed.donor else 'no'} donor model")
+        if policy not in grid.DONOR_POLICIES or (policy == "cross_attn" and donor is None):
+            raise ValueError(
+                f"policy {policy!r} for {parsed}: a fresh encoder trains (full); a donor's may stay frozen"
+            )
+        encoder, cross = family.swap_encoder(model, parsed.width, generator, donor)
+        if init == grid.ZERO_OUT:
+            params = dict(model.named_parameters())
+            with torch.no_grad():
+                for name in family.output_projection_names(model, cross):
+                    params[name].zero_()
+        elif init != "fresh":
+            raise ValueError(f"init {init!r} for {parsed}: a swap's cross-attention is drawn {grid.SWAP_INITS}")
+        return sorted(cross if policy == "cross_attn" else encoder + cross)
     names = target_names(model, family, parsed, policy)
     if init != grid.TRAINED:
         apply(model, family, names, init, generator, theta0)

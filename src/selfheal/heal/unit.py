@@ -82,10 +82,14 @@ def _keep(folder: Path, length: int, depth: int | None, budget: Budget) -> bool:
     return True
 
 
-def check_frozen(model, base, trainable: set[str]) -> None:
-    """Every tensor that did not train is bit-identical to the trained model's (a swapped encoder's new tensors
-    have no counterpart and are skipped)."""
+def check_frozen(model, base, trainable: set[str], donor=None) -> None:
+    """Every tensor that did not train is bit-identical to the trained model's, and a donor's frozen encoder to the
+    donor's (a fresh swapped encoder's tensors have no counterpart and are skipped)."""
     base_params = dict(base.named_parameters())
+    if donor is not None:
+        encoder = "model.encoder."
+        base_params = {n: p for n, p in base_params.items() if not n.startswith(encoder)}
+        base_params |= {encoder + n: p for n, p in donor.model.encoder.named_parameters()}
     changed = [
         n
         for n, p in model.named_parameters()
@@ -145,14 +149,16 @@ def heal_cell(
     reference: TrainedReference | None = None,
     budget: Budget | None = None,
     extension_path: str | None = None,
+    donor=None,
 ):
     """Reset, measure the damage, retrain: one cell on a copy of the trained ``base``. ``reference``: the trained
     model's loss and layer outputs, shared by the cells of a job (a cell that resets nothing reuses them);
-    ``budget``: the network's (``heal.budget``); ``extension_path``: the cell's extension point."""
+    ``budget``: the network's (``heal.budget``); ``extension_path``: the cell's extension point; ``donor``: the
+    trained model whose encoder a ``swap-<model>`` cell swaps in."""
     reference = reference or TrainedReference(base, job)
     setup.seed_everything(cell.seed)
     model = copy.deepcopy(base)
-    names = reset.draw(model, job.family, cell.target, cell.policy, cell.init, cell.seed, theta0)
+    names = reset.draw(model, job.family, cell.target, cell.policy, cell.init, cell.seed, theta0, donor)
     untouched = cell.init == grid.TRAINED or cell.target == grid.NONE  # the weights are the trained ones, bit for bit
     damaged = reference.val_loss() if untouched else evaluate(model, job.family, job.val_batches, hw=job.hardware)
     layer = job.family.layer(model, cell.target) if cell.parsed_target.is_layer else None
@@ -199,7 +205,7 @@ def heal_cell(
         budget,
         extension_path,
     )
-    check_frozen(model, base, {n for n, p in model.named_parameters() if p.requires_grad})
+    check_frozen(model, base, {n for n, p in model.named_parameters() if p.requires_grad}, donor)
     if layer is not None:
         result.cka_floor = floor
         result.cka = similarity.linear_cka(
@@ -245,6 +251,7 @@ def run(
     unit_cells: list[dict] | None = None,
     earlier: list[tuple[dict, str]] = (),
     pretrain_curve_path: str | None = None,
+    donors: dict[str, str] | None = None,
 ) -> None:
     """Heal every cell of one unit, or some of them. ``cell_folder``: the per-cell folder inside ``out_dir`` (and
     ``work_dir``), a pattern over the cell's fields (e.g. ``{target}-{policy}-{init}``). Where the cells of a unit
@@ -252,7 +259,8 @@ def run(
     planned over them, as in one job, so every job unit gives the same numbers), and ``earlier``, the cells healed
     by other jobs that a matched control among ``cells`` is matched with, each with its ``curve.parquet``.
     ``pretrain_curve_path``: the network's pretraining curve (None for a downloaded model healed as downloaded),
-    whose from-scratch cost sets the budget under ``retrain.budget_scratch``."""
+    whose from-scratch cost sets the budget under ``retrain.budget_scratch``. ``donors``: each donor model's
+    trained folder (the donor network ``grid.donor_network`` picks for this one), for the ``swap-<model>`` cells."""
     cells = [Cell(**c) for c in cells]
     unit_cells = cells if unit_cells is None else [Cell(**c) for c in unit_cells]
     setup.seed_everything(0, threads)
@@ -280,8 +288,11 @@ def run(
         log.info("prefix caches at depths %s: %.1f MB each, one at a time", sorted(set(depths.values())), mb)
     elif any(prefix_cache.cache_depth(model_cfg, c.target, c.policy, c.regime) for c in cells):
         log.info("no prefix cache: %.1f MB each exceeds retrain.prefix_cache_mb or does not pay", mb)
+    donors = {d: (donors or {})[d] for d in grid.donors(cells)}  # those these cells swap in
+    donor_models = {d: models.load(path).requires_grad_(False) for d, path in donors.items()}
     inputs = staging.digest(
         [p for p in (tokens_path, trained_dir, theta0_dir, baseline_path, pretrain_summary_path) if p]
+        + list(donors.values())
     )
     work = Path(work_dir)
     cache = None
@@ -329,6 +340,7 @@ def run(
             reference,
             budget,
             str(folder / EXTENSION),
+            donor_models.get(cell.parsed_target.donor),
         )
         spent[cell] = int(curve["examples"].max())
         records.write(folder / "damage.json", damage)

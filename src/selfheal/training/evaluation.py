@@ -46,21 +46,19 @@ def evaluate(model: nn.Module, family, val_batches: list[dict], cache=None, hw: 
 
 @torch.no_grad()
 def per_sequence(model: nn.Module, family, val_batches: list[dict], hw: Hardware = Hardware()) -> torch.Tensor:
-    """The mean loss of each validation sequence (one row of a batch at a time, so any family's loss serves and a
-    masked LM keeps the masks its batches were made with): paired per-sequence losses of two networks on the same
-    batches give the standard error of their difference with correlated tokens counted once."""
+    """The mean loss of each validation sequence, a batch at a time (the family's loss ``per_row``: a masked LM
+    keeps the masks its batches were made with): paired per-sequence losses of two networks on the same batches
+    give the standard error of their difference with correlated tokens counted once."""
     was_training = model.training
     model.eval()
     no_grad_anywhere = family.n_layers(model) + 1
     device = next(model.parameters()).device
     out = []
     for batch in val_batches:
-        for i in range(batch["input_ids"].shape[0]):
-            row = to_device({k: v[i : i + 1] for k, v in batch.items()}, device)
-            with hw.autocast(device):
-                out.append(float(family.loss(model, row, no_grad_anywhere)))
+        with hw.autocast(device):
+            out.append(family.loss(model, to_device(batch, device), no_grad_anywhere, per_row=True).double().cpu())
     model.train(was_training)
-    return torch.tensor(out, dtype=torch.float64)
+    return torch.cat(out) if out else torch.zeros(0, dtype=torch.float64)
 
 
 def baseline(

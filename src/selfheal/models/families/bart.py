@@ -10,15 +10,12 @@ start of the decoder, depth n_enc.
 
 from __future__ import annotations
 
-import torch.nn.functional as F
 from torch import nn
 
-from selfheal.models.families.base import Family
+from selfheal.models.families.base import Family, token_loss
 
 _ENC = "model.encoder."
 _DEC = "model.decoder."
-# After an encoder swap: the Linear that maps the new encoder's width to the decoder's (cross-attention input).
-SWAP_PROJECTION = "selfheal_encoder_projection"
 
 
 class BART(Family):
@@ -63,38 +60,51 @@ class BART(Family):
         ]
 
     def depth_of(self, model, name):
-        if name.startswith((f"{_DEC}embed_positions.", f"{_DEC}layernorm_embedding.", SWAP_PROJECTION)):
+        if name.startswith((f"{_DEC}embed_positions.", f"{_DEC}layernorm_embedding.")):
             return len(model.model.encoder.layers)
         if name.startswith(f"{_ENC}embed_tokens."):  # a swapped-in encoder's own token embedding
             return 0
         return super().depth_of(model, name)
 
-    def swap_encoder(self, model, d_model: int, generator) -> list[str]:
-        """Replace the trained encoder by a freshly initialised one of width ``d_model`` (same depth and head
-        width, its own token embedding), add a Linear projection to the decoder's width for the cross-attention,
-        and re-initialise every decoder cross-attention. Returns the names of all new or re-initialised tensors."""
+    def swap_encoder(self, model, d_model: int | None, generator, donor=None) -> tuple[list[str], list[str]]:
+        """Replace the trained encoder by a freshly initialised one of width ``d_model`` (same depth and head width,
+        its own token embedding), or by a copy of ``donor``'s trained encoder (another BART's, with its own token
+        embedding and positions); wipe every decoder cross-attention, its key and value projections re-sized to
+        read the new encoder's width. Returns the names of the new encoder's tensors and of the wiped
+        cross-attention's."""
+        import copy
+
         from transformers.models.bart.modeling_bart import BartEncoder
 
-        old = model.config
-        head_dim = old.d_model // old.encoder_attention_heads
-        heads = d_model // head_dim if d_model % head_dim == 0 and d_model >= head_dim else 1
-        config = type(old).from_dict(
-            {**old.to_dict(), "d_model": d_model, "encoder_attention_heads": heads, "encoder_ffn_dim": 4 * d_model}
-        )
-        config._attn_implementation = old._attn_implementation
-        # built where the model lives (a swap on a GPU gets a GPU encoder); fresh_init_ draws its values below
-        anchor = next(model.parameters())
-        model.model.encoder = BartEncoder(config).to(device=anchor.device, dtype=anchor.dtype)
-        setattr(model, SWAP_PROJECTION, nn.Linear(d_model, old.d_model).to(device=anchor.device, dtype=anchor.dtype))
-        new = [n for n, _ in model.named_parameters() if n.startswith((_ENC, SWAP_PROJECTION))]
+        anchor = next(model.parameters())  # the new parts are built where the model lives (a GPU swap stays on it)
+        if donor is not None:
+            encoder = copy.deepcopy(donor.model.encoder)
+        else:
+            old = model.config
+            head_dim = old.d_model // old.encoder_attention_heads
+            heads = d_model // head_dim if d_model % head_dim == 0 and d_model >= head_dim else 1
+            config = type(old).from_dict(
+                {**old.to_dict(), "d_model": d_model, "encoder_attention_heads": heads, "encoder_ffn_dim": 4 * d_model}
+            )
+            config._attn_implementation = old._attn_implementation
+            encoder = BartEncoder(config)
+        model.model.encoder = encoder.to(device=anchor.device, dtype=anchor.dtype)
+        width = encoder.config.d_model
+        for layer in model.model.decoder.layers:
+            attn = layer.encoder_attn
+            for name in ("k_proj", "v_proj"):
+                old_proj = getattr(attn, name)
+                resized = nn.Linear(width, old_proj.out_features, bias=old_proj.bias is not None)
+                setattr(attn, name, resized.to(device=anchor.device, dtype=anchor.dtype))
+        new = [n for n, _ in model.named_parameters() if n.startswith(_ENC)]
         cross = [
             n
             for layer in self.layers(model)
             if layer.stack == "dec"
             for n in self.param_names(model, layer.id, "cross_attn")
         ]
-        self.fresh_init_(model, new + cross, generator)
-        return new + cross
+        self.fresh_init_(model, cross if donor is not None else new + cross, generator)
+        return new, cross
 
     def init_std(self, model):
         return float(model.config.init_std)  # BART's config calls it init_std, not initializer_range
@@ -132,7 +142,7 @@ class BART(Family):
         )
         return BartForConditionalGeneration(config)
 
-    def loss(self, model, batch, grad_from):
+    def loss(self, model, batch, grad_from, per_row=False):
         from transformers.masking_utils import create_bidirectional_mask, create_causal_mask
         from transformers.models.bart.modeling_bart import shift_tokens_right
 
@@ -151,9 +161,6 @@ class BART(Family):
         for i, layer in enumerate(enc.layers):
             with self.grad_if(i, grad_from):
                 hidden = layer(hidden, enc_mask)
-        if hasattr(model, SWAP_PROJECTION):
-            with self.grad_if(n_enc, grad_from):
-                hidden = getattr(model, SWAP_PROJECTION)(hidden)
 
         # decoder: the token lookup uses the shared embedding (depth 0); the decoder's own positions and
         # embedding norm belong to depth n_enc, as do its layers n_enc + j.
@@ -174,4 +181,4 @@ class BART(Family):
                 out = layer(out, self_mask, hidden, encoder_attention_mask=cross_mask, use_cache=False)
 
         logits = model.lm_head(out) + model.final_logits_bias.to(out.dtype)
-        return F.cross_entropy(logits.view(-1, logits.shape[-1]).float(), labels.reshape(-1), ignore_index=-100)
+        return token_loss(logits, labels, per_row)

@@ -12,6 +12,7 @@ import contextlib
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 # Reset policies. Per layer: full (every tensor of the block), attn (all attention, self and cross), self_attn,
@@ -100,8 +101,10 @@ class Family:
                 return layer.depth
         return self.n_layers(model)
 
-    def swap_encoder(self, model: nn.Module, d_model: int, generator: torch.Generator) -> list[str]:
-        """Encoder-decoders: replace the encoder by a fresh one of another width (see BART)."""
+    def swap_encoder(
+        self, model: nn.Module, d_model: int | None, generator: torch.Generator, donor: nn.Module | None = None
+    ) -> tuple[list[str], list[str]]:
+        """Encoder-decoders: replace the encoder by a fresh one of another width or by a donor's (see BART)."""
         raise ValueError(f"the {self.arch} family has no separate encoder to swap")
 
     # -- init -------------------------------------------------------------------------------------------------------
@@ -155,9 +158,9 @@ class Family:
                 params[name].zero_()
 
     # -- forward ----------------------------------------------------------------------------------------------------
-    def loss(self, model: nn.Module, batch: dict, grad_from: int) -> torch.Tensor:
+    def loss(self, model: nn.Module, batch: dict, grad_from: int, per_row: bool = False) -> torch.Tensor:
         """Mean training loss of a batch; every layer of depth < ``grad_from`` (and the embeddings, when
-        ``grad_from`` > 0) runs under ``no_grad``."""
+        ``grad_from`` > 0) runs under ``no_grad``. ``per_row``: each row's own mean instead (``token_loss``)."""
         raise NotImplementedError
 
     @staticmethod
@@ -201,10 +204,10 @@ class SingleStack(Family):
         )
         return {"mask": mask, "position_ids": position_ids}
 
-    def head_loss(self, model: nn.Module, hidden: torch.Tensor, batch: dict) -> torch.Tensor:
+    def head_loss(self, model: nn.Module, hidden: torch.Tensor, batch: dict, per_row: bool = False) -> torch.Tensor:
         raise NotImplementedError
 
-    def loss(self, model, batch, grad_from, hidden=None, from_depth=0):
+    def loss(self, model, batch, grad_from, hidden=None, from_depth=0, per_row=False):
         """``hidden``: the hidden states entering layer ``from_depth`` (a cached frozen prefix), else None."""
         if hidden is None:
             with self.grad_if(0, grad_from):
@@ -215,7 +218,7 @@ class SingleStack(Family):
         for depth in range(from_depth, len(layers)):
             with self.grad_if(depth, grad_from):
                 hidden = self.call_layer(layers[depth], hidden, pieces)
-        return self.head_loss(model, hidden, batch)
+        return self.head_loss(model, hidden, batch, per_row)
 
     @torch.no_grad()
     def prefix(
@@ -229,6 +232,18 @@ class SingleStack(Family):
         for layer in self.stack_modules(model, "")[from_depth:depth]:
             hidden = self.call_layer(layer, hidden, pieces)
         return hidden
+
+
+def token_loss(logits: torch.Tensor, labels: torch.Tensor, per_row: bool = False) -> torch.Tensor:
+    """Cross-entropy of ``logits`` (rows x positions x vocabulary) against ``labels`` (rows x positions; -100 is no
+    target): the mean over every target of the batch, or with ``per_row`` each row's mean over its own targets (a
+    row without targets is NaN, as the mean of an empty batch is), the same numbers a forward of that row alone
+    gives up to float rounding."""
+    flat = logits.reshape(-1, logits.shape[-1]).float()
+    if not per_row:
+        return F.cross_entropy(flat, labels.reshape(-1), ignore_index=-100)
+    tokens = F.cross_entropy(flat, labels.reshape(-1), ignore_index=-100, reduction="none").view(labels.shape)
+    return tokens.sum(1) / (labels != -100).sum(1)
 
 
 def is_norm(module: nn.Module) -> bool:

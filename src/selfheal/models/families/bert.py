@@ -4,9 +4,8 @@ embeddings."""
 
 from __future__ import annotations
 
-import torch.nn.functional as F
 
-from selfheal.models.families.base import SingleStack
+from selfheal.models.families.base import SingleStack, token_loss
 
 
 class BERT(SingleStack):
@@ -84,6 +83,5 @@ class BERT(SingleStack):
     def call_layer(self, layer, hidden, pieces):
         return layer(hidden, pieces["mask"])
 
-    def head_loss(self, model, hidden, batch):
-        logits = model.cls(hidden)
-        return F.cross_entropy(logits.view(-1, logits.shape[-1]).float(), batch["labels"].view(-1), ignore_index=-100)
+    def head_loss(self, model, hidden, batch, per_row=False):
+        return token_loss(model.cls(hidden), batch["labels"], per_row)

@@ -5,9 +5,8 @@ from __future__ import annotations
 import math
 
 import torch
-import torch.nn.functional as F
 
-from selfheal.models.families.base import SingleStack
+from selfheal.models.families.base import SingleStack, token_loss
 
 
 class GPT2(SingleStack):
@@ -69,12 +68,12 @@ class GPT2(SingleStack):
     def call_layer(self, layer, hidden, pieces):
         return layer(hidden, None, pieces["mask"], None, use_cache=False, position_ids=pieces["position_ids"])
 
-    def head_loss(self, model, hidden, batch):
+    def head_loss(self, model, hidden, batch, per_row=False):
         # the last position predicts nothing: drop it before the head rather than slicing (copying) the logits
         logits = model.lm_head(model.transformer.ln_f(hidden[:, :-1]))
-        return shifted_lm_loss(logits, batch["input_ids"])
+        return shifted_lm_loss(logits, batch["input_ids"], per_row)
 
 
-def shifted_lm_loss(logits: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+def shifted_lm_loss(logits: torch.Tensor, ids: torch.Tensor, per_row: bool = False) -> torch.Tensor:
     """Cross-entropy of logits computed for positions 0..T-2 against tokens 1..T-1."""
-    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), ids[:, 1:].reshape(-1))
+    return token_loss(logits, ids[:, 1:], per_row)

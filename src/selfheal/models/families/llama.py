@@ -63,5 +63,5 @@ class Llama(SingleStack):
             position_ids=pieces["position_ids"],
         )
 
-    def head_loss(self, model, hidden, batch):
-        return shifted_lm_loss(model.lm_head(model.model.norm(hidden[:, :-1])), batch["input_ids"])
+    def head_loss(self, model, hidden, batch, per_row=False):
+        return shifted_lm_loss(model.lm_head(model.model.norm(hidden[:, :-1])), batch["input_ids"], per_row)
