@@ -469,3 +469,41 @@ def test_a_readme_with_two_headlines_gets_each_from_its_own_page(tmp_path, deepe
     text = readme.read_text()
     assert first in text and "a stale headline" not in text
     assert text.index(answer.source_marker(str(page))) < text.index(answer.headline(md))
+
+
+def test_families_compare_in_their_own_from_scratch_unit():
+    """Two families on their own S × E: §5 states each family's first and last layer at the smallest ε as a
+    multiple of that model's own from-scratch cost (the survival median in examples over its pretraining's
+    crossing), with the fraction of S × E beside it; a grid of one family has no such table."""
+    parts = [
+        synthetic(models=(("gpt2-n2-d64", 2, 64),), thresholds=(0.02, 0.05), seed=1),
+        synthetic(models=(("bert-n3-d64", 3, 64),), thresholds=(0.02, 0.05), family_kind="encoder-only", seed=2),
+    ]
+    summary, curves, networks = (pd.concat([parts[0][i], parts[1][i]], ignore_index=True) for i in range(3))
+    tables = answer_tables.compute(summary, curves, networks)
+    section = answer_page.page(tables, summary, networks, LINKS).markdown().split("## 5. ")[1].split("\n## ")[0]
+    surv, ref = tables["survival"], tables["pretrain_reference"]
+    for model, kind, first, last in (
+        ("gpt2-n2-d64", "decoder-only", "L0", "L1"),
+        ("bert-n3-d64", "encoder-only", "L0", "L2"),
+    ):
+        row = next(line for line in section.splitlines() if line.startswith(f"| {model} | {kind} |"))
+        scratch = ref[(ref["model"] == model) & (ref["threshold"] == 0.02)]["examples"].astype(float).mean()
+        for target, cell in zip((first, last), row.strip("|").split("|")[3:5]):
+            med = surv[
+                (surv["model"] == model)
+                & (surv["target"] == target)
+                & (surv["threshold"] == 0.02)
+                & (surv["regime"] == "frozen")
+                & (surv["policy"] == "full")
+                & (surv["init"] == "fresh")
+            ].iloc[0]
+            if cell.strip() == answer_page.BEYOND:
+                assert np.isinf(float(med["median_examples"])), (model, target)
+                continue
+            times, fraction = re.match(r" *([0-9.]+) \(([0-9.]+)\)", cell).groups()
+            assert float(times) == pytest.approx(float(med["median_examples"]) / scratch, rel=0.01), (model, target)
+            assert float(fraction) == pytest.approx(float(med["median_fraction"]), rel=0.01), (model, target)
+    one = synthetic(models=(("gpt2-n2-d64", 2, 64),), thresholds=(0.02,), seed=1)
+    alone = answer_page.page(answer_tables.compute(*one), *one[::2], LINKS).markdown().split("## 5. ")[1]
+    assert "as a multiple of pretraining the same model" not in alone.split("\n## ")[0]

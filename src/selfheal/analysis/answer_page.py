@@ -1032,10 +1032,43 @@ def _families(doc: Page, v: _View) -> None:
         )
         + (f" Not determined by this grid (no such model): {', '.join(missing)}." if missing else "")
     )
+    if len(kinds) > 1 and settings:
+        _family_units(doc, v, settings[0])
     family_rows = fit[fit["term"].str.startswith("family")] if len(fit) else fit
     if len(family_rows):
         doc.p("The family terms of the fit of §3 (against the most common family, at the same S × E).")
         _fit_table(doc, fit, settings, sorted(family_rows["term"].unique()))
+
+
+def _family_units(doc: Page, v: _View, setting: tuple) -> None:
+    """Families trained to their own plateau have their own S × E, so they compare in the unit that does not depend
+    on it: the first and the last layer's median cost over the model's own from-scratch cost to the same loss, with
+    the fraction of its S × E beside it, at the smallest ε."""
+    layers = _pick(v.layers, setting)
+    layers = layers[layers["model"].isin(set(_usable(v.networks)["model"]))]
+    if not len(layers):
+        return
+    eps = float(layers["threshold"].min())
+    kinds = v.networks.drop_duplicates("model").set_index("model")["family_kind"]
+    body = []
+    for model, g in layers[layers["threshold"] == eps].groupby("model", sort=True):
+        unit = _unit(g, v.networks)
+        net = v.networks[v.networks["model"] == model].iloc[0]
+        row = [model, kinds.get(model, ""), _sxe_words_row(net)]
+        for pick in (g["depth"].min(), g["depth"].max()):
+            at = g[g["depth"] == pick]
+            u = _three_units(at, unit, model, eps, v.summary, v.networks, v.ref)
+            if not u["examples"]:
+                row.append(BEYOND if np.isinf(at["median_examples"].astype(float)).any() else NOT_DAMAGED)
+                continue
+            row.append(f"{u['relative'] or 'n/a'} ({u['fraction'] or u['examples']})")
+        body.append(row)
+    doc.p(
+        f"Each family is trained to its own plateau, on its own S × E, so the families compare in the unit that does "
+        f"not depend on it: the first and the last layer's median cost at ε = {_eps_words(eps)} as a multiple of "
+        "pretraining the same model from scratch to the same loss, with the fraction of its S × E in brackets."
+    )
+    doc.table(["model", "family", "S × E", "first layer", "last layer"], body)
 
 
 def _aside(doc: Page, v: _View) -> None:
