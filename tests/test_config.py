@@ -181,6 +181,7 @@ def _rules(local: str) -> list[tuple[dict, str]]:
     default = _default()
     gpt2 = default["models"][0]
     mine = {"name": "mine", "source": "pretrained", "name_or_path": local, "arch": "llama", "n_layer": 2}
+    bart = {"name": "b", "arch": "bart", "n_layer": 1, "d_model": 16, "n_head": 2}
     variant = frozen_random.variant_name(gpt2["name"], frozen_random.canonical(["ffn"]))
 
     def over(**sections):
@@ -214,6 +215,20 @@ def _rules(local: str) -> list[tuple[dict, str]]:
         (over(grid={**default["grid"], "policies": ["cross_attn"]}), "grid.policies[0]"),
         (over(grid={**default["grid"], "targets": ["enc"]}), "grid.targets[0]"),
         (over(grid={**default["grid"], "encoder_swap": [16]}), "grid.encoder_swap"),
+        (over(models=[bart], grid={**default["grid"], "encoder_swap": ["nope"]}), "grid.encoder_swap[0]"),
+        (over(models=[bart, gpt2], grid={**default["grid"], "encoder_swap": [gpt2["name"]]}), "grid.encoder_swap[0]"),
+        (over(models=[bart], grid={**default["grid"], "encoder_swap": ["b"]}), "grid.encoder_swap[0]"),
+        (
+            over(models=[bart, {**bart, "name": "c", "context": 32}], grid={**default["grid"], "encoder_swap": ["c"]}),
+            "grid.encoder_swap[0]",
+        ),
+        (
+            over(
+                models=[bart, {**mine, "name": "pb", "arch": "bart", "name_or_path": "facebook/bart-base"}],
+                grid={**default["grid"], "encoder_swap": ["pb"]},
+            ),
+            "grid.encoder_swap[0]",
+        ),
         (over(grid={**default["grid"], "layers": [], "targets": [], "controls": False}), "grid.layers"),
         # what check.py's own test of a frozen-random entry guards against; the schema refuses it first
         (over(models=[{**gpt2, "frozen_random": [["ffn", "ffn"]]}]), "models[0].frozen_random[0]"),
