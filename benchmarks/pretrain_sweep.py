@@ -62,9 +62,6 @@ PLATEAU_ROWS = [
     (2, 48, 6e-3, 16, 64, 3865, 24, 1.5),
     (2, 32, 1e-2, 16, 64, 7730, 16, 1.5),
 ]
-# The study's sizes in the regime of twice the sequences seen half as often (S = 7,730, E = 12: the same S x E as
-# 3,865 x 24, a lower minimum), each with its check at 1.5 x E.
-SIZE_ROWS = [(n, d, 6e-3, 16, 64, 7730, 12, 1.5) for n, d in ((2, 48), (2, 64), (4, 64), (2, 96), (4, 96), (4, 48))]
 # The families' fully-trained regime at (N, D) = (2, 64): (arch, lr, S, E, extra model keys), each with its check
 # at 1.5 x E. At GPT-2's S = 3,865 x 24 neither is trained: BERT ends worse than the bigram and BART still falls
 # 16 % at 1.5 x E.
@@ -156,40 +153,19 @@ def main() -> None:
         help="run the BERT and BART fully-trained regime rows (each with its plateau check) into block "
         "pretrain-families instead",
     )
-    parser.add_argument(
-        "--sizes",
-        action="store_true",
-        help="run the study's GPT-2 sizes at S = 7,730 x 12 (each with its plateau check) into block pretrain-sizes",
-    )
     add_write_flag(parser)
     a = parser.parse_args()
-    pool_rows = (
-        [family_row(r) for r in FAMILY_ROWS]
-        if a.families
-        else SIZE_ROWS
-        if a.sizes
-        else PLATEAU_ROWS
-        if a.plateau
-        else ROWS
-    )
+    pool_rows = [family_row(r) for r in FAMILY_ROWS] if a.families else PLATEAU_ROWS if a.plateau else ROWS
     rows = [r for r in pool_rows if a.only in label(r)]
     t0 = time.perf_counter()
     with concurrent.futures.ProcessPoolExecutor(a.workers) as pool:
         table = pd.DataFrame(list(pool.map(run_one, rows, [str(a.results)] * len(rows))))
     wall = time.perf_counter() - t0
-    name = (
-        "pretrain_families"
-        if a.families
-        else "pretrain_sizes"
-        if a.sizes
-        else "pretrain_plateau"
-        if a.plateau
-        else "pretrain_sweep"
-    )
+    name = "pretrain_families" if a.families else "pretrain_plateau" if a.plateau else "pretrain_sweep"
     out = a.results / "sweep" / f"{name}.parquet"
     out.parent.mkdir(parents=True, exist_ok=True)
     table.to_parquet(out)
-    if a.plateau or a.families or a.sizes:
+    if a.plateau or a.families:
         return publish_plateau(table, rows, wall, a, out)
     lines = [
         "| N | D | lr | batch | context | S | E | params | val loss | bigram | margin | last-quarter drop |",
@@ -210,13 +186,7 @@ def main() -> None:
 
 
 def publish_plateau(table: pd.DataFrame, rows, wall: float, a, out: Path) -> None:
-    flag, marker = (
-        ("--families", "pretrain-families")
-        if a.families
-        else ("--sizes", "pretrain-sizes")
-        if a.sizes
-        else ("--plateau", "pretrain-plateau")
-    )
+    flag, marker = ("--families", "pretrain-families") if a.families else ("--plateau", "pretrain-plateau")
     lines = [
         "| family | N | D | lr | S | E | examples | wall s | val loss | at 1.5 × E | gain | bigram margin | "
         "fully trained |",
