@@ -31,12 +31,10 @@ import concurrent.futures
 import contextlib
 import dataclasses
 import math
-import warnings
 
 import numpy as np
 import pandas as pd
-from lifelines import LogNormalAFTFitter
-from scipy import optimize, stats
+from scipy import optimize, special, stats
 
 from selfheal.analysis import stats as stats_
 from selfheal.analysis import survival
@@ -184,11 +182,51 @@ def identifiable(x: pd.DataFrame) -> tuple[list[str], dict[str, str]]:
     return kept, why
 
 
-class _WarmLogNormalAFT(LogNormalAFTFitter):
-    """LogNormalAFTFitter for a fit given its starting point: lifelines builds its own start anyway (a univariate
-    log-normal fit by Nelder-Mead, then discarded when a start is given: half of each refit's time); a class name
-    with no univariate counterpart makes it use its cheap generic start instead (lifelines' documented fallback
-    for custom AFT models). The fit itself is LogNormalAFTFitter's."""
+_LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
+MIN_SIGMA = (
+    1e-3  # a fitted log-normal scale below this (in log cost) is the likelihood running off: every cell at one cost
+)
+GRADIENT_TOLERANCE = 1e-5  # the mean log-likelihood's gradient norm at which a fit has converged
+
+
+def _log_likelihood(theta: np.ndarray, design: np.ndarray, log_lo, log_hi, exact, weights) -> tuple[float, np.ndarray]:
+    """The mean (weighted) log-likelihood of the log-normal AFT and its gradient: log T ~ Normal(design @ beta,
+    exp(log_sigma)^2), theta = (beta, log_sigma). A cost known exactly contributes its density; any other its
+    probability between its bounds (log_lo = -inf: below the upper bound; log_hi = inf: beyond the budget), computed
+    on the side of the normal where it does not underflow."""
+    beta, log_sigma = theta[:-1], theta[-1]
+    sigma = math.exp(log_sigma)
+    mu = design @ beta
+    a, b = (log_lo - mu) / sigma, (log_hi - mu) / sigma
+    ll = np.empty_like(mu)
+    d_mu = np.empty_like(mu)  # d ll / d mu
+    d_ls = np.empty_like(mu)  # d ll / d log sigma
+    z = a[exact]
+    ll[exact] = -log_sigma - _LOG_SQRT_2PI - 0.5 * z**2 - log_lo[exact]
+    d_mu[exact], d_ls[exact] = z / sigma, z**2 - 1.0
+    interval = ~exact
+    a_, b_ = a[interval], b[interval]
+    upper_side = (a_ + b_) > 0  # both bounds high: P = Phi(-a) - Phi(-b), on the other side of the normal
+    lo_, hi_ = np.where(upper_side, -b_, a_), np.where(upper_side, -a_, b_)
+    log_hi_cdf, log_lo_cdf = special.log_ndtr(hi_), special.log_ndtr(lo_)
+    log_p = log_hi_cdf + np.log1p(-np.exp(np.minimum(log_lo_cdf - log_hi_cdf, 0.0)))
+    ll[interval] = log_p
+
+    def pdf_over_p(v):  # phi(v) / P, 0 at an infinite bound
+        out = np.zeros_like(v)
+        finite = np.isfinite(v)
+        out[finite] = np.exp(-0.5 * v[finite] ** 2 - _LOG_SQRT_2PI - log_p[finite])
+        return out
+
+    ra, rb = pdf_over_p(a_), pdf_over_p(b_)
+    a_term = np.where(np.isfinite(a_), a_ * ra, 0.0)
+    b_term = np.where(np.isfinite(b_), b_ * rb, 0.0)
+    d_mu[interval] = -(rb - ra) / sigma
+    d_ls[interval] = -(b_term - a_term)
+    total = weights.sum()
+    value = float((weights * ll).sum() / total)
+    grad = np.concatenate([design.T @ (weights * d_mu), [(weights * d_ls).sum()]]) / total
+    return value, grad
 
 
 def _aft(
@@ -198,36 +236,72 @@ def _aft(
     weights: np.ndarray | None = None,
     start: pd.Series | None = None,
 ) -> pd.Series | None:
-    """The fit's parameters (lifelines' params_: mu_ terms, then sigma_), or None when it fails. ``start``: the
-    parameters to start the optimiser from (a bootstrap refit starts from the full fit: lifelines otherwise fits a
-    univariate model by Nelder-Mead first, half of each refit's time; the optimum is the same)."""
-    data = x.copy()
-    data["_lo"], data["_hi"] = lower, upper
-    if weights is not None:
-        keep = weights > 0
-        data = data[keep]
-        data["_w"] = weights[keep]
-    fitter = LogNormalAFTFitter() if start is None else _WarmLogNormalAFT()
-    initial = None
+    """The log-normal accelerated-failure-time fit of interval-censored costs by maximum likelihood: log cost ~
+    Normal(intercept + x @ coefficients, sigma). Returns the parameters as lifelines' LogNormalAFTFitter names them
+    (``("mu_", term)`` for each term in name order, then ``("mu_", "Intercept")`` and ``("sigma_", "Intercept")``,
+    the log of sigma), or None when the fit does not converge (the likelihood runs off, e.g. every cell at one
+    exact cost, where sigma shrinks to 0). ``start``: the parameters to start from (a bootstrap refit starts from
+    the full fit). Written here rather than called from lifelines: its fit spent most of its time indexing pandas
+    frames inside the likelihood, about 1 s per fit on this CPU, and a fit table makes hundreds of refits
+    (``benchmarks/aft_fit.py`` measures both on the same data; ``tests/test_survival.py`` checks they agree)."""
+    terms = sorted(x.columns)
+    keep = np.ones(len(x), dtype=bool) if weights is None else np.asarray(weights) > 0
+    w = np.ones(int(keep.sum())) if weights is None else np.asarray(weights, dtype=float)[keep]
+    lo, hi = np.asarray(lower, dtype=float)[keep], np.asarray(upper, dtype=float)[keep]
+    values = x[terms].to_numpy(float)[keep]
+    scale = values.std(axis=0, ddof=1) if len(values) > 1 else np.ones(len(terms))
+    scale = np.where(np.isfinite(scale) & (scale >= 1e-8), scale, 1.0)  # the optimiser works on standardised terms
+    design = np.column_stack([values / scale, np.ones(len(values))])
+    with np.errstate(divide="ignore"):
+        log_lo, log_hi = np.log(lo), np.log(hi)
+    exact = np.isfinite(log_lo) & (lo == hi)
     if start is not None:
-        # lifelines optimises on the covariates divided by their standard deviation (pandas' std of the rows it is
-        # given; 1 for a constant column) and takes the initial point on that scale: a start on the covariates'
-        # own scale would begin far from the optimum, and the optimiser can stop there on a flat likelihood.
-        std = data[list(x.columns)].std()
-        std = std.where(std >= 1e-8, 1.0)
-        initial = start.to_numpy(float) * np.array(
-            [float(std.get(cov, 1.0)) if param == "mu_" else 1.0 for param, cov in start.index]
+        theta0 = np.array(
+            [float(start[("mu_", t)]) * sc for t, sc in zip(terms, scale)]
+            + [float(start[("mu_", "Intercept")]), float(start[("sigma_", "Intercept")])]
         )
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            fitter.fit_interval_censoring(
-                data, "_lo", "_hi", weights_col="_w" if weights is not None else None, initial_point=initial
-            )
-    except Exception:  # lifelines raises ConvergenceError and others on separated or degenerate data
+    else:  # the mean and spread of the bounds' midpoints in log cost
+        mid = np.where(np.isfinite(log_hi), np.where(np.isfinite(log_lo), (log_lo + log_hi) / 2, log_hi), log_lo)
+        mid = mid[np.isfinite(mid)]
+        centre = float(mid.mean()) if len(mid) else 0.0
+        spread = float(mid.std()) if len(mid) > 1 and mid.std() > 0 else 1.0
+        theta0 = np.concatenate([np.zeros(len(terms)), [centre, math.log(spread)]])
+
+    def objective(theta):
+        value, grad = _log_likelihood(theta, design, log_lo, log_hi, exact, w)
+        return -value, -grad
+
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        result = optimize.minimize(objective, theta0, jac=True, method="BFGS", options={"gtol": GRADIENT_TOLERANCE})
+        theta = result.x
+        value, grad = _log_likelihood(theta, design, log_lo, log_hi, exact, w)
+    if not (np.isfinite(theta).all() and np.isfinite(value)) or np.abs(grad).max() > 10 * GRADIENT_TOLERANCE:
         return None
-    params = fitter.params_
-    return params if np.isfinite(params.to_numpy(float)).all() else None
+    if math.exp(theta[-1]) < MIN_SIGMA:
+        return None
+    index = pd.MultiIndex.from_tuples(
+        [("mu_", t) for t in terms] + [("mu_", "Intercept"), ("sigma_", "Intercept")], names=["param", "covariate"]
+    )
+    return pd.Series(np.concatenate([theta[: len(terms)] / scale, theta[len(terms) :]]), index=index)
+
+
+def log_likelihood(
+    params: pd.Series, x: pd.DataFrame, lower: np.ndarray, upper: np.ndarray, weights: np.ndarray | None = None
+) -> float:
+    """The total (weighted) log-likelihood of the log-normal AFT at ``params`` (lifelines' names, as ``_aft``
+    returns them), as lifelines' ``log_likelihood_`` counts it: two fits of the same cells compare by it."""
+    terms = sorted(x.columns)
+    w = np.ones(len(x)) if weights is None else np.asarray(weights, dtype=float)
+    keep = w > 0
+    lo, hi = np.asarray(lower, dtype=float)[keep], np.asarray(upper, dtype=float)[keep]
+    design = np.column_stack([x[terms].to_numpy(float)[keep], np.ones(int(keep.sum()))])
+    theta = np.array([float(params[("mu_", t)]) for t in terms] + [float(params[("mu_", "Intercept")])])
+    theta = np.append(theta, float(params[("sigma_", "Intercept")]))
+    with np.errstate(divide="ignore"):
+        log_lo, log_hi = np.log(lo), np.log(hi)
+    exact = np.isfinite(log_lo) & (lo == hi)
+    value, _ = _log_likelihood(theta, design, log_lo, log_hi, exact, w[keep])
+    return value * float(w[keep].sum())
 
 
 def _units(rows: pd.DataFrame) -> tuple[str, list[list], np.ndarray]:
