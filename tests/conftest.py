@@ -122,7 +122,7 @@ def corpus_seed(tmp_path_factory):
 # The shared end-to-end run: tests/tiny.yaml's two GPT-2 models first (tinyA with two frozen-random variants, tinyB),
 # then the other families and a model the user brings (tests/test_workflow_families.py).
 GPT2_MODELS = ["tinyA", "tinyB"]
-FAMILY_MODELS = ["tinyBert", "tinyBart", "myLlama", "asIs"]
+FAMILY_MODELS = ["tinyBert", "tinyBart", "tinyBart16", "myLlama", "asIs"]  # tinyBart16: a swap donor, no cells
 # myLlama's own pretraining tokens as its config states them (the model key pretraining_tokens; a made-up count,
 # as a model card would give it); asIs gives none.
 MY_LLAMA_PRETRAINING_TOKENS = 3_000_000
