@@ -26,17 +26,10 @@ REFITS = 8  # cluster-bootstrap refits per threshold (at most), each from the fu
 
 def _problems():
     tables = results.load(REFERENCE)
-    layers = scaling._layer_cells(survival.prepare(tables["summary"], tables["networks"]))
-    for eps in sorted(layers["threshold"].unique()):
-        rows = layers[layers["threshold"] == eps]
-        rows = rows[rows["upper"].to_numpy(float) != 0]
-        x = scaling._design(rows)
-        kept, _ = scaling.identifiable(x)
-        lower, upper = scaling._bounds(rows, scaling.cost_unit(rows))
-        _, strata, keys = scaling._units(rows)
-        draws = survival.cluster_resamples(strata, REFITS)
-        weights = [scaling._weights(keys, draw) for draw, _ in draws]
-        yield eps, x[kept], lower, upper, weights
+    cells = survival.prepare(tables["summary"], tables["networks"])
+    for eps, x, lower, upper, strata, keys in scaling.plain_problems(cells):
+        weights = [scaling._weights(keys, draw) for draw, _ in survival.cluster_resamples(strata, REFITS)]
+        yield eps, x, lower, upper, weights
 
 
 def _lifelines(x, lower, upper, weights=None):

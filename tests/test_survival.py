@@ -260,19 +260,13 @@ def test_the_aft_fit_is_lifelines_log_normal_aft(case):
     from lifelines import LogNormalAFTFitter
 
     summary, _, networks = synthetic(models=(("a", 2, 64), ("b", 4, 64), ("c", 2, 128)), n_effect=-0.5, **case)
-    layers = scaling._layer_cells(survival.prepare(summary, networks))
-    rng = np.random.default_rng(0)
     compared = 0
-    for eps in sorted(layers["threshold"].unique()):
-        rows = layers[layers["threshold"] == eps]
-        rows = rows[rows["upper"].to_numpy(float) != 0]
-        x = scaling._design(rows)
-        kept, _ = scaling.identifiable(x)
-        lower, upper = scaling._bounds(rows, scaling.cost_unit(rows))
-        weights = rng.integers(0, 3, len(rows)).astype(float)
-        ours = scaling._aft(x[kept], lower, upper)
-        again = scaling._aft(x[kept], lower, upper, weights, ours)
-        data = x[kept].assign(_lo=lower, _hi=upper, _w=weights)
+    for eps, x, lower, upper, strata, keys in scaling.plain_problems(survival.prepare(summary, networks)):
+        draw = survival.cluster_resamples(strata, 4)[-1][0]  # a resample that repeats some networks
+        weights = scaling._weights(keys, draw)
+        ours = scaling._aft(x, lower, upper)
+        again = scaling._aft(x, lower, upper, weights, ours)
+        data = x.assign(_lo=lower, _hi=upper, _w=weights)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             fitted = LogNormalAFTFitter().fit_interval_censoring(data.drop(columns="_w"), "_lo", "_hi")
@@ -280,12 +274,12 @@ def test_the_aft_fit_is_lifelines_log_normal_aft(case):
             drawn = LogNormalAFTFitter().fit_interval_censoring(data[weights > 0], "_lo", "_hi", weights_col="_w")
         assert list(ours.index) == list(theirs.index) and list(again.index) == list(theirs.index)
         # the same maximum (lifelines' log_likelihood_ at its own optimum); where the maximum is a point, its place
-        full = scaling.log_likelihood(ours, x[kept], lower, upper)
+        full = scaling.log_likelihood(ours, x, lower, upper)
         assert (
             full == pytest.approx(theirs_ll, abs=1e-4)
-            and full >= scaling.log_likelihood(theirs, x[kept], lower, upper) - 1e-6
+            and full >= scaling.log_likelihood(theirs, x, lower, upper) - 1e-6
         )
-        drawn_ll = scaling.log_likelihood(again, x[kept], lower, upper, weights)
+        drawn_ll = scaling.log_likelihood(again, x, lower, upper, weights)
         assert drawn_ll == pytest.approx(drawn.log_likelihood_, abs=1e-4), eps
         if not case:  # every cost bounded on both sides by enough cells: one maximum
             assert np.allclose(ours.to_numpy(), theirs.to_numpy(), atol=1e-4), (eps, ours - theirs)

@@ -285,6 +285,21 @@ def _aft(
     return pd.Series(np.concatenate([theta[: len(terms)] / scale, theta[len(terms) :]]), index=index)
 
 
+def plain_problems(cells: pd.DataFrame):
+    """Per threshold of the single-layer cells of ``cells`` (the default setting's): the design of the terms the
+    grid identifies, the cost bounds and the cluster keys and strata, before ``refits`` leaves out any term's cells
+    (the problem ``_aft`` solves in a plain grid; for the check against lifelines and its benchmark)."""
+    layers = _layer_cells(cells)
+    for eps in sorted(layers["threshold"].unique()):
+        rows = layers[layers["threshold"] == eps]
+        rows = rows[rows["upper"].to_numpy(float) != 0]
+        x = _design(rows)
+        kept, _ = identifiable(x)
+        lower, upper = _bounds(rows, cost_unit(rows))
+        _, strata, keys = _units(rows)
+        yield float(eps), x[kept], lower, upper, strata, keys
+
+
 def log_likelihood(
     params: pd.Series, x: pd.DataFrame, lower: np.ndarray, upper: np.ndarray, weights: np.ndarray | None = None
 ) -> float:
@@ -323,7 +338,7 @@ def _weights(keys: np.ndarray, draw: dict) -> np.ndarray:
 def fit(cells: pd.DataFrame, max_resamples: int = MAX_FIT_RESAMPLES, workers: int = 1) -> pd.DataFrame:
     """The AFT fit's coefficients per (setting, threshold, term), on log cost; factor = exp(coef), the multiplicative
     effect on the cost (for log N and log D: cost grows as N^coef, D^coef). ``workers`` > 1: the bootstrap refits
-    (each about a second of lifelines' autograd-driven BFGS) run in that many processes; the numbers are the same."""
+    run in that many processes; the numbers are the same."""
     out = []
     with _pool(workers) as pool:
         for key, rows in _layer_cells(cells).groupby(survival.SETTING + ["threshold"], sort=True):
