@@ -6,8 +6,12 @@ check (val loss drop over the last quarter) and its wall time. Rows run two at a
     .venv/bin/python benchmarks/pretrain_sweep.py results           # the default grid's data (run it first)
     .venv/bin/python benchmarks/pretrain_sweep.py results --only 'n=2 d=64'   # rows whose label contains this
 
-Prints a markdown table, writes it into block `pretrain-sweep` of docs/method.md ("Choosing the default"; not with
---only or --no-write) and writes `<results>/sweep/pretrain_sweep.parquet`. A row's numbers depend only on its
+    .venv/bin/python benchmarks/pretrain_sweep.py results --plateau      # GPT-2's fully trained regime
+    .venv/bin/python benchmarks/pretrain_sweep.py results --families     # BERT's and BART's
+
+Prints a markdown table, writes it into block `pretrain-sweep` (`pretrain-plateau`, `pretrain-families`) of
+docs/method.md ("Choosing the default"; not with --only or --no-write) and writes
+`<results>/sweep/pretrain_sweep.parquet` (`pretrain_plateau`, `pretrain_families`). A row's numbers depend only on its
 settings (same machine, same numbers).
 """
 
