@@ -501,7 +501,7 @@ def _size_answer(v: _View, setting: tuple, eps_pair: list[float]) -> str:
 
 def _times_scratch(at: pd.DataFrame, item: str) -> str:
     """An aside item's cost as a multiple of pretraining from scratch to the same loss, over its rows (donors or
-    widths): 'a to b × from scratch', 'more than c × from scratch (beyond the budget)', or '' when it has no row."""
+    widths): 'a to b × from scratch', 'not back within the budget of c × from scratch', or '' when it has no row."""
     rows = at[at["item"] == item]
     if not len(rows):
         return ""
@@ -549,7 +549,7 @@ def _swap_answer(v: _View) -> str:
                 parts.append(f"{words}: {text}")
         if parts:
             out.append(
-                f"In {model}, swapping in an encoder of another width (the cross-attention wiped and re-sized) "
+                f"In {model}, swapping the encoder (every cross-attention wiped and re-sized to it) "
                 f"needs, to get back within {_eps_words(eps)} of its loss, " + "; ".join(parts)
             )
     return "**The encoder swap.** " + ". ".join(out) + "."
