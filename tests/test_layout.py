@@ -37,3 +37,21 @@ def test_rules_use_public_snakemake_and_the_schema_s_vocabulary():
         assert set(wildcards[key].split("|")) == set(values) | ({"none"} if key != "regime" else set()) | (
             {"trained"} if key == "init" else set()
         )
+
+
+def test_a_snakemake_start_imports_no_model_or_figure_library():
+    """The Snakefile imports the config checks, the grid, the lr check's cells, the plan and the figure names at
+    every start (a dry run included); none of them may import torch, transformers, altair, scipy.stats or lifelines
+    (selfheal.lazy defers them to first use: benchmarks/parse_time.py measures the difference)."""
+    import re
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    smk = "\n".join(p.read_text() for p in sorted((root / "workflow" / "rules").glob("*.smk")))
+    modules = sorted(set(re.findall(r"^import (selfheal[\w.]*)", smk, re.M)))
+    assert "selfheal.config" in modules and "selfheal.analysis.plots" in modules, modules
+    heavy = ["torch", "transformers", "altair", "scipy.stats", "lifelines"]
+    code = f"import sys; import {', '.join(modules)}; print([m for m in {heavy!r} if m in sys.modules])"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root, check=True)
+    assert out.stdout.strip() == "[]", out.stdout

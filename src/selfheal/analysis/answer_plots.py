@@ -23,14 +23,15 @@ from __future__ import annotations
 
 import math
 
-import altair as alt
 import numpy as np
 import pandas as pd
 
 from selfheal.analysis import plots
 from selfheal.analysis.stats import UNIT_WORDS, budget_column, cost_unit
+from selfheal.lazy import Module
 
-alt.data_transformers.disable_max_rows()
+alt = Module("altair")  # imported when a figure is drawn: the Snakefile reads FIGURES at every start
+
 
 ASKED = ("frozen", "full", "fresh")
 COST_STATUS = ["median reached", "median " + plots.BEYOND]
@@ -104,7 +105,7 @@ def cost_depth(survival: pd.DataFrame) -> alt.Chart:
     data = _eps(layers)
     scale, y_axis = plots.cost_axis(layers["y"], layers["y_lo"], layers["y_hi"])
     y = alt.Y("y:Q", scale=scale, axis=y_axis, title=axis + " (symlog)")
-    color = alt.Color("model (N, D):N", scale=plots.MODELS)
+    color = alt.Color("model (N, D):N", scale=plots.model_scale())
     x = alt.X(
         "x:Q",
         title="relative depth L / (N − 1)",
@@ -139,7 +140,7 @@ def cost_depth(survival: pd.DataFrame) -> alt.Chart:
         ["circle", plots.OPEN_TRIANGLE],
         None,
         tooltip,
-        color_scale=plots.MODELS,
+        color_scale=plots.model_scale(),
     )
     return (
         alt.layer(bars, line, points, data=data)
@@ -151,7 +152,9 @@ def cost_depth(survival: pd.DataFrame) -> alt.Chart:
     )
 
 
-DEPTH_COLOURS = alt.Scale(scheme="viridis", domain=[0, 1])
+def depth_scale() -> alt.Scale:
+    """Layers coloured by relative depth on [0, 1]."""
+    return alt.Scale(scheme="viridis", domain=[0, 1])
 
 
 def recovered(curves_table: pd.DataFrame) -> alt.Chart:
@@ -183,7 +186,7 @@ def recovered(curves_table: pd.DataFrame) -> alt.Chart:
         .encode(
             x=x,
             y=y,
-            color=alt.Color("rel_depth:Q", scale=DEPTH_COLOURS, title="relative depth L / (N − 1)"),
+            color=alt.Color("rel_depth:Q", scale=depth_scale(), title="relative depth L / (N − 1)"),
             detail="line:N",
             tooltip=["model", "target", "rel_depth", "threshold", x_col, "recovered_share"],
         )
@@ -263,7 +266,7 @@ def log_curves(curves: pd.DataFrame, reference: pd.DataFrame, survival: pd.DataF
             .encode(
                 x=x,
                 y=y,
-                color=alt.Color("rel_depth:Q", scale=DEPTH_COLOURS, title="relative depth L / (N − 1)"),
+                color=alt.Color("rel_depth:Q", scale=depth_scale(), title="relative depth L / (N − 1)"),
                 detail="run:N",
                 tooltip=["target", "pretrain_seed", "seed", "examples", "val_loss", "gap"],
             )
@@ -332,7 +335,7 @@ def cka(table: pd.DataFrame) -> alt.Chart:
         nice=False,
     )
     x = alt.X("depth:O", title="reset layer L (depth)", axis=alt.Axis(labelAngle=0))
-    color = alt.Color("model:N", scale=plots.MODELS)
+    color = alt.Color("model:N", scale=plots.model_scale())
     line = (
         alt.Chart()
         .mark_line(point=True)
@@ -380,7 +383,7 @@ def damage_cost(cells: pd.DataFrame) -> alt.Chart:
         "cell",
         tooltip,
         size=50,
-        color_scale=plots.MODELS,
+        color_scale=plots.model_scale(),
     )
     return (
         points.properties(width=220, height=200)

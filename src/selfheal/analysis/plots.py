@@ -28,18 +28,24 @@ import math
 from collections.abc import Iterable
 from pathlib import Path
 
-import altair as alt
 import numpy as np
 import pandas as pd
 
 from selfheal.analysis import stats
 from selfheal.analysis.survival import MATCHED_CONTROL_INIT
+from selfheal.lazy import Module
 
-alt.data_transformers.disable_max_rows()
+alt = Module("altair")  # imported when a figure is drawn: the Snakefile reads FIGURES at every start
 
 # Legend words for a cost that was not reached within the budget (drawn at the budget: a lower bound).
 BEYOND = "beyond the budget (drawn at it)"
-MODELS = alt.Scale(scheme="tableau20")  # one colour per model for up to 20 models (tableau10 repeats after 10)
+
+
+def model_scale() -> alt.Scale:
+    """One colour per model for up to 20 models (tableau10 repeats after 10)."""
+    return alt.Scale(scheme="tableau20")
+
+
 # An upward triangle with a triangular hole (the inner path runs the other way): an open triangle that a filled
 # point mark and its legend both draw as an outline.
 OPEN_TRIANGLE = "M0,-1L1,0.8L-1,0.8Z M0,-0.45L-0.55,0.5L0.55,0.5Z"
@@ -167,7 +173,7 @@ def status_points(
     labels: dict[str, str] | None = None,
     color_scale: alt.Scale | None = None,
 ):
-    """Points coloured by ``color_field`` (on ``color_scale``: MODELS for models) whose shape follows
+    """Points coloured by ``color_field`` (on ``color_scale``: ``model_scale()`` for models) whose shape follows
     ``status_field`` (``statuses`` -> ``shapes``), in one legend (``labels``: the legend's words for some statuses); ``OPEN_TRIANGLE`` among the shapes is an outline
     (beyond the budget), drawn as a filled path with a hole so that the legend shows it open too."""
     label_expr = "datum.label"
@@ -280,7 +286,7 @@ def recovery_cost(summary: pd.DataFrame, unit: str = "fraction_of_pretrain") -> 
     x_scale, x_axis = _layer_axis(layers["layer"])
     x = alt.X("x:Q", title="reset layer L (depth; encoder first)", scale=x_scale, axis=x_axis)
     y = alt.Y("cost:Q", scale=y_scale, axis=y_axis, title=COST_UNITS[unit])
-    color = alt.Color("model:N", title="model", scale=MODELS)
+    color = alt.Color("model:N", title="model", scale=model_scale())
     tooltip = ["model", "target", "seed", "examples", "tokens", "fraction_of_pretrain", "recovered", "status"]
     base = alt.Chart()
     seeds = status_points(
@@ -294,7 +300,7 @@ def recovery_cost(summary: pd.DataFrame, unit: str = "fraction_of_pretrain") -> 
         "seed",
         tooltip,
         labels={SEED_STATUS[1]: "censored: " + BEYOND},
-        color_scale=MODELS,
+        color_scale=model_scale(),
     )
     mean_y = alt.Y("mean:Q", scale=y_scale, axis=y_axis, title=COST_UNITS[unit])
     line = (
@@ -550,6 +556,9 @@ def write_frozen_random(table_path: str, html_path: str | Path, png_path: str | 
 
 
 def save(chart: alt.Chart, html_path: str | Path, png_path: str | Path) -> None:
+    """Every figure is written here (the grid's, the answer page's, the transfer experiments'): as HTML and PNG, with
+    altair's 5,000-row limit off (a curves table has more rows)."""
+    alt.data_transformers.disable_max_rows()
     chart.save(str(html_path))
     chart.save(str(png_path), scale_factor=1.5)
 

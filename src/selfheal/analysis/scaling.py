@@ -34,10 +34,15 @@ import math
 
 import numpy as np
 import pandas as pd
-from scipy import optimize, special, stats
 
 from selfheal.analysis import stats as stats_
 from selfheal.analysis import survival
+from selfheal.lazy import Module
+
+# imported at first use: the Snakefile imports the answer rule's module at every start
+optimize = Module("scipy.optimize")
+special = Module("scipy.special")
+stats = Module("scipy.stats")
 
 TERMS = ["rel_depth", "first_layer", "last_layer", "log_n_layer", "log_d_model", "log_train_sequences", "log_epochs"]
 TERM_LABELS = {

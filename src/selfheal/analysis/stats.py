@@ -10,9 +10,10 @@ from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
-from scipy import stats
-
 from selfheal.heal.thresholds import RESOLUTION, Crossing, first_crossing  # noqa: F401 (the analysis' names)
+from selfheal.lazy import Module
+
+stats = Module("scipy.stats")  # imported at first use: the Snakefile imports the figures' module at every start
 
 UNIT_WORDS = {"fraction": "fraction of S × E", "examples": "examples"}
 

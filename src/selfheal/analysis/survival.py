@@ -27,7 +27,10 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 import pandas as pd
-from lifelines import KaplanMeierFitter
+
+from selfheal.lazy import Module
+
+lifelines = Module("lifelines")  # imported at first use: the Snakefile imports the figures' module at every start
 
 CLUSTER = ["model", "pretrain_seed"]
 SETTING = ["regime", "policy", "init"]
@@ -300,7 +303,7 @@ def _npmle(lower: np.ndarray, upper: np.ndarray, weights: np.ndarray) -> pd.Seri
     keep = weights > 0
     lower, upper, weights = lower[keep], upper[keep], weights[keep]
     upper = np.where(upper == 0, 0.5, upper)
-    fitter = KaplanMeierFitter()
+    fitter = lifelines.KaplanMeierFitter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         fitter.fit_interval_censoring(lower, upper, weights=weights)

@@ -12,13 +12,14 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import transformers
-
 from selfheal import grid, packages
 from selfheal.config.defaults import MODEL_DEFAULTS
 from selfheal.config.errors import ConfigError
 from selfheal.data import corpus
+from selfheal.lazy import Module
 from selfheal.models import families, storage
+
+transformers = Module("transformers")  # only for a model folder a config names
 
 DEFAULT_CONTEXT = MODEL_DEFAULTS["context"]  # the sequence length a count is judged at when a context is the fault
 

@@ -16,7 +16,11 @@ from pathlib import Path
 
 from selfheal import grid
 from selfheal.grid import Cell
-from selfheal.heal import job, unit
+from selfheal.lazy import Module
+
+# training, imported when a run is made: the Snakefile names the lr check's cells at every start
+job = Module("selfheal.heal.job")
+unit = Module("selfheal.heal.unit")
 
 log = logging.getLogger("selfheal")
 

@@ -3,10 +3,8 @@ loading (``storage``, safetensors only) and importing a model a user brings (``i
 
 from __future__ import annotations
 
-import torch
-from torch import nn
-
 from selfheal.models import families
+from selfheal.models.families.base import nn, torch
 from selfheal.models.storage import AUTO_CLASSES, check_safetensors, has_safetensors, load, save
 
 

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from torch import nn
-
 from selfheal.models import families
+from selfheal.models.families.base import nn
 
 # The transformers Auto class that reloads a saved model of each objective.
 AUTO_CLASSES = {

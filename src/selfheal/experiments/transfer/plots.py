@@ -14,12 +14,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import altair as alt
 import pandas as pd
 
 from selfheal.analysis.plots import save
+from selfheal.lazy import Module
 
-alt.data_transformers.disable_max_rows()
+alt = Module("altair")  # imported when a figure is drawn: the Snakefile reads the figure names at every start
+
 
 PLOTS = ("transfer_incremental", "transfer_localized", "transfer_single", "transfer_permutation", "transfer_variants")
 METRIC_TITLES = {"accuracy": "test accuracy", "mcc": "test MCC"}

@@ -10,9 +10,7 @@ start of the decoder, depth n_enc.
 
 from __future__ import annotations
 
-from torch import nn
-
-from selfheal.models.families.base import Family, token_loss
+from selfheal.models.families.base import Family, nn, token_loss
 
 _ENC = "model.encoder."
 _DEC = "model.decoder."

@@ -11,9 +11,11 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass
 
-import torch
-import torch.nn.functional as F
-from torch import nn
+from selfheal.lazy import Module
+
+torch = Module("torch")  # imported at first use: the Snakefile names the families at every start
+nn = Module("torch.nn")
+F = Module("torch.nn.functional")
 
 # Reset policies. Per layer: full (every tensor of the block), attn (all attention, self and cross), self_attn,
 # cross_attn (decoder layers of encoder-decoders), mlp, ln. Model-level: embeddings.
@@ -220,18 +222,18 @@ class SingleStack(Family):
                 hidden = self.call_layer(layers[depth], hidden, pieces)
         return self.head_loss(model, hidden, batch, per_row)
 
-    @torch.no_grad()
     def prefix(
         self, model: nn.Module, batch: dict, depth: int, hidden: torch.Tensor | None = None, from_depth: int = 0
     ) -> torch.Tensor:
         """Hidden states entering layer ``depth`` (the output of the frozen layers below it), from the embeddings or
-        from ``hidden``, the states entering layer ``from_depth`` (a shallower prefix)."""
-        if hidden is None:
-            hidden, from_depth = self.embed(model, batch), 0
-        pieces = self.pieces(model, batch, hidden)
-        for layer in self.stack_modules(model, "")[from_depth:depth]:
-            hidden = self.call_layer(layer, hidden, pieces)
-        return hidden
+        from ``hidden``, the states entering layer ``from_depth`` (a shallower prefix); no gradient."""
+        with torch.no_grad():
+            if hidden is None:
+                hidden, from_depth = self.embed(model, batch), 0
+            pieces = self.pieces(model, batch, hidden)
+            for layer in self.stack_modules(model, "")[from_depth:depth]:
+                hidden = self.call_layer(layer, hidden, pieces)
+            return hidden
 
 
 def token_loss(logits: torch.Tensor, labels: torch.Tensor, per_row: bool = False) -> torch.Tensor:

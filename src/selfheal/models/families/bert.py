@@ -4,7 +4,6 @@ embeddings."""
 
 from __future__ import annotations
 
-
 from selfheal.models.families.base import SingleStack, token_loss
 
 

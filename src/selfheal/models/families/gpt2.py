@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import math
 
-import torch
-
-from selfheal.models.families.base import SingleStack, token_loss
+from selfheal.models.families.base import SingleStack, token_loss, torch
 
 
 class GPT2(SingleStack):
