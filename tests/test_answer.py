@@ -507,3 +507,22 @@ def test_families_compare_in_their_own_from_scratch_unit():
     one = synthetic(models=(("gpt2-n2-d64", 2, 64),), thresholds=(0.02,), seed=1)
     alone = answer_page.page(answer_tables.compute(*one), *one[::2], LINKS).markdown().split("## 5. ")[1]
     assert "as a multiple of pretraining the same model" not in alone.split("\n## ")[0]
+
+
+def test_a_donor_is_no_size_of_the_answer_and_no_model_of_its_intervals():
+    """A model pretrained only as an encoder donor (``heal: false``: networks, no cells) is listed with the networks
+    but is not one of the sizes the answer names, and its single network does not make the page say that some
+    model's intervals resample retrain seeds only."""
+    summary, curves, networks = synthetic(
+        thresholds=(0.05,),
+        d_effect=0.5,
+        models=(("gpt2-n2-d64", 2, 64), ("gpt2-n2-d96", 2, 96), ("gpt2-n4-d64", 4, 64)),
+    )
+    donor = networks[networks["model"] == "gpt2-n2-d96"].iloc[[0]].assign(model="donor-d48", d_model=48, n_layer=6)
+    with_donor = pd.concat([networks, donor], ignore_index=True)
+    tables = answer_tables.compute(summary, curves, with_donor)
+    head = answer.headline(answer_page.page(tables, summary, with_donor, LINKS).markdown())
+    sizes = next(line for line in head.splitlines() if line.startswith("- **Do N and D matter?**"))
+    assert "Larger N (2, 4)" in sizes and "larger D (64, 96)" in sizes, sizes
+    sure = next(line for line in head.splitlines() if line.startswith("- **How sure?**"))
+    assert "single pretrained network" not in sure and "only 2 per model" in sure, sure

@@ -485,7 +485,7 @@ def _size_answer(v: _View, setting: tuple, eps_pair: list[float]) -> str:
         if not len(rows) or (rows["reason"] == "not_varied").all():
             out.append(f"{letter} is not determined (the grid does not vary it)")
             continue
-        values = sorted(v.networks[{"N": "n_layer", "D": "d_model"}[letter]].astype(int).unique())
+        values = sorted(v.healed[{"N": "n_layer", "D": "d_model"}[letter]].astype(int).unique())
         words = []
         for _, r in rows.sort_values("threshold").iterrows():
             if r["determined"]:
@@ -649,7 +649,7 @@ def _headline(doc: Page, v: _View) -> None:
         if beyond
         else (f" Retraining alone keeps an intact network within ± {100 * eps_min / 4:g} % (§8)." if len(worst) else "")
     )
-    items.append(f"**How sure?** {_clusters_sentence(v.networks)}{drift_words}")
+    items.append(f"**How sure?** {_clusters_sentence(v.healed)}{drift_words}")
     doc.ul(items)
     here, brought = _origins(v, rows)
     legend = {
@@ -1222,9 +1222,9 @@ def _controls_sentence(v: _View) -> str:
 
 def _caveats(doc: Page, v: _View) -> None:
     """8. caveats"""
-    flags, degenerate, summary, networks, tables = v.flags, v.degenerate, v.summary, v.networks, v.tables
+    flags, degenerate, summary, tables = v.flags, v.degenerate, v.summary, v.tables
     doc.h(2, "8. Caveats the data shows")
-    items = [_clusters_sentence(networks)]
+    items = [_clusters_sentence(v.healed)]
     for _, r in degenerate.iterrows():
         reasons = [DEGENERATE_WORDS.get(k, k) for k in str(r.get("degenerate_reason") or "").split(",") if k]
         why = (
@@ -1378,6 +1378,10 @@ class _View:
         self.settings = _settings(self.surv) if len(self.surv) else []
         ordering = t.get("size_ordering")
         self.ordering = answer_tables.size_ordering(self.networks) if ordering is None else ordering
+        # the networks of models with cells: a donor (``heal: false``) is pretrained and listed, never healed, so
+        # it is neither a size the answer speaks of nor a model whose intervals resample its networks
+        healed = self.networks["model"].isin(set(self.summary["model"]))
+        self.healed = self.networks[healed] if healed.any() else self.networks
 
 
 SECTIONS = [
