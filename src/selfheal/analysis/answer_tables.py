@@ -221,7 +221,7 @@ ENCODER_DECODER_ITEMS = [
     ),
     (
         "donor_swap_gated",
-        "the same, the cross-attention's output starting at zero",
+        "the encoder swapped for {donor}'s trained one, trained, the cross-attention's output starting at zero",
         lambda s: _swap(s, True, "full", ZERO_OUT),
     ),
     (
@@ -231,7 +231,7 @@ ENCODER_DECODER_ITEMS = [
     ),
     (
         "donor_swap_frozen_gated",
-        "the same, the cross-attention's output starting at zero",
+        "the encoder swapped for {donor}'s trained one, kept frozen, the cross-attention's output starting at zero",
         lambda s: _swap(s, True, "cross_attn", ZERO_OUT),
     ),
     (
@@ -241,7 +241,7 @@ ENCODER_DECODER_ITEMS = [
     ),
     (
         "encoder_swap_gated",
-        "the same, the cross-attention's output starting at zero",
+        "the encoder swapped for a fresh one of width {width}, the cross-attention's output starting at zero",
         lambda s: _swap(s, False, "full", ZERO_OUT),
     ),
     ("reset_all", "every layer reset", lambda s: (s["target"] == "all") & (s["policy"] == "full") & _fresh(s)),
