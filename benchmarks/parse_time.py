@@ -16,10 +16,13 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from common import ROOT, add_write_flag, machine, publish, snakemake_command, snakemake_env, timed_process
+from common import ROOT, add_write_flag, interleaved, machine, publish, snakemake_command, snakemake_env, timed_process
 
 MARKER = "parse-time"
 HEAVY = ["torch", "transformers", "altair", "scipy.stats", "lifelines"]
+IMPORTS = "; ".join(f"import {m}" for m in HEAVY)
+# the same `python -m snakemake ...` start, with the heavy modules imported before Snakemake runs
+EAGER = f"{IMPORTS}; import runpy, sys; sys.argv[0] = 'snakemake'; runpy.run_module('snakemake', run_name='__main__')"
 
 
 def main() -> None:
@@ -28,27 +31,20 @@ def main() -> None:
     add_write_flag(parser)
     a = parser.parse_args()
     env = snakemake_env()
-    lazy, eager = [], []
-    imports = "; ".join(f"import {m}" for m in HEAVY)
     with tempfile.TemporaryDirectory() as tmp:
-        for i in range(a.runs):
-            for times, pre in (
-                (lazy, []),
-                (
-                    eager,
-                    [
-                        "-c",
-                        f"{imports}; import runpy, sys; sys.argv = ['snakemake'] + sys.argv[1:]; runpy.run_module('snakemake', run_name='__main__')",
-                    ],
-                ),
-            ):
-                workdir = Path(tmp) / f"{len(times)}{'e' if pre else 'l'}"
-                command = snakemake_command(workdir, "-n", "--quiet", "--cores", "2")
-                if pre:  # the same command, the heavy modules imported before Snakemake starts
-                    command = [command[0], *pre, *command[3:]]
-                wall, proc = timed_process(command, env=env, cwd=ROOT)
-                times.append(wall)
-    imported = timed_process([command[0], "-c", "import sys, runpy; " + imports], env=env, cwd=ROOT)[0]
+
+        def start(eager: bool):
+            def run() -> float:
+                command = snakemake_command(Path(tmp) / str(eager), "-n", "--quiet", "--cores", "2")
+                if eager:  # python -m snakemake ARGS -> python -c EAGER ARGS
+                    command = [command[0], "-c", EAGER, *command[3:]]
+                return timed_process(command, env=env, cwd=ROOT)[0]
+
+            return run
+
+        runs = interleaved({"lazy": start(False), "eager": start(True)}, a.runs)
+    lazy, eager = runs["lazy"], runs["eager"]
+    imported = timed_process([snakemake_command(Path("."))[0], "-c", IMPORTS], env=env, cwd=ROOT)[0]
     ratio = statistics.median(eager) / statistics.median(lazy)
     text = (
         f"`snakemake -n` on the default config, {a.runs} runs each, alternating, on {machine()} "
