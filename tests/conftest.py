@@ -32,6 +32,42 @@ TINY_MODEL = {"name": "t", "arch": "gpt2", "n_layer": 3, "d_model": 16, "n_head"
 SPECIAL = {"vocab_size": 64, "eos": 0, "pad": 1, "mask": 2}
 
 
+def missing_data_packages(configfile) -> list[str]:
+    """The data packages (setup.sh installs them with --no-deps) that a config names and this environment lacks:
+    its ``package:<module>`` models and the packaged tasks it trains on. A test that runs such a config skips with
+    them as its reason where they are missing (on a GPU machine set up without them), as the corpus tests do."""
+    import yaml
+
+    from selfheal import packages
+    from selfheal.data import tasks
+
+    needed: set[str] = set()
+
+    def walk(node):
+        if isinstance(node, dict):
+            if node.get("name") in tasks.PACKAGES:
+                needed.add(tasks.PACKAGES[node["name"]])
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+        elif isinstance(node, str):
+            if node.startswith(packages.PREFIX):
+                needed.add(node.removeprefix(packages.PREFIX).partition("/")[0])
+            elif node in tasks.PACKAGES:
+                needed.add(tasks.PACKAGES[node])
+
+    walk(yaml.safe_load(Path(configfile).read_text()))
+    return sorted(m for m in needed if packages.package_dir(m) is None)
+
+
+def skip_without_data_packages(configfile) -> None:
+    missing = missing_data_packages(configfile)
+    if missing:
+        pytest.skip(f"{Path(configfile).name} needs data packages not installed here: {', '.join(missing)} (setup.sh)")
+
+
 def trained_like(model: torch.nn.Module, seed: int = 1) -> torch.nn.Module:
     """Perturb every tensor (LN included) so it differs from any init, as a trained model would."""
     g = torch.Generator().manual_seed(seed)

@@ -103,7 +103,11 @@ ANALYSIS_RULES = {
     [(2, None), (8, None), (2, "tests/tiny.yaml"), (2, "config/tamkin_cpu.yaml"), (2, "config/pretrained.yaml")],
 )
 def test_each_stage_runs_in_its_env(tmp_path, cores, configfile):
+    from conftest import skip_without_data_packages
     from snakemake_helpers import dag_jobs
+
+    if configfile:
+        skip_without_data_packages(ROOT / configfile)
 
     jobs = dag_jobs(tmp_path, cores, configfiles=(ROOT / configfile,) if configfile else ())
     rules = {job["rule"]: job["conda"] for job in jobs if job["rule"] != "all"}

@@ -67,7 +67,11 @@ def test_the_pretraining_job_writes_the_baseline_of_the_saved_weights(finished):
     torch.set_num_threads(config.get("threads", 1))  # as the jobs ran
     for name in ("tinyA", "tinyBert"):
         model_cfg = next(m for m in config["models"] if m["name"] == name)
-        model_cfg = {**model_cfg, "pretrain": {**config["pretrain"], **model_cfg.get("pretrain", {}), "seed": 0}}
+        model_cfg = {
+            **model_cfg,
+            "pretrain": {**config["pretrain"], **model_cfg.get("pretrain", {}), "seed": 0},
+            "hardware": config["hardware"],  # the jobs' device (the CPU), also where a GPU is visible
+        }
         model = models.load(workdir / "results" / "models" / name / "p0" / "trained")
         tokens = workdir / "results" / "corpus" / "bpe" / "tokens.safetensors"
         job = setup.prepare(model, model_cfg, config["eval"], str(tokens))
