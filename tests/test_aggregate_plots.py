@@ -99,6 +99,18 @@ def test_censored_and_diverged_cells_are_kept_and_plotted(tmp_path):
         plots.damage(summary),
     ):
         chart.to_dict()  # a valid Vega-Lite spec
+
+    # a cell never damaged beyond eps has no cost: left out of the figure, not drawn as a 0 beside the others
+    def drawn_l0_costs(table):
+        spec = plots.recovery_cost(table).to_dict()
+        rows = [r for data in spec["datasets"].values() for r in data if r.get("row") == "seed"]
+        return sorted(r["cost"] for r in rows if r["target"] == "L0")
+
+    undamaged = summary.assign(outcome=summary["outcome"].astype(object))
+    hit = (undamaged["target"] == "L0") & (undamaged["seed"] == 0)
+    undamaged.loc[hit, "outcome"] = "not_damaged"
+    assert drawn_l0_costs(summary) != drawn_l0_costs(undamaged)
+    assert len(drawn_l0_costs(undamaged)) == len(drawn_l0_costs(summary)) - hit.sum()
     html = tmp_path / "cost.html"
     plots.save(plots.recovery_cost(summary), html, tmp_path / "cost.png")
     assert "swap16" in html.read_text()

@@ -455,6 +455,38 @@ def test_a_layer_never_damaged_beyond_eps_is_not_beyond_the_budget():
     assert layer_row.split("|")[3].strip() == "not damaged" and "n/a" not in layer_row, layer_row
 
 
+def test_an_aside_reset_never_damaged_beyond_eps_says_so():
+    """A reset of the encoder-decoder aside whose cells all stayed within ε has no cost: its cell reads "not damaged
+    beyond ε", not "n/a [n/a, n/a]"; one with some such cells counts them beside its median."""
+    row = dict.fromkeys(answer_tables.ENCODER_DECODER_COLUMNS, 0)
+    row.update(item="cross_attention", unit="fraction", budget=1.0, budget_relative_to_scratch=1.5)
+    undamaged = pd.Series(
+        {
+            **row,
+            "median": np.nan,
+            "median_lo": np.nan,
+            "median_hi": np.nan,
+            "n_cells": 3,
+            "n_not_damaged": 3,
+            "relative_to_scratch": np.nan,
+        }
+    )
+    assert answer_page._aside_cost(undamaged) == "not damaged beyond ε (no cost)"
+    some = pd.Series(
+        {
+            **row,
+            "median": 0.2,
+            "median_lo": 0.1,
+            "median_hi": 0.3,
+            "n_cells": 3,
+            "n_not_damaged": 1,
+            "relative_to_scratch": 0.25,
+        }
+    )
+    text = answer_page._aside_cost(some)
+    assert "n/a" not in text and text.endswith("1 of 3 not damaged beyond ε"), text
+
+
 def test_a_readme_with_two_headlines_gets_each_from_its_own_page(tmp_path, deeper_costs_more):
     """A README that carries the headlines of two pages (each block after the line naming its page) has only the
     named page's block replaced; the other page's block stays as it was."""

@@ -1105,6 +1105,8 @@ def _aside(doc: Page, v: _View) -> None:
 
 
 def _aside_cost(r: pd.Series) -> str:
+    if r["item"] != "scratch" and int(r["n_not_damaged"]) == int(r["n_cells"]) > 0:
+        return "not damaged beyond ε (no cost)"
     value, lo, hi = float(r["median"]), float(r["median_lo"]), float(r["median_hi"])
     text = (
         _one(value)
@@ -1120,7 +1122,13 @@ def _aside_cost(r: pd.Series) -> str:
         if math.isfinite(rel) and r["item"] != "scratch"
         else ""
     )
-    return text + times + (f", {int(r['n_censored'])} of {int(r['n_cells'])} censored" if partly else "")
+    undamaged = int(r["n_not_damaged"]) if r["item"] != "scratch" else 0
+    return (
+        text
+        + times
+        + (f", {int(r['n_censored'])} of {int(r['n_cells'])} censored" if partly else "")
+        + (f", {undamaged} of {int(r['n_cells'])} not damaged beyond ε" if undamaged else "")
+    )
 
 
 def _damage_similarity(doc: Page, v: _View) -> None:

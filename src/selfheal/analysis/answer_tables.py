@@ -172,6 +172,7 @@ ENCODER_DECODER_COLUMNS = [
     "budget",
     "n_cells",
     "n_censored",
+    "n_not_damaged",
     "relative_to_scratch",
     "budget_relative_to_scratch",
 ]
@@ -551,6 +552,7 @@ def encoder_decoder(surv: pd.DataFrame, ref: pd.DataFrame, networks: pd.DataFram
                         "budget": r[budget_column(unit)],
                         "n_cells": int(r["n_cells"]),
                         "n_censored": int(r["n_censored"]),
+                        "n_not_damaged": int(r["n_not_damaged"]),
                         "relative_to_scratch": _ratio(r[f"median_{unit}"], scratch_median),
                         "budget_relative_to_scratch": _ratio(r[budget_column(unit)], scratch_median),
                     }
@@ -574,6 +576,7 @@ def encoder_decoder(surv: pd.DataFrame, ref: pd.DataFrame, networks: pd.DataFram
                     "budget": math.nan,
                     "n_cells": len(v),
                     "n_censored": int(v.isna().sum()),
+                    "n_not_damaged": 0,
                     "relative_to_scratch": 1.0 if math.isfinite(scratch_median) else math.nan,
                     "budget_relative_to_scratch": math.nan,
                 }
@@ -589,7 +592,7 @@ def encoder_decoder(surv: pd.DataFrame, ref: pd.DataFrame, networks: pd.DataFram
         "budget_relative_to_scratch",
     ):
         table[column] = table[column].astype(float)
-    for column in ("n_cells", "n_censored"):
+    for column in ("n_cells", "n_censored", "n_not_damaged"):
         table[column] = table[column].astype("int64")
     return table
 

@@ -241,8 +241,12 @@ def _layer_axis(layers: Iterable) -> tuple[alt.Scale, alt.Axis]:
 def recovery_cost(summary: pd.DataFrame, unit: str = "fraction_of_pretrain") -> alt.Chart:
     """Cost against the reset layer's depth. ``unit`` fraction_of_pretrain (models pretrained here) or examples
     (every model, including downloaded ones whose S x E is unknown)."""
-    title = "Recovery cost against reset layer (mean, 95 % CI over seeds; open triangles: beyond the budget)"
-    table = summary[summary[unit].notna()].copy()
+    title = (
+        "Recovery cost against reset layer (mean, 95 % CI over seeds; open triangles: beyond the budget; "
+        "cells never damaged beyond ε left out: no cost)"
+    )
+    # a cell within eps right after the reset has no cost: it is counted apart (answer tables), never a 0 in a mean
+    table = summary[summary[unit].notna() & (summary["outcome"] != "not_damaged")].copy()
     if table.empty:
         reason = (
             "no cell of a model pretrained here (S × E is unknown for a downloaded model: see recovery_examples)"
@@ -251,7 +255,7 @@ def recovery_cost(summary: pd.DataFrame, unit: str = "fraction_of_pretrain") -> 
         )
         return empty_chart(title, reason)
     table["setting"] = _setting(table)
-    table["cost"] = table[unit].astype(float)  # 0: within eps before any training, drawn at the axis's 0
+    table["cost"] = table[unit].astype(float)
     table["status"] = [
         SEED_STATUS[2] if d else (SEED_STATUS[0] if r else SEED_STATUS[1])
         for r, d in zip(table["recovered"], table["diverged"])
