@@ -134,3 +134,24 @@ def test_smollm2_gguf(tmp_path):
     loss = family.loss(model, {"input_ids": ids}, grad_from=31).item()
     assert loss < 4.0  # a working language model, not random weights (log(49152) = 10.8)
     assert len(family.param_names(model, "L29", "full")) == 9  # q k v o, gate up down, 2 RMSNorm
+
+
+def test_models_of_one_checkpoint_share_its_token_streams():
+    """Two models read from one checkpoint (e.g. adapted and as downloaded) tokenize the corpus once: the first of
+    them in the config owns the streams; a model built here reads our BPE's."""
+    from selfheal import grid
+
+    models = [
+        {"name": "here", "source": "scratch"},
+        {"name": "adapted", "source": "pretrained", "name_or_path": "org/model"},
+        {"name": "as_is", "source": "pretrained", "name_or_path": "org/model", "adapt": False},
+        {"name": "quantised", "source": "pretrained", "name_or_path": "org/model", "gguf_file": "q8.gguf"},
+        {"name": "other", "source": "pretrained", "name_or_path": "org/other"},
+    ]
+    assert grid.tokenizer_keys(models) == {
+        "here": "bpe",
+        "adapted": "adapted",
+        "as_is": "adapted",
+        "quantised": "quantised",
+        "other": "other",
+    }

@@ -279,6 +279,21 @@ def model_by_name(config: dict, name: str) -> dict:
     raise KeyError(name)
 
 
+def tokenizer_keys(models: list[dict]) -> dict[str, str]:
+    """Per model, whose token streams it trains and evaluates on: ``bpe`` (our BPE) for a model pretrained here; for a
+    downloaded model, the first model in the config read from the same checkpoint (its ``name_or_path`` and
+    ``gguf_file``), whose tokenizer it shares, so two models of one checkpoint (e.g. adapted and as downloaded)
+    tokenize the corpus once."""
+    keys, owner = {}, {}
+    for m in models:
+        if m.get("source") != "pretrained":
+            keys[m["name"]] = "bpe"
+            continue
+        checkpoint = (str(m.get("name_or_path")), str(m.get("gguf_file")))
+        keys[m["name"]] = owner.setdefault(checkpoint, m["name"])
+    return keys
+
+
 def frozen_random_models(config: dict) -> list[dict]:
     """The derived models of the frozen-random experiment (pretrained only, never cells); empty when it is off."""
     return config.get("frozen_random", [])

@@ -27,6 +27,7 @@ UNADAPTED_MODELS = [m for m in PRETRAINED_MODELS if m not in ADAPTED_MODELS]
 # choice.
 ALL_MODELS = CONFIG["models"] + selfheal.grid.frozen_random_models(CONFIG)
 MODEL_NAMES = [m["name"] for m in ALL_MODELS]
+TOKENIZER_KEYS = selfheal.grid.tokenizer_keys(ALL_MODELS)  # one tokenize job per downloaded checkpoint
 JOB_UNIT = selfheal.grid.job_unit(
     CONFIG, ALL_MODELS, CELLS, selfheal.grid.concurrent_jobs(workflow.nodes, workflow.resource_settings.cores, THREADS)
 )
@@ -125,9 +126,8 @@ def network_params(wildcards):
 
 
 def tokens(wildcards):
-    """Token streams in the model's own vocabulary: our BPE for models pretrained here, else the model's."""
-    key = wildcards.model if wildcards.model in PRETRAINED_MODELS else "bpe"
-    return TOKENS.format(tokenizer=key)
+    """Token streams in the model's own vocabulary: our BPE for models pretrained here, else its checkpoint's."""
+    return TOKENS.format(tokenizer=TOKENIZER_KEYS[wildcards.model])
 
 
 def tokenizer_source(wildcards):
