@@ -77,7 +77,7 @@ def test_eight_cores_get_at_least_eight_training_jobs_at_once(tmp_path):
 
 def test_two_cores_keep_one_job_per_network(tmp_path):
     jobs = [r for wave in _waves(2, tmp_path) for r in wave if r in TRAINING]
-    assert jobs == ["network"] * 6
+    assert jobs == ["network"] * (len(DEFAULT["models"]) * len(DEFAULT["pretrain"]["seeds"]))  # 9 networks
 
 
 # ---- real runs on a tiny grid: tinyA alone, its layer 1 (a prefix cache, a matched control), nothing else ----
