@@ -95,10 +95,9 @@ def test_default_sizes_share_data_and_schedule():
     keys = ("epochs", "train_sequences", "batch_size", "lr", "warmup_fraction", "min_lr_fraction", "weight_decay")
     schedules = {tuple(m["pretrain"][k] for k in keys) + (m["context"],) for m in resolved["models"]}
     assert len(schedules) == 1, schedules
-    sizes = {(m["n_layer"], m["d_model"]) for m in resolved["models"]}
-    # from some size, one other differs in N only and one in D only
-    assert any((n2, d) in sizes and n2 != n for n, d in sizes for n2, _ in sizes)
-    assert any((n, d2) in sizes and d2 != d for n, d in sizes for _, d2 in sizes)
+    sizes = sorted({(m["n_layer"], m["d_model"]) for m in resolved["models"]})
+    # at least two sizes, and every other size differs from the first in N only or in D only
+    assert len(sizes) >= 2 and all((n == sizes[0][0]) != (d == sizes[0][1]) for n, d in sizes[1:]), sizes
 
 
 def _mutate(path, value):

@@ -31,15 +31,15 @@ def _unit(config: dict, workers: int | None) -> str:
 
 
 def test_auto_picks_the_unit_from_the_workers_and_the_grid():
-    # the default grid: 3 models, 9 networks, 66 cells
+    # the default grid: 2 models, 6 networks, 36 cells
     assert DEFAULT["job_unit"] == "auto"
     assert _unit(DEFAULT, 1) == "model"  # one worker: the least start-up
-    assert _unit(DEFAULT, 2) == "network"  # as before auto: nine networks of uneven cost pack 2 cores
-    assert _unit(DEFAULT, 8) == "cell"  # 9 networks cannot fill 8 workers twice over
+    assert _unit(DEFAULT, 2) == "network"  # as before auto: six networks pack 2 cores
+    assert _unit(DEFAULT, 8) == "cell"  # 6 networks cannot fill 8 workers twice over
     assert _unit(DEFAULT, None) == "model"
     wide = {**DEFAULT, "models": [{**m, "name": f"{m['name']}-{i}"} for i in range(4) for m in DEFAULT["models"]]}
-    assert _unit(wide, 2) == "model"  # 12 models: at least two jobs per core already
-    assert _unit(wide, 8) == "network"  # 36 networks
+    assert _unit(wide, 2) == "model"  # 8 models: at least two jobs per core already
+    assert _unit(wide, 8) == "network"  # 24 networks
     assert _unit({**DEFAULT, "job_unit": "network"}, 8) == "network"  # an explicit unit is kept
 
 
@@ -77,7 +77,7 @@ def test_eight_cores_get_at_least_eight_training_jobs_at_once(tmp_path):
 
 def test_two_cores_keep_one_job_per_network(tmp_path):
     jobs = [r for wave in _waves(2, tmp_path) for r in wave if r in TRAINING]
-    assert jobs == ["network"] * (len(DEFAULT["models"]) * len(DEFAULT["pretrain"]["seeds"]))  # 9 networks
+    assert jobs == ["network"] * (len(DEFAULT["models"]) * len(DEFAULT["pretrain"]["seeds"]))  # 6 networks
 
 
 # ---- real runs on a tiny grid: tinyA alone, its layer 1 (a prefix cache, a matched control), nothing else ----
