@@ -1105,7 +1105,8 @@ def _aside(doc: Page, v: _View) -> None:
 
 
 def _aside_cost(r: pd.Series) -> str:
-    if r["item"] != "scratch" and int(r["n_not_damaged"]) == int(r["n_cells"]) > 0:
+    undamaged = int(r["n_not_damaged"])  # 0 for the scratch row
+    if undamaged == int(r["n_cells"]) > 0:
         return "not damaged beyond ε (no cost)"
     value, lo, hi = float(r["median"]), float(r["median_lo"]), float(r["median_hi"])
     text = (
@@ -1122,7 +1123,6 @@ def _aside_cost(r: pd.Series) -> str:
         if math.isfinite(rel) and r["item"] != "scratch"
         else ""
     )
-    undamaged = int(r["n_not_damaged"]) if r["item"] != "scratch" else 0
     return (
         text
         + times
