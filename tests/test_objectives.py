@@ -54,6 +54,14 @@ def test_denoising_replaces_spans_by_single_masks():
         assert (ids[n:] == SPECIAL["pad"]).all()
     kept = (batch["input_ids"] != SPECIAL["mask"]) & (batch["attention_mask"] == 1)
     assert 0.6 < kept.sum() / seqs.numel() < 0.75  # ~30 % of tokens removed
+    lost = seqs.shape[1] - kept.sum(1)
+    assert (lost >= round(den.noise * seqs.shape[1])).all()  # every row loses at least its share
+    for ids, n, seq in zip(batch["input_ids"], lengths, seqs):  # what is kept is the sequence, in order
+        survivors = ids[:n][ids[:n] != SPECIAL["mask"]].tolist()
+        it = iter(seq.tolist())
+        assert all(token in it for token in survivors)
+    again = den.batch(seqs, torch.Generator().manual_seed(1))
+    assert torch.equal(again["input_ids"], batch["input_ids"])  # same generator state, same masks
 
 
 def test_causal_lm_batches_are_the_sequences():

@@ -59,32 +59,37 @@ class Denoising(CausalLM):
     noise = 0.3
     mean_span = 3.0
 
-    def _corrupt(self, seq: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
-        n = seq.numel()
+    def _masks(self, seqs: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+        """Which tokens each row loses: spans of Poisson(mean_span) length (at least 1) at uniform starts, drawn
+        for every row at once, until each row has lost at least ``noise`` of its tokens (a row that has stops
+        taking spans; every row draws from the same stream, so a row's spans do not depend on the others')."""
+        rows, n = seqs.shape
         budget = max(1, round(self.noise * n))
-        masked = torch.zeros(n, dtype=torch.bool)
-        while int(masked.sum()) < budget:
-            length = int(torch.poisson(torch.tensor([self.mean_span]), generator=generator).clamp(min=1).item())
-            start = int(torch.randint(0, n, (1,), generator=generator).item())
-            masked[start : start + length] = True
-        out, previous = [], False
-        for token, is_masked in zip(seq.tolist(), masked.tolist()):
-            if is_masked:
-                if not previous:
-                    out.append(self.special["mask"])
-            else:
-                out.append(token)
-            previous = is_masked
-        return torch.tensor(out, dtype=seq.dtype)
+        position = torch.arange(n)
+        masked = torch.zeros((rows, n), dtype=torch.bool)
+        open_rows = torch.ones(rows, dtype=torch.bool)
+        rate = torch.full((rows,), self.mean_span)
+        while bool(open_rows.any()):
+            length = torch.poisson(rate, generator=generator).clamp(min=1).long()
+            start = torch.randint(0, n, (rows,), generator=generator)
+            span = (position >= start[:, None]) & (position < (start + length)[:, None])
+            masked |= span & open_rows[:, None]
+            open_rows = masked.sum(1) < budget
+        return masked
 
     def batch(self, seqs, generator):
-        corrupted = [self._corrupt(s, generator) for s in seqs]
-        width = max(c.numel() for c in corrupted)
-        ids = torch.full((len(corrupted), width), self.special["pad"], dtype=seqs.dtype)
-        attention = torch.zeros((len(corrupted), width), dtype=torch.long)
-        for i, c in enumerate(corrupted):
-            ids[i, : c.numel()] = c
-            attention[i, : c.numel()] = 1
+        """Each lost span becomes one <mask>; the rows are packed to the left and padded to the longest."""
+        masked = self._masks(seqs, generator)
+        run_start = masked & ~torch.nn.functional.pad(masked[:, :-1], (1, 0))
+        keep = ~masked | run_start
+        tokens = torch.where(masked, torch.full_like(seqs, self.special["mask"]), seqs)
+        lengths = keep.sum(1)
+        ids = torch.full((seqs.shape[0], int(lengths.max())), self.special["pad"], dtype=seqs.dtype)
+        attention = torch.zeros(ids.shape, dtype=torch.long)
+        row = torch.arange(seqs.shape[0])[:, None].expand_as(keep)[keep]
+        column = (keep.cumsum(1) - 1)[keep]
+        ids[row, column] = tokens[keep]
+        attention[row, column] = 1
         return {"input_ids": ids, "attention_mask": attention, "labels": seqs}
 
 
