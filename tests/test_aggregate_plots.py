@@ -117,6 +117,20 @@ def test_censored_and_diverged_cells_are_kept_and_plotted(tmp_path):
     _drawn(html, tmp_path / "cost.png")
 
 
+def test_the_cost_figure_draws_the_median_and_range_of_the_networks(tmp_path):
+    """Three networks recovering at 100, 200 and 1,400 examples: the line is the median (200 / 2,000), the bar the
+    smallest and largest cost, never below the smallest (a t interval of three would reach below 0)."""
+    cells = [_cell(tmp_path, "L0", 0, seed, at, budget=1500) for seed, at in enumerate((100, 200, 1400))]
+    summary = tables.summary_table([c[0] for c in cells])
+    spec = plots.recovery_cost(summary).to_dict()
+    rows = [r for data in spec["datasets"].values() for r in data if r.get("row") == "mean"]
+    eps_001 = [r for r in rows if r["threshold"] == "ε = 0.01"]
+    assert len(eps_001) == 1
+    (row,) = eps_001
+    assert (row["mean"], row["ci_lo"], row["ci_hi"]) == pytest.approx((0.1, 0.05, 0.7))
+    assert row["n_seeds"] == 3 and row["n_censored"] == 0
+
+
 # --- every figure on tables shaped like each shipped config's output, written and read as the workflow does ------
 
 

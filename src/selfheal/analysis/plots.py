@@ -3,9 +3,11 @@
 - recovery cost (``recovery_cost``; ``recovery_examples`` in examples, for every model): the fraction of S x E
   needed to get back within eps of the baseline, against the reset layer L, one panel per threshold eps (columns)
   and setting (rows), one colour per model, models side by side at each layer. Every seed is a point (filled
-  circle: recovered; open triangle at its budget: censored, a lower bound; cross: diverged), the mean over seeds a
-  line (dashed where a seed was censored) with its t 95 % CI as an error bar, the reset-all control and encoder
-  swaps as rules. The y axis is symlog (``cost_axis``): decades like a log axis, and an explicit 0 below them for
+  circle: recovered; open triangle at its budget: censored, a lower bound; cross: diverged), the median over
+  networks and seeds a line (dashed where one was censored: the median is then a lower bound or unknown) with their
+  range (smallest to largest) as an error bar, the reset-all control and encoder swaps (medians) as rules. A cost
+  has no spread to estimate from three networks, and a t interval of three would reach below 0: the range is what
+  was measured. The y axis is symlog (``cost_axis``): decades like a log axis, and an explicit 0 below them for
   cells that were within eps before any training.
 - recovery curves: validation loss against examples seen (as a fraction of S x E), one panel per model, every
   recovery curve (one line per network and seed; a one-evaluation curve as a point) over the model's own
@@ -222,6 +224,16 @@ def _mean_ci(table: pd.DataFrame, keys: list[str], value: str) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=[*keys, "mean", "ci_lo", "ci_hi", "n_seeds", "n_censored"])
 
 
+def _median_range(table: pd.DataFrame, keys: list[str], value: str) -> pd.DataFrame:
+    """``_mean_ci``'s columns with the median in ``mean`` and the smallest and largest value as the interval."""
+    grouped = table.groupby(keys, dropna=False, sort=True)
+    out = grouped[value].agg(mean="median", ci_lo="min", ci_hi="max")
+    out["n_seeds"] = grouped.size()
+    recovered = table["recovered"].astype(bool) if "recovered" in table else pd.Series(True, index=table.index)
+    out["n_censored"] = (~recovered).groupby([table[k] for k in keys], dropna=False).sum().astype(int)
+    return out.reset_index()[[*keys, "mean", "ci_lo", "ci_hi", "n_seeds", "n_censored"]]
+
+
 COST_UNITS = {
     "fraction_of_pretrain": "examples to recover / (S × E)",
     "examples": "examples (sequences) to recover",
@@ -242,8 +254,8 @@ def recovery_cost(summary: pd.DataFrame, unit: str = "fraction_of_pretrain") -> 
     """Cost against the reset layer's depth. ``unit`` fraction_of_pretrain (models pretrained here) or examples
     (every model, including downloaded ones whose S x E is unknown)."""
     title = (
-        "Recovery cost against reset layer (mean, 95 % CI over seeds; open triangles: beyond the budget; "
-        "cells never damaged beyond ε left out: no cost)"
+        "Recovery cost against reset layer (median and range over networks and seeds; open triangles: beyond the "
+        "budget; cells never damaged beyond ε left out: no cost)"
     )
     # a cell within eps right after the reset has no cost: it is counted apart (answer tables), never a 0 in a mean
     table = summary[summary[unit].notna() & (summary["outcome"] != "not_damaged")].copy()
@@ -264,15 +276,15 @@ def recovery_cost(summary: pd.DataFrame, unit: str = "fraction_of_pretrain") -> 
     layers = table[table["depth"].notna() & (table["init"] != MATCHED_CONTROL_INIT)].copy()
     layers["layer"] = layers["depth"].astype(int)
     keys = ["model", "setting", "threshold", "layer"]
-    means = _mean_ci(layers, keys, "cost")
-    # With few seeds the t interval's lower end can fall below zero, which no cost can: clip it at 0 (on the axis).
-    means["ci_lo"] = means["ci_lo"].clip(lower=0)
+    means = _median_range(layers, keys, "cost")
     means["dashed"] = means["n_censored"] > 0
     layers["x"] = dodge(layers, "layer", "model", 0.12)
     means["x"] = dodge(means, "layer", "model", 0.12)
     # horizontal references: every layer reset (the from-scratch comparison) and encoder swaps
     controls = table[(table["target"] == "all") | table["target"].str.startswith("swap")]
-    control_means = _mean_ci(controls, ["model", "setting", "threshold", "target"], "cost") if len(controls) else None
+    control_means = (
+        _median_range(controls, ["model", "setting", "threshold", "target"], "cost") if len(controls) else None
+    )
 
     frames = [layers.assign(row="seed"), means.assign(row="mean")]
     if control_means is not None:
@@ -325,7 +337,15 @@ def recovery_cost(summary: pd.DataFrame, unit: str = "fraction_of_pretrain") -> 
             y=alt.Y("ci_lo:Q", scale=y_scale, axis=y_axis, title=""),
             y2="ci_hi:Q",
             color=color,
-            tooltip=["model", "layer", "mean", "ci_lo", "ci_hi", "n_seeds", "n_censored"],
+            tooltip=[
+                "model",
+                "layer",
+                alt.Tooltip("mean:Q", title="median"),
+                alt.Tooltip("ci_lo:Q", title="smallest"),
+                alt.Tooltip("ci_hi:Q", title="largest"),
+                "n_seeds",
+                "n_censored",
+            ],
         )
     )
     charts = [bars, line, seeds]
