@@ -84,8 +84,20 @@ def test_sentence_states_each_layer_at_each_multiple_and_censoring():
     assert answer_page.lr_sensitivity_sentence(table, "fraction") == (
         "m: at ε = 0.01 the cost of the first layer (`L0`) moves from 0.31 of S × E at the chosen lr (0.002) to "
         "0.52 at ÷3 and to 0.25 at ×3; of the last layer (`L3`) from 0.2 to 0.5 at ÷3 and to beyond the budget "
-        "at ×3."
+        "at ×3. **The chosen lr is not the fastest measured** (×3 on `L0`): its costs are upper bounds on how fast "
+        "these layers can heal."
     )
+
+
+def test_sentence_flags_a_faster_lr_only_beyond_the_crossings_resolution():
+    """A multiple that recovers where the chosen lr did not, or at under 0.9 of its cost, is named; one within
+    the resolution of a crossing (0.30 against 0.31) is not."""
+    close = pd.DataFrame(_rows("L0", 0, 0.31, [(3.0, 0.30), (0.3333, 0.52)]))
+    assert "not the fastest" not in answer_page.lr_sensitivity_sentence(close, "fraction")
+    censored = pd.DataFrame(_rows("L0", 0, None, [(3.0, 0.9), (0.3333, None)]))
+    assert "(×3 on `L0`)" in answer_page.lr_sensitivity_sentence(censored, "fraction")
+    neither = pd.DataFrame(_rows("L0", 0, None, [(3.0, None), (0.3333, None)]))
+    assert "not the fastest" not in answer_page.lr_sensitivity_sentence(neither, "fraction")
 
 
 # ---- a real run -------------------------------------------------------------------------------------------------

@@ -1342,7 +1342,31 @@ def lr_sensitivity_sentence(rows: pd.DataFrame, unit: str) -> str:
             f"to {_lr_cost(r, column, 'recovered')} at {_multiplier_words(r['lr_multiplier'])}" for _, r in g.iterrows()
         )
         parts.append(f"{which} (`{target}`) {'moves ' if i == 0 else ''}from {start} {moves}")
-    return f"{rows['model'].iloc[0]}: at ε = {eps:g} the cost of " + "; of ".join(parts) + "."
+    sentence = f"{rows['model'].iloc[0]}: at ε = {eps:g} the cost of " + "; of ".join(parts) + "."
+    faster = _faster_lrs(at, column)
+    if faster:
+        sentence += (
+            f" **The chosen lr is not the fastest measured** ({faster}): its costs are upper bounds on how fast "
+            "these layers can heal."
+        )
+    return sentence
+
+
+FASTER = 0.9  # a multiple of the lr is "faster" when it recovers at under this share of the chosen lr's cost
+
+
+def _faster_lrs(at: pd.DataFrame, column: str) -> str:
+    """The multiples of the lr that healed a layer sooner than the chosen lr, as words ('×3 on `L0`'): recovered
+    where the chosen lr did not, or at under FASTER of its cost (crossings are located to a resolution, so a
+    smaller gap is not a difference). '' when none."""
+    found = []
+    for _, r in at.sort_values(["depth", "lr_multiplier"]).iterrows():
+        if not bool(r["recovered"]) or pd.isna(r[column]):
+            continue
+        chosen = float(r[f"chosen_{column}"]) if bool(r["chosen_recovered"]) else math.inf
+        if float(r[column]) < FASTER * chosen:
+            found.append(f"{_multiplier_words(r['lr_multiplier'])} on `{r['target']}`")
+    return ", ".join(found)
 
 
 def _lr_sensitivity(doc: Page, v: _View) -> None:
