@@ -1,6 +1,8 @@
 """Objectives: validation masks are fixed and shared by every cell; training masks are drawn per step."""
 
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from selfheal.training import objectives
 
@@ -67,3 +69,31 @@ def test_denoising_replaces_spans_by_single_masks():
 def test_causal_lm_batches_are_the_sequences():
     seqs = _seqs(8)
     assert torch.equal(objectives.CausalLM(SPECIAL).batch(seqs, torch.Generator())["input_ids"], seqs)
+
+
+@settings(max_examples=60, deadline=None)
+@given(rows=st.integers(1, 12), length=st.integers(2, 80), seed=st.integers(0, 2**31 - 1))
+def test_denoising_batches_of_any_shape(rows, length, seed):
+    """Any batch shape: each row is its sequence's surviving tokens in order, with one <mask> per lost span (no two
+    in a row) and at least the noise share of its tokens lost, then padding; a row's input does not depend on the
+    tokens of the other rows."""
+    den = objectives.Denoising(SPECIAL)
+    seqs = torch.randint(3, 300, (rows, length), generator=torch.Generator().manual_seed(seed))
+    batch = den.batch(seqs, torch.Generator().manual_seed(seed))
+    assert torch.equal(batch["labels"], seqs)
+    for ids, attention, seq in zip(batch["input_ids"], batch["attention_mask"], seqs):
+        n = int(attention.sum())
+        assert attention[:n].all() and not attention[n:].any() and (ids[n:] == SPECIAL["pad"]).all()
+        row = ids[:n].tolist()
+        masks = [t == SPECIAL["mask"] for t in row]
+        assert any(masks) and not any(a and b for a, b in zip(masks, masks[1:]))
+        survivors = [t for t, m in zip(row, masks) if not m]
+        assert length - len(survivors) >= round(den.noise * length)
+        it = iter(seq.tolist())
+        assert all(t in it for t in survivors)
+    if rows > 1:
+        other = seqs.clone()
+        other[1:] = torch.randint(3, 300, other[1:].shape, generator=torch.Generator().manual_seed(seed + 1))
+        again = den.batch(other, torch.Generator().manual_seed(seed))
+        first, first_again = batch["attention_mask"][0] == 1, again["attention_mask"][0] == 1
+        assert torch.equal(again["input_ids"][0][first_again], batch["input_ids"][0][first])
