@@ -191,11 +191,20 @@ def test_the_page_says_the_tables_numbers(lr_run):
 
     m = re.fullmatch(
         r"- tinyB: at ε = 0\.01 the cost of its one layer \(`L0`\) moves from (\S+) of S × E at the chosen lr "
-        r"\(0\.01\) to (.+) at ÷3 and to (.+) at ×3\.",
+        r"\(0\.01\) to (.+) at ÷3 and to (.+) at ×3\.( \*\*The chosen lr is not the fastest measured\*\* "
+        r"\((.+)\): its costs are upper bounds on how fast these layers can heal\.)?",
         line,
     )
     assert m, line
-    chosen, third, triple = m.groups()
+    chosen, third, triple, flag, named = m.groups()
+    # the flag names exactly the multiples that recovered at under 0.9 of the chosen lr's cost (or where it did not)
+    base = at.loc[3.0, "chosen_fraction_of_pretrain"] if at.loc[3.0, "chosen_recovered"] else float("inf")
+    faster = [
+        w
+        for k, w in ((0.3333, "÷3"), (3.0, "×3"))
+        if at.loc[k, "recovered"] and at.loc[k, "fraction_of_pretrain"] < 0.9 * base
+    ]
+    assert (named or "") == ", ".join(f"{w} on `L0`" for w in faster)
     expected = [
         (chosen, at.loc[3.0, "chosen_fraction_of_pretrain"], at.loc[3.0, "chosen_recovered"]),
         (third, at.loc[0.3333, "fraction_of_pretrain"], at.loc[0.3333, "recovered"]),
