@@ -7,8 +7,8 @@
   networks and seeds a line (dashed where one was censored: the median is then a lower bound or unknown) with their
   range (smallest to largest) as an error bar, the reset-all control and encoder swaps (medians) as rules. A cost
   has no spread to estimate from three networks, and a t interval of three would reach below 0: the range is what
-  was measured. The y axis is symlog (``cost_axis``): decades like a log axis, and an explicit 0 below them for
-  cells that were within eps before any training.
+  was measured. Cells never damaged beyond eps have no cost and are left out. The y axis is symlog
+  (``cost_axis``): decades like a log axis, with an explicit 0 below them.
 - recovery curves: validation loss against examples seen (as a fraction of S x E), one panel per model, every
   recovery curve (one line per network and seed; a one-evaluation curve as a point) over the model's own
   pretraining curve, with the baseline as a rule.
@@ -226,12 +226,19 @@ def _mean_ci(table: pd.DataFrame, keys: list[str], value: str) -> pd.DataFrame:
 
 def _median_range(table: pd.DataFrame, keys: list[str], value: str) -> pd.DataFrame:
     """``_mean_ci``'s columns with the median in ``mean`` and the smallest and largest value as the interval."""
-    grouped = table.groupby(keys, dropna=False, sort=True)
-    out = grouped[value].agg(mean="median", ci_lo="min", ci_hi="max")
-    out["n_seeds"] = grouped.size()
-    recovered = table["recovered"].astype(bool) if "recovered" in table else pd.Series(True, index=table.index)
-    out["n_censored"] = (~recovered).groupby([table[k] for k in keys], dropna=False).sum().astype(int)
-    return out.reset_index()[[*keys, "mean", "ci_lo", "ci_hi", "n_seeds", "n_censored"]]
+    censored = ~table["recovered"].astype(bool) if "recovered" in table else False
+    out = (
+        table.assign(_censored=censored)
+        .groupby(keys, dropna=False, sort=True)
+        .agg(
+            mean=(value, "median"),
+            ci_lo=(value, "min"),
+            ci_hi=(value, "max"),
+            n_seeds=(value, "size"),
+            n_censored=("_censored", "sum"),
+        )
+    )
+    return out.reset_index().astype({"n_censored": int})[[*keys, "mean", "ci_lo", "ci_hi", "n_seeds", "n_censored"]]
 
 
 COST_UNITS = {
