@@ -46,7 +46,7 @@ from selfheal.config.defaults import DEFAULTS  # noqa: E402
 
 MARKER = "gpu-check"
 
-ENV = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT / "src"), os.environ.get("PYTHONPATH")]))}
 
 # Dense bf16 tensor-core peak, TFLOP/s, by a substring of torch.cuda.get_device_name() (vendor data sheets).
 PEAK_BF16_TFLOPS = {
@@ -92,7 +92,7 @@ def config_for(models: list[dict], hardware: dict, device: str, tiny: bool) -> d
             "eval_every_examples": 128 if tiny else 2048,
             "seeds": [0],
         },
-        "eval": {"val_sequences": 32 if tiny else 512, "batch_size": 32 if tiny else 128},
+        "eval": {"val_sequences": 32 if tiny else 480, "batch_size": 32 if tiny else 128},
         "grid": {
             "layers": [LAYER],
             "regimes": ["frozen"],
@@ -147,7 +147,13 @@ def run(workdir: Path, cfg: dict) -> dict[str, dict]:
     ]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=ENV)
     if proc.returncode:
-        sys.exit(proc.stderr[-3000:])
+        # the failed jobs' own logs (their `log:` files) say why; Snakemake's stderr only names the rule
+        logs = [
+            f"--- {p.relative_to(workdir)}\n{p.read_text()[-3000:]}"
+            for p in sorted(workdir.rglob("*.log"))
+            if ".snakemake" not in p.parts
+        ]
+        sys.exit("\n".join([proc.stderr[-3000:], *logs[-4:]]))
     results, out = workdir / "results", {}
     for model in cfg["models"]:
         (pre_path,) = results.glob(f"models/{model['name']}/**/pretrain.json")
