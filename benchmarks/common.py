@@ -76,12 +76,25 @@ def publish(marker: str, markdown: str, write: bool, page: Path = PERFORMANCE, w
 
 
 def machine() -> str:
-    """The machine a figure was measured on, in words: cores, memory, torch version, GPU if any."""
+    """The machine a figure was measured on, in words: cores and their model, memory, torch version, GPU if any.
+    Two machines with the same number of cores can differ by a factor of 2 or more, so the model is named."""
     import torch
 
     memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
     gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else "no GPU"
-    return f"{os.cpu_count()} cores, {memory:.0f} GB, {gpu}, torch {torch.__version__.split('+')[0]}"
+    model = cpu_model()
+    cores = f"{os.cpu_count()} cores" + (f" ({model})" if model else "")
+    return f"{cores}, {memory:.0f} GB, {gpu}, torch {torch.__version__.split('+')[0]}"
+
+
+def cpu_model() -> str:
+    """The processor's model name as the kernel reports it ("" where it does not)."""
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        return ""
+    names = [line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")]
+    return names[0] if names else ""
 
 
 # ---------------------------------------------------------------------------------------------------- timing
@@ -96,7 +109,9 @@ def snakemake_env(pythonpath: str | None = None) -> dict:
     Snakemake start, a cost that neither a laptop without SLURM nor a cluster whose controller answers pays.
     There, SLURM_CONF points at an empty file (as in tests/conftest.py), so the plugin finds no SLURM at once;
     the benchmark says so when it does."""
-    env = {**os.environ, **({"PYTHONPATH": pythonpath} if pythonpath else {})}
+    env = dict(os.environ)
+    if pythonpath:  # in front of the caller's own path, not instead of it
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [pythonpath, os.environ.get("PYTHONPATH")]))
     if "SLURM_CONF" in env or shutil.which("scontrol") is None:
         return env
     try:
