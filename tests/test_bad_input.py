@@ -472,8 +472,9 @@ def test_every_mutation_is_accepted_with_cells_or_refused_naming_the_changed_key
     try:
         resolved = config.resolve(raw)
     except config.ConfigError as err:
-        assert err.key and _real_key(err.key, raw), f"{name}: {err} names no real key"
-        assert _names_a_changed_key(err.key, changed), f"{name}: {err} names {err.key}, not one of {changed}"
+        assert err.key and all(_real_key(k, raw) for k in err.keys), f"{name}: {err} names a key that is not real"
+        # a conflict between keys names each of them (ConfigError.related): the mutation changed one
+        assert any(_names_a_changed_key(k, changed) for k in err.keys), f"{name}: {err} names none of {changed}"
         return
     # something to run: cells, or frozen-random pretraining (config/bogoychev.yaml), or the transfer experiments
     assert grid.cells(resolved) or resolved["frozen_random"] or resolved["transfer"], f"{name}: nothing to run"

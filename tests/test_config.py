@@ -144,6 +144,7 @@ BAD = [
     (("models", 0, "context"), 1, "models[0].context"),
     (("models", 0, "dropout"), 1.0, "models[0].dropout"),
     (("models", 0, "mask_probability"), 0.4, "models[0].mask_probability"),  # a causal LM masks nothing
+    (("models", 0, "n_dec_layer"), 2, "models[0].n_dec_layer"),  # a decoder-only model has no decoder stack
     (("grid", "controls"), "yes", "grid.controls"),
     (("grid", "policies"), [], "grid.policies"),
     (("grid", "layers"), ["enc.0"], "grid.layers[0]"),
@@ -331,3 +332,27 @@ def test_resolve_does_not_mutate_input():
     frozen = copy.deepcopy(raw)
     config.resolve(raw)
     assert raw == frozen
+
+
+def test_a_conflict_between_keys_names_each_of_them():
+    """A grid entry no model can take is reported at the grid key and names the models' keys it conflicts with
+    (the user may have meant to change either); a lone wrong key names itself alone."""
+    default = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    bogoychev = check.merge(default, yaml.safe_load((ROOT / "config" / "bogoychev.yaml").read_text()))
+    for model in bogoychev["models"]:
+        model.pop("frozen_random", None)
+    with pytest.raises(config.ConfigError) as nothing:
+        config.resolve(bogoychev)
+    assert nothing.value.key == "grid.layers"
+    assert "models[0].frozen_random" in nothing.value.keys and "grid.controls" in nothing.value.keys
+    assert "(with 'grid.targets', 'grid.controls', 'models[0].frozen_random'" in str(nothing.value)
+
+    gpt2_only = copy.deepcopy(default)
+    gpt2_only["grid"]["policies"] = ["full", "cross_attn"]
+    with pytest.raises(config.ConfigError) as cross:
+        config.resolve(gpt2_only)
+    assert cross.value.keys == ("grid.policies[1]", "grid.layers", *(f"models[{i}].arch" for i in range(2)))
+
+    with pytest.raises(config.ConfigError) as lone:
+        config.resolve(check.merge(default, {"retrain": {"lr": -1.0}}))
+    assert lone.value.keys == ("retrain.lr",)

@@ -18,6 +18,7 @@ from selfheal.config.merge import merge
 from selfheal.config.schema import check_schema
 from selfheal.data import corpus
 from selfheal.experiments import frozen_random
+from selfheal.models.families import FAMILIES
 
 
 def resolve(raw: dict) -> dict:
@@ -69,6 +70,11 @@ def resolve(raw: dict) -> dict:
             raise ConfigError(
                 f"{key}.mask_probability",
                 f"only a masked LM (arch: bert) masks tokens; {model['name']!r} is {model['arch']}",
+            )
+        if "n_dec_layer" in model and model["arch"] in FAMILIES and len(FAMILIES[model["arch"]].stacks) < 2:
+            raise ConfigError(
+                f"{key}.n_dec_layer",
+                f"only an encoder-decoder model (arch: bart) has a decoder stack; {model['name']!r} is {model['arch']}",
             )
         model["hardware"] = config["hardware"]
         model["pretrain"] = merge(config["pretrain"], model.get("pretrain", {}))
@@ -145,6 +151,7 @@ def _check_grid_entries(config: dict) -> None:
     if not models:
         return
     described = ", ".join(f"{m['name']} ({m['arch']})" for m in models)
+    archs = tuple(f"models[{i}].arch" for i in range(len(models)))  # what a grid entry conflicts with
     encdec = [m for m in models if len({i.split(".")[0] for i in grid.layer_ids(m) if "." in i}) == 2]
     targeted = any(_targeted_layers(m, spec) for m in models)  # no layer at all: the last check below says so
     for j, policy in enumerate(spec["policies"]):
@@ -158,6 +165,7 @@ def _check_grid_entries(config: dict) -> None:
                 f"grid.policies[{j}]",
                 f"{policy!r} resets no tensor of any chosen layer of any model "
                 f"({described}){hint if policy == 'cross_attn' else ''}",
+                related=("grid.layers", *archs),
             )
     if grid.ZERO_OUT in spec["inits"] and all(p in grid.NO_OUTPUT_PROJECTION for p in spec["policies"]):
         raise ConfigError(
@@ -170,11 +178,13 @@ def _check_grid_entries(config: dict) -> None:
             raise ConfigError(
                 f"grid.targets[{j}]",
                 f"the set {target!r} is a stack of an encoder-decoder model, and no model here is one ({described})",
+                related=archs,
             )
     if spec["encoder_swap"] and not encdec:
         raise ConfigError(
             "grid.encoder_swap",
             f"an encoder swap needs an encoder-decoder model (bart), and no model here is one ({described})",
+            related=archs,
         )
     _check_donors(config, encdec)
     if not grid.cells(config) and not any(m.get("frozen_random") for m in models):
@@ -182,6 +192,7 @@ def _check_grid_entries(config: dict) -> None:
             "grid.layers",
             "the grid makes no cell (no layers, no target sets and controls off) and "
             "no model has frozen_random: nothing to run",
+            related=("grid.targets", "grid.controls", *(f"models[{i}].frozen_random" for i in range(len(models)))),
         )
 
 

@@ -4,15 +4,23 @@ from __future__ import annotations
 
 
 class ConfigError(ValueError):
-    """A config problem, with the dotted key that causes it."""
+    """A config problem, with the dotted key that causes it. A conflict between keys (a grid setting that no model
+    can take) names the key it is reported at first and the keys it conflicts with after it (``related``): the user
+    may have meant to change either."""
 
-    def __init__(self, key: str, message: str):
-        self.key, self.message = key, message
-        super().__init__(f"config key '{key}': {message}")
+    def __init__(self, key: str, message: str, related: tuple[str, ...] = ()):
+        self.key, self.message, self.related = key, message, tuple(related)
+        also = f" (with {', '.join(repr(k) for k in self.related)})" if self.related else ""
+        super().__init__(f"config key '{key}'{also}: {message}")
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        """The key first, then the keys it conflicts with."""
+        return (self.key, *self.related)
 
     def __reduce__(self):
-        # rebuilt from (key, message), so it crosses process boundaries (a worker's error reaches its pool)
-        return type(self), (self.key, self.message)
+        # rebuilt from its arguments, so it crosses process boundaries (a worker's error reaches its pool)
+        return type(self), (self.key, self.message, self.related)
 
 
 def key_path(path) -> str:
