@@ -558,3 +558,24 @@ def test_a_donor_is_no_size_of_the_answer_and_no_model_of_its_intervals():
     assert "Larger N (2, 4)" in sizes and "larger D (64, 96)" in sizes, sizes
     sure = next(line for line in head.splitlines() if line.startswith("- **How sure?**"))
     assert "single pretrained network" not in sure and "only 2 per model" in sure, sure
+
+
+def test_an_encoder_decoder_model_left_out_is_named_not_called_absent():
+    """A grid whose encoder-decoder networks all leave the estimates (off their plateau) does have such a model:
+    the aside and the swap line say why it is not determined, not that the grid has none."""
+    networks = pd.DataFrame(
+        {
+            "model": ["bart-n2-d64"] * 3 + ["gpt2-n2-d64"] * 3,
+            "family_kind": ["encoder-decoder"] * 3 + ["decoder-only"] * 3,
+            "off_plateau": [True, True, False, False, False, False],
+            "degenerate": [False, False, True, False, False, False],
+        }
+    )
+    why = answer_page._no_aside(networks)
+    assert why == "every network of the encoder-decoder model `bart-n2-d64` is left out of the estimates " + (
+        "(not fully trained or degenerate: §8)"
+    )
+    usable = networks.assign(degenerate=False)  # the third network stays: the grid made no aside cell of it
+    assert answer_page._no_aside(usable) == "the encoder-decoder model `bart-n2-d64` has no cell in the estimates"
+    assert answer_page._no_aside(networks[networks["model"] == "gpt2-n2-d64"]) == ""  # none in the grid
+    assert answer_page._no_aside(networks.iloc[:0]) == ""

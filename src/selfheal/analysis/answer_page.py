@@ -529,7 +529,8 @@ def _swap_answer(v: _View) -> str:
     aside = v.tables.get("encoder_decoder")
     swaps = aside[aside["item"].isin(answer_tables.SWAP_ITEMS)] if aside is not None and len(aside) else pd.DataFrame()
     if not len(swaps):
-        return "**The encoder swap:** not determined (this grid has no encoder-decoder model with its encoder swapped)."
+        why = _no_aside(v.healed) or "this grid has no encoder-decoder model with its encoder swapped"
+        return f"**The encoder swap:** not determined ({why})."
     out = []
     for model, g in aside.groupby("model", sort=True):
         eps = float(g["threshold"].min())
@@ -1071,14 +1072,34 @@ def _family_units(doc: Page, v: _View, setting: tuple) -> None:
     doc.table(["model", "family", "S × E", "first layer", "last layer"], body)
 
 
+def _no_aside(networks: pd.DataFrame) -> str:
+    """Why an encoder-decoder model of the grid has no aside ("" where the grid has none): every one of its
+    networks is left out of the estimates (off its plateau or degenerate, §8)."""
+    if not len(networks) or "family_kind" not in networks:
+        return ""
+    encdec = networks[networks["family_kind"] == "encoder-decoder"]
+    if not len(encdec):
+        return ""
+    flags = {
+        words: encdec[flag].fillna(False).astype(bool) if flag in encdec else pd.Series(False, index=encdec.index)
+        for flag, words in (("off_plateau", "not fully trained"), ("degenerate", "degenerate"))
+    }
+    models = ", ".join(f"`{m}`" for m in sorted(encdec["model"].unique()))
+    if not (flags["not fully trained"] | flags["degenerate"]).all():
+        return f"the encoder-decoder model {models} has no cell in the estimates"
+    reasons = " or ".join(words for words, flagged in flags.items() if flagged.any())
+    return f"every network of the encoder-decoder model {models} is left out of the estimates ({reasons}: §8)"
+
+
 def _aside(doc: Page, v: _View) -> None:
     """6. The encoder-decoder aside: each part of it reset, beside every layer and pretraining from scratch."""
     aside = v.tables.get("encoder_decoder", pd.DataFrame(columns=answer_tables.ENCODER_DECODER_COLUMNS))
     doc.h(2, "6. The encoder-decoder aside: cross-attention and the encoder swap")
     if not len(aside):
+        why = _no_aside(v.healed) or "this grid has no encoder-decoder model"
         doc.p(
-            "This grid has no encoder-decoder model, so the cost of resetting an encoder or decoder layer, the "
-            "cross-attention or the whole encoder is not determined by it."
+            f"{why[0].upper()}{why[1:]}, so the cost of resetting an encoder or decoder layer, the cross-attention or "
+            "the whole encoder is not determined by it."
         )
         return
     doc.p(
