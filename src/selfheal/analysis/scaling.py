@@ -224,8 +224,8 @@ def _log_likelihood(theta: np.ndarray, design: np.ndarray, log_lo, log_hi, exact
         return out
 
     ra, rb = pdf_over_p(a_), pdf_over_p(b_)
-    a_term = np.where(np.isfinite(a_), a_ * ra, 0.0)
-    b_term = np.where(np.isfinite(b_), b_ * rb, 0.0)
+    a_term = np.where(np.isfinite(a_), a_, 0.0) * ra  # an infinite bound adds nothing (its density is 0)
+    b_term = np.where(np.isfinite(b_), b_, 0.0) * rb
     d_mu[interval] = -(rb - ra) / sigma
     d_ls[interval] = -(b_term - a_term)
     total = weights.sum()
