@@ -46,7 +46,7 @@ DOCUMENTED = dict(
     d_model=48,
     train_sequences=3865,
     epochs=24,
-    candidates="schedulefree:3e-3,schedulefree:1e-3,schedulefree:3e-4",
+    candidates="schedulefree:2.7e-2,schedulefree:9e-3,schedulefree:3e-3,schedulefree:1e-3,schedulefree:3e-4",
     budget_scratch=1.25,
     pretrain_lr=6e-3,
 )
