@@ -1080,14 +1080,14 @@ def _no_aside(networks: pd.DataFrame) -> str:
     encdec = networks[networks["family_kind"] == "encoder-decoder"]
     if not len(encdec):
         return ""
-    flags = {
-        words: encdec[flag].fillna(False).astype(bool) if flag in encdec else pd.Series(False, index=encdec.index)
-        for flag, words in (("off_plateau", "not fully trained"), ("degenerate", "degenerate"))
-    }
     models = ", ".join(f"`{m}`" for m in sorted(encdec["model"].unique()))
-    if not (flags["not fully trained"] | flags["degenerate"]).all():
+    if len(_estimated(encdec)):
         return f"the encoder-decoder model {models} has no cell in the estimates"
-    reasons = " or ".join(words for words, flagged in flags.items() if flagged.any())
+    reasons = " or ".join(
+        words
+        for flag, words in (("off_plateau", "not fully trained"), ("degenerate", "degenerate"))
+        if flag in encdec and encdec[flag].fillna(False).astype(bool).any()
+    )
     return f"every network of the encoder-decoder model {models} is left out of the estimates ({reasons}: §8)"
 
 

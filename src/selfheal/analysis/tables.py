@@ -305,9 +305,8 @@ def curves_table(
         curve["fraction_of_pretrain"] = _fraction(curve["examples"], cell["pretrain_examples"])
         parts.append(curve)
     table = pd.concat(parts, ignore_index=True).reindex(columns=CURVE_COLUMNS)
-    table["replay"] = (
-        table["replay"].astype("boolean").fillna(False).astype(bool)
-    )  # missing (a pretraining curve): False
+    # missing in a pretraining curve: False
+    table["replay"] = table["replay"].astype("boolean").fillna(False).astype(bool)
     for column in ("layer", "depth", "seed", "pretrain_seed"):
         table[column] = table[column].astype("Int64")
     table["fraction_of_pretrain"] = table["fraction_of_pretrain"].astype("float64")
