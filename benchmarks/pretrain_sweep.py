@@ -66,6 +66,17 @@ PLATEAU_ROWS = [
     (2, 48, 6e-3, 16, 64, 3865, 24, 1.5),
     (2, 32, 1e-2, 16, 64, 7730, 16, 1.5),
 ]
+# The reference study's size grid: which (S, E) leaves every size of the grid fully trained (each checked at
+# 1.5 x E) with a loss that depends on its size. At S = 3,865 x 24 the loss is set by S (N = 1 and 2 end within
+# 0.01 nats); a larger S seen fewer times gives a larger network room to use its size.
+STUDY_ROWS = [
+    (2, 48, 6e-3, 16, 64, 7730, 12, 1.5),
+    (2, 64, 6e-3, 16, 64, 7730, 12, 1.5),
+    (2, 96, 6e-3, 16, 64, 7730, 12, 1.5),
+    (4, 64, 6e-3, 16, 64, 7730, 12, 1.5),
+    (4, 64, 6e-3, 16, 64, 3865, 24, 1.5),
+    (2, 96, 6e-3, 16, 64, 3865, 24, 1.5),
+]
 # The families' fully-trained regime at (N, D) = (2, 64): (arch, lr, S, E, extra model keys), each with its check
 # at 1.5 x E. At GPT-2's S = 3,865 x 24 neither is trained: BERT ends worse than the bigram and BART still falls
 # 16 % at 1.5 x E.
@@ -157,19 +168,41 @@ def main() -> None:
         help="run the BERT and BART fully-trained regime rows (each with its plateau check) into block "
         "pretrain-families instead",
     )
+    parser.add_argument(
+        "--study",
+        action="store_true",
+        help="run the reference study's size-grid rows (each with its plateau check) into block study-regime of "
+        "docs/study.md instead",
+    )
     add_write_flag(parser)
     a = parser.parse_args()
-    pool_rows = [family_row(r) for r in FAMILY_ROWS] if a.families else PLATEAU_ROWS if a.plateau else ROWS
+    pool_rows = (
+        [family_row(r) for r in FAMILY_ROWS]
+        if a.families
+        else STUDY_ROWS
+        if a.study
+        else PLATEAU_ROWS
+        if a.plateau
+        else ROWS
+    )
     rows = [r for r in pool_rows if a.only in label(r)]
     t0 = time.perf_counter()
     with concurrent.futures.ProcessPoolExecutor(a.workers) as pool:
         table = pd.DataFrame(list(pool.map(run_one, rows, [str(a.results)] * len(rows))))
     wall = time.perf_counter() - t0
-    name = "pretrain_families" if a.families else "pretrain_plateau" if a.plateau else "pretrain_sweep"
+    name = (
+        "pretrain_families"
+        if a.families
+        else "pretrain_study"
+        if a.study
+        else "pretrain_plateau"
+        if a.plateau
+        else "pretrain_sweep"
+    )
     out = a.results / "sweep" / f"{name}.parquet"
     out.parent.mkdir(parents=True, exist_ok=True)
     table.to_parquet(out)
-    if a.plateau or a.families:
+    if a.plateau or a.families or a.study:
         return publish_plateau(table, rows, wall, a, out)
     lines = [
         "| N | D | lr | batch | context | S | E | params | val loss | bigram | margin | last-quarter drop |",
@@ -190,7 +223,13 @@ def main() -> None:
 
 
 def publish_plateau(table: pd.DataFrame, rows, wall: float, a, out: Path) -> None:
-    flag, marker = ("--families", "pretrain-families") if a.families else ("--plateau", "pretrain-plateau")
+    flag, marker, page = (
+        ("--families", "pretrain-families", PAGE)
+        if a.families
+        else ("--study", "study-regime", ROOT / "docs" / "study.md")
+        if a.study
+        else ("--plateau", "pretrain-plateau", PAGE)
+    )
     lines = [
         "| family | N | D | lr | S | E | examples | wall s | val loss | at 1.5 × E | gain | bigram margin | "
         "fully trained |",
@@ -208,7 +247,7 @@ def publish_plateau(table: pd.DataFrame, rows, wall: float, a, out: Path) -> Non
         f"\n\n{len(rows)} runs, {a.workers} at a time, {wall / 60:.0f} minutes on "
         f"{machine()} (`.venv/bin/python benchmarks/pretrain_sweep.py results {flag}`)."
     )
-    publish(marker, text, not a.no_write, page=PAGE, why_not="--only: not every row" if a.only else None)
+    publish(marker, text, not a.no_write, page=page, why_not="--only: not every row" if a.only else None)
     print(f"written: {out}")
 
 

@@ -131,6 +131,27 @@ def test_the_cost_figure_draws_the_median_and_range_of_the_networks(tmp_path):
     assert row["n_seeds"] == 3 and row["n_censored"] == 0
 
 
+def test_the_cost_figure_leaves_out_networks_the_estimates_leave_out(tmp_path):
+    """A degenerate or off-plateau network is out of every estimate: its cells are not drawn, and the title names
+    it; with no other network the figure says why it is empty."""
+    cells = [_cell(tmp_path, "L0", 0, seed, at, budget=1500) for seed, at in enumerate((100, 200, 1400))]
+    summary = tables.summary_table([c[0] for c in cells])
+    summary["pretrain_seed"] = summary["seed"]  # three networks
+
+    def drawn(table):
+        spec = plots.recovery_cost(table).to_dict()
+        rows = [r for data in spec["datasets"].values() for r in data if r.get("row") == "seed"]
+        return sorted(r["cost"] for r in rows if r["threshold"] == "ε = 0.01"), json.dumps(spec)
+
+    costs, _ = drawn(summary)
+    assert costs == pytest.approx([0.05, 0.1, 0.7])
+    flagged = summary.assign(off_plateau=summary["pretrain_seed"] == 2)
+    costs, spec = drawn(flagged)
+    assert costs == pytest.approx([0.05, 0.1]) and "not fully trained: m seed 2" in spec
+    every = summary.assign(degenerate=True)
+    assert "every network is degenerate or not fully trained" in json.dumps(plots.recovery_cost(every).to_dict())
+
+
 # --- every figure on tables shaped like each shipped config's output, written and read as the workflow does ------
 
 

@@ -257,6 +257,12 @@ def _layer_axis(layers: Iterable) -> tuple[alt.Scale, alt.Axis]:
     )
 
 
+def _left_out_of_estimates(table: pd.DataFrame) -> pd.Series:
+    """Rows whose network is flagged degenerate or off its plateau (the answer's estimates leave them out)."""
+    flags = [table[c].fillna(False).astype(bool) for c in ("degenerate", "off_plateau") if c in table]
+    return pd.concat(flags, axis=1).any(axis=1) if flags else pd.Series(False, index=table.index)
+
+
 def recovery_cost(summary: pd.DataFrame, unit: str = "fraction_of_pretrain") -> alt.Chart:
     """Cost against the reset layer's depth. ``unit`` fraction_of_pretrain (models pretrained here) or examples
     (every model, including downloaded ones whose S x E is unknown)."""
@@ -266,9 +272,17 @@ def recovery_cost(summary: pd.DataFrame, unit: str = "fraction_of_pretrain") -> 
     )
     # a cell within eps right after the reset has no cost: it is counted apart (answer tables), never a 0 in a mean
     table = summary[summary[unit].notna() & (summary["outcome"] != "not_damaged")].copy()
+    # a network that is degenerate or not fully trained is left out of every estimate, so out of the figure too
+    left_out = _left_out_of_estimates(table)
+    if left_out.any():
+        dropped = ", ".join(sorted({f"{m} seed {s}" for m, s in table.loc[left_out, ["model", "pretrain_seed"]].values}))
+        title += f"; not drawn, being degenerate or not fully trained: {dropped}"
+        table = table[~left_out]
     if table.empty:
         reason = (
-            "no cell of a model pretrained here (S × E is unknown for a downloaded model: see recovery_examples)"
+            "every network is degenerate or not fully trained (left out of the estimates)"
+            if left_out.any()
+            else "no cell of a model pretrained here (S × E is unknown for a downloaded model: see recovery_examples)"
             if unit == "fraction_of_pretrain" and len(summary)
             else "no retrain cells"
         )
