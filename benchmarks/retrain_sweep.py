@@ -49,6 +49,8 @@ DOCUMENTED = dict(
     candidates="schedulefree:2.7e-2,schedulefree:9e-3,schedulefree:3e-3,schedulefree:1e-3,schedulefree:3e-4",
     budget_scratch=1.25,
     pretrain_lr=6e-3,
+    arch="gpt2",
+    n_dec_layer=0,
 )
 
 
@@ -56,12 +58,13 @@ def model_config(a) -> dict:
     raw = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
     raw["models"] = [
         {
-            "name": f"sweep-n{a.n_layer}-d{a.d_model}",
-            "arch": "gpt2",
+            "name": f"sweep-{a.arch}-n{a.n_layer}-d{a.d_model}",
+            "arch": a.arch,
             "n_layer": a.n_layer,
             "d_model": a.d_model,
             "n_head": 4,
             "context": 64,
+            **({"n_dec_layer": a.n_dec_layer} if a.n_dec_layer else {}),
         }
     ]
     raw["pretrain"].update(
@@ -78,7 +81,9 @@ def network(a, results: Path):
     model_cfg, eval_cfg = model_config(a)
     S = a.train_sequences or "all"
     lr = "" if a.pretrain_lr == DOCUMENTED["pretrain_lr"] else f"-lr{a.pretrain_lr:g}"
-    folder = results / "sweep" / "networks" / f"n{a.n_layer}-d{a.d_model}-S{S}-E{a.epochs}{lr}"
+    arch = "" if a.arch == "gpt2" else f"{a.arch}-"
+    dec = f"+{a.n_dec_layer}" if a.n_dec_layer else ""
+    folder = results / "sweep" / "networks" / f"{arch}n{a.n_layer}{dec}-d{a.d_model}-S{S}-E{a.epochs}{lr}"
     tokens = str(results / "corpus" / "bpe" / "tokens.safetensors")
     if not (folder / "baseline.json").is_file():
         folder.mkdir(parents=True, exist_ok=True)
@@ -154,7 +159,14 @@ def run_cell(args) -> dict:
     return row
 
 
-def table(rows: pd.DataFrame) -> str:
+FAMILY_NAMES = {"gpt2": "GPT-2", "bart": "BART", "bert": "BERT"}
+
+
+def dec_words(a) -> str:
+    return f" + {a.n_dec_layer} decoder layers" if a.n_dec_layer else ""
+
+
+def table(rows: pd.DataFrame, a) -> str:
     lines = [
         "| optimiser | lr | controls' worst drift | first layer, ε 0.01 | last layer, ε 0.01 | first, ε 0.05 | "
         "last, ε 0.05 | s / step |",
@@ -163,7 +175,7 @@ def table(rows: pd.DataFrame) -> str:
     for (opt, lr), g in rows.groupby(["optimizer", "lr"], sort=False):
         controls = g[g["control"]] if g["control"].any() else g.iloc[:0]
         cells = g[~g["control"]].set_index("target")
-        first, last = cells.index.min(), cells.index.max()
+        first, last = first_and_last(a)
 
         def cost(target, eps):
             if not len(cells):
@@ -204,11 +216,10 @@ def main() -> None:
     if a.republish:
         return report(a, pd.read_parquet(out), None)
     network(a, a.results)  # pretrained once, before the workers read it
-    n_layer = a.n_layer
     jobs = [
         (a, a.results, opt, float(lr), target, control, a.init)
         for opt, lr in (c.split(":") for c in a.candidates.split(","))
-        for target in ("L0", f"L{n_layer - 1}")
+        for target in first_and_last(a)
         for control in ((False,) if a.no_controls else (True,) if a.controls_only else (False, True))
     ]
     t0 = time.perf_counter()
@@ -219,12 +230,21 @@ def main() -> None:
     print(f"written: {out}")
 
 
+def first_and_last(a) -> tuple[str, str]:
+    """The first and the last layer's targets: L0 and L{N-1}; for an encoder-decoder, the first encoder layer and
+    the last decoder layer."""
+    if a.arch == "bart":
+        return "enc.0", f"dec.{(a.n_dec_layer or a.n_layer) - 1}"
+    return "L0", f"L{a.n_layer - 1}"
+
+
 def report(a, rows: pd.DataFrame, minutes: float | None) -> None:
     """The block: the table and how it was measured."""
     _, base, scratch = network(a, a.results)
     S = f"{a.train_sequences:,}" if a.train_sequences else "the whole train split"
     text = (
-        table(rows) + f"\n\nNetwork: GPT-2 N = {a.n_layer}, D = {a.d_model}, S = {S} × E = "
+        table(rows, a)
+        + f"\n\nNetwork: {FAMILY_NAMES[a.arch]} N = {a.n_layer}{dec_words(a)}, D = {a.d_model}, S = {S} × E = "
         f"{a.epochs} (baseline {base:.3f}; from scratch to baseline × 1.01: {scratch:,.0f} examples); budget "
         f"{a.budget_scratch:g} × that; cost as a fraction of S × E (and × the from-scratch cost). "
         f"{len(rows)} runs, {a.workers} at a time"
