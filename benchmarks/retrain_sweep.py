@@ -75,15 +75,20 @@ def model_config(a) -> dict:
     return grid.network_config(cfg["models"][0], 0), cfg["eval"]
 
 
-def network(a, results: Path):
-    """The trained network (pretrained here once per settings): (folder, baseline loss, from-scratch examples to
-    baseline x (1 + eps_min))."""
-    model_cfg, eval_cfg = model_config(a)
+def network_folder(a, results: Path) -> Path:
+    """Where the network of these settings is kept."""
     S = a.train_sequences or "all"
     lr = "" if a.pretrain_lr == DOCUMENTED["pretrain_lr"] else f"-lr{a.pretrain_lr:g}"
     arch = "" if a.arch == "gpt2" else f"{a.arch}-"
     dec = f"+{a.n_dec_layer}" if a.n_dec_layer else ""
-    folder = results / "sweep" / "networks" / f"{arch}n{a.n_layer}{dec}-d{a.d_model}-S{S}-E{a.epochs}{lr}"
+    return results / "sweep" / "networks" / f"{arch}n{a.n_layer}{dec}-d{a.d_model}-S{S}-E{a.epochs}{lr}"
+
+
+def network(a, results: Path):
+    """The trained network (pretrained here once per settings): (folder, baseline loss, from-scratch examples to
+    baseline x (1 + eps_min))."""
+    model_cfg, eval_cfg = model_config(a)
+    folder = network_folder(a, results)
     tokens = str(results / "corpus" / "bpe" / "tokens.safetensors")
     if not (folder / "baseline.json").is_file():
         folder.mkdir(parents=True, exist_ok=True)
@@ -212,6 +217,8 @@ def main() -> None:
     add_write_flag(parser)
     a = parser.parse_args()
     suffix = ("" if a.init == "fresh" else "_" + a.init) + ("_controls" if a.controls_only else "")
+    if any(getattr(a, k) != v for k, v in DOCUMENTED.items() if k != "candidates"):
+        suffix += "_" + network_folder(a, a.results).name  # another network: its own rows
     out = a.results / "sweep" / f"retrain_sweep{suffix}.parquet"
     if a.republish:
         return report(a, pd.read_parquet(out), None)
@@ -223,9 +230,14 @@ def main() -> None:
         for control in ((False,) if a.no_controls else (True,) if a.controls_only else (False, True))
     ]
     t0 = time.perf_counter()
+    done = []
     with concurrent.futures.ProcessPoolExecutor(a.workers) as pool:
-        rows = pd.DataFrame(list(pool.map(run_cell, jobs)))
+        for row in pool.map(run_cell, jobs):  # in order; each finished row is kept at once (an interrupted sweep
+            done.append(row)  # keeps its rows in <out>.partial.parquet)
+            pd.DataFrame(done).to_parquet(out.with_suffix(".partial.parquet"))
+    rows = pd.DataFrame(done)
     rows.to_parquet(out)
+    out.with_suffix(".partial.parquet").unlink()
     report(a, rows, (time.perf_counter() - t0) / 60)
     print(f"written: {out}")
 
