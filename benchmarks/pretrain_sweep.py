@@ -76,6 +76,10 @@ STUDY_ROWS = [
     (4, 64, 6e-3, 16, 64, 7730, 12, 1.5),
     (4, 64, 6e-3, 16, 64, 3865, 24, 1.5),
     (2, 96, 6e-3, 16, 64, 3865, 24, 1.5),
+    # twice the epochs at S = 7,730: which sizes stop improving by 1.5 x E
+    (2, 48, 6e-3, 16, 64, 7730, 24, 1.5),
+    (2, 64, 6e-3, 16, 64, 7730, 24, 1.5),
+    (3, 64, 6e-3, 16, 64, 7730, 24, 1.5),
 ]
 # The families' fully-trained regime at (N, D) = (2, 64): (arch, lr, S, E, extra model keys), each with its check
 # at 1.5 x E. At GPT-2's S = 3,865 x 24 neither is trained: BERT ends worse than the bigram and BART still falls

@@ -51,6 +51,7 @@ DOCUMENTED = dict(
     pretrain_lr=6e-3,
     arch="gpt2",
     n_dec_layer=0,
+    val_sequences=128,
 )
 
 
@@ -71,6 +72,7 @@ def model_config(a) -> dict:
         epochs=a.epochs, train_sequences=a.train_sequences or None, seeds=[0], plateau_check=None, lr=a.pretrain_lr
     )
     raw["eval"]["confirm_sequences"] = 0
+    raw["eval"]["val_sequences"] = a.val_sequences
     cfg = config.resolve(raw)
     return grid.network_config(cfg["models"][0], 0), cfg["eval"]
 
@@ -81,7 +83,8 @@ def network_folder(a, results: Path) -> Path:
     lr = "" if a.pretrain_lr == DOCUMENTED["pretrain_lr"] else f"-lr{a.pretrain_lr:g}"
     arch = "" if a.arch == "gpt2" else f"{a.arch}-"
     dec = f"+{a.n_dec_layer}" if a.n_dec_layer else ""
-    return results / "sweep" / "networks" / f"{arch}n{a.n_layer}{dec}-d{a.d_model}-S{S}-E{a.epochs}{lr}"
+    val = "" if a.val_sequences == DOCUMENTED["val_sequences"] else f"-v{a.val_sequences}"
+    return results / "sweep" / "networks" / f"{arch}n{a.n_layer}{dec}-d{a.d_model}-S{S}-E{a.epochs}{lr}{val}"
 
 
 def network(a, results: Path):
