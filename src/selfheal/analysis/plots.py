@@ -275,7 +275,9 @@ def recovery_cost(summary: pd.DataFrame, unit: str = "fraction_of_pretrain") -> 
     # a network that is degenerate or not fully trained is left out of every estimate, so out of the figure too
     left_out = _left_out_of_estimates(table)
     if left_out.any():
-        dropped = ", ".join(sorted({f"{m} seed {s}" for m, s in table.loc[left_out, ["model", "pretrain_seed"]].values}))
+        dropped = ", ".join(
+            sorted({f"{m} seed {s}" for m, s in table.loc[left_out, ["model", "pretrain_seed"]].values})
+        )
         title += f"; not drawn, being degenerate or not fully trained: {dropped}"
         table = table[~left_out]
     if table.empty:
