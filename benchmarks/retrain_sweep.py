@@ -145,6 +145,9 @@ def run_cell(args) -> dict:
     )
     wall = time.perf_counter() - t0
     checkpoint.unlink(missing_ok=True)
+    curves = network_folder(a, results) / "curves"  # each run's curve, beside its network
+    curves.mkdir(exist_ok=True)
+    curve.to_parquet(curves / f"{optimizer}-{lr:g}-{target}-{'control' if control else init}.parquet")
     warm = model_cfg["retrain"]["warmup_steps"]
     after = curve[curve["steps"] > warm]
     row = {
