@@ -272,19 +272,20 @@ def recovery_cost(summary: pd.DataFrame, unit: str = "fraction_of_pretrain") -> 
     )
     # a cell within eps right after the reset has no cost: it is counted apart (answer tables), never a 0 in a mean
     table = summary[summary[unit].notna() & (summary["outcome"] != "not_damaged")].copy()
-    # a network that is degenerate or not fully trained is left out of every estimate, so out of the figure too
+    # a network that is degenerate or not fully trained is left out of every estimate, so out of the figure too;
+    # where every network is, they are all drawn (a default run's networks are off their plateau) and the title
+    # says that none of it is an answer
     left_out = _left_out_of_estimates(table)
-    if left_out.any():
-        dropped = ", ".join(
-            sorted({f"{m} seed {s}" for m, s in table.loc[left_out, ["model", "pretrain_seed"]].values})
-        )
+    if left_out.all() and len(table):
+        title += "; every network is degenerate or not fully trained (left out of the answer): for inspection only"
+    elif left_out.any():
+        names = table.loc[left_out, ["model", "pretrain_seed"]].values
+        dropped = ", ".join(sorted({f"{m} seed {s}" for m, s in names}))
         title += f"; not drawn, being degenerate or not fully trained: {dropped}"
         table = table[~left_out]
     if table.empty:
         reason = (
-            "every network is degenerate or not fully trained (left out of the estimates)"
-            if left_out.any()
-            else "no cell of a model pretrained here (S × E is unknown for a downloaded model: see recovery_examples)"
+            "no cell of a model pretrained here (S × E is unknown for a downloaded model: see recovery_examples)"
             if unit == "fraction_of_pretrain" and len(summary)
             else "no retrain cells"
         )
