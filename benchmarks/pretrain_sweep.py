@@ -8,10 +8,12 @@ check (val loss drop over the last quarter) and its wall time. Rows run two at a
 
     .venv/bin/python benchmarks/pretrain_sweep.py results --plateau      # GPT-2's fully trained regime
     .venv/bin/python benchmarks/pretrain_sweep.py results --families     # BERT's and BART's
+    .venv/bin/python benchmarks/pretrain_sweep.py results --study        # the reference study's size grid
 
 Prints a markdown table, writes it into block `pretrain-sweep` (`pretrain-plateau`, `pretrain-families`) of
-docs/method.md ("Choosing the default"; not with --only or --no-write) and writes
-`<results>/sweep/pretrain_sweep.parquet` (`pretrain_plateau`, `pretrain_families`). A row's numbers depend only on its
+docs/method.md ("Choosing the default"; `--study`: block `study-regime` of docs/study.md; not with --only or
+--no-write) and writes `<results>/sweep/pretrain_sweep.parquet` (`pretrain_plateau`, `pretrain_families`,
+`pretrain_study`). A row's numbers depend only on its
 settings (same machine, same numbers).
 """
 
@@ -99,6 +101,14 @@ def family_row(row) -> tuple:
     return (2, 64, lr, 16, 64, S, E, 1.5, arch, extra)
 
 
+# the row sets run with their plateau checks: option -> (rows, block, page it is written into)
+MODES = {
+    "plateau": (PLATEAU_ROWS, "pretrain-plateau", PAGE),
+    "families": ([family_row(r) for r in FAMILY_ROWS], "pretrain-families", PAGE),
+    "study": (STUDY_ROWS, "study-regime", ROOT / "docs" / "study.md"),
+}
+
+
 def label(row) -> str:
     n, d, lr, batch, context, S, E, *check = row
     if len(check) > 1:  # a family row
@@ -180,34 +190,18 @@ def main() -> None:
     )
     add_write_flag(parser)
     a = parser.parse_args()
-    pool_rows = (
-        [family_row(r) for r in FAMILY_ROWS]
-        if a.families
-        else STUDY_ROWS
-        if a.study
-        else PLATEAU_ROWS
-        if a.plateau
-        else ROWS
-    )
+    mode = "families" if a.families else "study" if a.study else "plateau" if a.plateau else None
+    pool_rows = MODES[mode][0] if mode else ROWS
     rows = [r for r in pool_rows if a.only in label(r)]
     t0 = time.perf_counter()
     with concurrent.futures.ProcessPoolExecutor(a.workers) as pool:
         table = pd.DataFrame(list(pool.map(run_one, rows, [str(a.results)] * len(rows))))
     wall = time.perf_counter() - t0
-    name = (
-        "pretrain_families"
-        if a.families
-        else "pretrain_study"
-        if a.study
-        else "pretrain_plateau"
-        if a.plateau
-        else "pretrain_sweep"
-    )
-    out = a.results / "sweep" / f"{name}.parquet"
+    out = a.results / "sweep" / f"pretrain_{mode or 'sweep'}.parquet"
     out.parent.mkdir(parents=True, exist_ok=True)
     table.to_parquet(out)
-    if a.plateau or a.families or a.study:
-        return publish_plateau(table, rows, wall, a, out)
+    if mode:
+        return publish_plateau(table, rows, wall, a, out, mode)
     lines = [
         "| N | D | lr | batch | context | S | E | params | val loss | bigram | margin | last-quarter drop |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
@@ -226,14 +220,9 @@ def main() -> None:
     print(f"written: {out}")
 
 
-def publish_plateau(table: pd.DataFrame, rows, wall: float, a, out: Path) -> None:
-    flag, marker, page = (
-        ("--families", "pretrain-families", PAGE)
-        if a.families
-        else ("--study", "study-regime", ROOT / "docs" / "study.md")
-        if a.study
-        else ("--plateau", "pretrain-plateau", PAGE)
-    )
+def publish_plateau(table: pd.DataFrame, rows, wall: float, a, out: Path, mode: str) -> None:
+    _, marker, page = MODES[mode]
+    flag = f"--{mode}"
     lines = [
         "| family | N | D | lr | S | E | examples | wall s | val loss | at 1.5 × E | gain | bigram margin | "
         "fully trained |",

@@ -13,7 +13,9 @@ The network is pretrained once per settings (kept in <results>/sweep/networks/).
 markdown table (per candidate: the controls' worst drift after warm-up in % of the baseline, the first and last
 layer's cost at eps 0.01 and 0.05 as a fraction of S x E and of the from-scratch cost, the seconds per step) and
 writes it into block `retrain-sweep` of docs/method.md with the documented options; the rows go to
-<results>/sweep/retrain_sweep.parquet.
+<results>/sweep/retrain_sweep.parquet (another network's to a file named after it; while the sweep runs, the rows
+finished so far to `*.partial.parquet`), each run's curve to `curves/` beside its network. `--arch bart
+--n-dec-layer N` sweeps an encoder-decoder: its first encoder and its last decoder layer.
 """
 
 from __future__ import annotations

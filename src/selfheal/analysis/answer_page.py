@@ -146,11 +146,8 @@ def _left_out(row: pd.Series, terms=None) -> list[str]:
 
 
 def _estimated(networks: pd.DataFrame) -> pd.DataFrame:
-    """The networks the estimates use: neither degenerate nor off their plateau (``survival.reported``'s rule)."""
-    for flag in ("degenerate", "off_plateau"):
-        if flag in networks.columns:
-            networks = networks[~networks[flag].fillna(False).astype(bool)]
-    return networks
+    """The networks the estimates use: neither degenerate nor off their plateau (``survival.left_out``)."""
+    return networks[~survival.left_out(networks)]
 
 
 def _clusters_sentence(networks: pd.DataFrame) -> str:

@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from selfheal.analysis import stats
+from selfheal.analysis import stats, survival
 from selfheal.analysis.survival import MATCHED_CONTROL_INIT
 from selfheal.lazy import Module
 
@@ -257,12 +257,6 @@ def _layer_axis(layers: Iterable) -> tuple[alt.Scale, alt.Axis]:
     )
 
 
-def _left_out_of_estimates(table: pd.DataFrame) -> pd.Series:
-    """Rows whose network is flagged degenerate or off its plateau (the answer's estimates leave them out)."""
-    flags = [table[c].fillna(False).astype(bool) for c in ("degenerate", "off_plateau") if c in table]
-    return pd.concat(flags, axis=1).any(axis=1) if flags else pd.Series(False, index=table.index)
-
-
 def recovery_cost(summary: pd.DataFrame, unit: str = "fraction_of_pretrain") -> alt.Chart:
     """Cost against the reset layer's depth. ``unit`` fraction_of_pretrain (models pretrained here) or examples
     (every model, including downloaded ones whose S x E is unknown)."""
@@ -275,7 +269,7 @@ def recovery_cost(summary: pd.DataFrame, unit: str = "fraction_of_pretrain") -> 
     # a network that is degenerate or not fully trained is left out of every estimate, so out of the figure too;
     # where every network is, they are all drawn (a default run's networks are off their plateau) and the title
     # says that none of it is an answer
-    left_out = _left_out_of_estimates(table)
+    left_out = survival.left_out(table)
     if left_out.all() and len(table):
         title += "; every network is degenerate or not fully trained (left out of the answer): for inspection only"
     elif left_out.any():

@@ -225,10 +225,19 @@ def prepare(summary: pd.DataFrame, networks: pd.DataFrame) -> pd.DataFrame:
     return table
 
 
+def left_out(table: pd.DataFrame) -> pd.Series:
+    """The rows (cells or networks) of a network the estimates leave out: degenerate or off its plateau (not fully
+    trained). A flag column the table lacks, or an empty flag, leaves nothing out."""
+    out = pd.Series(False, index=table.index)
+    for flag in ("degenerate", "off_plateau"):
+        if flag in table.columns:
+            out |= table[flag].fillna(False).astype(bool)
+    return out
+
+
 def reported(cells: pd.DataFrame) -> pd.DataFrame:
-    """The rows the answer reports: not a control, on a network that is neither degenerate nor off its plateau
-    (not fully trained)."""
-    return cells[~cells["is_control"] & ~cells["degenerate"] & ~cells["off_plateau"]]
+    """The rows the answer reports: not a control, on a network the estimates keep (``left_out``)."""
+    return cells[~cells["is_control"] & ~left_out(cells)]
 
 
 def estimable(cells: pd.DataFrame) -> pd.DataFrame:
