@@ -147,7 +147,7 @@ def test_the_cost_figure_leaves_out_networks_the_estimates_leave_out(tmp_path):
     assert costs == pytest.approx([0.05, 0.1, 0.7])
     flagged = summary.assign(off_plateau=summary["pretrain_seed"] == 2)
     costs, spec = drawn(flagged)
-    assert costs == pytest.approx([0.05, 0.1]) and "not fully trained: m seed 2" in spec
+    assert costs == pytest.approx([0.05, 0.1]) and "Not drawn, being degenerate or not fully trained: m seed 2" in spec
     # where every network is left out (a default run's are off their plateau) all are drawn, for inspection only
     costs, spec = drawn(summary.assign(degenerate=True))
     assert costs == pytest.approx([0.05, 0.1, 0.7]) and "for inspection only" in spec

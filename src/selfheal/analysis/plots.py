@@ -270,12 +270,14 @@ def recovery_cost(summary: pd.DataFrame, unit: str = "fraction_of_pretrain") -> 
     # where every network is, they are all drawn (a default run's networks are off their plateau) and the title
     # says that none of it is an answer
     left_out = survival.left_out(table)
+    note = ""
     if left_out.all() and len(table):
-        title += "; every network is degenerate or not fully trained (left out of the answer): for inspection only"
+        note = "Every network is degenerate or not fully trained (left out of the answer): for inspection only"
     elif left_out.any():
         names = table.loc[left_out, ["model", "pretrain_seed"]].values
-        dropped = ", ".join(sorted({f"{m} seed {s}" for m, s in names}))
-        title += f"; not drawn, being degenerate or not fully trained: {dropped}"
+        note = "Not drawn, being degenerate or not fully trained: " + ", ".join(
+            sorted({f"{m} seed {s}" for m, s in names})
+        )
         table = table[~left_out]
     if table.empty:
         reason = (
@@ -391,7 +393,7 @@ def recovery_cost(summary: pd.DataFrame, unit: str = "fraction_of_pretrain") -> 
             column=alt.Column("threshold:N", title="recovered within ε of baseline"),
             row=alt.Row("setting:N", title="policy / init / regime"),
         )
-        .properties(title=title)
+        .properties(title=alt.TitleParams(title, subtitle=[note]) if note else title)
     )
 
 
