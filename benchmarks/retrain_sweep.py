@@ -12,10 +12,13 @@ The network is pretrained once per settings (kept in <results>/sweep/networks/).
 ``--budget-scratch`` x the examples its own pretraining needed to first reach baseline x (1 + eps_min). Prints a
 markdown table (per candidate: the controls' worst drift after warm-up in % of the baseline, the first and last
 layer's cost at eps 0.01 and 0.05 as a fraction of S x E and of the from-scratch cost, the seconds per step) and
-writes it into block `retrain-sweep` of docs/method.md with the documented options; the rows go to
+writes it into block `retrain-sweep` of docs/method.md with the documented options (with `--study`, the
+reference study's network and candidates, STUDY, into block `study-retrain` of docs/study.md); the rows go to
 <results>/sweep/retrain_sweep.parquet (another network's to a file named after it; while the sweep runs, the rows
 finished so far to `*.partial.parquet`), each run's curve to `curves/` beside its network. `--arch bart
---n-dec-layer N` sweeps an encoder-decoder: its first encoder and its last decoder layer.
+--n-dec-layer N` sweeps an encoder-decoder: its first encoder and its last decoder layer. `--republish` writes the
+block from the saved rows (those of an interrupted sweep too, saying how many of its runs finished); the same
+command resumes an interrupted sweep, running only the runs its partial rows lack.
 """
 
 from __future__ import annotations
@@ -55,6 +58,18 @@ DOCUMENTED = dict(
     n_dec_layer=0,
     val_sequences=128,
 )
+# --study: the reference study's regime (config/study_next.yaml: its central size, S x E and validation set) and the
+# retraining candidates it chose between, over budgets of 3 x the from-scratch cost
+STUDY = dict(
+    DOCUMENTED,
+    n_layer=3,
+    d_model=64,
+    train_sequences=7730,
+    candidates="schedulefree:1e-3,schedulefree:3e-3",
+    budget_scratch=3.0,
+    val_sequences=512,
+)
+STUDY_MARKER, STUDY_PAGE = "study-retrain", ROOT / "docs" / "study.md"
 
 
 def model_config(a) -> dict:
@@ -191,7 +206,7 @@ def table(rows: pd.DataFrame, a) -> str:
         first, last = first_and_last(a)
 
         def cost(target, eps):
-            if not len(cells):
+            if target not in cells.index:
                 return "not run"
             r = cells.loc[target]
             x = r[f"examples_{eps:g}"]
@@ -218,36 +233,57 @@ def main() -> None:
     parser.add_argument("--init", default="fresh", help="the reset cells' init (e.g. zero_out: reset as deletion)")
     parser.add_argument("--no-controls", action="store_true", help="heal the reset cells only")
     parser.add_argument("--controls-only", action="store_true", help="retrain the matched controls only (drift)")
+    parser.add_argument("--study", action="store_true", help="the reference study's network and candidates (STUDY)")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument(
         "--republish", action="store_true", help="write the block from the rows these options saved, without training"
     )
     add_write_flag(parser)
+    a = parser.parse_known_args()[0]
+    if a.study:  # the study's values are the defaults; options given still override them
+        parser.set_defaults(**STUDY)
     a = parser.parse_args()
     suffix = ("" if a.init == "fresh" else "_" + a.init) + ("_controls" if a.controls_only else "")
     if any(getattr(a, k) != v for k, v in DOCUMENTED.items() if k != "candidates"):
         suffix += "_" + network_folder(a, a.results).name  # another network: its own rows
     out = a.results / "sweep" / f"retrain_sweep{suffix}.parquet"
     if a.republish:
-        return report(a, pd.read_parquet(out), None)
+        partial = out.with_suffix(".partial.parquet")
+        return report(a, pd.read_parquet(out if out.is_file() else partial), None, planned=len(jobs_of(a)))
     network(a, a.results)  # pretrained once, before the workers read it
-    jobs = [
+    partial = out.with_suffix(".partial.parquet")
+    # an interrupted sweep keeps its finished rows in <out>.partial.parquet; the same command runs only the rest
+    done = pd.read_parquet(partial).to_dict("records") if partial.is_file() else []
+    finished = {run_key(r) for r in done}
+    jobs = [j for j in jobs_of(a) if run_key(dict(zip(RUN_FIELDS, j[2:]))) not in finished]
+    t0 = time.perf_counter()
+    with concurrent.futures.ProcessPoolExecutor(a.workers) as pool:
+        for row in pool.map(run_cell, jobs):  # in order; each finished row is kept at once
+            done.append(row)
+            pd.DataFrame(done).to_parquet(partial)
+    order = {run_key(dict(zip(RUN_FIELDS, j[2:]))): i for i, j in enumerate(jobs_of(a))}
+    rows = pd.DataFrame(sorted(done, key=lambda r: order.get(run_key(r), len(order))))
+    rows.to_parquet(out)
+    partial.unlink()
+    report(a, rows, (time.perf_counter() - t0) / 60)
+    print(f"written: {out}")
+
+
+RUN_FIELDS = ("optimizer", "lr", "target", "control", "init")  # what tells one run of a sweep from another
+
+
+def run_key(row: dict) -> tuple:
+    return (row["optimizer"], float(row["lr"]), row["target"], bool(row["control"]), row["init"])
+
+
+def jobs_of(a) -> list[tuple]:
+    """The runs of a sweep: per candidate, the first and the last layer, each reset and (or) as its control."""
+    return [
         (a, a.results, opt, float(lr), target, control, a.init)
         for opt, lr in (c.split(":") for c in a.candidates.split(","))
         for target in first_and_last(a)
         for control in ((False,) if a.no_controls else (True,) if a.controls_only else (False, True))
     ]
-    t0 = time.perf_counter()
-    done = []
-    with concurrent.futures.ProcessPoolExecutor(a.workers) as pool:
-        for row in pool.map(run_cell, jobs):  # in order; each finished row is kept at once (an interrupted sweep
-            done.append(row)  # keeps its rows in <out>.partial.parquet)
-            pd.DataFrame(done).to_parquet(out.with_suffix(".partial.parquet"))
-    rows = pd.DataFrame(done)
-    rows.to_parquet(out)
-    out.with_suffix(".partial.parquet").unlink()
-    report(a, rows, (time.perf_counter() - t0) / 60)
-    print(f"written: {out}")
 
 
 def first_and_last(a) -> tuple[str, str]:
@@ -258,8 +294,8 @@ def first_and_last(a) -> tuple[str, str]:
     return "L0", f"L{a.n_layer - 1}"
 
 
-def report(a, rows: pd.DataFrame, minutes: float | None) -> None:
-    """The block: the table and how it was measured."""
+def report(a, rows: pd.DataFrame, minutes: float | None, planned: int | None = None) -> None:
+    """The block: the table and how it was measured (``planned``: the runs of the sweep, when fewer finished)."""
     _, base, scratch = network(a, a.results)
     S = f"{a.train_sequences:,}" if a.train_sequences else "the whole train split"
     text = (
@@ -267,14 +303,22 @@ def report(a, rows: pd.DataFrame, minutes: float | None) -> None:
         + f"\n\nNetwork: {FAMILY_NAMES[a.arch]} N = {a.n_layer}{dec_words(a)}, D = {a.d_model}, S = {S} × E = "
         f"{a.epochs} (baseline {base:.3f}; from scratch to baseline × 1.01: {scratch:,.0f} examples); budget "
         f"{a.budget_scratch:g} × that; cost as a fraction of S × E (and × the from-scratch cost). "
-        f"{len(rows)} runs, {a.workers} at a time"
+        + (f"{len(rows)} of its {planned} runs finished" if planned and planned > len(rows) else f"{len(rows)} runs")
+        + f", {a.workers} at a time"
         + (f", {minutes:.0f} minutes" if minutes is not None else "")
         + f" on {machine()} (`.venv/bin/python benchmarks/retrain_sweep.py results"
+        + (" --study" if a.study else "")
         + (" --controls-only" if a.controls_only else "")
         + (f" --init {a.init} --no-controls --candidates {a.candidates}" if a.init == "zero_out" else "")
         + "`, with the options above)."
     )
-    same = all(getattr(a, k) == v for k, v in DOCUMENTED.items() if k != "candidates")
+    preset = STUDY if a.study else DOCUMENTED
+    same = all(getattr(a, k) == v for k, v in preset.items() if k != "candidates")
+    if a.study:
+        documented = same and a.candidates == STUDY["candidates"] and a.init == "fresh" and not a.no_controls
+        documented = documented and not a.controls_only
+        why_not = None if documented else "options other than the study's"
+        return publish(STUDY_MARKER, text, not a.no_write, page=STUDY_PAGE, why_not=why_not)
     if a.init == "zero_out":
         documented = same and a.no_controls and a.candidates == ZERO_OUT_CANDIDATES
         marker = ZERO_OUT_MARKER
