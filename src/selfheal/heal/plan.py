@@ -85,6 +85,9 @@ def summary(
     continued = len(_continued(staged, cells, work, layout, by_seed))
     kept_cells = len(staged) - continued
     if not makes_networks and len(cells) == 1:
+        if continued and Cell(**cells[0]).is_matched_control:
+            # its length is its cells' (the job's inputs), known once they have run: kept where it is unchanged
+            return "staged under another budget: kept, or continued as far as the cells it matches now train"
         return (
             "kept (staged with the same settings)"
             if kept_cells
