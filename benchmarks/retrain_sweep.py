@@ -265,7 +265,7 @@ def main() -> None:
     rows = pd.DataFrame(sorted(done, key=lambda r: order.get(run_key(r), len(order))))
     rows.to_parquet(out)
     partial.unlink()
-    report(a, rows, (time.perf_counter() - t0) / 60)
+    report(a, rows, (time.perf_counter() - t0) / 60, ran=len(jobs))
     print(f"written: {out}")
 
 
@@ -294,8 +294,9 @@ def first_and_last(a) -> tuple[str, str]:
     return "L0", f"L{a.n_layer - 1}"
 
 
-def report(a, rows: pd.DataFrame, minutes: float | None, planned: int | None = None) -> None:
-    """The block: the table and how it was measured (``planned``: the runs of the sweep, when fewer finished)."""
+def report(a, rows: pd.DataFrame, minutes: float | None, planned: int | None = None, ran: int | None = None) -> None:
+    """The block: the table and how it was measured (``planned``: the runs of the sweep, when fewer finished;
+    ``ran``: the runs of this invocation, which ``minutes`` timed, when it resumed an interrupted sweep)."""
     _, base, scratch = network(a, a.results)
     S = f"{a.train_sequences:,}" if a.train_sequences else "the whole train split"
     text = (
@@ -305,7 +306,8 @@ def report(a, rows: pd.DataFrame, minutes: float | None, planned: int | None = N
         f"{a.budget_scratch:g} × that; cost as a fraction of S × E (and × the from-scratch cost). "
         + (f"{len(rows)} of its {planned} runs finished" if planned and planned > len(rows) else f"{len(rows)} runs")
         + f", {a.workers} at a time"
-        + (f", {minutes:.0f} minutes" if minutes is not None else "")
+        + (f", {minutes:.0f} minutes" if minutes is not None and (ran is None or ran >= len(rows)) else "")
+        + (f" (the last {ran} in {minutes:.0f} minutes)" if minutes is not None and ran and ran < len(rows) else "")
         + f" on {machine()} (`.venv/bin/python benchmarks/retrain_sweep.py results"
         + (" --study" if a.study else "")
         + (" --controls-only" if a.controls_only else "")
