@@ -213,10 +213,11 @@ def log_curves(curves: pd.DataFrame, reference: pd.DataFrame, survival: pd.DataF
     dashed lines, so where a curve crosses each ε is where it passes the line; reset layers coloured by relative
     depth (``survival`` gives each model's N), matched no-reset controls grey, pretraining from scratch black. One
     panel per model."""
-    title = (
-        "Recovery curves: gap to the baseline (log; 0.1 % or less drawn at 0.1 %) against retraining data; "
-        "dashed: the ε levels; colour: relative depth; grey: matched no-reset controls; black: pretraining"
-    )
+    title = "Recovery curves: gap to the baseline against retraining data"
+    legend = [  # a subtitle of short lines: one long title line would set the width of the whole figure
+        "gap on a log scale, 0.1 % or less drawn at 0.1 %; dashed: the ε levels",
+        "colour: relative depth; grey: matched no-reset controls; black: pretraining",
+    ]
     rec = curves[(curves["kind"] == "recovery") & curves["layer"].notna()].copy() if len(curves) else curves
     if not len(rec) or not len(reference):
         return plots.empty_chart(title, "no single-layer recovery curves in this grid")
@@ -280,7 +281,7 @@ def log_curves(curves: pd.DataFrame, reference: pd.DataFrame, survival: pd.DataF
         charts.append(
             alt.layer(rules, labels, pretrain, controls, cells).properties(width=190, height=140, title=model)
         )
-    return alt.concat(*charts, columns=4).properties(title=title)
+    return alt.concat(*charts, columns=4).properties(title=alt.TitleParams(title, subtitle=legend))
 
 
 def effects(fit: pd.DataFrame) -> alt.Chart:
