@@ -255,13 +255,13 @@ def main() -> None:
     # an interrupted sweep keeps its finished rows in <out>.partial.parquet; the same command runs only the rest
     done = pd.read_parquet(partial).to_dict("records") if partial.is_file() else []
     finished = {run_key(r) for r in done}
-    jobs = [j for j in jobs_of(a) if run_key(dict(zip(RUN_FIELDS, j[2:]))) not in finished]
+    jobs = [j for j in jobs_of(a) if job_key(j) not in finished]
     t0 = time.perf_counter()
     with concurrent.futures.ProcessPoolExecutor(a.workers) as pool:
         for row in pool.map(run_cell, jobs):  # in order; each finished row is kept at once
             done.append(row)
             pd.DataFrame(done).to_parquet(partial)
-    order = {run_key(dict(zip(RUN_FIELDS, j[2:]))): i for i, j in enumerate(jobs_of(a))}
+    order = {job_key(j): i for i, j in enumerate(jobs_of(a))}
     rows = pd.DataFrame(sorted(done, key=lambda r: order.get(run_key(r), len(order))))
     rows.to_parquet(out)
     partial.unlink()
@@ -273,7 +273,13 @@ RUN_FIELDS = ("optimizer", "lr", "target", "control", "init")  # what tells one 
 
 
 def run_key(row: dict) -> tuple:
+    """A run's identity, from a row of the sweep's table."""
     return (row["optimizer"], float(row["lr"]), row["target"], bool(row["control"]), row["init"])
+
+
+def job_key(job: tuple) -> tuple:
+    """The same identity, from a job of ``jobs_of`` (its fields after ``a`` and the results folder)."""
+    return run_key(dict(zip(RUN_FIELDS, job[2:])))
 
 
 def jobs_of(a) -> list[tuple]:
