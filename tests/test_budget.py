@@ -146,3 +146,53 @@ def test_a_raised_budget_continues_to_the_numbers_of_the_larger_run(inputs, capl
         assert _numbers(again[cell]) == _numbers(alone[cell]), cell
         pd.testing.assert_frame_equal(again_curves[cell], alone_curves[cell], check_exact=True)
     assert math.isfinite(alone[CELLS[0]].final_loss)
+
+
+def test_a_stalled_cell_stops_and_a_raised_budget_keeps_it(inputs, caplog):
+    """retrain.stop_stalled: from stop_stalled x S x E on, a cell whose curve has stalled (heal.stall) stops at that
+    evaluation; the stop does not depend on the budget, so a raised budget keeps the cell, and another stop trains
+    it anew. Its matched control stops with it; the survival table censors it at the budget."""
+    from selfheal.analysis import survival, tables
+
+    tmp_path, model_cfg, eval_cfg = inputs
+    # lr 1e-12: nothing moves, so every curve is flat (stalled once its last doubling holds 4 evaluations); an
+    # evaluation after every batch of 16; the rule applies from 0.2 x 256 = 51 examples on: it stops at 96
+    # (48, 64, 80, 96 in its last doubling)
+    flat = {"lr": 1e-12, "eval_every_examples": 16, "budget_fraction": 0.7, "stop_stalled": 0.2}
+    cfg = {**model_cfg, "retrain": {**model_cfg["retrain"], **flat}}
+    stopped, curves = _run(tmp_path, cfg, eval_cfg, "stopped")
+    for cell in CELLS:
+        assert curves[cell]["examples"].max() == 96, cell
+        if not cell.is_matched_control:
+            r = stopped[cell]
+            assert (r.stalled_examples, r.settled_examples, r.stop_examples) == (96, 96, 51)
+            assert r.budget_examples == 179 and not r.recoveries[0].recovered
+    # a raised budget: the same run (kept, not trained again)
+    caplog.clear()
+    with caplog.at_level("INFO", logger="selfheal"):
+        raised, raised_curves = _run(
+            tmp_path, {**cfg, "retrain": {**cfg["retrain"], "budget_fraction": 1.0}}, eval_cfg, "stopped"
+        )
+    assert sum("kept" in r.getMessage() for r in caplog.records) == len(CELLS)
+    assert raised[CELLS[0]].budget_examples == 256 and raised[CELLS[0]].stalled_examples == 96
+    # another stop: trained anew, to the stop it gives (from 0.5 x 256 = 128 on: 128, the first with 4 points)
+    later, later_curves = _run(
+        tmp_path, {**cfg, "retrain": {**cfg["retrain"], "stop_stalled": 0.5}}, eval_cfg, "stopped"
+    )
+    assert later[CELLS[0]].stalled_examples == 128 and later_curves[CELLS[2]]["examples"].max() == 128
+    # the tables: stalled, censored at the budget, not where it stopped
+    paths = [str(tmp_path / "stopped" / PATTERN.format(**c.as_dict()) / "recovery.json") for c in CELLS]
+    summary = tables.summary_table(paths)
+    curve_rows = []
+    for c in CELLS:
+        frame = later_curves[c].assign(kind="control" if c.is_matched_control else "recovery", **c.as_dict())
+        curve_rows.append(frame.assign(wall_s=0.0))
+    summary = tables.add_outcomes(summary, pd.concat(curve_rows))
+    rows = summary[summary["init"] == "fresh"]
+    assert list(rows["outcome"]) == ["stalled", "stalled"]
+    assert list(rows["stalled_examples"]) == [128, 128]
+    networks = pd.DataFrame(
+        {"model": ["t"], "pretrain_seed": [0], "family_kind": ["decoder"], "n_params": [1], "degenerate": [False]}
+    ).assign(off_plateau=False)
+    table = survival.prepare(rows, networks)
+    assert list(table["lower"]) == [179.0, 179.0] and list(table["status"]) == ["censored", "censored"]

@@ -97,3 +97,10 @@ def test_undamaged_cells_are_counted_apart_never_a_cost_of_zero(cells):
     row = est[(est["target"] == "L0") & (est["threshold"] == 0.1)].iloc[0]
     assert row["n_not_damaged"] == 3 and math.isnan(row["median_examples"]) and math.isnan(row["p_recover"])
     assert not (survival.estimable(survival.prepare(summary, networks))["status"] == "not_damaged").any()
+
+
+def test_an_exactly_flat_curve_has_stalled():
+    """A curve that does not move at all (e.g. nothing trains) has stalled: no fall, and no noise to hide one."""
+    trend = stats.last_doubling([0, 100, 200, 300, 400], [4.2] * 5)
+    assert (trend.fall, trend.fall_se, trend.points) == (0.0, 0.0, 3) and not trend.stalled
+    assert stats.last_doubling([0, 100, 200, 300, 400, 500, 600, 700, 800], [4.2] * 9).stalled

@@ -153,9 +153,13 @@ class CellResult:
     budget_unit: str = "pretrain_examples"
     budget_multiple: float | None = None
     scratch_cost: float | None = None
-    # the examples of the regular evaluation at which the cell met every threshold: a run with any budget at least
-    # this is the same run (None: it ran to its budget or diverged, or is a control)
+    # the examples of the regular evaluation at which the cell met every threshold, or stopped stalled: a run with
+    # any budget at least this is the same run (None: it ran to its budget or diverged, or is a control)
     settled_examples: int | None = None
+    # retrain.stop_stalled in examples (None: off) and, where the stall rule stopped the cell, that evaluation's
+    # examples (then equal to settled_examples)
+    stop_examples: int | None = None
+    stalled_examples: int | None = None
 
 
 _NESTED = {(CellResult, "recoveries"): Recovery}

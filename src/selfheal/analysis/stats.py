@@ -1,16 +1,15 @@
 """Statistics over cells: intervals across seeds; where a curve first reaches a level (``first_crossing``, defined
 with the thresholds in ``heal.thresholds``: the retraining budget uses it too); the unit a cost is stated in; the
-stall rule."""
+stall rule (``heal.stall``)."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import NamedTuple
 
-import numpy as np
 import pandas as pd
 
+from selfheal.heal.stall import STALL_MIN_POINTS, STALL_Z, Trend, last_doubling  # noqa: F401 (the analysis' names)
 from selfheal.heal.thresholds import RESOLUTION, Crossing, first_crossing  # noqa: F401 (the analysis' names)
 from selfheal.lazy import Module
 
@@ -45,35 +44,3 @@ def mean_ci(values: Sequence[float], level: float = 0.95) -> tuple[float, float,
     sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
     half = stats.t.ppf(0.5 + level / 2, n - 1) * sd / math.sqrt(n)
     return (mean, mean - half, mean + half)
-
-
-# The stall rule: a censored curve has *stalled* when the fall of its validation loss over the last doubling of
-# examples is not above STALL_Z standard errors of that fall (the curve's own noise), else it is *still falling*.
-STALL_Z = 2.0
-STALL_MIN_POINTS = 4  # fewer evaluations in the last doubling cannot show a stall: still falling
-
-
-class Trend(NamedTuple):
-    """The trend of a curve over its last doubling of examples: ``fall`` (nats per doubling, positive when the loss
-    falls) with its standard error, from a least-squares line of the loss on log2(examples), and ``points``, the
-    evaluations it used. ``stalled``: the fall is within STALL_Z standard errors of zero, or negative."""
-
-    fall: float
-    fall_se: float
-    points: int
-
-    @property
-    def stalled(self) -> bool:
-        return self.points >= STALL_MIN_POINTS and self.fall <= STALL_Z * self.fall_se
-
-
-def last_doubling(examples, losses) -> Trend:
-    """The stall rule's trend (``Trend``) over the evaluations at examples in [end / 2, end], end the last one."""
-    x = np.asarray(examples, dtype=float)
-    y = np.asarray(losses, dtype=float)
-    end = x.max() if len(x) else 0.0
-    keep = (x >= end / 2) & (x > 0) & np.isfinite(y)
-    if keep.sum() < 3:
-        return Trend(math.nan, math.nan, int(keep.sum()))
-    fit = stats.linregress(np.log2(x[keep]), y[keep])
-    return Trend(-float(fit.slope), float(fit.stderr), int(keep.sum()))

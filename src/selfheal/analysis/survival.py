@@ -209,8 +209,9 @@ def prepare(summary: pd.DataFrame, networks: pd.DataFrame) -> pd.DataFrame:
     recovered = table["recovered"].astype(bool)
     hi = hi.where(recovered, math.inf)
     outcome = table["outcome"].astype(str)
-    # a diverged cell did not recover within its budget: censored there, not where it diverged
-    lo = lo.where(outcome != "diverged", table["budget_examples"].astype(float))
+    # a diverged cell did not recover within its budget: censored there, not where it diverged; so is a cell the
+    # stall rule stopped before its budget (``stalled_examples``)
+    lo = lo.where(~outcome.isin(["diverged", "stalled"]), table["budget_examples"].astype(float))
     table["lower"] = lo
     table["upper"] = hi
     table["status"] = np.where(outcome.isin(["stalled", "still_falling"]), "censored", outcome)

@@ -26,10 +26,11 @@ Outcome (summary.parquet, ``add_outcomes``), per (cell, threshold), one of:
   a cost of 0);
 - ``recovered``: the threshold was reached within the budget;
 - ``diverged``: training diverged before reaching it (a cell that did not recover within the budget);
-- ``stalled`` / ``still_falling``: censored at the budget, by the stall rule (``stats.last_doubling``) on the cell's
-  curve: stalled when the fall of the validation loss over its last doubling of examples is within two standard
-  errors of that fall (or it rises), still falling otherwise. ``fall_per_doubling`` and ``fall_se`` (nats) hold
-  the trend for every censored row.
+- ``stalled`` / ``still_falling``: censored at the budget, by the stall rule (``heal.stall``) on the cell's regular
+  evaluations: stalled when the fall of the validation loss over its last doubling of examples is within two
+  standard errors of that fall (or it rises), still falling otherwise. ``fall_per_doubling`` and ``fall_se`` (nats)
+  hold the trend for every censored row; ``stalled_examples`` where the rule stopped the cell before its budget
+  (``retrain.stop_stalled``: the same rule, so such a cell is ``stalled``).
 
 Networks (networks.parquet, beside the flags): ``train_sequences`` (S), ``epochs`` (E) and ``context`` (tokens per
 sequence) of its pretraining, or of its adaptation for an adapted downloaded model (null for a downloaded model
@@ -131,6 +132,7 @@ SUMMARY_COLUMNS = [
     "confirmed",
     "val_diff_se",
     "budget_unit",
+    "stalled_examples",
 ]
 OUTCOMES = ("not_damaged", "recovered", "diverged", "stalled", "still_falling")
 CURVE_COLUMNS = [
@@ -241,6 +243,7 @@ def summary_table(recovery_paths: list[str]) -> pd.DataFrame:
                     "wall_s": rec["wall_s"],
                     "budget_examples": cell["budget_examples"],
                     "budget_unit": cell["budget_unit"],
+                    "stalled_examples": cell.get("stalled_examples"),
                     "pretrain_examples": cell["pretrain_examples"],
                     "trainable_params": cell["trainable_params"],
                     "confirm_sequences": cell["confirm_sequences"],
@@ -251,7 +254,16 @@ def summary_table(recovery_paths: list[str]) -> pd.DataFrame:
                 }
             )
     table = pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
-    for column in ("layer", "depth", "pretrain_examples", "diverged_step", "examples_hi", "tokens_hi", "steps_hi"):
+    for column in (
+        "layer",
+        "depth",
+        "pretrain_examples",
+        "diverged_step",
+        "examples_hi",
+        "tokens_hi",
+        "steps_hi",
+        "stalled_examples",
+    ):
         table[column] = table[column].astype("Int64")
     for column in (
         "fraction_of_pretrain",
@@ -517,6 +529,8 @@ def add_outcomes(summary: pd.DataFrame, curves: pd.DataFrame) -> pd.DataFrame:
     """The ``outcome``, ``fall_per_doubling`` and ``fall_se`` columns (module docstring)."""
     out = summary.copy()
     rec = curves[curves["kind"] == "recovery"] if "kind" in curves.columns else curves.iloc[:0]
+    if "replay" in rec.columns:  # the stall rule reads the regular evaluations (``heal.stall.of_curve``)
+        rec = rec[~rec["replay"].fillna(False).astype(bool)]
     trends = {
         key: last_doubling(group["examples"], group["val_loss"])
         for key, group in rec.groupby(CELL_KEYS, sort=False, dropna=False)

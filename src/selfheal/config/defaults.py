@@ -37,6 +37,7 @@ DEFAULTS: dict = {
         "optimizer": "adamw",
         "budget_fraction": 1.0,
         "budget_scratch": None,
+        "stop_stalled": None,
         "thresholds": [0.01, 0.02, 0.05, 0.10],
         "resolution": 0.1,
         "lr_sensitivity": [],

@@ -15,6 +15,11 @@ It is a multiple of one of three units, recorded in every cell's ``CellResult.bu
 ``retrain.budget_scratch`` (null: unused) takes precedence over ``retrain.budget_fraction``. The budget is
 computed once per heal unit (``of``). The budget keys are not part of a cell's staged settings (``without_budget``):
 a cell staged under another budget is kept or continued (``heal.unit``), never re-run from the start.
+
+``retrain.stop_stalled`` (null: never) is a multiple of the same unit: from that many examples on, a cell whose curve
+has stalled (``heal.stall``) stops at that evaluation. It does not depend on the budget, so a larger budget gives the
+same run; like the budget keys it is left out of a staged cell's settings, and a cell it stopped is kept only under
+the same stop (``heal.unit``).
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from selfheal.heal.thresholds import first_crossing, threshold_loss
 from selfheal.records import PretrainSummary
 
 KEYS = ("budget_fraction", "budget_scratch")  # the retrain keys that set the budget
+STOP_KEY = "stop_stalled"  # the retrain key of the stall stop
 SCRATCH_COST, PRETRAIN_EXAMPLES, TRAIN_SEQUENCES = "scratch_cost", "pretrain_examples", "train_sequences"
 UNITS = (SCRATCH_COST, PRETRAIN_EXAMPLES, TRAIN_SEQUENCES)
 SCRATCH_SOURCE = "scratch"  # a network whose pretraining curve is a from-scratch run
@@ -42,6 +48,7 @@ class Budget:
     unit_examples: float  # the unit, in examples
     multiple: float  # the config's budget_scratch or budget_fraction
     scratch_examples: float | None  # the from-scratch cost (None where there is no from-scratch curve)
+    stop_examples: int | None = None  # from here on a stalled cell stops: round(stop_stalled x unit_examples)
 
 
 def scratch_cost(curve: pd.DataFrame, baseline: float, eps_min: float) -> float | None:
@@ -70,7 +77,10 @@ def of(
         unit, size = (
             (PRETRAIN_EXAMPLES, pre.pretrain_examples) if pre.pretrain_examples else (TRAIN_SEQUENCES, train_sequences)
         )
-    return Budget(round(multiple * size), unit, float(size), float(multiple), scratch)
+    stop = retrain_cfg.get(STOP_KEY)
+    return Budget(
+        round(multiple * size), unit, float(size), float(multiple), scratch, round(stop * size) if stop else None
+    )
 
 
 def run_examples(budget: Budget, is_control: bool, control_examples: int | None) -> int:
@@ -80,8 +90,8 @@ def run_examples(budget: Budget, is_control: bool, control_examples: int | None)
 
 
 def without_budget(model_cfg: dict) -> dict:
-    """A network's settings without the budget keys: what a staged cell's fingerprint covers."""
-    return {**model_cfg, "retrain": {k: v for k, v in model_cfg["retrain"].items() if k not in KEYS}}
+    """A network's settings without the budget keys and the stall stop: what a staged cell's fingerprint covers."""
+    return {**model_cfg, "retrain": {k: v for k, v in model_cfg["retrain"].items() if k not in (*KEYS, STOP_KEY)}}
 
 
 STAMP = "budget.txt"  # in a staged cell's folder: the budget keys it was last trained or kept under

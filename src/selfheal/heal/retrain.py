@@ -14,7 +14,7 @@ import pandas as pd
 from selfheal import grid
 from selfheal.grid import Cell, Target
 from selfheal.heal import budget as budgets
-from selfheal.heal import thresholds
+from selfheal.heal import stall, thresholds
 from selfheal.heal.budget import Budget
 from selfheal.heal.prefix_cache import PrefixCache
 from selfheal.heal.reset import target_layers
@@ -57,8 +57,9 @@ def retrain(
     budget: Budget | None = None,
     extension_path: str | None = None,
 ) -> tuple[CellResult, pd.DataFrame]:
-    """Retrain one reset cell (``model`` holds the reset) until every threshold is met or the budget runs out
-    (``budget``: the network's, ``heal.budget``; by default ``retrain.budget_fraction`` x S x E). Returns the cell's
+    """Retrain one reset cell (``model`` holds the reset) until every threshold is met, the budget runs out
+    (``budget``: the network's, ``heal.budget``; by default ``retrain.budget_fraction`` x S x E) or, from
+    ``budget.stop_examples`` on, its curve has stalled (``heal.stall``). Returns the cell's
     record and its recovery curve; the caller removes ``checkpoint_path`` once it has written them.
     ``extension_path``: the cell's extension point (``loop.run``), continued when it lies within the budget.
 
@@ -101,6 +102,19 @@ def retrain(
         f", from the prefix cache at depth {cache.depth}" if cache else "",
     )
     levels = r["thresholds"]
+
+    def should_stop(curve) -> bool:  # every threshold met, or stalled from budget.stop_examples on
+        if control:
+            return False
+        point = curve[-1]
+        if thresholds.all_reached(point.val_loss, baseline, levels):
+            return True
+        return (
+            budget.stop_examples is not None
+            and point.examples >= budget.stop_examples
+            and (stall.of_curve(curve).stalled)
+        )
+
     result = loop.run(
         model,
         family,
@@ -109,7 +123,7 @@ def retrain(
         job.val_batches,
         trainable,
         settings,
-        should_stop=lambda point: not control and thresholds.all_reached(point.val_loss, baseline, levels),
+        should_stop=should_stop,
         label="control" if control else "retrain",
         cache=cache,
         levels=[] if control else [thresholds.threshold_loss(baseline, eps) for eps in levels],
@@ -117,6 +131,7 @@ def retrain(
         start_loss=damaged,
     )
     recoveries = thresholds.recoveries(result.curve, baseline, levels)
+    reached = all(rec.recovered for rec in recoveries)
     log.info(
         "training throughput %.0f tokens/s; evaluation took %.0f%% of the cell's wall time",
         result.train_tokens_per_s,
@@ -147,6 +162,8 @@ def retrain(
         budget_multiple=budget.multiple,
         scratch_cost=budget.scratch_examples,
         settled_examples=result.settled_at,
+        stop_examples=budget.stop_examples,
+        stalled_examples=result.settled_at if result.settled_at is not None and not reached else None,
         baseline_loss=baseline,
         damaged_loss=damaged,
         final_loss=max(result.curve, key=lambda p: p.examples).val_loss,

@@ -66,8 +66,12 @@ def _fingerprint(model_cfg: dict, eval_cfg: dict, cell: Cell, inputs_digest: str
 def _keep(folder: Path, length: int, depth: int | None, budget: Budget) -> bool:
     """Whether a staged cell (fingerprint matching) is the run this budget gives, so it is kept untrained: trained
     for ``length`` examples, or settled (every threshold met at a regular evaluation) within it, from the same
-    prefix cache depth. A kept cell's record gets this budget's fields, as a run given it from the start would."""
+    prefix cache depth. A cell the stall rule stopped is that run only under the same ``retrain.stop_stalled``; a cell
+    trained to its budget without the stop is kept under one (its curve goes on past where the rule would stop it).
+    A kept cell's record gets this budget's fields, as a run given it from the start would."""
     result = records.read(folder / "recovery.json", records.CellResult)
+    if result.stalled_examples is not None and result.stop_examples != budget.stop_examples:
+        return False
     settled = result.settled_examples is not None and result.settled_examples <= length
     if result.prefix_cache_depth != depth or not (settled or result.budget_examples == length):
         return False

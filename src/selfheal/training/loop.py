@@ -134,7 +134,7 @@ def run(
     val_batches: list[dict],
     trainable: set[str],
     s: Settings,
-    should_stop=lambda point: False,
+    should_stop=lambda curve: False,
     label: str = "train",
     cache=None,
     levels: Sequence[float] = (),
@@ -143,8 +143,9 @@ def run(
 ) -> Result:
     """Train ``trainable`` on ``train_seqs`` (epochs reshuffled by seed) for up to ``s.max_examples`` examples.
 
-    Evaluates at 0 examples, every ``s.eval_every_examples`` and at the end; ``should_stop(point)`` after any
-    evaluation ends training early (e.g. when the tightest recovery threshold is met). ``cache``: a PrefixCache
+    Evaluates at 0 examples, every ``s.eval_every_examples`` and at the end; ``should_stop(curve)`` after any
+    evaluation (the curve so far, that evaluation last) ends training early (e.g. when the tightest recovery
+    threshold is met, or the curve has stalled). ``cache``: a PrefixCache
     of the frozen layers below the first trainable one (train and validation hidden states), or None.
 
     With ``s.checkpoint_path``, the full training state is written there atomically every
@@ -468,7 +469,7 @@ class _Training:
             point.wall_s,
             eta,
         )
-        return self.should_stop(point)
+        return self.should_stop(self.result.curve)
 
     def plan_next_evaluation(self) -> None:
         """The next multiple of ``eval_every_examples`` (the budget's end is evaluated too)."""
