@@ -153,6 +153,25 @@ def test_the_cost_figure_leaves_out_networks_the_estimates_leave_out(tmp_path):
     assert costs == pytest.approx([0.05, 0.1, 0.7]) and "for inspection only" in spec
 
 
+def test_a_censored_reset_all_median_is_marked_beyond_the_budget(tmp_path):
+    """The every-layer reference rule is a median like the others: where two of its three networks are censored it
+    is no cost, and the rule is drawn faint and labelled "beyond the budget"; where two recovered, it is a cost."""
+
+    def rules(ats):
+        cells = [_cell(tmp_path, "all", None, seed, at, budget=1500) for seed, at in enumerate(ats)]
+        cells.append(_cell(tmp_path, "L0", 0, 0, 100, budget=1500))
+        summary = tables.summary_table([c[0] for c in cells])
+        summary["pretrain_seed"] = summary["seed"]
+        spec = plots.recovery_cost(summary).to_dict()
+        rows = [r for d in spec["datasets"].values() for r in d if r.get("row") == "control_all"]
+        return {r["threshold"]: r["beyond"] for r in rows}, json.dumps(spec)
+
+    beyond, spec = rules((900, None, None))
+    assert beyond == {"ε = 0.01": True, "ε = 0.1": True} and '"beyond the budget"' in spec
+    beyond, _ = rules((900, 1000, None))
+    assert beyond == {"ε = 0.01": False, "ε = 0.1": False}
+
+
 # --- every figure on tables shaped like each shipped config's output, written and read as the workflow does ------
 
 

@@ -40,7 +40,7 @@ from selfheal.lazy import Module
 alt = Module("altair")  # imported when a figure is drawn: the Snakefile reads FIGURES at every start
 
 # Legend words for a cost that was not reached within the budget (drawn at the budget: a lower bound).
-BEYOND = "beyond the budget (drawn at it)"
+BEYOND = "beyond the budget (drawn at the examples it trained)"
 
 
 def model_scale() -> alt.Scale:
@@ -260,10 +260,11 @@ def _layer_axis(layers: Iterable) -> tuple[alt.Scale, alt.Axis]:
 def recovery_cost(summary: pd.DataFrame, unit: str = "fraction_of_pretrain") -> alt.Chart:
     """Cost against the reset layer's depth. ``unit`` fraction_of_pretrain (models pretrained here) or examples
     (every model, including downloaded ones whose S x E is unknown)."""
-    title = (
-        "Recovery cost against reset layer (median and range over networks and seeds; open triangles: beyond the "
-        "budget; cells never damaged beyond ε left out: no cost)"
-    )
+    title = "Recovery cost against reset layer"
+    legend = [
+        "Median and range over networks and seeds; open triangles: beyond the budget, at the examples trained.",
+        "Faint rules marked 'beyond the budget': a censored median. Cells never damaged beyond ε: left out (no cost).",
+    ]
     # a cell within eps right after the reset has no cost: it is counted apart (answer tables), never a 0 in a mean
     table = summary[summary[unit].notna() & (summary["outcome"] != "not_damaged")].copy()
     # a network that is degenerate or not fully trained is left out of every estimate, so out of the figure too;
@@ -305,6 +306,8 @@ def recovery_cost(summary: pd.DataFrame, unit: str = "fraction_of_pretrain") -> 
     control_means = (
         _median_range(controls, ["model", "setting", "threshold", "target"], "cost") if len(controls) else None
     )
+    if control_means is not None:  # a median that is censored is not a cost: its rule says so where it is drawn
+        control_means["beyond"] = control_means["n_censored"] * 2 > control_means["n_seeds"]
 
     frames = [layers.assign(row="seed"), means.assign(row="mean")]
     if control_means is not None:
@@ -320,6 +323,8 @@ def recovery_cost(summary: pd.DataFrame, unit: str = "fraction_of_pretrain") -> 
         [] if control_means is None else control_means["mean"],
     )
     x_scale, x_axis = _layer_axis(layers["layer"])
+    if control_means is not None:
+        data.loc[data["row"] == "control_all", "x"] = x_scale.domain[1] - 0.05  # a rule's label: at its right end
     x = alt.X("x:Q", title="reset layer L (depth; encoder first)", scale=x_scale, axis=x_axis)
     y = alt.Y("cost:Q", scale=y_scale, axis=y_axis, title=COST_UNITS[unit])
     color = alt.Color("model:N", title="model", scale=model_scale())
@@ -383,8 +388,19 @@ def recovery_cost(summary: pd.DataFrame, unit: str = "fraction_of_pretrain") -> 
                         labelExpr="datum.label == 'all' ? 'every layer reset' : 'encoder swap (' + datum.label + ')'"
                     ),
                 ),
-                tooltip=[alt.Tooltip("model:N"), alt.Tooltip("target:N"), alt.Tooltip("mean:Q", title="cost")],
+                strokeOpacity=alt.condition(alt.datum.beyond, alt.value(0.45), alt.value(1.0)),
+                tooltip=[
+                    alt.Tooltip("model:N"),
+                    alt.Tooltip("target:N"),
+                    alt.Tooltip("mean:Q", title="median cost (censored: at least)"),
+                    alt.Tooltip("beyond:N", title="median beyond the budget"),
+                ],
             )
+        )
+        charts.append(
+            base.transform_filter((alt.datum.row == "control_all") & alt.datum.beyond)
+            .mark_text(align="right", baseline="bottom", dy=-2, fontSize=10)
+            .encode(x=x, y=mean_y, color=color, text=alt.value("beyond the budget"))
         )
     return (
         alt.layer(*charts, data=data)
@@ -393,7 +409,7 @@ def recovery_cost(summary: pd.DataFrame, unit: str = "fraction_of_pretrain") -> 
             column=alt.Column("threshold:N", title="recovered within ε of baseline"),
             row=alt.Row("setting:N", title="policy / init / regime"),
         )
-        .properties(title=alt.TitleParams(title, subtitle=[note]) if note else title)
+        .properties(title=alt.TitleParams(title, subtitle=legend + ([note] if note else []), anchor="start"))
     )
 
 
