@@ -335,6 +335,7 @@ def _cell(cell, a, tau, baseline, thresholds, budget, grid, summary_rows, curve_
                 "confirmed": (float(losses[-1]) <= baseline * (1 + eps)) if recovered else None,
                 "val_diff_se": 0.002,
                 "budget_unit": "pretrain_examples",
+                "stalled_examples": None,
             }
         )
     return last

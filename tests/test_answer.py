@@ -283,7 +283,12 @@ def test_the_control_drift_caveat_says_which_way_the_loss_moved(factor, words):
 
 # Columns the synthetic tables leave empty on purpose: no synthetic cell diverges, a curve's train loss is not
 # read by the answer statistics, and the synthetic networks are pretrained here (no pretraining elsewhere to count).
-EMPTY_IN_SYNTHETIC = {"diverged_step", "train_loss", "pretraining_tokens"}
+EMPTY_IN_SYNTHETIC = {
+    "diverged_step",
+    "train_loss",
+    "pretraining_tokens",
+    "stalled_examples",
+}  # no cell diverges or stops early
 
 
 def test_synthetic_tables_follow_the_real_schema():
@@ -579,3 +584,18 @@ def test_an_encoder_decoder_model_left_out_is_named_not_called_absent():
     assert answer_page._no_aside(usable) == "the encoder-decoder model `bart-n2-d64` has no cell in the estimates"
     assert answer_page._no_aside(networks[networks["model"] == "gpt2-n2-d64"]) == ""  # none in the grid
     assert answer_page._no_aside(networks.iloc[:0]) == ""
+
+
+def test_a_fit_with_no_more_settings_than_coefficients_is_not_read():
+    """One model of three layers: relative depth and the first-layer term meet three layer positions, so the fit has
+    as many coefficients as settings and would restate the per-layer costs with intervals only the network spread
+    sets. It is reported as not determined (saturated), and the page says so instead of a depth verdict."""
+    summary, curves, networks = synthetic(
+        models=(("gpt2-n3-d64", 3, 64),), pretrain_seeds=(0, 1, 2), seeds=(0,), thresholds=(0.05,), depth_effect=1.5
+    )
+    tables = answer_tables.compute(summary, curves, networks)
+    fit = tables["fit"].set_index("term")
+    assert fit.loc["rel_depth", "reason"] == "saturated" and not fit.loc["rel_depth", "determined"]
+    assert "3 distinct settings" in fit.loc["rel_depth", "note"]
+    headline = answer.headline(answer_page.page(tables, summary, networks, LINKS).markdown())
+    assert "relative depth is not determined (the grid has no more distinct settings" in headline

@@ -11,7 +11,8 @@ and whether the damage a reset does predicts its cost.
   when the distinct resamples are few); with one network per model the retrain seeds are resampled instead, and the
   interval does not cover between-network variation. A term the grid does not vary, or that is confounded with the
   terms before it (the design's rank does not grow), is reported as not determined, never as zero; so is every term
-  of a fit with fewer than MIN_CELLS_PER_PARAMETER cells per parameter or with more than MAX_SHARE_AT_ZERO of its
+  of a fit with fewer than MIN_CELLS_PER_PARAMETER cells per parameter, with no more distinct settings (rows of its
+  design) than coefficients (saturated: it would restate the per-layer costs), or with more than MAX_SHARE_AT_ZERO of its
   cells at zero cost, a term whose identifying cells are all censored (a first/last-layer indicator's marked cells, else
   those away from the term's most common value: its coefficient is unbounded; those cells then leave the fit, so the
   other terms are fitted on the cells that determine them, ``left_out`` names them), a term along which the likelihood
@@ -92,6 +93,8 @@ REASONS = {
     "all_censored": "every cell is beyond the budget",
     "mostly_free": "most cells were within ε before any training",
     "too_few_cells": "too few cells for the fit's parameters",
+    "saturated": "the grid has no more distinct settings than the fit has coefficients, so the fit only restates the "
+    "per-layer costs",
     "not_converged": "the fit did not converge",
 }
 DAMAGE_COLUMNS = [
@@ -539,6 +542,7 @@ def refits(rows: pd.DataFrame, max_resamples: int = MAX_FIT_RESAMPLES, pool=None
             + ": every cell that would bound it is beyond the budget)",
         )
     n_parameters = len(kept) + 2  # the terms, the intercept and the scale
+    n_points = x[kept].drop_duplicates().shape[0] if len(rows) else 0  # distinct settings the terms are fitted on
     mostly_free = at_zero.mean() > MAX_SHARE_AT_ZERO if len(at_zero) else False
     reason, note = (
         ("all_censored", "not fitted: every cell censored")
@@ -555,6 +559,12 @@ def refits(rows: pd.DataFrame, max_resamples: int = MAX_FIT_RESAMPLES, pool=None
             f"{MIN_CELLS_PER_PARAMETER} per parameter)",
         )
         if len(rows) < MIN_CELLS_PER_PARAMETER * n_parameters
+        else (
+            "saturated",
+            f"not determined: {n_points} distinct settings (layer positions, sizes, families) for {len(kept) + 1} "
+            "coefficients: the fit would only restate the per-layer costs",
+        )
+        if kept and n_points <= len(kept) + 1
         else ("", "")
     )
     point = _aft(x[kept], lower, upper) if not note else None
