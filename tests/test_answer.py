@@ -589,13 +589,14 @@ def test_an_encoder_decoder_model_left_out_is_named_not_called_absent():
 def test_a_fit_with_no_more_settings_than_coefficients_is_not_read():
     """One model of three layers: relative depth and the first-layer term meet three layer positions, so the fit has
     as many coefficients as settings and would restate the per-layer costs with intervals only the network spread
-    sets. It is reported as not determined (saturated), and the page says so instead of a depth verdict."""
+    sets. It is reported as not determined (saturated), and the page says so instead of a depth verdict; with two
+    models (test_survival's grids) the same terms are fitted."""
     summary, curves, networks = synthetic(
         models=(("gpt2-n3-d64", 3, 64),), pretrain_seeds=(0, 1, 2), seeds=(0,), thresholds=(0.05,), depth_effect=1.5
     )
     tables = answer_tables.compute(summary, curves, networks)
     fit = tables["fit"].set_index("term")
     assert fit.loc["rel_depth", "reason"] == "saturated" and not fit.loc["rel_depth", "determined"]
-    assert "3 distinct settings" in fit.loc["rel_depth", "note"]
+    assert "one model, whose 3 layer positions meet 3 coefficients" in fit.loc["rel_depth", "note"]
     headline = answer.headline(answer_page.page(tables, summary, networks, LINKS).markdown())
-    assert "relative depth is not determined (the grid has no more distinct settings" in headline
+    assert "relative depth is not determined (one model, with no more layer positions" in headline

@@ -103,7 +103,7 @@ def test_should_stop_ends_training_at_that_evaluation(trained_model, adapter, se
         *sequences,
         set(names),
         _settings(max_examples=960),
-        should_stop=lambda p: p.examples >= 64,
+        should_stop=lambda curve: curve[-1].examples >= 64,
     )
     assert result.stopped_early
     assert [p.examples for p in result.curve] == [0, 32, 64]

@@ -11,8 +11,8 @@ and whether the damage a reset does predicts its cost.
   when the distinct resamples are few); with one network per model the retrain seeds are resampled instead, and the
   interval does not cover between-network variation. A term the grid does not vary, or that is confounded with the
   terms before it (the design's rank does not grow), is reported as not determined, never as zero; so is every term
-  of a fit with fewer than MIN_CELLS_PER_PARAMETER cells per parameter, with no more distinct settings (rows of its
-  design) than coefficients (saturated: it would restate the per-layer costs), or with more than MAX_SHARE_AT_ZERO of its
+  of a fit with fewer than MIN_CELLS_PER_PARAMETER cells per parameter, of one model with no more layer positions
+  than coefficients (saturated: it would restate the per-layer costs), or with more than MAX_SHARE_AT_ZERO of its
   cells at zero cost, a term whose identifying cells are all censored (a first/last-layer indicator's marked cells, else
   those away from the term's most common value: its coefficient is unbounded; those cells then leave the fit, so the
   other terms are fitted on the cells that determine them, ``left_out`` names them), a term along which the likelihood
@@ -93,7 +93,7 @@ REASONS = {
     "all_censored": "every cell is beyond the budget",
     "mostly_free": "most cells were within ε before any training",
     "too_few_cells": "too few cells for the fit's parameters",
-    "saturated": "the grid has no more distinct settings than the fit has coefficients, so the fit only restates the "
+    "saturated": "one model, with no more layer positions than the fit has coefficients: it would only restate the "
     "per-layer costs",
     "not_converged": "the fit did not converge",
 }
@@ -561,10 +561,10 @@ def refits(rows: pd.DataFrame, max_resamples: int = MAX_FIT_RESAMPLES, pool=None
         if len(rows) < MIN_CELLS_PER_PARAMETER * n_parameters
         else (
             "saturated",
-            f"not determined: {n_points} distinct settings (layer positions, sizes, families) for {len(kept) + 1} "
-            "coefficients: the fit would only restate the per-layer costs",
+            f"not determined: one model, whose {n_points} layer positions meet {len(kept) + 1} coefficients: the fit "
+            "would only restate its per-layer costs",
         )
-        if kept and n_points <= len(kept) + 1
+        if kept and rows["model"].nunique() == 1 and n_points <= len(kept) + 1
         else ("", "")
     )
     point = _aft(x[kept], lower, upper) if not note else None
