@@ -146,7 +146,7 @@ def test_the_answer_opens_the_page_in_sentences(deeper_costs_more):
     damaged = int((layers["n_cells"] - layers["n_not_damaged"]).sum())
     if stalled or falling:
         assert f"Within 5 %: {stalled} of {damaged} damaged cells stalled" in bullets[1]
-        assert f"{falling} were still falling when the budget ran out" in bullets[1]
+        assert f"{falling} {'was' if falling == 1 else 'were'} still falling when the budget ran out" in bullets[1]
     else:
         assert "Within 5 %: every damaged cell got back within the budget." in bullets[1]
     # a grid where some cells stall and others are still falling says both, with the tables' counts
@@ -599,4 +599,4 @@ def test_a_fit_with_no_more_settings_than_coefficients_is_not_read():
     assert fit.loc["rel_depth", "reason"] == "saturated" and not fit.loc["rel_depth", "determined"]
     assert "one model, whose 3 layer positions meet 3 coefficients" in fit.loc["rel_depth", "note"]
     headline = answer.headline(answer_page.page(tables, summary, networks, LINKS).markdown())
-    assert "relative depth is not determined (one model, with no more layer positions" in headline
+    assert "The depth fit at ε = 5 % is not made (one model, with no more layer positions" in headline

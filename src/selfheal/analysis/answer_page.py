@@ -401,7 +401,7 @@ def _refusal_answer(rows: pd.DataFrame, eps_pair: list[float]) -> str:
             continue
         out.append(
             f"Within {_eps_words(eps)}: {stalled} of {total} damaged cells stalled short of it (they refuse, "
-            f"by the stall rule); {falling} were still falling when the budget ran out (not answered: the "
+            f"by the stall rule); {falling} {'was' if falling == 1 else 'were'} still falling when the budget ran out (not answered: the "
             "budget ended first)."
         )
     return "**Does it ever refuse?** " + " ".join(out)
@@ -446,9 +446,13 @@ def _position_answer(v: _View, rows: pd.DataFrame, unit: str, eps_pair: list[flo
         if words:
             out.append(f"at ε = {_eps_words(eps)}, " + "; ".join(words))
     fit = _pick(v.fit, setting) if len(v.fit) else v.fit
+    saturated = []
     for eps in reversed(eps_pair):
         at = fit[fit["threshold"] == eps].set_index("term") if len(fit) else fit
         if "rel_depth" not in at.index:
+            continue
+        if at.loc["rel_depth", "reason"] == "saturated":  # the whole fit: said once, below
+            saturated.append(_eps_words(eps))
             continue
         words = []
         for term, name in (("first_layer", "the first layer"), ("last_layer", "the last layer")):
@@ -469,6 +473,8 @@ def _position_answer(v: _View, rows: pd.DataFrame, unit: str, eps_pair: list[flo
             else f"{along}relative depth is not determined ({scaling.REASONS[r['reason']]})"
         )
         out.append(f"in the fit at ε = {_eps_words(eps)}, " + "; ".join(words))
+    if saturated:
+        out.append(f"the depth fit at ε = {' and '.join(saturated)} is not made ({scaling.REASONS['saturated']})")
     if not out:
         return "**Does the position of L matter?** Not determined: no model of this grid has two layers."
     return "**Does the position of L matter?** " + ". ".join(p[0].upper() + p[1:] for p in out) + "."
