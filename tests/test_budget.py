@@ -196,3 +196,23 @@ def test_a_stalled_cell_stops_and_a_raised_budget_keeps_it(inputs, caplog):
     ).assign(off_plateau=False)
     table = survival.prepare(rows, networks)
     assert list(table["lower"]) == [179.0, 179.0] and list(table["status"]) == ["censored", "censored"]
+
+
+def test_the_plateau_gate_is_one_rule_and_a_heal_job_warns_of_a_network_off_it(inputs, caplog):
+    """``PretrainSummary.off_plateau`` is the gate (networks.parquet's off_plateau): the plateau check's gain, else
+    the last quarter's drop, above eps_min x loss / 4. A job healing such a network's cells says, before training,
+    that they will leave every estimate."""
+    on = PretrainSummary("t", "gpt2", 3, 16, 1000, train_sequences=128, epochs=2, plateau_val_loss=3.995)
+    off = PretrainSummary("t", "gpt2", 3, 16, 1000, train_sequences=128, epochs=2, plateau_val_loss=3.98)
+    assert not on.off_plateau(4.0, 0.01) and off.off_plateau(4.0, 0.01)  # gate: 0.01 x 4.0 / 4 = 0.01
+    assert off.still_falls(4.0) == pytest.approx(0.02)
+    falling = PretrainSummary("t", "gpt2", 3, 16, 1000, train_sequences=128, epochs=2, last_quarter_val_drop=0.2)
+    assert falling.off_plateau(4.0, 0.01) and not PretrainSummary("t", "gpt2", 3, 16, 1000).off_plateau(4.0, 0.01)
+    tmp_path, model_cfg, eval_cfg = inputs
+    records.write(tmp_path / "pretrain.json", off)
+    cfg = {**model_cfg, "retrain": {**model_cfg["retrain"], "budget_fraction": 0.1}}
+    with caplog.at_level("WARNING", logger="selfheal"):
+        _run(tmp_path, cfg, eval_cfg, "off")
+    assert any(
+        "is not fully trained" in r.getMessage() and "leave every estimate" in r.getMessage() for r in caplog.records
+    )

@@ -51,6 +51,16 @@ class PretrainSummary:
         """S x E, or None when unknown (a downloaded model)."""
         return self.train_sequences * self.epochs if self.epochs else None
 
+    def still_falls(self, val_loss: float) -> float | None:
+        """How much lower more pretraining would take the validation loss ``val_loss`` (the network's baseline): the
+        plateau check's gain, else the drop over the last quarter of pretraining (None: neither known)."""
+        return val_loss - self.plateau_val_loss if self.plateau_val_loss is not None else self.last_quarter_val_drop
+
+    def off_plateau(self, val_loss: float, eps_min: float) -> bool:
+        """Not fully trained: more pretraining would lower ``val_loss`` by more than eps_min x val_loss / 4."""
+        falls = self.still_falls(val_loss)
+        return falls is not None and falls > eps_min * val_loss / 4
+
 
 @dataclass
 class Baseline:

@@ -369,7 +369,6 @@ def networks_table(
         eps_min = min(thresholds[base.model])
         drop = pre.last_quarter_val_drop
         gain = None if pre.plateau_val_loss is None else base.val_loss - pre.plateau_val_loss
-        still_falls = gain if gain is not None else drop
         all_damage = damage[(damage["model"] == base.model) & (damage["pretrain_seed"] == base.pretrain_seed)]
         harmless_reset = bool(len(all_damage)) and bool(
             ((all_damage["damaged_loss"] - base.val_loss) / base.val_loss < eps_min).any()
@@ -400,7 +399,7 @@ def networks_table(
                 "plateau_examples": pre.plateau_examples,
                 "plateau_val_loss": pre.plateau_val_loss,
                 "plateau_gain": gain,
-                "off_plateau": still_falls is not None and still_falls > eps_min * base.val_loss / 4,
+                "off_plateau": pre.off_plateau(base.val_loss, eps_min),
                 "degenerate": bool(reasons),
                 "degenerate_reason": ",".join(reasons),
             }

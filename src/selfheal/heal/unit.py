@@ -275,6 +275,15 @@ def run(
     theta0 = reset.load_theta0(theta0_dir) if any(c.init == "original" for c in cells) else None
     baseline = records.read(baseline_path, Baseline).val_loss
     pre = records.read(pretrain_summary_path, PretrainSummary)
+    if cells and pre.off_plateau(baseline, min(model_cfg["retrain"]["thresholds"])):
+        log.warning(
+            "%s (pretraining seed %d) is not fully trained: more pretraining lowers its loss %.4f by %.4f, more than "
+            "eps_min x loss / 4; its cells leave every estimate (fix its pretraining before healing it)",
+            pre.model,
+            pre.pretrain_seed,
+            baseline,
+            pre.still_falls(baseline),
+        )
     budget = budgets.of(model_cfg["retrain"], pre, baseline, pretrain_curve_path, train_seqs.shape[0])
     log.info(
         "budget %d examples: %g x %s (%.0f examples)",

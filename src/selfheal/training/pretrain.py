@@ -135,6 +135,14 @@ def pretrain(
             summary.plateau_val_loss - final.val_loss,
             max_examples,
         )
+        eps_min = min(model_cfg.get("retrain", {}).get("thresholds") or [0.01])
+        if summary.off_plateau(final.val_loss, eps_min):
+            log.warning(
+                "not fully trained: the longer run ends %.4f lower, more than eps_min x loss / 4 = %.4f; this "
+                "network's cells will leave every estimate (pretrain longer, or on fewer sequences)",
+                final.val_loss - summary.plateau_val_loss,
+                eps_min * final.val_loss / 4,
+            )
     records.write(summary_path, summary)
     if baseline_path:
         evaluation.write_baseline(model_cfg, job, final.val_loss, tokens_path, baseline_path)

@@ -1,0 +1,57 @@
+"""The plateau check (pretrain.plateau_check): the same network pretrained 1.5 x as long, from the same theta0 and
+data order, leaves the network kept untouched, records where the longer run ends, and says in the log when the
+network is not fully trained by the gate (``PretrainSummary.off_plateau``)."""
+
+import pytest
+import torch
+from safetensors.torch import load_file
+from test_frozen_random import GPT2, _tokens
+
+from selfheal.training import pretrain
+
+PRETRAIN = {
+    "epochs": 2,
+    "train_sequences": 64,
+    "batch_size": 16,
+    "lr": 1e-2,
+    "min_lr_fraction": 0.0,
+    "warmup_fraction": 0.1,
+    "weight_decay": 0.1,
+    "grad_clip": 1.0,
+    "eval_every_examples": 32,
+    "checkpoint_every_steps": 0,
+    "seed": 0,
+}
+
+
+def _pretrain(tmp_path, name, check):
+    cfg = {**GPT2, "pretrain": {**PRETRAIN, "plateau_check": check}, "retrain": {"thresholds": [0.01, 0.05]}}
+    out = tmp_path / name
+    summary = pretrain.pretrain(
+        cfg,
+        {"val_sequences": 8, "batch_size": 8},
+        _tokens(tmp_path),
+        str(out / "theta0"),
+        str(out / "trained"),
+        str(out / "curve.parquet"),
+        str(out / "pretrain.json"),
+    )
+    return summary, load_file(str(out / "trained" / "model.safetensors"))
+
+
+def test_the_plateau_check_leaves_the_network_and_says_when_it_is_not_trained(tmp_path, caplog):
+    plain, plain_weights = _pretrain(tmp_path, "plain", None)
+    with caplog.at_level("INFO", logger="selfheal"):
+        checked, checked_weights = _pretrain(tmp_path, "checked", 1.5)
+    assert plain.plateau_val_loss is None and plain.plateau_examples is None
+    assert checked.plateau_examples == round(1.5 * 64 * 2)
+    assert checked.final_val_loss == plain.final_val_loss
+    for name, tensor in plain_weights.items():  # the check trains a copy: the network kept is the same
+        assert torch.equal(tensor, checked_weights[name]), name
+    off = checked.off_plateau(checked.final_val_loss, 0.01)
+    assert off == (checked.final_val_loss - checked.plateau_val_loss > 0.01 * checked.final_val_loss / 4)
+    warned = any("not fully trained" in r.getMessage() for r in caplog.records if r.levelname == "WARNING")
+    assert warned == off and off  # two epochs of 64 sequences: the longer run is lower
+    assert checked.still_falls(checked.final_val_loss) == pytest.approx(
+        checked.final_val_loss - checked.plateau_val_loss
+    )
