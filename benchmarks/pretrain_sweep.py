@@ -9,6 +9,7 @@ check (val loss drop over the last quarter) and its wall time. Rows run two at a
     .venv/bin/python benchmarks/pretrain_sweep.py results --plateau      # GPT-2's fully trained regime
     .venv/bin/python benchmarks/pretrain_sweep.py results --families     # BERT's and BART's
     .venv/bin/python benchmarks/pretrain_sweep.py results --study        # the reference study's size grid
+    # [--seeds 0 1 2]: each row from several pretraining seeds (one seed's network can pass where another fails)
 
 Prints a markdown table, writes it into block `pretrain-sweep` (`pretrain-plateau`, `pretrain-families`) of
 docs/method.md ("Choosing the default"; `--study`: block `study-regime` of docs/study.md; not with --only or
@@ -117,17 +118,17 @@ def label(row) -> str:
     return f"n={n} d={d} lr={lr:g} batch={batch} context={context} S={'all' if S is None else S} E={E}{check_text}"
 
 
-def run_one(row, results: str) -> dict:
+def run_one(row, results: str, seed: int = 0) -> dict:
     n, d, lr, batch, context, S, E, *check = row
     arch, extra = (check[1], check[2]) if len(check) > 1 else ("gpt2", {})
     raw = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
     model = {"name": "sweep", "arch": arch, "n_layer": n, "d_model": d, "n_head": 4, "context": context, **extra}
     raw["models"] = [model]
     raw["pretrain"].update(
-        epochs=E, train_sequences=S, lr=lr, batch_size=batch, seeds=[0], plateau_check=check[0] if check else None
+        epochs=E, train_sequences=S, lr=lr, batch_size=batch, seeds=[seed], plateau_check=check[0] if check else None
     )
     cfg = config.resolve(raw)
-    model_cfg = grid.network_config(grid.model_by_name(cfg, "sweep"), 0)
+    model_cfg = grid.network_config(grid.model_by_name(cfg, "sweep"), seed)
     tokens = f"{results}/corpus/bpe/tokens.safetensors"
     with tempfile.TemporaryDirectory() as d_:
         t0 = time.perf_counter()
@@ -146,6 +147,7 @@ def run_one(row, results: str) -> dict:
         base = records.read(f"{d_}/baseline.json", Baseline)
     return {
         "setting": label(row),
+        "seed": seed,
         "arch": arch,
         "n_layer": n,
         "d_model": d,
@@ -188,20 +190,30 @@ def main() -> None:
         help="run the reference study's size-grid rows (each with its plateau check) into block study-regime of "
         "docs/study.md instead",
     )
+    parser.add_argument(
+        "--seeds",
+        type=int,
+        nargs="+",
+        default=[0],
+        help="pretraining seeds per row (default 0): a regime is fully trained only if every seed's network is",
+    )
     add_write_flag(parser)
     a = parser.parse_args()
     mode = "families" if a.families else "study" if a.study else "plateau" if a.plateau else None
     pool_rows = MODES[mode][0] if mode else ROWS
     rows = [r for r in pool_rows if a.only in label(r)]
     t0 = time.perf_counter()
+    jobs = [(row, seed) for row in rows for seed in a.seeds]
     with concurrent.futures.ProcessPoolExecutor(a.workers) as pool:
-        table = pd.DataFrame(list(pool.map(run_one, rows, [str(a.results)] * len(rows))))
+        table = pd.DataFrame(
+            list(pool.map(run_one, [r for r, _ in jobs], [str(a.results)] * len(jobs), [s for _, s in jobs]))
+        )
     wall = time.perf_counter() - t0
     out = a.results / "sweep" / f"pretrain_{mode or 'sweep'}.parquet"
     out.parent.mkdir(parents=True, exist_ok=True)
     table.to_parquet(out)
     if mode:
-        return publish_plateau(table, rows, wall, a, out, mode)
+        return publish_plateau(table, jobs, wall, a, out, mode)
     lines = [
         "| N | D | lr | batch | context | S | E | params | val loss | bigram | margin | last-quarter drop |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
@@ -223,22 +235,27 @@ def main() -> None:
 def publish_plateau(table: pd.DataFrame, rows, wall: float, a, out: Path, mode: str) -> None:
     _, marker, page = MODES[mode]
     flag = f"--{mode}"
+    seeds = table["seed"].nunique() > 1  # a seed column where rows ran at several
     lines = [
-        "| family | N | D | lr | S | E | examples | wall s | val loss | at 1.5 × E | gain | bigram margin | "
-        "fully trained |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| family | N | D | lr | S | E |" + (" seed |" if seeds else "") + " examples | wall s | val loss | "
+        "at 1.5 × E | gain | bigram margin | fully trained |",
+        "|---|---|---|---|---|---|" + ("---|" if seeds else "") + "---|---|---|---|---|---|---|",
     ]
     for r in table.itertuples():
         gain = r.val_loss - r.plateau_val_loss
         ok = gain <= EPS_MIN * r.val_loss / 4 and r.bigram_margin >= 0.1
         lines.append(
-            f"| {r.arch} | {r.n_layer} | {r.d_model} | {r.lr:g} | {r.S:,} | {r.E} | {r.S * r.E:,} | {r.wall_s:.0f} | "
+            f"| {r.arch} | {r.n_layer} | {r.d_model} | {r.lr:g} | {r.S:,} | {r.E} |"
+            + (f" {r.seed} |" if seeds else "")
+            + f" {r.S * r.E:,} | {r.wall_s:.0f} | "
             f"{r.val_loss:.3f} | {r.plateau_val_loss:.3f} | {gain:+.3f} | {r.bigram_margin:+.3f} | "
             f"{'yes' if ok else 'no'} |"
         )
     text = "\n".join(lines) + (
         f"\n\n{len(rows)} runs, {a.workers} at a time, {wall / 60:.0f} minutes on "
-        f"{machine()} (`.venv/bin/python benchmarks/pretrain_sweep.py results {flag}`)."
+        f"{machine()} (`.venv/bin/python benchmarks/pretrain_sweep.py results {flag}"
+        + (f" --seeds {' '.join(map(str, a.seeds))}" if a.seeds != [0] else "")
+        + "`)."
     )
     publish(marker, text, not a.no_write, page=page, why_not="--only: not every row" if a.only else None)
     print(f"written: {out}")
