@@ -71,6 +71,34 @@ def test_bart_attention_includes_cross_attention_and_norms_stay_trainable():
         _names(BART, ["heads"])
 
 
+TINY_PRETRAIN = {  # one epoch of 64 sequences
+    "epochs": 1,
+    "train_sequences": 64,
+    "batch_size": 16,
+    "lr": 1e-2,
+    "min_lr_fraction": 0.1,
+    "warmup_fraction": 0.1,
+    "weight_decay": 0.1,
+    "grad_clip": 1.0,
+    "eval_every_examples": 32,
+    "checkpoint_every_steps": 0,
+    "seed": 0,
+}
+
+
+def pretrain_tiny(cfg: dict, tokens: str, out: Path):
+    """Pretrain ``cfg`` on ``tokens`` (8 validation sequences) into ``out``: theta0/, trained/, curve and summary."""
+    return pretrain.pretrain(
+        cfg,
+        {"val_sequences": 8, "batch_size": 8},
+        tokens,
+        str(out / "theta0"),
+        str(out / "trained"),
+        str(out / "curve.parquet"),
+        str(out / "pretrain.json"),
+    )
+
+
 def _tokens(tmp_path):
     g = torch.Generator().manual_seed(0)
     stream = torch.randint(3, 64, (16 * 80,), generator=g, dtype=torch.int32)
@@ -92,30 +120,10 @@ def test_frozen_tensors_keep_theta0_bit_for_bit(tmp_path, base, components):
         "name": frozen_random.variant_name(base["name"], components),
         "base_model": base["name"],
         "frozen_components": components,
-        "pretrain": {
-            "epochs": 1,
-            "train_sequences": 64,
-            "batch_size": 16,
-            "lr": 1e-2,
-            "min_lr_fraction": 0.1,
-            "warmup_fraction": 0.1,
-            "weight_decay": 0.1,
-            "grad_clip": 1.0,
-            "eval_every_examples": 32,
-            "checkpoint_every_steps": 0,
-            "seed": 0,
-        },
+        "pretrain": TINY_PRETRAIN,
     }
     out = tmp_path / "m"
-    summary = pretrain.pretrain(
-        cfg,
-        {"val_sequences": 8, "batch_size": 8},
-        _tokens(tmp_path),
-        str(out / "theta0"),
-        str(out / "trained"),
-        str(out / "curve.parquet"),
-        str(out / "pretrain.json"),
-    )
+    summary = pretrain_tiny(cfg, _tokens(tmp_path), out)
     theta0 = load_file(str(out / "theta0" / "model.safetensors"))
     trained = load_file(str(out / "trained" / "model.safetensors"))
     model, frozen = _names(base, components)

@@ -5,37 +5,15 @@ network is not fully trained by the gate (``PretrainSummary.off_plateau``)."""
 import pytest
 import torch
 from safetensors.torch import load_file
-from test_frozen_random import GPT2, _tokens
+from test_frozen_random import GPT2, TINY_PRETRAIN, _tokens, pretrain_tiny
 
-from selfheal.training import pretrain
-
-PRETRAIN = {
-    "epochs": 2,
-    "train_sequences": 64,
-    "batch_size": 16,
-    "lr": 1e-2,
-    "min_lr_fraction": 0.0,
-    "warmup_fraction": 0.1,
-    "weight_decay": 0.1,
-    "grad_clip": 1.0,
-    "eval_every_examples": 32,
-    "checkpoint_every_steps": 0,
-    "seed": 0,
-}
+PRETRAIN = {**TINY_PRETRAIN, "epochs": 2, "min_lr_fraction": 0.0}
 
 
 def _pretrain(tmp_path, name, check):
     cfg = {**GPT2, "pretrain": {**PRETRAIN, "plateau_check": check}, "retrain": {"thresholds": [0.01, 0.05]}}
     out = tmp_path / name
-    summary = pretrain.pretrain(
-        cfg,
-        {"val_sequences": 8, "batch_size": 8},
-        _tokens(tmp_path),
-        str(out / "theta0"),
-        str(out / "trained"),
-        str(out / "curve.parquet"),
-        str(out / "pretrain.json"),
-    )
+    summary = pretrain_tiny(cfg, _tokens(tmp_path), out)
     return summary, load_file(str(out / "trained" / "model.safetensors"))
 
 
