@@ -399,9 +399,10 @@ def _refusal_answer(rows: pd.DataFrame, eps_pair: list[float]) -> str:
         if not stalled and not falling:
             out.append(f"Within {_eps_words(eps)}: every damaged cell got back within the budget.")
             continue
+        was = "was" if falling == 1 else "were"
         out.append(
             f"Within {_eps_words(eps)}: {stalled} of {total} damaged cells stalled short of it (they refuse, "
-            f"by the stall rule); {falling} {'was' if falling == 1 else 'were'} still falling when the budget ran out (not answered: the "
+            f"by the stall rule); {falling} {was} still falling when the budget ran out (not answered: the "
             "budget ended first)."
         )
     return "**Does it ever refuse?** " + " ".join(out)

@@ -109,11 +109,8 @@ def retrain(
         point = curve[-1]
         if thresholds.all_reached(point.val_loss, baseline, levels):
             return True
-        return (
-            budget.stop_examples is not None
-            and point.examples >= budget.stop_examples
-            and (stall.of_curve(curve).stalled)
-        )
+        stop = budget.stop_examples
+        return stop is not None and point.examples >= stop and stall.of_curve(curve).stalled
 
     result = loop.run(
         model,

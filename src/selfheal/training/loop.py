@@ -145,8 +145,8 @@ def run(
 
     Evaluates at 0 examples, every ``s.eval_every_examples`` and at the end; ``should_stop(curve)`` after any
     evaluation (the curve so far, that evaluation last) ends training early (e.g. when the tightest recovery
-    threshold is met, or the curve has stalled). ``cache``: a PrefixCache
-    of the frozen layers below the first trainable one (train and validation hidden states), or None.
+    threshold is met, or the curve has stalled). ``cache``: a PrefixCache of the frozen layers below the first
+    trainable one (train and validation hidden states), or None.
 
     With ``s.checkpoint_path``, the full training state is written there atomically every
     ``s.checkpoint_every_steps`` steps, and a run that finds one resumes from it and ends with the same numbers as

@@ -135,7 +135,7 @@ def pretrain(
             summary.plateau_val_loss - final.val_loss,
             max_examples,
         )
-        eps_min = min(model_cfg.get("retrain", {}).get("thresholds") or [0.01])
+        eps_min = min(model_cfg["retrain"]["thresholds"])
         if summary.off_plateau(final.val_loss, eps_min):
             log.warning(
                 "not fully trained: the longer run ends %.4f lower, more than eps_min x loss / 4 = %.4f; this "
