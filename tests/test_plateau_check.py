@@ -7,6 +7,10 @@ import torch
 from safetensors.torch import load_file
 from test_frozen_random import GPT2, TINY_PRETRAIN, _tokens, pretrain_tiny
 
+from selfheal import records
+from selfheal.heal import job
+from selfheal.records import PretrainSummary
+
 PRETRAIN = {**TINY_PRETRAIN, "epochs": 2, "min_lr_fraction": 0.0}
 
 
@@ -33,3 +37,17 @@ def test_the_plateau_check_leaves_the_network_and_says_when_it_is_not_trained(tm
     assert checked.still_falls(checked.final_val_loss) == pytest.approx(
         checked.final_val_loss - checked.plateau_val_loss
     )
+
+
+def test_a_job_makes_a_network_with_its_plateau_check(tmp_path, caplog):
+    """The way the workflow pretrains (``heal.job.make_network``), whose network settings leave the retraining out
+    of the network's fingerprint: the check still reads the thresholds, and the job writes the summary."""
+    cfg = {**GPT2, "pretrain": {**PRETRAIN, "seed": 0, "plateau_check": 1.5}, "retrain": {"thresholds": [0.01, 0.05]}}
+    folder = tmp_path / "network"
+    with caplog.at_level("INFO", logger="selfheal"):
+        job.make_network(
+            "scratch", cfg, {"val_sequences": 8, "batch_size": 8}, _tokens(tmp_path), None, "inputs", folder, 1
+        )
+    summary = records.read(folder / "pretrain.json", PretrainSummary)
+    assert summary.plateau_examples == round(1.5 * 64 * 2)
+    assert any("not fully trained" in r.getMessage() for r in caplog.records if r.levelname == "WARNING")

@@ -64,7 +64,7 @@ def make_network(
         evaluation.baseline(settings, eval_cfg, tokens_path, start_dir, str(folder / BASELINE), threads=threads)
         return
     pretrain.pretrain(
-        settings,
+        network_cfg,  # the whole config: the plateau check reads the retrain thresholds
         eval_cfg,
         tokens_path,
         theta0_dir=str(folder / "theta0") if source == "scratch" else None,
