@@ -215,6 +215,7 @@ def synthetic(
     for column in ("layer", "depth", "seed"):
         curves[column] = curves[column].astype("Int64")
     summary = tables.add_outcomes(summary, curves)  # the outcome of each row, by the workflow's own rule
+    summary = tables.add_control_crossings(summary, curves)  # and its crossing against its matched control
     networks = pd.DataFrame(network_rows)
     for column in ("pretrain_examples", "train_sequences", "epochs", "context"):
         networks[column] = networks[column].astype("Int64")

@@ -654,7 +654,8 @@ def _headline(doc: Page, v: _View) -> None:
         if beyond
         else (f" Retraining alone keeps an intact network within ± {100 * eps_min / 4:g} % (§8)." if len(worst) else "")
     )
-    items.append(f"**How sure?** {_clusters_sentence(v.healed)}{drift_words}")
+    against = _against_control_words(v, setting, eps_min) if beyond else ""
+    items.append(f"**How sure?** {_clusters_sentence(v.healed)}{drift_words}{against}")
     doc.ul(items)
     here, brought = _origins(v, rows)
     legend = {
@@ -1253,6 +1254,89 @@ def _controls_sentence(v: _View) -> str:
     )
 
 
+def _against_control(v: _View, setting: tuple | None, eps: float) -> pd.DataFrame:
+    """The single-layer medians at ``eps`` measured against the matched controls (``answer/against_control``), in
+    the asker's setting, on the models whose networks the estimates use."""
+    table = v.tables.get("against_control", pd.DataFrame())
+    if not len(table) or setting is None:
+        return table.iloc[:0] if len(table.columns) else pd.DataFrame()
+    rows = _pick(table, setting)
+    return rows[(rows["threshold"] == eps) & rows["model"].isin(set(_estimated(v.networks)["model"]))]
+
+
+def _against_control_words(v: _View, setting: tuple | None, eps: float) -> str:
+    """' Measured against its matched control instead ..., one reset layer needs a median a to b ... (c to d × from
+    scratch)': the headline's correction for what the retraining itself does, or '' without such medians."""
+    rows = _against_control(v, setting, eps)
+    if not len(rows):
+        return ""
+    unit = _unit(rows, v.networks)
+    finite, beyond, total = _median_span(rows, unit)
+    if not total:
+        return ""
+    scratch = [
+        float(r["median_examples"]) / ref
+        for _, r in rows.iterrows()
+        if (ref := _scratch_reference(v.ref, v.networks, r["model"], eps)["examples"]) > 0
+    ]
+    times = span(scratch)
+    cost = f"a median {finite} {_unit_after(unit)}" + (f", {times} × from scratch" if times else "") if finite else ""
+    if beyond:
+        cost += (", and " if cost else "") + f"beyond the budget for {beyond} of {total} (model, layer) pairs"
+    return (
+        f" Measured against its matched control instead (the intact network retrained the same way, at the same "
+        f"examples), one reset layer is back within {_eps_words(eps)} at {cost} (§8)."
+    )
+
+
+def _against_control_table(doc: Page, v: _View, eps_min: float) -> None:
+    """Per model and layer at ε_min: the median against the baseline and against the matched control, side by
+    side (fraction of S × E or examples, and × from scratch)."""
+    setting = v.settings[0] if v.settings else None
+    rows = _against_control(v, setting, eps_min)
+    if not len(rows):
+        return
+    unit = _unit(rows, v.networks)
+    base = _pick(v.layers, setting)
+    base = base[base["threshold"] == eps_min].set_index(["model", "target"])
+    out = []
+    for _, r in rows.sort_values(["model", "depth"]).iterrows():
+        ref = _scratch_reference(v.ref, v.networks, r["model"], eps_min)["examples"]
+        b = base.loc[(r["model"], r["target"])] if (r["model"], r["target"]) in base.index else None
+
+        def times(row) -> str:
+            value = float(row["median_examples"])
+            return "n/a" if not ref > 0 or math.isnan(value) else _one(value / ref)
+
+        out.append(
+            [
+                r["model"],
+                f"{r['target']} ({r['position']})",
+                _cost(b, unit) if b is not None else "n/a",
+                times(b) if b is not None else "n/a",
+                _cost(r, unit),
+                times(r),
+            ]
+        )
+    doc.p(
+        f"The same single-layer medians at ε = {_eps_words(eps_min)} measured against each cell's matched control "
+        "instead of its baseline (back within (1 + ε) × the loss of the intact network retrained the same way, at "
+        "the same examples; `answer/against_control.parquet`, from `control_examples_lo` / `_hi` in "
+        "summary.parquet), in the asker's setting; only cells with a matched control (the first retrain seed):"
+    )
+    doc.table(
+        [
+            "model",
+            "reset",
+            f"against the baseline ({_unit_after(unit)})",
+            "× from scratch",
+            f"against the matched control ({_unit_after(unit)})",
+            "× from scratch",
+        ],
+        out,
+    )
+
+
 def _caveats(doc: Page, v: _View) -> None:
     """8. caveats"""
     flags, degenerate, summary, tables = v.flags, v.degenerate, v.summary, v.tables
@@ -1294,6 +1378,9 @@ def _caveats(doc: Page, v: _View) -> None:
             + "."
         )
     doc.ul(items)
+    eps_min, worst = _control_worst(v)
+    if any(abs(w) > eps_min / 4 for w in worst):
+        _against_control_table(doc, v, eps_min)
     off = flags[flags["off_plateau"].astype(bool)] if len(flags) else flags
     if not len(off):
         return

@@ -38,6 +38,7 @@ TABLES = [
     "networks_flags",
     "size_ordering",
     "control_drift",
+    "against_control",
     "out_of_sample",
     "encoder_decoder",
     "network_costs",
@@ -510,6 +511,7 @@ def compute(
         "networks_flags": flags(cells, networks),
         "size_ordering": size_ordering(networks),
         "control_drift": control_drift(curves, networks),
+        "against_control": against_control(cells),
         "out_of_sample": out_of_sample.check(cells, surv, workers=workers),
         "encoder_decoder": encoder_decoder(surv, ref, networks),
         "network_costs": network_costs(cells),
@@ -637,6 +639,24 @@ def control_drift(curves: pd.DataFrame, networks: pd.DataFrame) -> pd.DataFrame:
             }
         )
     return pd.DataFrame(out, columns=CONTROL_DRIFT_COLUMNS)
+
+
+def against_control(cells: pd.DataFrame) -> pd.DataFrame:
+    """The single-layer estimates again (``survival.estimate``'s columns) with each cell's crossing measured against
+    its matched control (``control_examples_lo`` / ``_hi`` in summary.parquet: within (1 + ε) x the loss of the
+    intact network retrained the same way, at the same examples) instead of against its baseline: what the cost is
+    once what the retraining itself does to an intact network is taken out. Only cells with a matched control;
+    never within it along the shared evaluations: censored at the last of them."""
+    if "control_examples_lo" not in cells.columns:  # tables written before the column
+        return survival.estimate(cells.iloc[:0])
+    rows = cells[(cells["kind"] == survival.LAYER) & cells["control_examples_lo"].notna()].copy()
+    hi = rows["control_examples_hi"].astype("Float64").astype(float).fillna(math.inf)
+    rows["lower"] = rows["control_examples_lo"].astype(float)
+    rows["upper"] = hi
+    status = np.where(hi == 0, "not_damaged", np.where(np.isfinite(hi), "recovered", "censored"))
+    rows["status"] = status
+    rows["outcome"] = status  # neither stalled nor still falling: the rule reads the loss, not the gap to a control
+    return survival.estimate(rows)
 
 
 # ---------------------------------------------------------------- the page

@@ -111,6 +111,8 @@ SUMMARY_COLUMNS = [
     "trainable_params",
     "n_params",
     "control_loss",
+    "control_examples_lo",
+    "control_examples_hi",
     "baseline_not_converged",
     "degenerate",
     "off_plateau",
@@ -438,6 +440,28 @@ def add_controls_and_flags(summary: pd.DataFrame, curves: pd.DataFrame, networks
     index = pd.MultiIndex.from_frame(out[NETWORK_KEYS])
     for flag in ("degenerate", "off_plateau"):
         out[flag] = flags[flag].reindex(index).fillna(False).astype(bool).to_numpy()
+    control_of = _matched_controls(curves)
+    eps_min = out.groupby("model")["threshold"].transform("min")
+    losses, flagged = [], []
+    for row, eps in zip(out.itertuples(index=False), eps_min):
+        curve = control_of(row)
+        if curve is None:
+            losses.append(None)
+            flagged.append(False)
+            continue
+        seen = curve[curve["examples"] <= row.examples]
+        losses.append(float(seen["val_loss"].iloc[-1]) if len(seen) else None)
+        flagged.append(bool(len(seen)) and bool(seen["val_loss"].min() < row.baseline_loss * (1 - eps / 2)))
+    out["control_loss"] = pd.Series(losses, index=out.index, dtype="float64")
+    out["baseline_not_converged"] = flagged
+    return out
+
+
+def _matched_controls(curves: pd.DataFrame):
+    """A function from a summary row to its matched control's curve (sorted by examples), or None: for a reset cell
+    in regime ``full`` the network's no-reset control of that regime, else the matched no-reset control of its
+    target, policy and regime (init ``trained``); in its own retrain seed, else the first retrain seed's. A control
+    has none."""
     rec = curves[curves["kind"] == "recovery"]
     controls = {
         key: group.sort_values("examples")
@@ -451,29 +475,56 @@ def add_controls_and_flags(summary: pd.DataFrame, curves: pd.DataFrame, networks
             ["model", "pretrain_seed", "seed"]
         )
     }
-    eps_min = out.groupby("model")["threshold"].transform("min")
-    losses, flagged = [], []
-    for row, eps in zip(out.itertuples(index=False), eps_min):
-        curve = None
-        if row.init != TRAINED and not (row.target == "none"):
-            if row.regime == "full":
-                options = {k: v for k, v in full_controls.items() if k[:2] == (row.model, row.pretrain_seed)}
-                curve = options.get((row.model, row.pretrain_seed, row.seed))
-            else:
-                key = (row.model, row.pretrain_seed, row.target, row.policy, row.regime)
-                options = {k: v for k, v in controls.items() if k[:5] == key}
-                curve = options.get(key + (row.seed,))
-            if curve is None and options:
-                curve = options[min(options)]
-        if curve is None:
-            losses.append(None)
-            flagged.append(False)
-            continue
-        seen = curve[curve["examples"] <= row.examples]
-        losses.append(float(seen["val_loss"].iloc[-1]) if len(seen) else None)
-        flagged.append(bool(len(seen)) and bool(seen["val_loss"].min() < row.baseline_loss * (1 - eps / 2)))
-    out["control_loss"] = pd.Series(losses, index=out.index, dtype="float64")
-    out["baseline_not_converged"] = flagged
+
+    def control_of(row):
+        if row.init == TRAINED or row.target == "none":
+            return None
+        if row.regime == "full":
+            options = {k: v for k, v in full_controls.items() if k[:2] == (row.model, row.pretrain_seed)}
+            curve = options.get((row.model, row.pretrain_seed, row.seed))
+        else:
+            key = (row.model, row.pretrain_seed, row.target, row.policy, row.regime)
+            options = {k: v for k, v in controls.items() if k[:5] == key}
+            curve = options.get(key + (row.seed,))
+        return options[min(options)] if curve is None and options else curve
+
+    return control_of
+
+
+def add_control_crossings(summary: pd.DataFrame, curves: pd.DataFrame) -> pd.DataFrame:
+    """``control_examples_lo`` / ``control_examples_hi``: each cell's crossing of ε measured against its matched
+    control instead of its baseline (docs/outputs.md): the first regular evaluation at which the cell's validation
+    loss is at most (1 + ε) x its matched control's at the same examples (hi; 0 when the reset left it within
+    that already), and the evaluation before it (lo); never within it along the evaluations both curves share: lo
+    the last of them, hi null. Both null for a control and for a cell without a matched control."""
+    out = summary.copy()
+    control_of = _matched_controls(curves)
+    rec = curves[curves["kind"] == "recovery"]
+    if "replay" in rec.columns:  # located crossings are the cell's alone: the shared evaluations are regular ones
+        rec = rec[~rec["replay"].fillna(False).astype(bool)]
+    own = {key: group for key, group in rec.groupby(CELL_KEYS, sort=False, dropna=False)}
+    lows, highs = [], []
+    for row in out.itertuples(index=False):
+        control = control_of(row)
+        cell = own.get(tuple(getattr(row, k) for k in CELL_KEYS))
+        lo = hi = None
+        if control is not None and cell is not None:
+            regular = control[~control["replay"].fillna(False).astype(bool)] if "replay" in control else control
+            both = cell[["examples", "val_loss"]].merge(
+                regular[["examples", "val_loss"]], on="examples", suffixes=("", "_control")
+            )
+            both = both.sort_values("examples", ignore_index=True)
+            within = both["val_loss"] <= (1 + row.threshold) * both["val_loss_control"]
+            if within.any():
+                first = int(within.to_numpy().argmax())
+                hi = int(both["examples"].iloc[first])
+                lo = int(both["examples"].iloc[first - 1]) if first else hi
+            elif len(both):
+                lo = int(both["examples"].iloc[-1])
+        lows.append(lo)
+        highs.append(hi)
+    out["control_examples_lo"] = pd.array(lows, dtype="Int64")
+    out["control_examples_hi"] = pd.array(highs, dtype="Int64")
     return out
 
 
@@ -577,7 +628,7 @@ def write(
         list(pretrain_summaries) + list(unadapted_summaries), baselines, summary, thresholds, pretraining_tokens
     )
     summary = add_scratch_reference(add_controls_and_flags(summary, curves, networks), curves, networks)
-    summary = add_outcomes(summary, curves)
+    summary = add_control_crossings(add_outcomes(summary, curves), curves)
     results_io.write_parquet(summary_out, summary.reindex(columns=SUMMARY_COLUMNS))
     results_io.write_parquet(curves_out, curves)
     results_io.write_parquet(networks_out, networks)

@@ -1,0 +1,92 @@
+"""Each cell's crossing against its matched control (summary.parquet's ``control_examples_lo`` / ``_hi``) and the
+single-layer medians from them (``answer/against_control``): with a control that stays at the baseline they are the
+crossings against the baseline; with one that the retraining lifts above it they come earlier, and the page sets
+them beside the medians against the baseline."""
+
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from answer_helpers import synthetic
+from selfheal.analysis import answer_page, answer_plots, answer_tables
+from selfheal.analysis import tables as summary_tables
+
+warnings.filterwarnings("ignore", module="lifelines")
+LINKS = {name: f"plots/{name}.html" for name in answer_plots.FIGURES}
+MODEL = "gpt2-n2-d64"
+
+
+def test_a_control_at_its_baseline_gives_the_crossings_against_the_baseline():
+    summary, _, _ = synthetic(models=((MODEL, 2, 64),), thresholds=(0.01, 0.1), budget_fraction=0.2, seed=3)
+    layers = summary[summary["target"].str.fullmatch(r"L\d") & (summary["init"] == "fresh")]
+    recovered = layers[layers["recovered"]]
+    censored = layers[~layers["recovered"]]
+    assert len(recovered) and len(censored)
+    assert (recovered["control_examples_hi"] == recovered["examples_hi"]).all()
+    assert (recovered["control_examples_lo"] == recovered["examples_lo"]).all()
+    assert censored["control_examples_hi"].isna().all()  # never within: censored at the last shared evaluation
+    assert (censored["control_examples_lo"] == censored["budget_examples"]).all()
+    controls = summary[(summary["init"] == "trained") | (summary["target"] == "none")]
+    assert controls[["control_examples_lo", "control_examples_hi"]].isna().all().all()
+    whole_net = summary[summary["target"] == "all"]  # a set target has no matched control
+    assert whole_net["control_examples_lo"].isna().all()
+
+
+def _lifted(lift: float):
+    """The synthetic grid with every matched control's loss rising linearly to ``lift`` above the baseline by the
+    end of its curve, and the summary's control crossings read again."""
+    summary, curves, networks = synthetic(models=((MODEL, 2, 64),), thresholds=(0.01, 0.1), seed=3)
+    control = curves["init"].eq("trained")
+    end = curves.loc[control, "examples"].max()
+    curves.loc[control, "val_loss"] *= 1 + lift * curves.loc[control, "examples"] / end
+    summary = summary_tables.add_control_crossings(summary, curves)
+    tables = answer_tables.compute(summary, curves, networks)
+    return summary, tables, answer_page.page(tables, summary, networks, LINKS).markdown()
+
+
+@pytest.fixture(scope="module")
+def lifted():
+    return _lifted(0.02)
+
+
+def test_a_lifted_control_brings_the_crossings_earlier(lifted):
+    summary, tables, _ = lifted
+    rows = summary[summary["recovered"] & summary["control_examples_hi"].notna()]
+    assert len(rows)
+    assert (rows["control_examples_hi"] <= rows["examples_hi"]).all()
+    assert (rows["control_examples_hi"] < rows["examples_hi"]).any()
+    against = tables["against_control"].set_index(["target", "threshold"])["median_examples"]
+    baseline = tables["survival"]
+    baseline = baseline[baseline["kind"] == "layer"].set_index(["target", "threshold"])["median_examples"]
+    assert len(against) == len(baseline)
+    assert (against <= baseline.reindex(against.index)).all()
+    assert (against < baseline.reindex(against.index)).any()
+
+
+def test_the_page_sets_them_beside_the_medians_against_the_baseline(lifted):
+    summary, tables, md = lifted
+    head = md[md.index("**How sure?**") :].splitlines()[0]
+    assert "Measured against its matched control instead" in head
+    against = tables["against_control"]
+    at = against[against["threshold"] == 0.01]["median_fraction"].astype(float)
+    assert f"a median {answer_page.span(at[np.isfinite(at)])} of S × E" in head
+    caveat = md[md.index("measured against each cell's matched control") :]
+    row = next(line for line in caveat.splitlines() if line.startswith(f"| {MODEL} | L0 (first) |"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert len(cells) == 6 and cells[4].startswith(answer_page.num(float(at.iloc[0])))
+
+
+def test_a_control_within_eps_min_over_4_leaves_them_off_the_page():
+    _, tables, md = _lifted(0.001)
+    assert len(tables["against_control"])  # measured, and in its table
+    assert "Measured against its matched control" not in md
+    assert "against the matched control" not in md
+
+
+def test_tables_without_the_columns_give_an_empty_table():
+    summary, curves, networks = synthetic(models=((MODEL, 2, 64),), thresholds=(0.05,), seed=1)
+    old = summary.drop(columns=["control_examples_lo", "control_examples_hi"])
+    tables = answer_tables.compute(old, curves, networks)
+    assert isinstance(tables["against_control"], pd.DataFrame) and not len(tables["against_control"])
