@@ -600,3 +600,19 @@ def test_a_fit_with_no_more_settings_than_coefficients_is_not_read():
     assert "one model, whose 3 layer positions meet 3 coefficients" in fit.loc["rel_depth", "note"]
     headline = answer.headline(answer_page.page(tables, summary, networks, LINKS).markdown())
     assert "The depth fit at ε = 5 % is not made (one model, with no more layer positions" in headline
+
+
+def test_terms_not_determined_for_one_reason_are_said_once():
+    said = answer_page._not_determined(
+        [("the first layer", "confounded"), ("the last layer", "confounded"), ("relative depth", "unbounded")]
+    )
+    assert said == [
+        "the first layer and the last layer are not determined (the grid confounds them with another term)",
+        "relative depth is not determined (every cell that would bound it is beyond the budget (its coefficient "
+        "is unbounded))",
+    ]
+    both = answer_page._not_determined([("a", "unbounded"), ("b", "unbounded")])
+    assert both == [
+        "a and b are not determined (every cell that would bound them is beyond the budget (their coefficients "
+        "are unbounded))"
+    ]

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 
 import numpy as np
 import pandas as pd
@@ -455,30 +456,48 @@ def _position_answer(v: _View, rows: pd.DataFrame, unit: str, eps_pair: list[flo
         if at.loc["rel_depth", "reason"] == "saturated":  # the whole fit: said once, below
             saturated.append(_eps_words(eps))
             continue
-        words = []
+        words, undetermined = [], []
         for term, name in (("first_layer", "the first layer"), ("last_layer", "the last layer")):
             r = at.loc[term] if term in at.index else None
             if r is None or (r["determined"] and _direction(r) == "no clear effect") or r["reason"] == "not_varied":
                 continue
-            words.append(
-                f"{name} {_direction(r)} ({_factor(r)} on top of the depth trend)"
-                if r["determined"]
-                else f"{name} is not determined ({scaling.REASONS[r['reason']]})"
-            )
+            if r["determined"]:
+                words.append(f"{name} {_direction(r)} ({_factor(r)} on top of the depth trend)")
+            else:
+                undetermined.append((name, r["reason"]))
         r = at.loc["rel_depth"]
         without = _left_out(r, scaling.INDICATORS)
         along = f"along the layers other than the {' and '.join(without)}, " if without else ""
-        words.append(
-            f"{along}relative depth: {_direction(r)} ({_factor(r)} from the first layer to the last)"
-            if r["determined"]
-            else f"{along}relative depth is not determined ({scaling.REASONS[r['reason']]})"
-        )
+        if r["determined"]:
+            words.append(f"{along}relative depth: {_direction(r)} ({_factor(r)} from the first layer to the last)")
+        else:
+            undetermined.append(("relative depth", r["reason"]))
+        words += _not_determined(undetermined)
         out.append(f"in the fit at ε = {_eps_words(eps)}, " + "; ".join(words))
     if saturated:
         out.append(f"the depth fit at ε = {' and '.join(saturated)} is not made ({scaling.REASONS['saturated']})")
     if not out:
         return "**Does the position of L matter?** Not determined: no model of this grid has two layers."
     return "**Does the position of L matter?** " + ". ".join(p[0].upper() + p[1:] for p in out) + "."
+
+
+def _not_determined(terms: list[tuple[str, str]]) -> list[str]:
+    """'a and b are not determined (why)': the terms not determined, those of one reason (``scaling.REASONS``) in
+    one phrase, in the order first given."""
+    by_reason: dict[str, list[str]] = {}
+    for name, reason in terms:
+        by_reason.setdefault(reason, []).append(name)
+    out = []
+    for reason, names in by_reason.items():
+        why = scaling.REASONS[reason]
+        if len(names) == 1:
+            out.append(f"{names[0]} is not determined ({why})")
+            continue
+        why = re.sub(r"\bits coefficient is\b", "their coefficients are", why)
+        why = re.sub(r"\bits\b", "their", re.sub(r"\bit\b", "them", why))
+        named = ", ".join(names[:-1]) + f" and {names[-1]}"
+        out.append(f"{named} are not determined ({why})")
+    return out
 
 
 def _size_answer(v: _View, setting: tuple, eps_pair: list[float]) -> str:
