@@ -1310,7 +1310,7 @@ def _against_control_words(v: _View, setting: tuple | None, eps: float) -> str:
 
 def _against_control_table(doc: Page, v: _View, eps_min: float) -> None:
     """Per model and layer at ε_min: the median against the baseline and against the matched control, side by
-    side (fraction of S × E or examples, and × from scratch)."""
+    side (fraction of S × E or examples, and × from scratch where a model was pretrained from scratch here)."""
     setting = v.settings[0] if v.settings else None
     rows = _against_control(v, setting, eps_min)
     if not len(rows):
@@ -1318,24 +1318,26 @@ def _against_control_table(doc: Page, v: _View, eps_min: float) -> None:
     unit = _unit(rows, v.networks)
     base = _pick(v.layers, setting)
     base = base[base["threshold"] == eps_min].set_index(["model", "target"])
+    refs = {m: _scratch_reference(v.ref, v.networks, m, eps_min)["examples"] for m in rows["model"].unique()}
+    scratch = any(ref > 0 for ref in refs.values())
+
+    def times(row, ref: float) -> list[str]:
+        if not scratch:
+            return []
+        value = float(row["median_examples"]) if row is not None else math.nan
+        return ["n/a" if not ref > 0 or math.isnan(value) else _one(value / ref)]
+
     out = []
     for _, r in rows.sort_values(["model", "depth"]).iterrows():
-        ref = _scratch_reference(v.ref, v.networks, r["model"], eps_min)["examples"]
-        b = base.loc[(r["model"], r["target"])] if (r["model"], r["target"]) in base.index else None
-
-        def times(row) -> str:
-            value = float(row["median_examples"])
-            return "n/a" if not ref > 0 or math.isnan(value) else _one(value / ref)
-
+        key = (r["model"], r["target"])
+        b = base.loc[key] if key in base.index else None
+        ref = refs[r["model"]]
         out.append(
-            [
-                r["model"],
-                f"{r['target']} ({r['position']})",
-                _cost(b, unit) if b is not None else "n/a",
-                times(b) if b is not None else "n/a",
-                _cost(r, unit),
-                times(r),
-            ]
+            [r["model"], f"{r['target']} ({r['position']})"]
+            + [_cost(b, unit) if b is not None else "n/a"]
+            + times(b, ref)
+            + [_cost(r, unit)]
+            + times(r, ref)
         )
     doc.p(
         f"The same single-layer medians at ε = {_eps_words(eps_min)} measured against each cell's matched control "
@@ -1343,15 +1345,12 @@ def _against_control_table(doc: Page, v: _View, eps_min: float) -> None:
         "the same examples; `answer/against_control.parquet`, from `control_examples_lo` / `_hi` in "
         "summary.parquet), in the asker's setting; only cells with a matched control (the first retrain seed):"
     )
+    after = ["× from scratch"] if scratch else []
     doc.table(
-        [
-            "model",
-            "reset",
-            f"against the baseline ({_unit_after(unit)})",
-            "× from scratch",
-            f"against the matched control ({_unit_after(unit)})",
-            "× from scratch",
-        ],
+        ["model", "reset", f"against the baseline ({_unit_after(unit)})"]
+        + after
+        + [f"against the matched control ({_unit_after(unit)})"]
+        + after,
         out,
     )
 
