@@ -402,9 +402,10 @@ def _refusal_answer(rows: pd.DataFrame, eps_pair: list[float]) -> str:
             continue
         was = "was" if falling == 1 else "were"
         out.append(
-            f"Within {_eps_words(eps)}: {stalled} of {total} damaged cells stalled short of it (they refuse, "
-            f"by the stall rule); {falling} {was} still falling when the budget ran out (not answered: the "
-            "budget ended first)."
+            f"Within {_eps_words(eps)}: {stalled} of {total} damaged cells stalled short of it"
+            + (f" ({'it refuses' if stalled == 1 else 'they refuse'}, by the stall rule)" if stalled else "")
+            + f"; {falling} {was} still falling when the budget ran out"
+            + (" (not answered: the budget ended first)." if falling else ".")
         )
     return "**Does it ever refuse?** " + " ".join(out)
 
