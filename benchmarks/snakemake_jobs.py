@@ -56,6 +56,24 @@ def jobs(workdir: Path, under: str | None = None) -> list[Job]:
     return sorted(found, key=lambda j: j.start)
 
 
+def pretraining_seconds(results: Path) -> pd.DataFrame:
+    """Per network (model, pretrain_seed): ``main_s``, the pretraining run's wall seconds (its curve's last
+    ``wall_s``), and ``check_s``, its plateau check's (``pretrain.plateau_check``: the same network trained again
+    for ``plateau_examples``), which no curve records: estimated at the main run's seconds per example (0 without a
+    check)."""
+    curves = pd.read_parquet(results / "curves.parquet")
+    keys = [k for k in ("model", "pretrain_seed") if k in curves]
+    pre = curves[curves["kind"] == "pretrain"].groupby(keys).agg(main_s=("wall_s", "max"), examples=("examples", "max"))
+    pre["check_s"] = 0.0
+    networks_path = results / "networks.parquet"
+    if networks_path.is_file() and len(pre):
+        networks = pd.read_parquet(networks_path).set_index(keys)
+        if "plateau_examples" in networks:
+            checked = pd.to_numeric(networks["plateau_examples"], errors="coerce").reindex(pre.index).astype(float)
+            pre["check_s"] = (pre["main_s"] * checked / pre["examples"].astype(float)).fillna(0.0)
+    return pre[["main_s", "check_s"]]
+
+
 def breakdown(
     workdir: Path,
     results: Path,
@@ -82,10 +100,12 @@ def breakdown(
     }
     curves = pd.read_parquet(results / "curves.parquet")
     keys = [c for c in ("model", "pretrain_seed", "target", "policy", "init", "regime", "seed") if c in curves]
-    pre = curves[curves["kind"] == "pretrain"].groupby([k for k in ("model", "pretrain_seed") if k in curves])
     rec = curves[curves["kind"] == "recovery"].groupby(keys, dropna=False)
     pretraining_rules = set(PRETRAINING_RULES) & set(per_rule)
-    pretrain_s = threads * float(pre["wall_s"].max().sum()) if pretrained and pretraining_rules else 0.0
+    seconds = pretraining_seconds(results)
+    made = pretrained and pretraining_rules
+    pretrain_s = threads * float(seconds[["main_s", "check_s"]].to_numpy().sum()) if made else 0.0
+    check_s = threads * float(seconds["check_s"].sum()) if made else 0.0
     walls = threads * rec["wall_s"].max() if set(HEALING_RULES) & set(per_rule) else pd.Series(dtype=float)
     retrain_s, eval_s, replay_s, shares = float(walls.sum()), 0.0, 0.0, []
     for path in results.rglob("recovery.json"):  # each cell's documented record (the staged copies under work/ too)
@@ -107,6 +127,7 @@ def breakdown(
     out.update(counts, replay_share_of_retrain=replay_s / retrain_s if retrain_s else float("nan"))
     out.update(
         pretrain_s=pretrain_s,
+        plateau_check_s=check_s,
         retrain_train_s=retrain_s - eval_s,
         retrain_eval_s=eval_s,
         cells=int(len(walls)),
@@ -122,7 +143,13 @@ def describe(b: dict[str, float], wall: float, cores: int) -> str:
     core = wall * cores
     return (
         f"{b['jobs']} jobs, {b['job_core_s']:.0f} job core-s of {core:.0f} ({cores} x {wall:.0f} s wall): "
-        f"pretraining {b['pretrain_s']:.0f} s, retraining {b['retrain_train_s']:.0f} s + evaluation "
+        f"pretraining {b['pretrain_s']:.0f} s"
+        + (
+            f" (of which plateau checks {b['plateau_check_s']:.0f} s, at the main runs' speed)"
+            if b.get("plateau_check_s")
+            else ""
+        )
+        + f", retraining {b['retrain_train_s']:.0f} s + evaluation "
         f"{b['retrain_eval_s']:.0f} s ({b['cells']} cells; evaluation {b['eval_share_of_retrain']:.1%} of retraining, "
         f"per cell mean {b['eval_share_mean']:.1%}, max {b['eval_share_max']:.1%}, no-reset controls left out of "
         f"the mean; {b['evaluations']} evaluations, {b['located_evaluations']} of them made after the fact to "

@@ -7,6 +7,7 @@ import re
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -125,3 +126,29 @@ def test_publish_writes_only_when_asked(common, tmp_path, capsys):
     common.publish("fig", "new", write=True, page=page)
     assert common.read_block("fig", page) == "new"
     assert "not written" in capsys.readouterr().out
+
+
+def test_the_breakdown_counts_the_plateau_checks_as_pretraining(tmp_path):
+    """benchmarks/snakemake_jobs.py: a network's plateau check (no curve records it) is pretraining time, estimated
+    at its main run's seconds per example; a network without a check adds nothing."""
+    spec = importlib.util.spec_from_file_location("snakemake_jobs", ROOT / "benchmarks" / "snakemake_jobs.py")
+    jobs = importlib.util.module_from_spec(spec)
+    sys.modules["snakemake_jobs"] = jobs  # its dataclasses look their module up
+    try:
+        spec.loader.exec_module(jobs)
+    finally:
+        del sys.modules["snakemake_jobs"]
+    curve = lambda model, wall: {
+        "kind": "pretrain",
+        "model": model,
+        "pretrain_seed": 0,
+        "examples": 1000,
+        "wall_s": wall,
+    }  # noqa: E731
+    start = lambda model: {**curve(model, 0.0), "examples": 0}  # noqa: E731
+    pd.DataFrame([start("a"), curve("a", 100.0), start("b"), curve("b", 50.0)]).to_parquet(tmp_path / "curves.parquet")
+    networks = pd.DataFrame({"model": ["a", "b"], "pretrain_seed": [0, 0], "plateau_examples": [1500, None]})
+    networks.astype({"plateau_examples": "Int64"}).to_parquet(tmp_path / "networks.parquet")
+    seconds = jobs.pretraining_seconds(tmp_path)
+    assert seconds.loc[("a", 0)].tolist() == [100.0, 150.0]
+    assert seconds.loc[("b", 0)].tolist() == [50.0, 0.0]
