@@ -503,17 +503,23 @@ def add_control_crossings(summary: pd.DataFrame, curves: pd.DataFrame) -> pd.Dat
     if "replay" in rec.columns:  # located crossings are the cell's alone: the shared evaluations are regular ones
         rec = rec[~rec["replay"].fillna(False).astype(bool)]
     own = {key: group for key, group in rec.groupby(CELL_KEYS, sort=False, dropna=False)}
+    shared: dict[tuple, pd.DataFrame | None] = {}  # per cell: its and its control's losses at the evaluations they share
     lows, highs = [], []
     for row in out.itertuples(index=False):
-        control = control_of(row)
-        cell = own.get(tuple(getattr(row, k) for k in CELL_KEYS))
+        key = tuple(getattr(row, k) for k in CELL_KEYS)
+        if key not in shared:
+            control, cell = control_of(row), own.get(key)
+            if control is not None and cell is not None:
+                regular = control[~control["replay"].fillna(False).astype(bool)] if "replay" in control else control
+                both = cell[["examples", "val_loss"]].merge(
+                    regular[["examples", "val_loss"]], on="examples", suffixes=("", "_control")
+                )
+                shared[key] = both.sort_values("examples", ignore_index=True)
+            else:
+                shared[key] = None
+        both = shared[key]
         lo = hi = None
-        if control is not None and cell is not None:
-            regular = control[~control["replay"].fillna(False).astype(bool)] if "replay" in control else control
-            both = cell[["examples", "val_loss"]].merge(
-                regular[["examples", "val_loss"]], on="examples", suffixes=("", "_control")
-            )
-            both = both.sort_values("examples", ignore_index=True)
+        if both is not None:
             within = both["val_loss"] <= (1 + row.threshold) * both["val_loss_control"]
             if within.any():
                 first = int(within.to_numpy().argmax())
