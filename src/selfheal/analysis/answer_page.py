@@ -1279,7 +1279,7 @@ def _against_control(v: _View, setting: tuple | None, eps: float) -> pd.DataFram
     the asker's setting, on the models whose networks the estimates use."""
     table = v.tables.get("against_control", pd.DataFrame())
     if not len(table) or setting is None:
-        return table.iloc[:0] if len(table.columns) else pd.DataFrame()
+        return table.iloc[:0]
     rows = _pick(table, setting)
     return rows[(rows["threshold"] == eps) & rows["model"].isin(set(_estimated(v.networks)["model"]))]
 
@@ -1322,10 +1322,10 @@ def _against_control_table(doc: Page, v: _View, eps_min: float) -> None:
     refs = {m: _scratch_reference(v.ref, v.networks, m, eps_min)["examples"] for m in rows["model"].unique()}
     scratch = any(ref > 0 for ref in refs.values())
 
-    def times(row, ref: float) -> list[str]:
+    def times(row, ref: float) -> list[str]:  # the "× from scratch" column, where there is one
         if not scratch:
             return []
-        value = float(row["median_examples"]) if row is not None else math.nan
+        value = math.nan if row is None else float(row["median_examples"])
         return ["n/a" if not ref > 0 or math.isnan(value) else _one(value / ref)]
 
     out = []

@@ -503,7 +503,9 @@ def add_control_crossings(summary: pd.DataFrame, curves: pd.DataFrame) -> pd.Dat
     if "replay" in rec.columns:  # located crossings are the cell's alone: the shared evaluations are regular ones
         rec = rec[~rec["replay"].fillna(False).astype(bool)]
     own = {key: group for key, group in rec.groupby(CELL_KEYS, sort=False, dropna=False)}
-    shared: dict[tuple, pd.DataFrame | None] = {}  # per cell: its and its control's losses at the evaluations they share
+    shared: dict[
+        tuple, pd.DataFrame | None
+    ] = {}  # per cell: its and its control's losses at the evaluations they share
     lows, highs = [], []
     for row in out.itertuples(index=False):
         key = tuple(getattr(row, k) for k in CELL_KEYS)
