@@ -138,14 +138,13 @@ def test_the_breakdown_counts_the_plateau_checks_as_pretraining(tmp_path):
         spec.loader.exec_module(jobs)
     finally:
         del sys.modules["snakemake_jobs"]
-    curve = lambda model, wall: {
-        "kind": "pretrain",
-        "model": model,
-        "pretrain_seed": 0,
-        "examples": 1000,
-        "wall_s": wall,
-    }  # noqa: E731
-    start = lambda model: {**curve(model, 0.0), "examples": 0}  # noqa: E731
+
+    def curve(model, wall, examples=1000):
+        return {"kind": "pretrain", "model": model, "pretrain_seed": 0, "examples": examples, "wall_s": wall}
+
+    def start(model):
+        return curve(model, 0.0, examples=0)
+
     pd.DataFrame([start("a"), curve("a", 100.0), start("b"), curve("b", 50.0)]).to_parquet(tmp_path / "curves.parquet")
     networks = pd.DataFrame({"model": ["a", "b"], "pretrain_seed": [0, 0], "plateau_examples": [1500, None]})
     networks.astype({"plateau_examples": "Int64"}).to_parquet(tmp_path / "networks.parquet")

@@ -232,7 +232,7 @@ def left_out(table: pd.DataFrame) -> pd.Series:
     out = pd.Series(False, index=table.index)
     for flag in ("degenerate", "off_plateau"):
         if flag in table.columns:
-            out |= table[flag].fillna(False).astype(bool)
+            out |= table[flag].astype("boolean").fillna(False).astype(bool)
     return out
 
 
