@@ -52,13 +52,16 @@ def _fit_row(md: str, eps: str, term: str) -> str:
 
 def test_page_numbers_and_verdicts_follow_the_tables(deeper_costs_more, deeper_costs_less):
     (more_tables, more), (less_tables, less) = deeper_costs_more, deeper_costs_less
-    verdict_more, verdict_less = _fit_row(more, "0.05", "relative depth"), _fit_row(less, "0.05", "relative depth")
+    # cost rising with depth: the last layer costs more than the middle layers; falling: less
+    verdict_more, verdict_less = _fit_row(more, "0.05", "last layer"), _fit_row(less, "0.05", "last layer")
     assert "raises the cost" in verdict_more and "lowers the cost" in verdict_less
+    assert "lowers the cost" in _fit_row(less, "0.05", "depth among the middle layers")
     # the page's numbers are the tables' numbers
-    fit = more_tables["fit"].set_index("term").loc["rel_depth"]
+    fit = more_tables["fit"].set_index("term").loc["last_layer"]
     assert f"× {num(fit['factor'])} [{num(fit['factor_lo'])}, {num(fit['factor_hi'])}]" in verdict_more
-    assert "relative depth: raises the cost" in answer.headline(more)
-    assert "relative depth: lowers the cost" in answer.headline(less)
+    assert "the last layer raises the cost (× " in answer.headline(more)
+    assert "the first layer raises the cost (× " in answer.headline(less)
+    assert "the last layer lowers the cost (× " in answer.headline(less)
     surv = more_tables["survival"]
     l3 = surv[(surv["model"] == "gpt2-n4-d64") & (surv["target"] == "L3")].iloc[0]
     assert answer_page._cost(l3, "fraction") in _row(more, "gpt2-n4-d64", "L3")
@@ -98,27 +101,31 @@ def only_the_first_layer_is_costly():
 
 
 def test_a_censored_first_layer_does_not_make_deeper_layers_cheaper(only_the_first_layer_is_costly):
-    """The first-layer term is not determined (every such cell censored): its cells leave the fit, so the depth trend
-    is fitted on the other layers and does not absorb the first layer's cost (kept in, they made the trend fall from
-    the first layer on: 'deeper layers heal faster', the reverse of the cells)."""
+    """The first-layer term is not determined (every such cell censored): its cells leave the fit, so the other
+    terms are fitted on the other layers and do not absorb the first layer's cost (kept in, their lower bounds would
+    lift the intercept and make the other layers seem costlier or cheaper than they are)."""
     tables, md = only_the_first_layer_is_costly
     surv = tables["survival"]
     first = surv[(surv["kind"] == "layer") & (surv["position"] == "first")]
     assert np.isinf(first["median_fraction"]).all()  # the grid: every first layer beyond the budget
     fit = tables["fit"].set_index("term")
     assert not fit.loc["first_layer", "determined"] and fit.loc["first_layer", "reason"] == "censored"
-    depth = fit.loc["rel_depth"]
-    assert depth["determined"] and "first_layer" in depth["left_out"].split(",")
-    assert depth["n_cells"] == int(surv[(surv["kind"] == "layer") & (surv["position"] != "first")]["n_cells"].sum())
-    assert depth["coef_lo"] < 0 < depth["coef_hi"], depth  # no trend among the other layers, as generated
+    for term in ("last_layer", "middle_depth"):
+        other = fit.loc[term]
+        assert other["determined"] and "first_layer" in other["left_out"].split(",")
+        assert other["n_cells"] == int(surv[(surv["kind"] == "layer") & (surv["position"] != "first")]["n_cells"].sum())
+        assert other["coef_lo"] < 0 < other["coef_hi"], other  # no effect among the other layers, as generated
     head = answer.headline(md)
     position = next(line for line in head.splitlines() if "Does the position of L matter?" in line)
-    assert "lowers the cost" not in position and "lowers the cost" not in _fit_row(md, "0.05", "relative depth")
+    assert "lowers the cost" not in position and "raises the cost" not in position
+    assert "no clear effect" in _fit_row(md, "0.05", "last layer")
     assert "the costliest layer is the first in 3 of 3 models" in position
     assert "3 of 3 first layers, 0 of 6 others" in position
+    how = next(line for line in head.splitlines() if "How much data?" in line)
+    assert "more than the budget (" in how and "(budget " not in how  # the budget is given once
     assert "the first layer is not determined (every cell that would measure it is beyond the budget" in position
-    assert "along the layers other than the first layer, relative depth: no clear effect" in position
-    assert _fit_row(md, "0.05", "relative depth").endswith("| first layer |")
+    assert "no clear effect of the last layer or of depth among the middle layers" in position
+    assert _fit_row(md, "0.05", "last layer").endswith("| first layer |")
 
 
 def test_the_answer_opens_the_page_in_sentences(deeper_costs_more):
@@ -587,7 +594,7 @@ def test_an_encoder_decoder_model_left_out_is_named_not_called_absent():
 
 
 def test_a_fit_with_no_more_settings_than_coefficients_is_not_read():
-    """One model of three layers: relative depth and the first-layer term meet three layer positions, so the fit has
+    """One model of three layers: the first- and last-layer terms meet three layer positions, so the fit has
     as many coefficients as settings and would restate the per-layer costs with intervals only the network spread
     sets. It is reported as not determined (saturated), and the page says so instead of a depth verdict; with two
     models (test_survival's grids) the same terms are fitted."""
@@ -596,19 +603,20 @@ def test_a_fit_with_no_more_settings_than_coefficients_is_not_read():
     )
     tables = answer_tables.compute(summary, curves, networks)
     fit = tables["fit"].set_index("term")
-    assert fit.loc["rel_depth", "reason"] == "saturated" and not fit.loc["rel_depth", "determined"]
-    assert "one model, whose 3 layer positions meet 3 coefficients" in fit.loc["rel_depth", "note"]
+    assert fit.loc["first_layer", "reason"] == "saturated" and not fit.loc["first_layer", "determined"]
+    assert "one model, whose 3 layer positions meet 3 coefficients" in fit.loc["first_layer", "note"]
+    assert fit.loc["middle_depth", "reason"] == "not_varied"  # one middle layer: no depth among them
     headline = answer.headline(answer_page.page(tables, summary, networks, LINKS).markdown())
     assert "The depth fit at ε = 5 % is not made (one model, with no more layer positions" in headline
 
 
 def test_terms_not_determined_for_one_reason_are_said_once():
     said = answer_page._not_determined(
-        [("the first layer", "confounded"), ("the last layer", "confounded"), ("relative depth", "unbounded")]
+        [("the first layer", "confounded"), ("the last layer", "confounded"), ("the middle depth", "unbounded")]
     )
     assert said == [
         "the first layer and the last layer are not determined (the grid confounds them with another term)",
-        "relative depth is not determined (every cell that would bound it is beyond the budget (its coefficient "
+        "the middle depth is not determined (every cell that would bound it is beyond the budget (its coefficient "
         "is unbounded))",
     ]
     both = answer_page._not_determined([("a", "unbounded"), ("b", "unbounded")])

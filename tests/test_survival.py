@@ -40,6 +40,11 @@ def test_prepare_marks_controls_intervals_and_positions(steep):
         "L3": "last",
     }
     assert sorted(layer["rel_depth"].unique()) == pytest.approx([0, 1 / 3, 2 / 3, 1])
+    # the depth fit's place among the middle layers: the first and last at 0, the middle ones centred on 0
+    middle = dict(zip(layer["target"], layer["middle_depth"]))
+    assert middle == {"L0": 0.0, "L1": -0.5, "L2": 0.5, "L3": 0.0}
+    assert [survival.middle_depth(d, 3) for d in range(3)] == [0.0, 0.0, 0.0]  # one middle layer: no trend in it
+    assert [survival.middle_depth(d, 6) for d in range(6)] == pytest.approx([0, -0.5, -0.5 / 3, 0.5 / 3, 0.5, 0])
     rec = steep[steep["status"] == "recovered"]
     # every recovered row's interval is its bracket [examples_lo, examples_hi], of a positive width: a row within
     # eps at its first evaluation (the controls here) is not damaged, never a recovery at 0
@@ -121,7 +126,7 @@ def test_a_fit_that_cannot_converge_is_reported_not_fitted(steep):
     everywhere = {(m, p) for m, p in zip(cells["model"], cells["pretrain_seed"])}
     fit = scaling.fit(_at_one_cost(cells, everywhere), max_resamples=4)
     varied = fit[~fit["note"].str.contains("does not vary")]
-    assert set(varied["term"]) == {"rel_depth", "first_layer", "last_layer", "log_n_layer"}
+    assert set(varied["term"]) == {"first_layer", "last_layer", "middle_depth", "log_n_layer"}
     assert (varied["note"] == "not fitted: the model did not converge on this grid").all()
     assert fit["coef"].isna().all() and not fit["determined"].any() and (fit["n_resamples"] == 0).all()
 
@@ -131,26 +136,26 @@ def test_refits_that_fail_are_counted_and_left_out(steep):
     2 models the one that draws seed 0 twice in both has nothing to fit; it is counted as failed, not used."""
     cells = steep[steep["threshold"] == 0.05]
     fit = scaling.fit(_at_one_cost(cells, {("gpt2-n2-d64", 0), ("gpt2-n4-d64", 0)}), max_resamples=15)
-    depth = fit[fit["term"] == "rel_depth"].iloc[0]
-    assert depth["determined"] and depth["coef_lo"] < depth["coef"] < depth["coef_hi"]
+    first = fit[fit["term"] == "first_layer"].iloc[0]
+    assert first["determined"] and first["coef_lo"] < first["coef"] < first["coef_hi"]
     assert (fit["n_failed"] == 1).all() and (fit["n_resamples"] == 8).all()
 
 
 def test_refits_that_wander_make_a_term_unstable(steep, flat):
     """The steep grid's fit with refits that centre elsewhere (the flat grid's, whose depth effect is near 0): the
-    depth term is reported unstable with no number; with its own refits it is determined."""
+    last-layer term is reported unstable with no number; with its own refits it is determined."""
     steep_rows = scaling._layer_cells(steep[steep["threshold"] == 0.05])
     flat_rows = scaling._layer_cells(flat[flat["threshold"] == 0.05])
     own = scaling.refits(steep_rows, max_resamples=6)
     elsewhere = scaling.refits(flat_rows, max_resamples=6)
     base = {"regime": "frozen", "policy": "full", "init": "fresh", "threshold": 0.05}
     steady = {r["term"]: r for r in scaling._coefficients(base, own)}
-    assert steady["rel_depth"]["determined"] and steady["rel_depth"]["coef"] > 1.2
+    assert steady["last_layer"]["determined"] and steady["last_layer"]["coef"] > 0.6
     wandering = dataclasses.replace(own, draws=elsewhere.draws, probs=elsewhere.probs)
     rows = {r["term"]: r for r in scaling._coefficients(base, wandering)}
-    assert not rows["rel_depth"]["determined"] and "coef" not in rows["rel_depth"]
-    assert "not determined: unstable" in rows["rel_depth"]["note"]
-    assert f"gives {steady['rel_depth']['coef']:.3g}" in rows["rel_depth"]["note"]
+    assert not rows["last_layer"]["determined"] and "coef" not in rows["last_layer"]
+    assert "not determined: unstable" in rows["last_layer"]["note"]
+    assert f"gives {steady['last_layer']['coef']:.3g}" in rows["last_layer"]["note"]
 
 
 @settings(max_examples=30, deadline=None)
@@ -177,11 +182,23 @@ def test_fit_recovers_the_depth_effect_and_reports_undetermined_terms(steep, fla
         assert d["coef"].isna().all()  # never reported as zero
         assert fit[fit["term"] == "log_n_layer"]["determined"].all()
         assert (fit["n_clusters"] == 4).all()
-    depth_steep = fit_steep[fit_steep["term"] == "rel_depth"]
-    depth_flat = fit_flat[fit_flat["term"] == "rel_depth"]
-    assert (depth_steep["coef"] > 1.2).all() and (depth_steep["coef_lo"] > 0).all()
-    assert (depth_flat["coef"].abs() < 0.8).all()
-    assert (depth_steep["coef"].to_numpy() > depth_flat["coef"].to_numpy() + 0.8).all()
+
+    # log cost rises by 2 from the first layer to the last in the steep grid: the first layer is 1 below the middle
+    # layers' mean, the last 1 above, and the middle layers of N = 4 (at 1/3 and 2/3) 2/3 apart; 0 in the flat one
+    def term(fit, name):
+        rows = fit[fit["term"] == name]
+        assert len(rows) == 2 and rows["determined"].all(), rows
+        return rows
+
+    first_steep, first_flat = term(fit_steep, "first_layer"), term(fit_flat, "first_layer")
+    assert (first_steep["coef"] < -0.5).all() and (first_steep["coef_hi"] < 0).all()
+    assert (first_flat["coef"].abs() < 0.5).all()
+    assert (first_steep["coef"].to_numpy() < first_flat["coef"].to_numpy() - 0.5).all()
+    middle_steep, middle_flat = term(fit_steep, "middle_depth"), term(fit_flat, "middle_depth")
+    assert (middle_steep["coef"] > 0.3).all() and (middle_steep["coef_lo"] > 0).all()
+    assert (middle_flat["coef"].abs() < 0.3).all()
+    last = fit_steep[(fit_steep["term"] == "last_layer") & (fit_steep["threshold"] == 0.05)].iloc[0]
+    assert last["determined"] and last["coef"] > 0.6 and last["coef_lo"] > 0
 
 
 def test_a_family_trained_on_other_data_is_not_compared_through_the_data_trend(steep):

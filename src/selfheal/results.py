@@ -14,7 +14,8 @@ did not make (no answer yet, no cells) is left out of the dict. Schemas: docs/ou
 reference study ships this way into reference/study/): the three tables, the answer tables, the answer page
 (its figure links pointing at the PNGs, which a forge shows) and the figures it links, as PNG. Nothing else of the
 run (other figures, models, checkpoints, logs) is copied. It refuses a run without its answer page, and a copy over
-``--max-mb``.
+``--max-mb``. ``python -m selfheal.results reread DEST`` re-derives a shipped run's answer tables, page and figures
+from its own three tables under the installed version (a run shipped by an older one).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from __future__ import annotations
 import argparse
 import re
 import shutil
+import tempfile
 from pathlib import Path
 
 import pandas as pd
@@ -85,6 +87,41 @@ def ship(results: str | Path, dest: str | Path, max_mb: float = 8.0) -> list[Pat
     return files
 
 
+def reread(dest: str | Path, workers: int = 1) -> list[Path]:
+    """Re-derive a shipped run's answer (its answer tables, page and the figures it links) from its own summary,
+    curves and networks tables (and lr-sensitivity table) under the code as it is now: what the ``answer`` rule
+    would write from them, shipped back into ``dest``. For a run shipped by an older version. Returns the files
+    written."""
+    from selfheal.analysis import answer, answer_plots
+
+    dest = Path(dest)
+    missing = [f"{name}.parquet" for name in TABLES if not (dest / f"{name}.parquet").is_file()]
+    if missing:
+        raise FileNotFoundError(f"{dest} is not a shipped run: missing {', '.join(missing)}")
+    with tempfile.TemporaryDirectory() as tmp:
+        run = Path(tmp)
+        (run / "answer").mkdir()
+        (run / "plots").mkdir()
+        for name in TABLES:
+            shutil.copyfile(dest / f"{name}.parquet", run / f"{name}.parquet")
+        lr = Path("answer") / f"{LR_SENSITIVITY}.parquet"
+        if (dest / lr).is_file():
+            shutil.copyfile(dest / lr, run / lr)
+        answer.write_all(
+            str(run / "summary.parquet"),
+            str(run / "curves.parquet"),
+            str(run / "networks.parquet"),
+            {name: str(run / "answer" / f"{name}.parquet") for name in ANSWER_TABLES},
+            str(run / PAGE),
+            str(run / "answer.html"),
+            {name: str(run / "plots" / f"{name}.html") for name in answer_plots.FIGURES},
+            {name: str(run / "plots" / f"{name}.png") for name in answer_plots.FIGURES},
+            workers=workers,
+            lr_sensitivity_path=str(run / lr) if (run / lr).is_file() else None,
+        )
+        return ship(run, dest)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m selfheal.results", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -92,7 +129,13 @@ def main(argv: list[str] | None = None) -> None:
     s.add_argument("results", help="the run's results_dir, e.g. results/study")
     s.add_argument("dest", help="where to put them, e.g. reference/study")
     s.add_argument("--max-mb", type=float, default=8.0, help="refuse a copy larger than this (default 8)")
+    r = sub.add_parser("reread", help="re-derive a shipped run's answer from its tables under this version")
+    r.add_argument("dest", help="a folder `ship` wrote, e.g. reference/study")
     a = parser.parse_args(argv)
+    if a.command == "reread":
+        files = reread(a.dest)
+        print(f"re-derived {a.dest}'s answer from its tables: {len(files)} files")
+        return
     files = ship(a.results, a.dest, a.max_mb)
     print(f"shipped {len(files)} files from {a.results} to {a.dest}")
 

@@ -113,9 +113,9 @@ def _factor(row: pd.Series) -> str:
 
 
 SHORT_LABELS = {
-    "rel_depth": "relative depth",
     "first_layer": "first layer",
     "last_layer": "last layer",
+    "middle_depth": "depth among the middle layers",
     "log_n_layer": "log N",
     "log_d_model": "log D",
     "log_train_sequences": "log S",
@@ -310,7 +310,7 @@ def _how_much(v: _View, rows: pd.DataFrame, unit: str, eps_pair: list[float]) ->
         undamaged = len(at) - total
         if total and undamaged:
             cost += f" ({undamaged} of {len(at)} pairs were never damaged beyond it: no cost)"
-        elif finite and budget:
+        elif finite and budget and not beyond:  # a clause about the budget gave it already
             cost += f" (budget {_budget_words(at, unit)})"
         scratch = _scratch_span(v, sorted(at["model"].unique()), eps, unit)
         if scratch:
@@ -427,8 +427,8 @@ def _costliest(at: pd.DataFrame, unit: str) -> tuple[dict[str, int], int]:
 
 def _position_answer(v: _View, rows: pd.DataFrame, unit: str, eps_pair: list[float], setting: tuple) -> str:
     """Which layer is costliest per model, how many first layers' medians lie beyond the budget against the other
-    layers', and the fit's position terms (a term not determined says why; the depth trend says which cells it was
-    fitted without)."""
+    layers', and the fit's position terms (``POSITION_TERMS``; those with no clear effect named together, a term not
+    determined with why)."""
     out = []
     for eps in reversed(eps_pair):
         at = rows[rows["threshold"] == eps]
@@ -452,27 +452,27 @@ def _position_answer(v: _View, rows: pd.DataFrame, unit: str, eps_pair: list[flo
     saturated = []
     for eps in reversed(eps_pair):
         at = fit[fit["threshold"] == eps].set_index("term") if len(fit) else fit
-        if "rel_depth" not in at.index:
+        if "first_layer" not in at.index:
             continue
-        if at.loc["rel_depth", "reason"] == "saturated":  # the whole fit: said once, below
+        if at.loc["first_layer", "reason"] == "saturated":  # the whole fit: said once, below
             saturated.append(_eps_words(eps))
             continue
-        words, undetermined = [], []
-        for term, name in (("first_layer", "the first layer"), ("last_layer", "the last layer")):
+        words, unclear, undetermined = [], [], []
+        first_vs_last = "first_layer" in at.index and at.loc["first_layer", "label"] == scaling.FIRST_VS_LAST
+        for term, name, against in POSITION_TERMS:
             r = at.loc[term] if term in at.index else None
-            if r is None or (r["determined"] and _direction(r) == "no clear effect") or r["reason"] == "not_varied":
+            if r is None or (first_vs_last and term != "first_layer"):  # no middle layers: first against last only
                 continue
-            if r["determined"]:
-                words.append(f"{name} {_direction(r)} ({_factor(r)} on top of the depth trend)")
-            else:
+            if first_vs_last:
+                against = "against the last layer"
+            if not r["determined"]:
                 undetermined.append((name, r["reason"]))
-        r = at.loc["rel_depth"]
-        without = _left_out(r, scaling.INDICATORS)
-        along = f"along the layers other than the {' and '.join(without)}, " if without else ""
-        if r["determined"]:
-            words.append(f"{along}relative depth: {_direction(r)} ({_factor(r)} from the first layer to the last)")
-        else:
-            undetermined.append(("relative depth", r["reason"]))
+            elif _direction(r) == "no clear effect":
+                unclear.append(name)
+            else:
+                words.append(f"{name} {_direction(r)} ({_factor(r)} {against})")
+        if unclear:
+            words.append("no clear effect of " + " or of ".join(unclear))
         words += _not_determined(undetermined)
         out.append(f"in the fit at ε = {_eps_words(eps)}, " + "; ".join(words))
     if saturated:
@@ -480,6 +480,14 @@ def _position_answer(v: _View, rows: pd.DataFrame, unit: str, eps_pair: list[flo
     if not out:
         return "**Does the position of L matter?** Not determined: no model of this grid has two layers."
     return "**Does the position of L matter?** " + ". ".join(p[0].upper() + p[1:] for p in out) + "."
+
+
+# The depth fit's position terms, as the answer names them, with what each factor compares (scaling._design).
+POSITION_TERMS = (
+    ("first_layer", "the first layer", "against the middle layers"),
+    ("last_layer", "the last layer", "against the middle layers"),
+    ("middle_depth", "depth among the middle layers", "from the second layer to the second-to-last"),
+)
 
 
 def _not_determined(terms: list[tuple[str, str]]) -> list[str]:
@@ -877,11 +885,18 @@ def _position(doc: Page, v: _View) -> None:
     doc.h(2, "3. Does the position of L matter?")
     doc.p(
         f"The censored log-normal fit of log cost over the single-layer cells ([plot]({v.plot_links['answer_effects']}))"
-        f": relative depth from the first layer (0) to the last (1), and the first and last layer on top of it. A "
-        f"term whose cells are all beyond the budget is not determined and its cells leave the fit (column 'cells "
-        f"left out'), so the trend speaks for the layers that stay. {FIT_LEGEND}"
+        f": the first and the last layer, each against the layers between them (the middle layers), and the depth "
+        f"among the middle layers from the second layer to the second-to-last (measured only in networks with two "
+        f"or more middle layers). A term whose cells are all beyond the budget is not determined and its cells "
+        f"leave the fit (column 'cells left out'), so the other terms speak for the layers that stay. {FIT_LEGEND}"
+        + (
+            " Where no network of a fit has middle layers (N ≤ 2), its first-layer term compares the first layer "
+            "with the last."
+            if len(v.fit) and (v.fit["label"] == scaling.FIRST_VS_LAST).any()
+            else ""
+        )
     )
-    _fit_table(doc, v.fit, v.settings, ["rel_depth", "first_layer", "last_layer"])
+    _fit_table(doc, v.fit, v.settings, [t for t, _, _ in POSITION_TERMS])
 
 
 def _sizes(doc: Page, v: _View) -> None:

@@ -291,7 +291,7 @@ def effects(fit: pd.DataFrame) -> alt.Chart:
         return plots.empty_chart(title, "no term determined by this grid (see results/answer/fit.parquet)")
     data = _eps(table).assign(setting=lambda t: t["policy"] + " / " + t["init"] + " / " + t["regime"])
     scale = plots.linear_scale(data["coef"], data["coef_lo"], data["coef_hi"], zero=True)
-    y = alt.Y("label:N", title=None)
+    y = alt.Y("label:N", title=None, axis=alt.Axis(labelLimit=480))  # the terms' labels in full
     points = (
         alt.Chart()
         .mark_point(filled=True, size=60)

@@ -85,21 +85,23 @@ def _damage_by_position(t: dict[str, pd.DataFrame]) -> str:
 
 
 def _position_effect(t: dict[str, pd.DataFrame]) -> str:
-    """The fit's first-layer and relative-depth terms at the smallest ε (reason codes: ``scaling.REASONS``)."""
+    """The fit's first- and last-layer terms (each against the middle layers) at the smallest ε (reason codes:
+    ``scaling.REASONS``)."""
     fit = _asked(t["fit"])
     if not len(fit):
         return "not determined by this grid"
     fit = fit[fit["threshold"] == fit["threshold"].min()]
     out = []
-    for term, words in (("first_layer", "the first layer"), ("rel_depth", "first → last layer")):
+    for term, words in (("first_layer", "the first layer"), ("last_layer", "the last layer")):
         r = fit[fit["term"] == term]
         if not len(r):
             continue
         r = r.iloc[0]
-        if term == "rel_depth" and "first_layer" in str(r.get("left_out") or "").split(","):
-            words = "along the other layers"
         if bool(r["determined"]):
-            out.append(f"{words}: cost × {num(r['factor'])} [{num(r['factor_lo'])}, {num(r['factor_hi'])}]")
+            out.append(
+                f"{words}: cost × {num(r['factor'])} [{num(r['factor_lo'])}, {num(r['factor_hi'])}] against the "
+                "middle layers"
+            )
         else:
             out.append(f"{words}: not determined ({scaling.REASONS.get(r['reason'], r['reason'])})")
     return f"ε = {fit['threshold'].min():g}: " + "; ".join(out) if out else "not determined by this grid"

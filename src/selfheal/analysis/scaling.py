@@ -3,8 +3,8 @@ and whether the damage a reset does predicts its cost.
 
 - ``fit``: per setting (regime, policy, init) and threshold, a log-normal accelerated-failure-time model of the
   single-layer cells' cost interval (lifelines ``LogNormalAFTFitter.fit_interval_censoring``: interval-censored
-  crossings, right-censored at the budget), log cost = b0 + b1 relative depth + b2 [first layer] + b3 [last layer]
-  + b4 log N + b5 log D + family terms + noise. Intervals are the bootstrap's normal intervals (estimate ± a t
+  crossings, right-censored at the budget), log cost = b0 + b1 [first layer] + b2 [last layer] + b3 depth among the
+  middle layers + b4 log N + b5 log D + family terms + noise. Intervals are the bootstrap's normal intervals (estimate ± a t
   quantile × the refits' standard deviation, corrected for few clusters: they contain their estimate by
   construction) over a bootstrap of pretrained
   networks (the clusters), resampled within each model so every bootstrap grid keeps the design (exactly enumerated
@@ -45,16 +45,19 @@ optimize = Module("scipy.optimize")
 special = Module("scipy.special")
 stats = Module("scipy.stats")
 
-TERMS = ["rel_depth", "first_layer", "last_layer", "log_n_layer", "log_d_model", "log_train_sequences", "log_epochs"]
+TERMS = ["first_layer", "last_layer", "middle_depth", "log_n_layer", "log_d_model", "log_train_sequences", "log_epochs"]
 TERM_LABELS = {
-    "rel_depth": "relative depth L / (N - 1), 0 to 1",
-    "first_layer": "the first layer (vs. the depth trend)",
-    "last_layer": "the last layer (vs. the depth trend)",
+    "first_layer": "the first layer (vs. the middle layers)",
+    "last_layer": "the last layer (vs. the middle layers)",
+    "middle_depth": "depth among the middle layers, from the second layer to the second-to-last",
     "log_n_layer": "log N (layers)",
     "log_d_model": "log D (width)",
     "log_train_sequences": "log S (pretraining sequences)",
     "log_epochs": "log E (pretraining epochs)",
 }
+# The first-layer term's label where no fitted network has a middle layer (every one has N <= 2): the term then
+# compares the first layer with the last, and the last-layer term is confounded with the intercept.
+FIRST_VS_LAST = "the first layer (vs. the last: no middle layers)"
 FIT_COLUMNS = [
     "regime",
     "policy",
@@ -151,10 +154,16 @@ def _bounds(rows: pd.DataFrame, unit: str) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _design(rows: pd.DataFrame) -> pd.DataFrame:
+    """The fit's columns. The layer's position is three terms: the first and the last layer, each against the
+    middle layers, and the depth among the middle layers (``survival.middle_depth``: centred, so it does not move
+    what the first and last layer are compared with). A single trend over relative depth with first- and
+    last-layer terms on top of it leans the trend on the few middle layers of shallow networks (at N = 3 and 4,
+    three positions): the trend extrapolated to the first and the last layer swings, their terms swing against it,
+    and the verdicts could say the last layer costs more while every last layer is the cheapest."""
     x = pd.DataFrame(index=rows.index)
-    x["rel_depth"] = rows["rel_depth"].astype(float)
     x["first_layer"] = rows["position"].isin(["first", "only"]).astype(float)
     x["last_layer"] = rows["position"].isin(["last", "only"]).astype(float)
+    x["middle_depth"] = rows["middle_depth"].astype(float).fillna(0.0)
     x["log_n_layer"] = np.log(rows["n_layer"].astype(float))
     x["log_d_model"] = np.log(rows["d_model"].astype(float))
     for term, column in (("log_train_sequences", "train_sequences"), ("log_epochs", "epochs")):
@@ -493,8 +502,8 @@ def refits(rows: pd.DataFrame, max_resamples: int = MAX_FIT_RESAMPLES, pool=None
 
     A term whose identifying cells (``_away``) are all censored is not determined, and those cells leave the fit
     (``Refits.outside``): kept in without their term, their lower bounds would be absorbed by the other terms (every
-    first-layer cell censored would make the depth trend fall from the first layer on, the reverse of what the
-    cells show). The remaining terms are fitted on the cells that determine them, and the fit table says which
+    first-layer cell censored would lift the intercept and the size terms, and the other layers would seem to cost
+    more than they do). The remaining terms are fitted on the cells that determine them, and the fit table says which
     cells were left out."""
     at_zero = rows["upper"].to_numpy(float) == 0
     rows = rows[~at_zero]
@@ -603,7 +612,9 @@ def _coefficients(base: dict, r: Refits) -> list[dict]:
         row = {
             **base,
             "term": term,
-            "label": _label(term),
+            "label": FIRST_VS_LAST
+            if term == "first_layer" and not (r.rows["position"] == "middle").any()
+            else _label(term),
             "n_resamples": len(r.probs),
             "n_failed": r.n_failed,
             "interval_over": r.interval_over,

@@ -151,11 +151,21 @@ def _position(depth, total: int) -> str:
     return "middle"
 
 
+def middle_depth(depth: float, total: int) -> float:
+    """A layer's place among the middle layers (those between the first and the last) of a stack of ``total``:
+    -0.5 for the second layer to +0.5 for the second-to-last, centred so that the middle layers average 0. The first
+    and the last layer, and the middle layer of a 3-layer stack, are at 0: the depth fit's first- and last-layer terms
+    then compare each with the middle layers, and its depth term is measured among them only."""
+    if total < 4 or depth < 1 or depth > total - 2:
+        return 0.0
+    return (depth - 1) / (total - 3) - 0.5
+
+
 def prepare(summary: pd.DataFrame, networks: pd.DataFrame) -> pd.DataFrame:
     """One row per (cell, threshold) with its cost interval [lower, upper] in examples (upper = inf: right-censored)
     and everything the estimates group and flag on. Columns added: family_kind, n_params, degenerate, off_plateau,
     kind (grid target kind), position (first/middle/last/only for one layer, else the target kind), rel_depth,
-    is_control, lower, upper, status, damage, stall_gap, control_moved."""
+    middle_depth (``middle_depth``), is_control, lower, upper, status, damage, stall_gap, control_moved."""
     _require(summary, SUMMARY_NEEDS, "summary.parquet")
     _require(networks, NETWORK_NEEDS, "networks.parquet")
     extra = [c for c in ("n_dec_layer", "train_sequences", "epochs") if c in networks.columns]
@@ -201,6 +211,10 @@ def prepare(summary: pd.DataFrame, networks: pd.DataFrame) -> pd.DataFrame:
     ]
     table["rel_depth"] = [
         float(d) / (tot - 1) if lay and not pd.isna(d) and tot > 1 else (0.0 if lay else math.nan)
+        for lay, d, tot in zip(is_layer, depth, totals)
+    ]
+    table["middle_depth"] = [
+        middle_depth(float(d), tot) if lay and not pd.isna(d) else math.nan
         for lay, d, tot in zip(is_layer, depth, totals)
     ]
     table["is_control"] = (table["init"] == MATCHED_CONTROL_INIT) | (table["kind"] == NONE)
