@@ -37,15 +37,29 @@ class Job:
         return self.end - self.start
 
 
-def jobs(workdir: Path, under: str | None = None) -> list[Job]:
+def _model_of(log: str, under: str) -> str | None:
+    """The model a job's log belongs to (``<results_dir>/logs/<model>/...``), None for a job of the whole run."""
+    parts = Path(log).relative_to(under).parts
+    return parts[1] if len(parts) > 2 and parts[0] == "logs" else None
+
+
+def jobs(workdir: Path, under: str | None = None, models: set[str] | None = None) -> list[Job]:
     """Every finished job of the runs made in ``workdir`` (the newest record per output). ``under``: only the jobs
-    whose logs are still there, under that folder of ``workdir`` (a job whose outputs were removed is not counted)."""
+    whose logs are still there, under that folder of ``workdir`` (a job whose outputs were removed is not counted);
+    ``models`` (with ``under``): of those, only the jobs of these models and of the whole run (a results_dir that
+    also holds models no longer in its config, e.g. a regime explored before the grid was fixed)."""
     found: dict[tuple, Job] = {}  # one job: its rule and log files (every rule has a log), newest run kept
     for path in (workdir / ".snakemake" / "metadata").glob("*"):
         record = json.loads(path.read_text())
         logs = record.get("log") or []
         if under is not None and not (
             logs and all(log.startswith(under.rstrip("/") + "/") and (workdir / log).exists() for log in logs)
+        ):
+            continue
+        if (
+            under is not None
+            and models is not None
+            and any(_model_of(log, under) not in {None, *models} for log in logs)
         ):
             continue
         if record.get("starttime") and record.get("endtime") and not record.get("incomplete"):
@@ -87,7 +101,8 @@ def breakdown(
     whether those jobs pretrained their networks (False: they kept networks staged by an earlier run). ``under``:
     as in ``jobs``. ``threads``: the threads each training job ran with (the config's ``threads``, at most the
     cores): a second of such a job is that many core-seconds."""
-    run = [j for j in jobs(workdir, under) if j.start >= since]
+    curves = pd.read_parquet(results / "curves.parquet")
+    run = [j for j in jobs(workdir, under, set(curves["model"].astype(str))) if j.start >= since]
     per_rule = defaultdict(float)
     for j in run:
         per_rule[j.rule] += j.seconds * (threads if j.rule in TRAINING_RULES else 1)
@@ -98,7 +113,6 @@ def breakdown(
         "training_job_core_s": sum(v for r, v in per_rule.items() if r in TRAINING_RULES),
         "other_job_core_s": sum(v for r, v in per_rule.items() if r not in TRAINING_RULES),
     }
-    curves = pd.read_parquet(results / "curves.parquet")
     keys = [c for c in ("model", "pretrain_seed", "target", "policy", "init", "regime", "seed") if c in curves]
     rec = curves[curves["kind"] == "recovery"].groupby(keys, dropna=False)
     pretraining_rules = set(PRETRAINING_RULES) & set(per_rule)

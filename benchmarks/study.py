@@ -30,10 +30,11 @@ STUDY_PAGE = ROOT / "docs" / "study.md"
 CONFIG = ROOT / "config" / "study.yaml"
 
 
-def busy_wall(workdir: Path, under: str) -> float:
-    """Seconds during which at least one job of the runs in ``workdir`` with its log under ``under`` was running."""
+def busy_wall(workdir: Path, under: str, models: set[str] | None = None) -> float:
+    """Seconds during which at least one job of the runs in ``workdir`` with its log under ``under`` (of ``models``
+    and the whole run, as in ``snakemake_jobs.jobs``) was running."""
     total, end = 0.0, float("-inf")
-    for j in sorted(jobs(workdir, under), key=lambda j: j.start):
+    for j in sorted(jobs(workdir, under, models), key=lambda j: j.start):
         if j.start > end:
             total += j.end - j.start
         elif j.end > end:
@@ -74,7 +75,8 @@ def per_model(results: Path) -> pd.DataFrame:
 
 def block(workdir: Path, results: Path, cores: int) -> str:
     under = str(results.relative_to(workdir))
-    wall = busy_wall(workdir, under)
+    models = set(pd.read_parquet(results / "networks.parquet")["model"].astype(str))
+    wall = busy_wall(workdir, under, models)
     b = breakdown(workdir, results, under=under)
     table = per_model(results)
     lines = [

@@ -128,9 +128,7 @@ def test_publish_writes_only_when_asked(common, tmp_path, capsys):
     assert "not written" in capsys.readouterr().out
 
 
-def test_the_breakdown_counts_the_plateau_checks_as_pretraining(tmp_path):
-    """benchmarks/snakemake_jobs.py: a network's plateau check (no curve records it) is pretraining time, estimated
-    at its main run's seconds per example; a network without a check adds nothing."""
+def _snakemake_jobs():
     spec = importlib.util.spec_from_file_location("snakemake_jobs", ROOT / "benchmarks" / "snakemake_jobs.py")
     jobs = importlib.util.module_from_spec(spec)
     sys.modules["snakemake_jobs"] = jobs  # its dataclasses look their module up
@@ -138,6 +136,38 @@ def test_the_breakdown_counts_the_plateau_checks_as_pretraining(tmp_path):
         spec.loader.exec_module(jobs)
     finally:
         del sys.modules["snakemake_jobs"]
+    return jobs
+
+
+def test_the_breakdown_counts_only_the_jobs_of_the_runs_models(tmp_path):
+    """benchmarks/snakemake_jobs.py: in a results_dir that also holds a model no longer in the run (a regime explored
+    first), that model's jobs are not the run's; the jobs of the whole run (no model in their log's path) are."""
+    import json
+
+    jobs = _snakemake_jobs()
+    meta = tmp_path / ".snakemake" / "metadata"
+    meta.mkdir(parents=True)
+    for i, (rule, log, start) in enumerate(
+        [
+            ("cell", "results/logs/kept/p0/frozen/s0/L0-full-fresh.log", 10.0),
+            ("cell", "results/logs/explored/p0/frozen/s0/L0-full-fresh.log", 20.0),
+            ("aggregate", "results/logs/aggregate.log", 30.0),
+            ("cell", "results/logs/gone/p0/frozen/s0/L0-full-fresh.log", 40.0),  # its log removed: not counted
+        ]
+    ):
+        if "gone" not in log:
+            (tmp_path / log).parent.mkdir(parents=True, exist_ok=True)
+            (tmp_path / log).write_text("")
+        record = {"rule": rule, "starttime": start, "endtime": start + 5, "log": [log]}
+        (meta / f"record{i}").write_text(json.dumps(record))
+    assert [j.start for j in jobs.jobs(tmp_path, "results")] == [10.0, 20.0, 30.0]
+    assert [j.start for j in jobs.jobs(tmp_path, "results", {"kept"})] == [10.0, 30.0]
+
+
+def test_the_breakdown_counts_the_plateau_checks_as_pretraining(tmp_path):
+    """benchmarks/snakemake_jobs.py: a network's plateau check (no curve records it) is pretraining time, estimated
+    at its main run's seconds per example; a network without a check adds nothing."""
+    jobs = _snakemake_jobs()
 
     def curve(model, wall, examples=1000):
         return {"kind": "pretrain", "model": model, "pretrain_seed": 0, "examples": examples, "wall_s": wall}

@@ -606,7 +606,8 @@ def _layer_span(at: pd.DataFrame, unit: str) -> str:
 def _model_row(v: _View, g: pd.DataFrame, setting: tuple, unit: str, eps_pair: list) -> list[str]:
     model = g["model"].iloc[0]
     cells = [model, f"{int(g['n_layer'].iloc[0])} × {int(g['d_model'].iloc[0])}", _sxe_words(v, model)]
-    cells += [_layer_span(g[g["threshold"] == eps], unit) for eps in eps_pair]
+    for eps in eps_pair:  # per ε, one layer's cost beside what pretraining from scratch needed
+        cells += [_layer_span(g[g["threshold"] == eps], unit), _reference_cell(v, g, model, eps, unit)]
     eps = eps_pair[-1]
     allc = v.surv[
         (v.surv["model"] == model)
@@ -617,12 +618,16 @@ def _model_row(v: _View, g: pd.DataFrame, setting: tuple, unit: str, eps_pair: l
         & (v.surv["init"] == setting[2])
     ]
     cells.append(_one(float(allc[f"median_{unit}"].iloc[0])) if len(allc) else "n/a")
-    if model in _pretrained_elsewhere(v, g):
-        cells.append(_share_span(v, g[g["threshold"] == eps], model) or "n/a")
-        return cells
-    scratch = _scratch_reference(v.ref, v.networks, model, eps)[unit]
-    cells.append("n/a" if pd.isna(scratch) else num(scratch))
     return cells
+
+
+def _reference_cell(v: _View, g: pd.DataFrame, model: str, eps: float, unit: str) -> str:
+    """What a model's one-layer cost at ε is read against: pretraining from scratch to the same loss, or for a
+    network pretrained elsewhere one layer's share of its own pretraining."""
+    if model in _pretrained_elsewhere(v, g):
+        return _share_span(v, g[g["threshold"] == eps], model) or "n/a"
+    scratch = _scratch_reference(v.ref, v.networks, model, eps)[unit]
+    return "n/a" if pd.isna(scratch) else num(scratch)
 
 
 def _unanswered(networks: pd.DataFrame) -> str:
@@ -697,8 +702,8 @@ def _headline(doc: Page, v: _View) -> None:
     )
     doc.table(
         ["model", "N × D", " or ".join(k for k, on in (("S × E", here), ("adaptation", brought)) if on)]
-        + [f"one layer, ε = {_eps_words(e)}" for e in eps_pair]
-        + [f"every layer, ε = {_eps_words(eps_pair[-1])}", f"{last}, ε = {_eps_words(eps_pair[-1])}"],
+        + [h for e in eps_pair for h in (f"one layer, ε = {_eps_words(e)}", f"{last}, ε = {_eps_words(e)}")]
+        + [f"every layer, ε = {_eps_words(eps_pair[-1])}"],
         [
             _model_row(v, g, setting, unit, eps_pair)
             for _, g in sorted(
