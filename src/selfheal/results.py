@@ -28,6 +28,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from selfheal.analysis import answer, answer_plots
 from selfheal.analysis.answer import LR_SENSITIVITY
 from selfheal.analysis.answer import TABLES as ANSWER_TABLES
 
@@ -92,8 +93,6 @@ def reread(dest: str | Path, workers: int = 1) -> list[Path]:
     curves and networks tables (and lr-sensitivity table) under the code as it is now: what the ``answer`` rule
     would write from them, shipped back into ``dest``. For a run shipped by an older version. Returns the files
     written."""
-    from selfheal.analysis import answer, answer_plots
-
     dest = Path(dest)
     missing = [f"{name}.parquet" for name in TABLES if not (dest / f"{name}.parquet").is_file()]
     if missing:
