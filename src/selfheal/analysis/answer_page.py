@@ -30,7 +30,7 @@ import pandas as pd
 
 from selfheal.analysis import answer_tables, out_of_sample, related_work, scaling, survival
 from selfheal.analysis.page import Page, compact, num, pct, signed_pct, span
-from selfheal.analysis.stats import UNIT_WORDS, cost_unit
+from selfheal.analysis.stats import UNIT_WORDS, cost_unit, flag
 
 BEYOND = "> B"  # a median (or interval end) beyond the retraining budget B: censored, only a lower bound
 BEYOND_LEGEND = f"`{BEYOND}`: not back within ε by the end of the retraining budget B (censored: a lower bound)"
@@ -188,7 +188,7 @@ def _usable(networks: pd.DataFrame) -> pd.DataFrame:
     """The networks the estimates use (not degenerate)."""
     if "degenerate" not in networks.columns:
         return networks
-    return networks[~networks["degenerate"].fillna(False).astype(bool)]
+    return networks[~flag(networks["degenerate"])]
 
 
 def _pretrained_here(networks: pd.DataFrame) -> pd.DataFrame:
@@ -934,7 +934,7 @@ def _sizes(doc: Page, v: _View) -> None:
         )
         + "."
     )
-    every_off = len(networks) and "off_plateau" in networks and networks["off_plateau"].fillna(False).all()
+    every_off = len(networks) and "off_plateau" in networks and flag(networks["off_plateau"]).all()
     if every_off:
         doc.p("Every network was still improving at the end of pretraining (off its plateau; §8).")
     body = (
@@ -962,11 +962,11 @@ def _network_row(g: pd.DataFrame, plateau: bool = True) -> list[str]:
     for _, n in g.iterrows():
         if bool(n.get("degenerate", False)):
             reason = n.get("degenerate_reason")
-            flag = "**degenerate**" + (f" ({reason})" if isinstance(reason, str) and reason else "")
-            seeds.setdefault(flag, []).append(str(n["pretrain_seed"]))
+            label = "**degenerate**" + (f" ({reason})" if isinstance(reason, str) and reason else "")
+            seeds.setdefault(label, []).append(str(n["pretrain_seed"]))
         if plateau and bool(n.get("off_plateau", False)):
             seeds.setdefault("off its plateau", []).append(str(n["pretrain_seed"]))
-    flags = [f"{flag} (seed{'s' if len(s) > 1 else ''} {', '.join(s)})" for flag, s in seeds.items()]
+    flags = [f"{label} (seed{'s' if len(s) > 1 else ''} {', '.join(s)})" for label, s in seeds.items()]
     return [
         r["model"],
         losses("baseline_loss"),
@@ -1130,8 +1130,8 @@ def _no_aside(networks: pd.DataFrame) -> str:
         return f"the encoder-decoder model {models} has no cell in the estimates"
     reasons = " or ".join(
         words
-        for flag, words in (("off_plateau", "not fully trained"), ("degenerate", "degenerate"))
-        if flag in encdec and encdec[flag].fillna(False).astype(bool).any()
+        for name, words in (("off_plateau", "not fully trained"), ("degenerate", "degenerate"))
+        if name in encdec and flag(encdec[name]).any()
     )
     return f"every network of the encoder-decoder model {models} is left out of the estimates ({reasons}: §8)"
 

@@ -11,6 +11,7 @@ import pandas as pd
 
 from selfheal import results_io
 from selfheal.analysis import tables
+from selfheal.analysis.stats import flag
 
 KEYS = [*tables.CELL_KEYS, "threshold"]
 COLUMNS = [
@@ -54,7 +55,7 @@ def table(summary: pd.DataFrame, runs: list[dict]) -> pd.DataFrame:
         }
     )
     out = runs_table.merge(chosen, on=KEYS, how="left", validate="many_to_one")
-    both = out["recovered"].astype(bool) & out["chosen_recovered"].fillna(False).astype(bool)
+    both = out["recovered"].astype(bool) & flag(out["chosen_recovered"])
     both &= out["chosen_examples"].fillna(0).astype("float64") > 0  # a cost of 0 (not damaged beyond eps): none
     out["ratio"] = (out["examples"].astype("float64") / out["chosen_examples"].astype("float64")).where(both)
     out = out.reindex(columns=COLUMNS)

@@ -44,3 +44,9 @@ def mean_ci(values: Sequence[float], level: float = 0.95) -> tuple[float, float,
     sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
     half = stats.t.ppf(0.5 + level / 2, n - 1) * sd / math.sqrt(n)
     return (mean, mean - half, mean + half)
+
+
+def flag(column: pd.Series) -> pd.Series:
+    """A flag column (bool, or float/object with missing values: tables of several runs concatenated) as bool, a
+    missing flag False."""
+    return column.astype("boolean").fillna(False).astype(bool)

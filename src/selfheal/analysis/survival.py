@@ -28,6 +28,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 import pandas as pd
 
+from selfheal.analysis.stats import flag
 from selfheal.lazy import Module
 
 lifelines = Module("lifelines")  # imported at first use: the Snakefile imports the figures' module at every start
@@ -177,16 +178,14 @@ def prepare(summary: pd.DataFrame, networks: pd.DataFrame) -> pd.DataFrame:
         validate="many_to_one",
     )
     if "degenerate" in table.columns:
-        table["degenerate"] = table["degenerate"].fillna(False).astype(bool) | table["network_degenerate"].fillna(
-            False
-        ).astype(bool)
+        table["degenerate"] = flag(table["degenerate"]) | flag(table["network_degenerate"])
     else:
-        table["degenerate"] = table["network_degenerate"].fillna(False).astype(bool)
+        table["degenerate"] = flag(table["network_degenerate"])
     table = table.drop(columns=["network_degenerate"])
     for column in ("off_plateau", "baseline_not_converged"):
-        table[column] = table[column].fillna(False).astype(bool)
+        table[column] = flag(table[column])
     if "off_plateau_network" in table.columns:
-        table["off_plateau"] = table["off_plateau"] | table["off_plateau_network"].fillna(False).astype(bool)
+        table["off_plateau"] = table["off_plateau"] | flag(table["off_plateau_network"])
         table = table.drop(columns=["off_plateau_network"])
     if "n_params_network" in table.columns:
         table["n_params"] = table["n_params"].fillna(table["n_params_network"])
@@ -234,7 +233,7 @@ def prepare(summary: pd.DataFrame, networks: pd.DataFrame) -> pd.DataFrame:
     table["stall_gap"] = (table["final_loss"] / table["baseline_loss"] - 1).where(~recovered)
     if "control_loss" in table.columns:
         moved = (table["control_loss"] / table["baseline_loss"] - 1).abs() > table["threshold"]
-        table["control_moved"] = moved.fillna(False).astype(bool)
+        table["control_moved"] = flag(moved)
     else:
         table["control_moved"] = False
     return table
@@ -244,9 +243,9 @@ def left_out(table: pd.DataFrame) -> pd.Series:
     """The rows (cells or networks) of a network the estimates leave out: degenerate or off its plateau (not fully
     trained). A flag column the table lacks, or an empty flag, leaves nothing out."""
     out = pd.Series(False, index=table.index)
-    for flag in ("degenerate", "off_plateau"):
-        if flag in table.columns:
-            out |= table[flag].astype("boolean").fillna(False).astype(bool)
+    for name in ("degenerate", "off_plateau"):
+        if name in table.columns:
+            out |= flag(table[name])
     return out
 
 

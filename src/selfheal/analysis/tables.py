@@ -63,7 +63,7 @@ from dataclasses import asdict
 import pandas as pd
 
 from selfheal import records, results_io
-from selfheal.analysis.stats import RESOLUTION, first_crossing, last_doubling
+from selfheal.analysis.stats import RESOLUTION, first_crossing, flag, last_doubling
 from selfheal.grid import TRAINED
 from selfheal.heal.thresholds import threshold_loss
 from selfheal.models.families import FAMILIES
@@ -320,7 +320,7 @@ def curves_table(
         parts.append(curve)
     table = pd.concat(parts, ignore_index=True).reindex(columns=CURVE_COLUMNS)
     # missing in a pretraining curve: False
-    table["replay"] = table["replay"].astype("boolean").fillna(False).astype(bool)
+    table["replay"] = flag(table["replay"])
     for column in ("layer", "depth", "seed", "pretrain_seed"):
         table[column] = table[column].astype("Int64")
     table["fraction_of_pretrain"] = table["fraction_of_pretrain"].astype("float64")
@@ -438,8 +438,8 @@ def add_controls_and_flags(summary: pd.DataFrame, curves: pd.DataFrame, networks
     out = summary.copy()
     flags = networks.set_index(NETWORK_KEYS)[["degenerate", "off_plateau"]]
     index = pd.MultiIndex.from_frame(out[NETWORK_KEYS])
-    for flag in ("degenerate", "off_plateau"):
-        out[flag] = flags[flag].reindex(index).fillna(False).astype(bool).to_numpy()
+    for flag_name in ("degenerate", "off_plateau"):
+        out[flag_name] = flag(flags[flag_name].reindex(index)).to_numpy()
     control_of = _matched_controls(curves)
     eps_min = out.groupby("model")["threshold"].transform("min")
     losses, flagged = [], []
@@ -501,7 +501,7 @@ def add_control_crossings(summary: pd.DataFrame, curves: pd.DataFrame) -> pd.Dat
     control_of = _matched_controls(curves)
     rec = curves[curves["kind"] == "recovery"]
     if "replay" in rec.columns:  # located crossings are the cell's alone: the shared evaluations are regular ones
-        rec = rec[~rec["replay"].fillna(False).astype(bool)]
+        rec = rec[~flag(rec["replay"])]
     own = {key: group for key, group in rec.groupby(CELL_KEYS, sort=False, dropna=False)}
     shared: dict[
         tuple, pd.DataFrame | None
@@ -512,7 +512,7 @@ def add_control_crossings(summary: pd.DataFrame, curves: pd.DataFrame) -> pd.Dat
         if key not in shared:
             control, cell = control_of(row), own.get(key)
             if control is not None and cell is not None:
-                regular = control[~control["replay"].fillna(False).astype(bool)] if "replay" in control else control
+                regular = control[~flag(control["replay"])] if "replay" in control else control
                 both = cell[["examples", "val_loss"]].merge(
                     regular[["examples", "val_loss"]], on="examples", suffixes=("", "_control")
                 )
@@ -588,7 +588,7 @@ def add_outcomes(summary: pd.DataFrame, curves: pd.DataFrame) -> pd.DataFrame:
     out = summary.copy()
     rec = curves[curves["kind"] == "recovery"] if "kind" in curves.columns else curves.iloc[:0]
     if "replay" in rec.columns:  # the stall rule reads the regular evaluations (``heal.stall.of_curve``)
-        rec = rec[~rec["replay"].fillna(False).astype(bool)]
+        rec = rec[~flag(rec["replay"])]
     trends = {
         key: last_doubling(group["examples"], group["val_loss"])
         for key, group in rec.groupby(CELL_KEYS, sort=False, dropna=False)
@@ -641,14 +641,14 @@ def write(
     results_io.write_parquet(curves_out, curves)
     results_io.write_parquet(networks_out, networks)
     for row in networks.itertuples(index=False):
-        for flag in ("degenerate", "off_plateau"):
-            if getattr(row, flag):
-                reason = f" ({row.degenerate_reason})" if flag == "degenerate" else ""
+        for name in ("degenerate", "off_plateau"):
+            if getattr(row, name):
+                reason = f" ({row.degenerate_reason})" if name == "degenerate" else ""
                 log.warning(
                     "network %s (pretrain seed %d) is flagged %s%s: its cells say little about healing "
                     "(docs/outputs.md)",
                     row.model,
                     row.pretrain_seed,
-                    flag,
+                    name,
                     reason,
                 )
