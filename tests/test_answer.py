@@ -83,6 +83,8 @@ def test_page_numbers_and_verdicts_follow_the_tables(deeper_costs_more, deeper_c
     for section in range(1, 10):
         assert f"## {section}. " in more
     assert "Tamkin et al. 2020" in more and "Gromov et al. 2024" in more
+    tamkin = next(line for line in more.splitlines() if line.startswith("| Tamkin et al. 2020"))
+    assert "the first layer (vs. the middle layers)" in tamkin and "the last layer (vs. the middle layers)" in tamkin
 
 
 @pytest.fixture(scope="module")

@@ -458,7 +458,7 @@ def _position_answer(v: _View, rows: pd.DataFrame, unit: str, eps_pair: list[flo
             saturated.append(_eps_words(eps))
             continue
         words, unclear, undetermined = [], [], []
-        first_vs_last = "first_layer" in at.index and at.loc["first_layer", "label"] == scaling.FIRST_VS_LAST
+        first_vs_last = at.loc["first_layer", "label"] == scaling.FIRST_VS_LAST
         for term, name, against in POSITION_TERMS:
             r = at.loc[term] if term in at.index else None
             if r is None or (first_vs_last and term != "first_layer"):  # no middle layers: first against last only

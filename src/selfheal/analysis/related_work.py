@@ -85,23 +85,21 @@ def _damage_by_position(t: dict[str, pd.DataFrame]) -> str:
 
 
 def _position_effect(t: dict[str, pd.DataFrame]) -> str:
-    """The fit's first- and last-layer terms (each against the middle layers) at the smallest ε (reason codes:
-    ``scaling.REASONS``)."""
+    """The fit's first- and last-layer terms at the smallest ε, named by their labels (each against the middle
+    layers, or the first against the last where no network has middle layers; reason codes: ``scaling.REASONS``)."""
     fit = _asked(t["fit"])
     if not len(fit):
         return "not determined by this grid"
     fit = fit[fit["threshold"] == fit["threshold"].min()]
     out = []
-    for term, words in (("first_layer", "the first layer"), ("last_layer", "the last layer")):
+    for term in ("first_layer", "last_layer"):
         r = fit[fit["term"] == term]
-        if not len(r):
-            continue
+        if not len(r) or (term == "last_layer" and (fit["label"] == scaling.FIRST_VS_LAST).any()):
+            continue  # no middle layers: the first-layer term already compares the first with the last
         r = r.iloc[0]
+        words = r["label"]
         if bool(r["determined"]):
-            out.append(
-                f"{words}: cost × {num(r['factor'])} [{num(r['factor_lo'])}, {num(r['factor_hi'])}] against the "
-                "middle layers"
-            )
+            out.append(f"{words}: cost × {num(r['factor'])} [{num(r['factor_lo'])}, {num(r['factor_hi'])}]")
         else:
             out.append(f"{words}: not determined ({scaling.REASONS.get(r['reason'], r['reason'])})")
     return f"ε = {fit['threshold'].min():g}: " + "; ".join(out) if out else "not determined by this grid"

@@ -503,9 +503,8 @@ def add_control_crossings(summary: pd.DataFrame, curves: pd.DataFrame) -> pd.Dat
     if "replay" in rec.columns:  # located crossings are the cell's alone: the shared evaluations are regular ones
         rec = rec[~flag(rec["replay"])]
     own = {key: group for key, group in rec.groupby(CELL_KEYS, sort=False, dropna=False)}
-    shared: dict[
-        tuple, pd.DataFrame | None
-    ] = {}  # per cell: its and its control's losses at the evaluations they share
+    # per cell: its and its control's losses at the evaluations they share
+    shared: dict[tuple, pd.DataFrame | None] = {}
     lows, highs = [], []
     for row in out.itertuples(index=False):
         key = tuple(getattr(row, k) for k in CELL_KEYS)
