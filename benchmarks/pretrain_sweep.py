@@ -202,6 +202,8 @@ def main() -> None:
     mode = "families" if a.families else "study" if a.study else "plateau" if a.plateau else None
     pool_rows = MODES[mode][0] if mode else ROWS
     rows = [r for r in pool_rows if a.only in label(r)]
+    if not rows:
+        parser.error(f"--only {a.only!r} matches no row; the rows are:\n" + "\n".join(map(label, pool_rows)))
     t0 = time.perf_counter()
     jobs = [(row, seed) for row in rows for seed in a.seeds]
     with concurrent.futures.ProcessPoolExecutor(a.workers) as pool:
