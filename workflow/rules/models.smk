@@ -66,8 +66,13 @@ use rule model as network with:
         "network {wildcards.model} p{wildcards.pretrain_seed}: {params.todo.summary}"
 
 
-# job_unit: cell. The same job for one network, making it only (its cells are their own jobs, rule cell).
+# job_unit: cell. The same job for one network, making it only (its cells are their own jobs, rule cell): it does
+# not wait for the donors its swap cells take.
 use rule model as make_network with:
+    input:
+        tokens=tokens,
+        start=imported_dir,
+        imported=imported_summary,
     output:
         network=directory(NETWORK),
         baseline=BASELINE,
