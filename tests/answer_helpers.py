@@ -219,8 +219,10 @@ def synthetic(
     networks = pd.DataFrame(network_rows)
     for column in ("pretrain_examples", "train_sequences", "epochs", "context"):
         networks[column] = networks[column].astype("Int64")
-    # the columns aggregate derives from the others, derived here by the same code (the pretraining reference)
+    # the columns aggregate derives from the others, derived here by the same code (the pretraining reference, how
+    # far each network ended past its minimum)
     summary = tables.add_scratch_reference(summary, curves, networks)
+    networks = tables.add_minimum(networks.reindex(columns=tables.NETWORK_COLUMNS), curves)
     return (
         _in_schema(summary, tables.SUMMARY_COLUMNS),
         _in_schema(curves, tables.CURVE_COLUMNS),

@@ -246,6 +246,29 @@ def test_degenerate_and_off_plateau_networks_are_flagged(tmp_path):
     assert flags["drifting"] == {"degenerate": False, "off_plateau": True}  # 0.05 > 0.01 x 4.0 / 4
 
 
+def test_past_minimum_is_how_far_a_network_ended_above_its_pretraining_curves_lowest_loss():
+    networks = pd.DataFrame(
+        {"model": ["overfit", "at_min", "downloaded"], "pretrain_seed": [0, 0, 0], "baseline_loss": [4.2, 4.0, 3.0]}
+    ).reindex(columns=tables.NETWORK_COLUMNS)
+    pretrain = [("overfit", [6.0, 4.1, 4.0, 4.2]), ("at_min", [6.0, 4.3, 4.0])]
+    curves = pd.DataFrame(
+        [
+            {"kind": "pretrain", "model": m, "pretrain_seed": 0, "val_loss": v, "replay": False}
+            for m, losses in pretrain
+            for v in losses
+        ]
+        # a recovery curve below the baseline and a replayed evaluation are not the network's pretraining
+        + [{"kind": "recovery", "model": "at_min", "pretrain_seed": 0, "val_loss": 3.5, "replay": False}]
+        + [{"kind": "pretrain", "model": "overfit", "pretrain_seed": 0, "val_loss": 3.9, "replay": True}]
+    )
+    table = tables.add_minimum(networks, curves).set_index("model")
+    assert list(table.reset_index().columns) == tables.NETWORK_COLUMNS
+    assert table.loc["overfit", "min_val_loss"] == 4.0
+    assert table.loc["overfit", "past_minimum"] == pytest.approx(0.2)
+    assert table.loc["at_min", "past_minimum"] == 0.0
+    assert pd.isna(table.loc["downloaded", "past_minimum"])  # no pretraining curve: not known
+
+
 def test_linear_cka_invariances():
     g = torch.Generator().manual_seed(0)
     x = torch.randn(400, 12, generator=g)

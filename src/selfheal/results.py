@@ -28,7 +28,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from selfheal.analysis import answer, answer_plots
+from selfheal import results_io
+from selfheal.analysis import answer, answer_plots, tables
 from selfheal.analysis.answer import LR_SENSITIVITY
 from selfheal.analysis.answer import TABLES as ANSWER_TABLES
 
@@ -90,9 +91,9 @@ def ship(results: str | Path, dest: str | Path, max_mb: float = 8.0) -> list[Pat
 
 def reread(dest: str | Path, workers: int = 1) -> list[Path]:
     """Re-derive a shipped run's answer (its answer tables, page and the figures it links) from its own summary,
-    curves and networks tables (and lr-sensitivity table) under the code as it is now: what the ``answer`` rule
-    would write from them, shipped back into ``dest``. For a run shipped by an older version. Returns the files
-    written."""
+    curves and networks tables (and lr-sensitivity table) under the code as it is now: the networks table's columns
+    that its curves give (``tables.add_minimum``), then what the ``answer`` rule would write from the three, shipped
+    back into ``dest``. For a run shipped by an older version. Returns the files written."""
     dest = Path(dest)
     missing = [f"{name}.parquet" for name in TABLES if not (dest / f"{name}.parquet").is_file()]
     if missing:
@@ -103,6 +104,10 @@ def reread(dest: str | Path, workers: int = 1) -> list[Path]:
         (run / "plots").mkdir()
         for name in TABLES:
             shutil.copyfile(dest / f"{name}.parquet", run / f"{name}.parquet")
+        networks = tables.add_minimum(
+            pd.read_parquet(run / "networks.parquet"), pd.read_parquet(run / "curves.parquet")
+        )
+        results_io.write_parquet(str(run / "networks.parquet"), networks)
         lr = Path("answer") / f"{LR_SENSITIVITY}.parquet"
         if (dest / lr).is_file():
             shutil.copyfile(dest / lr, run / lr)

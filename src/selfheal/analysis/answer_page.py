@@ -943,15 +943,25 @@ def _sizes(doc: Page, v: _View) -> None:
         else []
     )
     flagged = any(row[-1] for row in body)
+    eps_min = float(v.summary["threshold"].min()) if len(v.summary) else None
+    if eps_min is not None and "past_minimum" in networks:
+        past = (networks["past_minimum"] / networks["baseline_loss"]).dropna()
+        doc.p(
+            "Past its minimum: how far above the lowest validation loss on its own pretraining curve a network "
+            f"ended (it overfits S); {int((past > eps_min / 4).sum())} of {len(networks)} networks ended more than "
+            f"ε_min / 4 = {_eps_words(eps_min / 4)} past it. The plateau check (§8) sees the other side: whether "
+            "more pretraining would still lower the loss."
+        )
     doc.table(
-        ["model", "loss per seed", "margin per seed"] + (["flags"] if flagged else []),
+        ["model", "loss per seed", "margin per seed", "past its minimum per seed"] + (["flags"] if flagged else []),
         [row if flagged else row[:-1] for row in body],
     )
     _ordering(doc, v.ordering)
 
 
 def _network_row(g: pd.DataFrame, plateau: bool = True) -> list[str]:
-    """One model's networks: their losses and margins over the bigram (one per pretraining seed), and flags."""
+    """One model's networks: their losses, margins over the bigram and how far each ended past its validation
+    minimum (one per pretraining seed), and flags."""
 
     def losses(column):
         return ", ".join("n/a" if pd.isna(x) else f"{float(x):.3f}" for x in g[column]) if column in g else "n/a"
@@ -967,10 +977,12 @@ def _network_row(g: pd.DataFrame, plateau: bool = True) -> list[str]:
         if plateau and bool(n.get("off_plateau", False)):
             seeds.setdefault("off its plateau", []).append(str(n["pretrain_seed"]))
     flags = [f"{label} (seed{'s' if len(s) > 1 else ''} {', '.join(s)})" for label, s in seeds.items()]
+    past = g["past_minimum"] / g["baseline_loss"] if "past_minimum" in g else pd.Series([None] * len(g))
     return [
         r["model"],
         losses("baseline_loss"),
         ", ".join("n/a" if pd.isna(m) else f"{float(m):+.3f}" for m in margins),
+        ", ".join("n/a" if pd.isna(x) else f"{100 * float(x):.2f} %" for x in past),
         "; ".join(flags),
     ]
 

@@ -182,6 +182,8 @@ NETWORK_COLUMNS = [
     "plateau_examples",
     "plateau_val_loss",
     "plateau_gain",
+    "min_val_loss",
+    "past_minimum",
     "off_plateau",
     "degenerate",
     "degenerate_reason",
@@ -431,6 +433,17 @@ def networks_table(
     return table.sort_values(NETWORK_KEYS, ignore_index=True)
 
 
+def add_minimum(networks: pd.DataFrame, curves: pd.DataFrame) -> pd.DataFrame:
+    """``min_val_loss``, the lowest validation loss on a network's pretraining curve, and ``past_minimum``,
+    baseline_loss - min_val_loss (nats; null without a curve): how far past its validation minimum the network
+    ended. The plateau check sees the other side (more training would still lower it)."""
+    pre = curves[(curves["kind"] == "pretrain") & ~flag(curves["replay"])]
+    lowest = pre.groupby(NETWORK_KEYS)["val_loss"].min().rename("min_val_loss")
+    out = networks.drop(columns=["min_val_loss", "past_minimum"], errors="ignore").join(lowest, on=NETWORK_KEYS)
+    out["past_minimum"] = out["baseline_loss"] - out["min_val_loss"]
+    return out.reindex(columns=NETWORK_COLUMNS)
+
+
 def add_controls_and_flags(summary: pd.DataFrame, curves: pd.DataFrame, networks: pd.DataFrame) -> pd.DataFrame:
     """Per cell: its matched control's val loss at the cell's examples and ``baseline_not_converged``; per network:
     ``degenerate`` and ``off_plateau``. A cell with no matched control in its own retrain seed uses the first
@@ -631,8 +644,11 @@ def write(
     key of that name per model (``networks_table``)."""
     summary = summary_table(recovery_paths)
     curves = curves_table(recovery_paths, recovery_curve_paths, pretrain_summaries, pretrain_curve_paths)
-    networks = networks_table(
-        list(pretrain_summaries) + list(unadapted_summaries), baselines, summary, thresholds, pretraining_tokens
+    networks = add_minimum(
+        networks_table(
+            list(pretrain_summaries) + list(unadapted_summaries), baselines, summary, thresholds, pretraining_tokens
+        ),
+        curves,
     )
     summary = add_scratch_reference(add_controls_and_flags(summary, curves, networks), curves, networks)
     summary = add_control_crossings(add_outcomes(summary, curves), curves)
