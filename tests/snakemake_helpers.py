@@ -72,7 +72,7 @@ with SnakemakeApi(OutputSettings(quiet={Quietness.ALL})) as api:
     jobs = list(dag.jobs)
     ids = {job: i for i, job in enumerate(jobs)}
     print("DAG " + json.dumps([{"rule": job.rule.name, "deps": [ids[x] for x in dag.dependencies[job]],
-                                "conda": job.rule.conda_env} for job in jobs]))
+                                "conda": job.rule.conda_env, "wildcards": dict(job.wildcards)} for job in jobs]))
 """
 
 

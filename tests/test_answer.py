@@ -627,3 +627,20 @@ def test_terms_not_determined_for_one_reason_are_said_once():
         "a and b are not determined (every cell that would bound them is beyond the budget (their coefficients "
         "are unbounded))"
     ]
+
+
+def test_the_networks_table_says_how_far_each_network_ended_past_its_minimum():
+    """Per seed, from networks.parquet's past_minimum, and how many networks with a pretraining curve passed it by
+    more than eps_min / 4; a network without a curve (a downloaded model) reads n/a and is not counted."""
+    summary, curves, networks = synthetic(thresholds=(0.05,), seed=0)
+    networks.loc[0, "past_minimum"] = 0.05 * networks.loc[0, "baseline_loss"]  # 5 %: past 0.05 / 4
+    networks.loc[1, "past_minimum"] = None
+    md = answer_page.page(answer_tables.compute(summary, curves, networks), summary, networks, LINKS).markdown()
+    known = networks["past_minimum"].notna().sum()
+    assert f"1 of {known} networks ended more than ε_min / 4 = 1.25 % past it" in md
+    table = md.split("| model | loss per seed | margin per seed | past its minimum per seed |")[1]
+    first = networks.sort_values(["model", "pretrain_seed"]).iloc[0]
+    assert (networks.loc[0, "model"], networks.loc[0, "pretrain_seed"]) == (first["model"], first["pretrain_seed"])
+    assert networks.loc[1, "model"] == first["model"]  # its second seed
+    row = next(line for line in table.splitlines() if line.startswith(f"| {first['model']} |"))
+    assert "| 5.00 %, n/a" in row

@@ -80,6 +80,26 @@ def test_two_cores_keep_one_job_per_network(tmp_path):
     assert jobs == ["network"] * (len(DEFAULT["models"]) * len(DEFAULT["pretrain"]["seeds"]))  # 6 networks
 
 
+def test_an_encoder_decoders_network_does_not_wait_for_its_donors(tmp_path):
+    """With one job per cell, making the receiving BART's network depends on no donor's network; only its swap
+    cells wait for the donor whose trained encoder they take."""
+    config = yaml.safe_load((ROOT / "tests" / "tiny.yaml").read_text())
+    bart = {"arch": "bart", "n_layer": 1, "n_dec_layer": 1, "n_head": 2, "context": 32}
+    config["models"] = [
+        {"name": "tinyBart", "d_model": 32, **bart},
+        {"name": "tinyBart16", "d_model": 16, "heal": False, **bart},
+    ]
+    config["grid"].update({"policies": ["full", "cross_attn"], "targets": ["all"], "encoder_swap": ["tinyBart16"]})
+    config["job_unit"] = "cell"
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+    jobs = dag_jobs(tmp_path, 2, configfiles=(tmp_path / "config.yaml",))
+    networks = {j["wildcards"]["model"]: i for i, j in enumerate(jobs) if j["rule"] == "make_network"}
+    assert set(networks) == {"tinyBart", "tinyBart16"}
+    assert networks["tinyBart16"] not in jobs[networks["tinyBart"]]["deps"]
+    swaps = [j for j in jobs if j["rule"] == "cell" and j["wildcards"]["target"] == "swap-tinyBart16"]
+    assert swaps and all({networks["tinyBart"], networks["tinyBart16"]} <= set(j["deps"]) for j in swaps)
+
+
 # ---- real runs on a tiny grid: tinyA alone, its layer 1 (a prefix cache, a matched control), nothing else ----
 
 

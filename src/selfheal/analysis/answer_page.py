@@ -944,11 +944,11 @@ def _sizes(doc: Page, v: _View) -> None:
     )
     flagged = any(row[-1] for row in body)
     eps_min = float(v.summary["threshold"].min()) if len(v.summary) else None
-    if eps_min is not None and "past_minimum" in networks:
-        past = (networks["past_minimum"] / networks["baseline_loss"]).dropna()
+    past = (networks["past_minimum"] / networks["baseline_loss"]).dropna() if "past_minimum" in networks else []
+    if eps_min is not None and len(past):  # a downloaded model has no pretraining curve: n/a
         doc.p(
             "Past its minimum: how far above the lowest validation loss on its own pretraining curve a network "
-            f"ended (it overfits S); {int((past > eps_min / 4).sum())} of {len(networks)} networks ended more than "
+            f"ended (it overfits S); {int((past > eps_min / 4).sum())} of {len(past)} networks ended more than "
             f"ε_min / 4 = {_eps_words(eps_min / 4)} past it. The plateau check (§8) sees the other side: whether "
             "more pretraining would still lower the loss."
         )
