@@ -2,6 +2,7 @@
 answer (one network, everything censored, no layer cells) still give a page that says so; the real Snakemake rule
 runs on tables placed as its inputs; selfheal.results.load reads them back."""
 
+import math
 import re
 import subprocess
 import sys
@@ -644,3 +645,85 @@ def test_the_networks_table_says_how_far_each_network_ended_past_its_minimum():
     assert networks.loc[1, "model"] == first["model"]  # its second seed
     row = next(line for line in table.splitlines() if line.startswith(f"| {first['model']} |"))
     assert "| 5.00 %, n/a" in row
+
+
+def _aside_rows(model, rows):
+    """An encoder_decoder table from (item, target, policy, init, {eps: (median, budget, stalled, falling)})."""
+    out = []
+    for item, target, policy, init, by_eps in rows:
+        for eps, (median, budget, stalled, falling) in by_eps.items():
+            censored = stalled + falling
+            out.append(
+                {
+                    "model": model,
+                    "threshold": eps,
+                    "item": item,
+                    "what": item,
+                    "target": target,
+                    "policy": policy,
+                    "init": init,
+                    "unit": "fraction",
+                    "median": median,
+                    "median_lo": median,
+                    "median_hi": median,
+                    "budget": budget,
+                    "n_cells": 3,
+                    "n_censored": censored,
+                    "n_stalled": stalled,
+                    "n_still_falling": falling,
+                    "n_not_damaged": 0,
+                    "relative_to_scratch": median / 0.8 if item != "scratch" else 1.0,
+                    "budget_relative_to_scratch": budget / 0.8,
+                }
+            )
+    return pd.DataFrame(out, columns=answer_tables.ENCODER_DECODER_COLUMNS)
+
+
+def test_the_swap_answer_says_each_swap_against_from_scratch_with_its_verdict():
+    """The headline's swap sentence, from the aside table alone: whether any swap is back within the smallest ε by
+    its budget (as × from scratch), each swap by donor (its width against the model's, narrower first) with what it
+    reached, a censored swap's verdict (stalled: it refuses; still falling: not answered), and whether the closed
+    gate heals faster, swap by swap at the smallest ε either reaches."""
+    from types import SimpleNamespace
+
+    inf = math.inf
+    aside = _aside_rows(
+        "bart",
+        [
+            ("scratch", "", "", "", {0.01: (0.8, math.nan, 0, 0), 0.05: (0.5, math.nan, 0, 0)}),
+            ("donor_swap", "swap-wide", "full", "fresh", {0.01: (inf, 2.0, 0, 3), 0.05: (1.2, 2.0, 0, 0)}),
+            ("donor_swap_gated", "swap-wide", "full", "zero_out", {0.01: (inf, 2.0, 0, 3), 0.05: (0.6, 2.0, 0, 0)}),
+            ("donor_swap_frozen", "swap-wide", "cross_attn", "fresh", {0.01: (inf, 2.0, 3, 0), 0.05: (inf, 2.0, 2, 1)}),
+            ("donor_swap", "swap-x-narrow", "full", "fresh", {0.01: (inf, 2.0, 1, 2), 0.05: (inf, 2.0, 1, 2)}),
+            ("encoder_swap", "swap96", "full", "fresh", {0.01: (1.6, 2.0, 0, 0), 0.05: (0.9, 2.0, 0, 0)}),
+            ("encoder_swap_gated", "swap96", "full", "zero_out", {0.01: (inf, 2.0, 0, 3), 0.05: (inf, 2.0, 0, 3)}),
+        ],
+    )
+    networks = pd.DataFrame({"model": ["bart", "wide", "x-narrow"], "d_model": [96, 128, 64]})
+    view = SimpleNamespace(tables={"encoder_decoder": aside}, networks=networks, healed=networks)
+    said = answer_page._swap_answer(view)
+    assert said.startswith("**The encoder swap.** In bart, the fastest swap is back within 1 % of the old loss at 2 × ")
+    assert "(0.8 of S × E)" in said
+    narrow = said.index("x-narrow's trained encoder (width 64, narrower), trainable: not back within 1 % by 2.5 × ")
+    wide = said.index(
+        "wide's trained encoder (width 128, wider), trainable: not back within 1 % by 2.5 × from "
+        "scratch (still falling), within 5 % at 1.5 ×"
+    )
+    frozen = said.index(
+        "wide's trained encoder (width 128, wider), frozen: not back within 1 % by 2.5 × from "
+        "scratch (stalled), nor within 5 %"
+    )
+    fresh = said.index("a fresh encoder of width 96: back within 1 % at 2 × from scratch")
+    assert narrow < wide < frozen < fresh
+    assert "(1 stalled, 2 still falling), nor within 5 %" in said
+    # gated against ungated: the wide donor's at 5 % (0.6 < 1.2), the fresh encoder's at 1 % (inf > 1.6)
+    assert "faster in 1, slower in 1 of the 2 swaps measured both ways" in said
+    # nothing back at the smallest ε: the budget, not a cost, leads
+    none = aside.assign(median=np.where(aside["threshold"] == 0.01, inf, aside["median"]))
+    none["relative_to_scratch"] = none["median"] / 0.8
+    none.loc[none["item"] == "scratch", ["median", "relative_to_scratch"]] = [0.8, 1.0]
+    said = answer_page._swap_answer(SimpleNamespace(tables={"encoder_decoder": none}, networks=networks))
+    assert "In bart, no swapped encoder is back within 1 % of the old loss in 2.5 × what pretraining" in said
+    # the aside's table gives the same verdicts
+    row = aside[(aside["item"] == "donor_swap_frozen") & (aside["threshold"] == 0.01)].iloc[0]
+    assert answer_page._aside_cost(row).endswith("(more than 2.5 ×); stalled")

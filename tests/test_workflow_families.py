@@ -218,6 +218,12 @@ def test_encoder_decoder_tables_hold_the_bart_cells_numbers(finished):
     section = page.split("## 6. ")[1].split("\n## ")[0]
     assert "### tinyBart" in section and "cross-attention" in section and "pretraining from scratch" in section
     assert "tinyBart16's trained one, kept frozen" in section and "output starting at zero" in section
+    # the headline's swap sentence names the donor by the width the networks table gives it
+    from selfheal.analysis import answer
+
+    swap = next(line for line in answer.headline(page).splitlines() if line.startswith("- **The encoder swap.**"))
+    assert "In tinyBart, " in swap and "tinyBart16's trained encoder (width 16, narrower), trainable: " in swap
+    assert "tinyBart16's trained encoder (width 16, narrower), frozen: " in swap and "a fresh encoder of width" in swap
 
 
 def test_a_donor_swap_takes_the_donors_trained_encoder(finished):

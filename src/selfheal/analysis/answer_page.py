@@ -554,37 +554,128 @@ def _times_scratch(at: pd.DataFrame, item: str) -> str:
     return ", ".join(parts)
 
 
+def _swap_reach(rows: pd.DataFrame) -> str:
+    """One swap over every ε, relative to pretraining from scratch to the same loss: back within the smallest ε at
+    r × from scratch, or not by the budget (stalled or still falling) and then the smallest ε it did reach."""
+    rows = rows.sort_values("threshold")
+    first = rows.iloc[0]
+    eps0 = _eps_words(float(first["threshold"]))
+    if math.isnan(float(first["median"])):
+        return f"not damaged beyond {eps0}"
+    rel = float(first["relative_to_scratch"])
+    if math.isfinite(rel):
+        return f"back within {eps0} at {num(rel)} × from scratch"
+    budget = float(first["budget_relative_to_scratch"])
+    by = f" by {num(budget)} × from scratch" if math.isfinite(budget) else " within the budget"
+    verdict = _verdicts(first)
+    text = f"not back within {eps0}{by}" + (f" ({verdict})" if verdict else "")
+    later = rows.iloc[1:]
+    reached = later[np.isfinite(later["relative_to_scratch"].astype(float))]
+    if len(reached):
+        r = reached.iloc[0]
+        return text + f", within {_eps_words(float(r['threshold']))} at {num(float(r['relative_to_scratch']))} ×"
+    if len(later):
+        return text + f", nor within {_eps_words(float(later['threshold'].max()))}"
+    return text
+
+
+def _donor_words(v: _View, target: str, width: int | None) -> str:
+    """'bart-n2-d64's trained encoder (width 64, narrower)' from the networks table (the donor is pretrained there)."""
+    donor = target[len("swap-") :]
+    net = v.networks[v.networks["model"] == donor]
+    if not len(net) or width is None:
+        return f"{donor}'s trained encoder"
+    w = int(net["d_model"].iloc[0])
+    side = "narrower" if w < width else "wider" if w > width else "the same width"
+    return f"{donor}'s trained encoder (width {w}, {side})"
+
+
+def _gate_effect(at: pd.DataFrame) -> str:
+    """Whether starting the wiped cross-attention's output at zero heals a swap faster: per swap (target, policy)
+    with both inits, the gated median against the ungated one at the smallest ε either reaches."""
+    faster = slower = same = neither = 0
+    for _, g in at.groupby(["target", "policy"], sort=False):
+        inits = set(g["init"])
+        if not {"fresh", answer_tables.ZERO_OUT} <= inits:
+            continue
+        verdict = None
+        for _, e in g.groupby("threshold", sort=True):
+            by = e.set_index("init")["median"].astype(float)
+            gated, plain = by[answer_tables.ZERO_OUT], by["fresh"]
+            if math.isnan(gated) or math.isnan(plain) or (math.isinf(gated) and math.isinf(plain)):
+                continue
+            verdict = "faster" if gated < plain else "slower" if gated > plain else "same"
+            break
+        if verdict is None:
+            neither += 1
+        else:
+            faster += verdict == "faster"
+            slower += verdict == "slower"
+            same += verdict == "same"
+    n = faster + slower + same + neither
+    if not n:
+        return ""
+    counts = [(faster, "faster"), (slower, "slower"), (same, "as fast"), (neither, "neither back at any ε")]
+    counts = [(k, words) for k, words in counts if k]
+    among = "the one swap measured both ways" if n == 1 else f"the {n} swaps measured both ways"
+    if len(counts) == 1:
+        effect = f"{counts[0][1]} in {among}"
+    else:
+        effect = ", ".join(f"{words} in {k}" for k, words in counts) + f" of {among}"
+    return (
+        "Starting the wiped cross-attention's output at zero (a closed gate, so the decoder is unchanged at step 0): "
+        f"{effect} (at the smallest ε either reaches; §6)"
+    )
+
+
 def _swap_answer(v: _View) -> str:
-    """The swap in a sentence the asker can use, at the smallest ε: what retraining a swapped-in encoder needs
-    relative to pretraining the model from scratch to the same loss (trained with the wiped cross-attention,
-    frozen, with the gate closed), beside a fresh encoder."""
+    """The swap in sentences the asker can use: first whether any swapped-in encoder is back within the smallest ε
+    within its budget, as a multiple of pretraining the model from scratch to the same loss; then each swap (a donor's
+    trained encoder, trainable and frozen; a fresh encoder) with what it reached; then whether the closed gate
+    helps."""
     aside = v.tables.get("encoder_decoder")
     swaps = aside[aside["item"].isin(answer_tables.SWAP_ITEMS)] if aside is not None and len(aside) else pd.DataFrame()
     if not len(swaps):
         why = _no_aside(v.healed) or "this grid has no encoder-decoder model with its encoder swapped"
         return f"**The encoder swap:** not determined ({why})."
     out = []
-    for model, g in aside.groupby("model", sort=True):
+    for model, g in swaps.groupby("model", sort=True):
         eps = float(g["threshold"].min())
-        at = g[g["threshold"] == eps]
-        donors = at[at["item"] == "donor_swap"]["target"].str[len("swap-") :].tolist()
-        parts = []
-        for item, words in (
-            ("donor_swap", f"another network's trained encoder ({', '.join(donors)}) trained with it"),
-            ("donor_swap_frozen", "that encoder kept frozen"),
-            ("donor_swap_gated", "trained, with the cross-attention's output starting at zero"),
-            ("donor_swap_frozen_gated", "frozen, with the gate closed at first"),
-            ("encoder_swap", "a fresh encoder"),
-            ("encoder_swap_gated", "a fresh encoder with the gate closed at first"),
-        ):
-            text = _times_scratch(at, item)
-            if text:
-                parts.append(f"{words}: {text}")
-        if parts:
-            out.append(
-                f"In {model}, swapping the encoder (every cross-attention wiped and re-sized to it) "
-                f"needs, to get back within {_eps_words(eps)} of its loss, " + "; ".join(parts)
+        net = v.networks[v.networks["model"] == model]
+        width = int(net["d_model"].iloc[0]) if len(net) else None
+        scratch = aside[(aside["model"] == model) & (aside["item"] == "scratch") & (aside["threshold"] == eps)]
+        plain = g[g["init"] == "fresh"]
+        at = plain[plain["threshold"] == eps]
+        rel = at["relative_to_scratch"].astype(float)
+        lead = f"In {model}, "
+        if len(at) and np.isfinite(rel).any():
+            best = at.loc[rel[np.isfinite(rel)].idxmin()]
+            lead += (
+                f"the fastest swap is back within {_eps_words(eps)} of the old loss at {num(float(best['relative_to_scratch']))} × "
+                "what pretraining from scratch needed"
             )
+        elif len(at):
+            budget = at["budget_relative_to_scratch"].astype(float)
+            known = budget[np.isfinite(budget)]
+            lead += f"no swapped encoder is back within {_eps_words(eps)} of the old loss" + (
+                f" in {span(known)} × what pretraining from scratch needed" if len(known) else " within the budget"
+            )
+        if len(scratch) and math.isfinite(float(scratch["median"].iloc[0])):
+            lead += f" ({num(float(scratch['median'].iloc[0]))} {_unit_after(scratch['unit'].iloc[0])})"
+        parts = []  # (fresh last, donor width, trainable before frozen, words)
+        for (item, target), rows in plain.groupby(["item", "target"], sort=False):
+            if item == "encoder_swap":
+                parts.append((1, 0, 0, f"a fresh encoder of width {target[len('swap') :]}: {_swap_reach(rows)}"))
+                continue
+            donor = v.networks[v.networks["model"] == target[len("swap-") :]]
+            order = int(donor["d_model"].iloc[0]) if len(donor) else 0
+            how = "trainable" if item == "donor_swap" else "frozen"
+            words = f"{_donor_words(v, target, width)}, {how}: {_swap_reach(rows)}"
+            parts.append((0, order, item != "donor_swap", words))
+        body = "; ".join(p[-1] for p in sorted(parts))
+        text = lead + ". With the cross-attention wiped and re-sized to it: " + body if len(at) else body
+        gate = _gate_effect(g)
+        out.append(text + (". " + gate if gate else ""))
     return "**The encoder swap.** " + ". ".join(out) + "."
 
 
@@ -1205,8 +1296,20 @@ def _aside_cost(r: pd.Series) -> str:
         text
         + times
         + (f", {int(r['n_censored'])} of {int(r['n_cells'])} censored" if partly else "")
+        + (f"; {_verdicts(r)}" if int(r["n_censored"]) and r["item"] != "scratch" else "")
         + (f", {undamaged} of {int(r['n_cells'])} not damaged beyond ε" if undamaged else "")
     )
+
+
+def _verdicts(r: pd.Series) -> str:
+    """What the censored cells of an aside row did: 'stalled' (every curve had stopped falling: it refuses),
+    'still falling' (the budget ended first: not answered), or the counts of each."""
+    stalled, falling = int(r.get("n_stalled", 0)), int(r.get("n_still_falling", 0))
+    if stalled and not falling:
+        return "stalled"
+    if falling and not stalled:
+        return "still falling"
+    return f"{stalled} stalled, {falling} still falling" if stalled or falling else ""
 
 
 def _damage_similarity(doc: Page, v: _View) -> None:

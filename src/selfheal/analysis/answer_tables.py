@@ -173,6 +173,8 @@ ENCODER_DECODER_COLUMNS = [
     "budget",
     "n_cells",
     "n_censored",
+    "n_stalled",
+    "n_still_falling",
     "n_not_damaged",
     "relative_to_scratch",
     "budget_relative_to_scratch",
@@ -554,6 +556,8 @@ def encoder_decoder(surv: pd.DataFrame, ref: pd.DataFrame, networks: pd.DataFram
                         "budget": r[budget_column(unit)],
                         "n_cells": int(r["n_cells"]),
                         "n_censored": int(r["n_censored"]),
+                        "n_stalled": int(r["n_stalled"]),
+                        "n_still_falling": int(r["n_still_falling"]),
                         "n_not_damaged": int(r["n_not_damaged"]),
                         "relative_to_scratch": _ratio(r[f"median_{unit}"], scratch_median),
                         "budget_relative_to_scratch": _ratio(r[budget_column(unit)], scratch_median),
@@ -578,6 +582,8 @@ def encoder_decoder(surv: pd.DataFrame, ref: pd.DataFrame, networks: pd.DataFram
                     "budget": math.nan,
                     "n_cells": len(v),
                     "n_censored": int(v.isna().sum()),
+                    "n_stalled": 0,
+                    "n_still_falling": 0,
                     "n_not_damaged": 0,
                     "relative_to_scratch": 1.0 if math.isfinite(scratch_median) else math.nan,
                     "budget_relative_to_scratch": math.nan,
@@ -594,7 +600,7 @@ def encoder_decoder(surv: pd.DataFrame, ref: pd.DataFrame, networks: pd.DataFram
         "budget_relative_to_scratch",
     ):
         table[column] = table[column].astype(float)
-    for column in ("n_cells", "n_censored", "n_not_damaged"):
+    for column in ("n_cells", "n_censored", "n_stalled", "n_still_falling", "n_not_damaged"):
         table[column] = table[column].astype("int64")
     return table
 
