@@ -727,3 +727,20 @@ def test_the_swap_answer_says_each_swap_against_from_scratch_with_its_verdict():
     # the aside's table gives the same verdicts
     row = aside[(aside["item"] == "donor_swap_frozen") & (aside["threshold"] == 0.01)].iloc[0]
     assert answer_page._aside_cost(row).endswith("(more than 2.5 ×); stalled")
+
+
+def test_the_size_grid_is_the_most_common_family_s():
+    """§4 and the headline list the N and D the fit varies: the most common family's networks. Another family's
+    one size (here a BART of 6 layers, width 96) is named apart, not counted as a level of N or D."""
+    gpt = synthetic(models=(("gpt2-n2-d64", 2, 64), ("gpt2-n4-d64", 4, 64)), thresholds=(0.05,), seed=3)
+    bart = synthetic(models=(("bart-n3-d96", 6, 96),), thresholds=(0.05,), family_kind="encoder-decoder", seed=4)
+    summary, curves, networks = (pd.concat([a, b], ignore_index=True) for a, b in zip(gpt, bart))
+    md = answer_page.page(answer_tables.compute(summary, curves, networks), summary, networks, LINKS).markdown()
+    section = md.split("## 4. ")[1]
+    assert "The size grid (decoder-only, the most common family): N 2, 4; D 64." in section
+    assert "Other families (N × D): bart-n3-d96 (6 × 96)." in section
+    sizes = next(line for line in answer.headline(md).splitlines() if line.startswith("- **Do N and D matter?**"))
+    assert (
+        "Larger N (2, 4)" in sizes
+        and "D is not determined (the size grid does not vary it; only another family's networks differ in it)" in sizes
+    ), sizes

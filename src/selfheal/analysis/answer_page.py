@@ -509,6 +509,16 @@ def _not_determined(terms: list[tuple[str, str]]) -> list[str]:
     return out
 
 
+def _size_family(v: _View) -> tuple[pd.DataFrame, str]:
+    """The healed networks of the most common family (the size grid the N and D terms are fitted on, as
+    out_of_sample.size_grid picks it) and that family's name ('' when the table has no family)."""
+    healed = v.healed
+    if not len(healed) or "family_kind" not in healed:
+        return healed, ""
+    family = healed.drop_duplicates("model")["family_kind"].astype(str).value_counts().idxmax()
+    return healed[healed["family_kind"].astype(str) == family], family
+
+
 def _size_answer(v: _View, setting: tuple, eps_pair: list[float]) -> str:
     fit = _pick(v.fit, setting) if len(v.fit) else v.fit
     out = []
@@ -517,7 +527,16 @@ def _size_answer(v: _View, setting: tuple, eps_pair: list[float]) -> str:
         if not len(rows) or (rows["reason"] == "not_varied").all():
             out.append(f"{letter} is not determined (the grid does not vary it)")
             continue
-        values = sorted(v.healed[{"N": "n_layer", "D": "d_model"}[letter]].astype(int).unique())
+        column = {"N": "n_layer", "D": "d_model"}[letter]
+        values = sorted(_size_family(v)[0][column].astype(int).unique())
+        if len(values) < 2 and not rows["determined"].astype(bool).any():
+            across = v.healed[column].nunique() > 1
+            out.append(
+                f"{letter} is not determined (the size grid does not vary it"
+                + ("; only another family's networks differ in it" if across else "")
+                + ")"
+            )
+            continue
         words = []
         for _, r in rows.sort_values("threshold").iterrows():
             if r["determined"]:
@@ -529,29 +548,6 @@ def _size_answer(v: _View, setting: tuple, eps_pair: list[float]) -> str:
                 words.append(f"not determined at ε = {_eps_words(r['threshold'])} ({scaling.REASONS[r['reason']]})")
         out.append(f"larger {letter} ({', '.join(map(str, values))}): " + ", ".join(words))
     return "**Do N and D matter?** " + "; ".join(p[0].upper() + p[1:] if i == 0 else p for i, p in enumerate(out)) + "."
-
-
-def _times_scratch(at: pd.DataFrame, item: str) -> str:
-    """An aside item's cost as a multiple of pretraining from scratch to the same loss, over its rows (donors or
-    widths): 'a to b × from scratch', 'not back within the budget of c × from scratch', or '' when it has no row."""
-    rows = at[at["item"] == item]
-    if not len(rows):
-        return ""
-    rel = rows["relative_to_scratch"].astype(float)
-    finite, beyond = rel[np.isfinite(rel)], rows[np.isinf(rel)]
-    if rows["median"].astype(float).isna().all():
-        return NOT_DAMAGED
-    parts = [f"{span(finite)} × from scratch"] if len(finite) else []
-    if len(beyond):
-        budget = beyond["budget_relative_to_scratch"].astype(float)
-        known = budget[np.isfinite(budget)]
-        parts.append(
-            f"{'' if not len(finite) else f'{len(beyond)} of {len(rows)} '}not back within the budget"
-            + (f" of {span(known)} × from scratch" if len(known) else "")
-        )
-    if not parts:  # no from-scratch cost to compare with (a downloaded model): the cost itself
-        return span(rows["median"].astype(float)) or "n/a"
-    return ", ".join(parts)
 
 
 def _swap_reach(rows: pd.DataFrame) -> str:
@@ -999,12 +995,21 @@ def _sizes(doc: Page, v: _View) -> None:
     """4. N and D"""
     networks = v.networks
     doc.h(2, "4. Do N and D matter?")
-    n_values = sorted(networks["n_layer"].unique()) if len(networks) else []
-    d_values = sorted(networks["d_model"].unique()) if len(networks) else []
+    grid, family = _size_family(v)
+    n_values = sorted(grid["n_layer"].unique()) if len(grid) else []
+    d_values = sorted(grid["d_model"].unique()) if len(grid) else []
+    others = v.healed[v.healed["model"].isin(set(v.healed["model"]) - set(grid["model"]))].drop_duplicates("model")
     doc.p(
         f"Cost grows as N^b, D^b, S^b, E^b for the coefficient b of log N, D, S, E (the fit and legend of §3). "
-        f"The grid's N: "
-        f"{', '.join(str(int(x)) for x in n_values) or 'none'}; D: {', '.join(str(int(x)) for x in d_values) or 'none'}."
+        f"The size grid{f' ({family}, the most common family)' if family else ''}: N "
+        f"{', '.join(str(int(x)) for x in n_values) or 'none'}; D {', '.join(str(int(x)) for x in d_values) or 'none'}."
+        + (
+            " Other families (N × D): "
+            + ", ".join(f"{r['model']} ({int(r['n_layer'])} × {int(r['d_model'])})" for _, r in others.iterrows())
+            + "."
+            if len(others)
+            else ""
+        )
     )
     _fit_table(doc, v.fit, v.settings, ["log_n_layer", "log_d_model", "log_train_sequences", "log_epochs"])
     doc.h(3, "The networks")

@@ -178,11 +178,14 @@ def _design(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def identifiable(x: pd.DataFrame) -> tuple[list[str], dict[str, str]]:
-    """Terms kept (each raises the rank of [intercept, terms kept before it]) and, for the others, why not."""
+    """Terms kept (each raises the rank of [intercept, terms kept before it]) and, for the others, why not. The
+    family terms are looked at before the size and data terms (log N, D, S, E): a size that only another family
+    varies (a BART of width 96 beside GPT-2s of width 64) is that family's difference, not a trend in D, so the size
+    term is the one confounded. The kept terms are returned in x's column order."""
     kept, why = [], {}
     base = np.ones((len(x), 1))
     rank = np.linalg.matrix_rank(base)
-    for term in x.columns:
+    for term in sorted(x.columns, key=lambda t: t.startswith("log_")):  # stable: positions, families, then sizes
         column = x[term].to_numpy(float)
         if len(column) == 0 or np.ptp(column) == 0:
             why[term] = ("not_varied", "not determined by this grid: it does not vary")
@@ -196,7 +199,7 @@ def identifiable(x: pd.DataFrame) -> tuple[list[str], dict[str, str]]:
                 "confounded",
                 f"not determined by this grid: confounded with {', '.join(kept) or 'the intercept'}",
             )
-    return kept, why
+    return [t for t in x.columns if t in kept], why
 
 
 _LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
