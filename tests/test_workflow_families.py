@@ -224,6 +224,7 @@ def test_encoder_decoder_tables_hold_the_bart_cells_numbers(finished):
     swap = next(line for line in answer.headline(page).splitlines() if line.startswith("- **The encoder swap.**"))
     assert "In tinyBart, " in swap and "tinyBart16's trained encoder (width 16, narrower), trainable: " in swap
     assert "tinyBart16's trained encoder (width 16, narrower), frozen: " in swap and "a fresh encoder of width" in swap
+    assert swap[len("- **The encoder swap.** ") :] in section  # the aside opens with the same sentences
 
 
 def test_a_donor_swap_takes_the_donors_trained_encoder(finished):

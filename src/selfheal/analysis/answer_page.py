@@ -620,8 +620,11 @@ def _gate_effect(at: pd.DataFrame) -> str:
         effect = ", ".join(f"{words} in {k}" for k, words in counts) + f" of {among}"
     return (
         "Starting the wiped cross-attention's output at zero (a closed gate, so the decoder is unchanged at step 0): "
-        f"{effect} (at the smallest ε either reaches; §6)"
+        f"{effect} (at the smallest ε either reaches)"
     )
+
+
+SWAP_LEAD = "**The encoder swap.** "
 
 
 def _swap_answer(v: _View) -> str:
@@ -672,7 +675,7 @@ def _swap_answer(v: _View) -> str:
         text = lead + ". With the cross-attention wiped and re-sized to it: " + body if len(at) else body
         gate = _gate_effect(g)
         out.append(text + (". " + gate if gate else ""))
-    return "**The encoder swap.** " + ". ".join(out) + "."
+    return SWAP_LEAD + ". ".join(out) + "."
 
 
 def _sxe_words(v: _View, model: str) -> str:
@@ -1255,6 +1258,9 @@ def _aside(doc: Page, v: _View) -> None:
             "the whole encoder is not determined by it."
         )
         return
+    swap = _swap_answer(v)
+    if swap.startswith(SWAP_LEAD):  # the swap in sentences, as the headline says it, before the detail
+        doc.p(swap[len(SWAP_LEAD) :])
     doc.p(
         "Regime `frozen`, init `fresh` (a swap's gated rows: `zero_out`): the median cost [95 % interval] of each "
         "reset beyond one layer (one layer: §1), and pretraining from scratch to the same loss: the median over the "
