@@ -257,6 +257,7 @@ def test_every_figure_on_the_synthetic_grid(synthetic_grid):
     charts = _check_all(summary, curves, tables)
     # two sizes leave nothing out of sample (tests/test_out_of_sample.py draws that figure on three)
     assert _is_empty(charts.pop("answer_out_of_sample"))
+    assert _is_empty(charts.pop("answer_aside"))  # no encoder-decoder here (tests/test_workflow_families.py draws it)
     assert not any(_is_empty(chart) for chart in charts.values())
     cost = [a for a in axes(charts["answer_cost_depth"]) if a["mark"] == "point" and a["channel"] == "y"]
     assert sum(len(a["values"]) for a in cost) == len(layers)

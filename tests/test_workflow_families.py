@@ -225,6 +225,26 @@ def test_encoder_decoder_tables_hold_the_bart_cells_numbers(finished):
     assert "In tinyBart, " in swap and "tinyBart16's trained encoder (width 16, narrower), trainable: " in swap
     assert "tinyBart16's trained encoder (width 16, narrower), frozen: " in swap and "a fresh encoder of width" in swap
     assert swap[len("- **The encoder swap.** ") :] in section  # the aside opens with the same sentences
+    # its figure: each swap's, the wipe's and every layer's curves, x in units of the from-scratch cost (a cell's
+    # curve ends at its budget over that cost, as the table says), checked as every figure is
+    from test_figures import check_figure
+
+    chart = answer_plots.aside_curves(curves, kept["pretrain_reference"], aside)
+    check_figure(chart, "answer_aside")
+    drawn = [row for data in chart.to_dict()["datasets"].values() for row in data if "what" in row]
+    assert {r["what"] for r in drawn} == {
+        "tinyBart16's encoder, trainable",
+        "tinyBart16's encoder, frozen",
+        "a fresh encoder",
+        "all cross-attention",
+        "every layer",
+    }
+    assert {r["gated"] for r in drawn} == {"gated", "not gated"}
+    first = aside[aside["threshold"] == aside["threshold"].min()].set_index(["item"])
+    frozen = [r["x"] for r in drawn if r["what"] == "tinyBart16's encoder, frozen" and r["gated"] == "not gated"]
+    row = first.loc["donor_swap_frozen"]
+    if math.isfinite(row["budget_relative_to_scratch"]) and math.isinf(row["median"]):  # ran to its budget
+        assert max(frozen) == pytest.approx(row["budget_relative_to_scratch"], rel=0.02)
 
 
 def test_a_donor_swap_takes_the_donors_trained_encoder(finished):

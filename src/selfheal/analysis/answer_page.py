@@ -1262,6 +1262,7 @@ def _aside(doc: Page, v: _View) -> None:
     if swap.startswith(SWAP_LEAD):  # the swap in sentences, as the headline says it, before the detail
         doc.p(swap[len(SWAP_LEAD) :])
     doc.p(
+        f"The curves against pretraining from scratch: [plot]({v.plot_links['answer_aside']}). "
         "Regime `frozen`, init `fresh` (a swap's gated rows: `zero_out`): the median cost [95 % interval] of each "
         "reset beyond one layer (one layer: §1), and pretraining from scratch to the same loss: the median over the "
         "networks [least, most]; after each cost, the median as a multiple of that from-scratch cost."

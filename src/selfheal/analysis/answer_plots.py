@@ -17,6 +17,9 @@ the panel columns.
   determined are listed in the answer table, not drawn).
 - ``answer_cka``: CKA between the original and the healed layer against L, with the unhealed floor (dashed).
 - ``answer_damage_cost``: zero-step damage against cost per cell, censored cells as open triangles at the budget.
+- ``answer_aside``: the encoder-decoder aside's recovery curves (the encoder swaps, all cross-attention, every
+  layer) against examples as a multiple of pretraining from scratch to the smallest ε, beside that pretraining;
+  one panel per encoder-decoder model.
 """
 
 from __future__ import annotations
@@ -502,6 +505,126 @@ def out_of_sample(table: pd.DataFrame, survival: pd.DataFrame) -> alt.Chart:
 
 
 # name (the file under plots/) -> how it is drawn from the answer tables and curves.parquet
+ASIDE_CURVES = {  # the aside items drawn as curves (the single layers are in answer_curves), as the legend names them
+    "all_cross_attention": "all cross-attention",
+    "donor_swap": "{donor}'s encoder, trainable",
+    "donor_swap_gated": "{donor}'s encoder, trainable",
+    "donor_swap_frozen": "{donor}'s encoder, frozen",
+    "donor_swap_frozen_gated": "{donor}'s encoder, frozen",
+    "encoder_swap": "a fresh encoder",
+    "encoder_swap_gated": "a fresh encoder",
+    "reset_all": "every layer",
+}
+
+
+def aside_curves(curves: pd.DataFrame, reference: pd.DataFrame, aside: pd.DataFrame) -> alt.Chart:
+    """Per encoder-decoder model: the recovery curves of its aside's resets beyond one layer (each encoder swap,
+    all cross-attention, every layer; one line per network) as the gap to the baseline (log), against the examples
+    seen over what pretraining from scratch needed to first reach the smallest ε (the aside's ``scratch`` median),
+    so x = 1 is "as slow as from scratch" and a curve still above the ε line past it is slower; the gated swaps
+    (init ``zero_out``) dashed in their swap's colour; pretraining's own curves black."""
+    title = "The encoder-decoder aside: recovery against pretraining from scratch"
+    legend = [
+        "x: examples / what pretraining from scratch needed to reach the smallest ε (1 = as slow as from scratch)",
+        "gap on a log scale, 0.1 % or less drawn at 0.1 %; dashed rules: the ε levels; dashed lines: gated swaps",
+    ]
+    if not len(aside) or not len(curves) or not len(reference):
+        return plots.empty_chart(title, "this grid has no encoder-decoder model in the estimates")
+    baselines = reference.drop_duplicates(["model", "pretrain_seed"])[["model", "pretrain_seed", "baseline_loss"]]
+    eps_min = float(aside["threshold"].min())
+    rows, pre = [], []
+    for model, own in aside[aside["threshold"] == eps_min].groupby("model", sort=True):
+        scratch = own[own["item"] == "scratch"]
+        if not len(scratch) or not math.isfinite(float(scratch["median"].iloc[0])):
+            continue
+        per, unit = float(scratch["median"].iloc[0]), scratch["unit"].iloc[0]
+        column = "fraction_of_pretrain" if unit == "fraction" else "examples"
+        mine = curves[(curves["model"] == model) & (curves["kind"] == "recovery") & (curves["regime"] == "frozen")]
+        for _, item in own[own["item"].isin(list(ASIDE_CURVES))].iterrows():
+            pick = (
+                (mine["target"] == item["target"]) & (mine["policy"] == item["policy"]) & (mine["init"] == item["init"])
+            )
+            one = mine[pick].copy()
+            donor = item["target"][len("swap-") :] if item["target"].startswith("swap-") else ""
+            one["what"] = ASIDE_CURVES[item["item"]].format(donor=donor)
+            one["gated"] = "gated" if item["init"] == "zero_out" else "not gated"
+            one["x"] = _float(one[column]) / per
+            rows.append(one)
+        own_pre = curves[(curves["model"] == model) & (curves["kind"] == "pretrain")].copy()
+        own_pre["x"] = _float(own_pre[column]) / per
+        pre.append(own_pre)
+    rec = pd.concat(rows, ignore_index=True) if rows else pd.DataFrame()
+    if not len(rec):
+        return plots.empty_chart(title, "no recovery curve of the aside's resets, or no from-scratch cost to scale by")
+    rec = _gap(rec, baselines)
+    pre = _gap(pd.concat(pre, ignore_index=True), baselines)
+    rec["run"] = (
+        rec["what"] + " " + rec["gated"] + " p" + rec["pretrain_seed"].astype(str) + " s" + rec["seed"].astype(str)
+    )
+    pre["run"] = "pretrain p" + pre["pretrain_seed"].astype(str)
+    right = plots.nice_up(max(float(rec["x"].max()), 1.0) * 1.05, (1, 1.5, 2, 2.5, 3, 4, 5, 10))
+    pre = pre[pre["x"] <= right]
+    top = plots.nice_up(float(max(rec["gap"].max(), pre["gap"].max() if len(pre) else 0)) * 1.2)
+    ticks = [
+        10.0**k
+        for k in range(round(math.log10(GAP_FLOOR)), math.ceil(math.log10(top) - 1e-9) + 1)
+        if 10.0**k <= top * (1 + 1e-9)
+    ]
+    y = alt.Y(
+        "gap:Q",
+        scale=alt.Scale(type="log", domain=[GAP_FLOOR, top], nice=False),
+        axis=alt.Axis(values=ticks, format="~%"),
+        title="val loss / baseline − 1 (log)",
+    )
+    x = alt.X(
+        "x:Q",
+        scale=alt.Scale(domain=[0.0, right], nice=False),
+        title=f"examples / what pretraining from scratch needed (ε = {100 * eps_min:g} %)",
+    )
+    levels = pd.DataFrame({"gap": sorted(aside["threshold"].astype(float).unique())})
+    levels["label"] = levels["gap"].map(lambda e: f"ε = {100 * e:g} %")
+    order = sorted(rec["what"].unique())
+    charts = []
+    for model in sorted(rec["model"].unique()):
+        mine, own_pre = rec[rec["model"] == model], pre[pre["model"] == model]
+        rules = alt.Chart(levels).mark_rule(strokeDash=[4, 3], color="#555").encode(y=y)
+        labels = (
+            alt.Chart(levels)
+            .mark_text(align="left", dx=2, dy=-5, fontSize=9, color="#555")
+            .encode(y=y, x=alt.X(datum=0.0, scale=alt.Scale(domain=[0.0, right], nice=False)), text="label:N")
+        )
+        one = alt.Chart(pd.DataFrame({"x": [1.0]})).mark_rule(color="black", strokeDash=[2, 2]).encode(x=x)
+        lines = (
+            alt.Chart(mine)
+            .mark_line(opacity=0.75, strokeWidth=1.3)
+            .encode(
+                x=x,
+                y=y,
+                color=alt.Color("what:N", scale=alt.Scale(domain=order, scheme="tableau10"), title="reset"),
+                strokeDash=alt.StrokeDash(
+                    "gated:N",
+                    scale=alt.Scale(domain=["not gated", "gated"], range=[[1, 0], [5, 3]]),
+                    title="cross-attention output",
+                ),
+                detail="run:N",
+                tooltip=["what", "gated", "pretrain_seed", "examples", "val_loss", "gap"],
+            )
+        )
+        single = mine[mine.groupby("run")["x"].transform("size") == 1]  # within ε at once: a one-point curve
+        points = (
+            alt.Chart(single)
+            .mark_circle(size=30, opacity=0.9)
+            .encode(x=x, y=y, fill=alt.Fill("what:N", scale=alt.Scale(domain=order, scheme="tableau10"), legend=None))
+        )
+        pretrain = alt.Chart(own_pre).mark_line(color="black", strokeWidth=2).encode(x=x, y=y, detail="run:N")
+        charts.append(
+            alt.layer(rules, labels, one, pretrain, lines, points)
+            .resolve_scale(fill="independent")
+            .properties(width=420, height=260, title=model)
+        )
+    return alt.concat(*charts, columns=2).properties(title=alt.TitleParams(title, subtitle=legend))
+
+
 FIGURES = {
     "answer_cost_depth": lambda t, curves: cost_depth(t["survival"]),
     "answer_recovered": lambda t, curves: recovered(t["recovered_curves"]),
@@ -510,4 +633,5 @@ FIGURES = {
     "answer_cka": lambda t, curves: cka(t["cka"]),
     "answer_damage_cost": lambda t, curves: damage_cost(t["damage_cells"]),
     "answer_out_of_sample": lambda t, curves: out_of_sample(t["out_of_sample"], t["survival"]),
+    "answer_aside": lambda t, curves: aside_curves(curves, t["pretrain_reference"], t["encoder_decoder"]),
 }
