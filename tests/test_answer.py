@@ -151,6 +151,9 @@ def test_the_answer_opens_the_page_in_sentences(deeper_costs_more):
     ref = tables["pretrain_reference"]
     scratch = ref[ref["threshold"] == 0.05].groupby("model")["fraction"].mean()
     assert f"pretraining from scratch needed {span(scratch)} of S × E" in bullets[0]
+    scratch_examples = ref[ref["threshold"] == 0.05].groupby("model")["examples"].mean()
+    times = layers["median_examples"] / layers["model"].map(scratch_examples)
+    assert f"of S × E ({span(times[np.isfinite(times)])} × what pretraining from scratch needed)" in bullets[0]
     # censored is not refusal: only stalled cells refuse; still-falling ones are counted as not answered
     stalled, falling = int(layers["n_stalled"].sum()), int(layers["n_still_falling"].sum())
     damaged = int((layers["n_cells"] - layers["n_not_damaged"]).sum())

@@ -287,6 +287,18 @@ def _scratch_span(v: _View, models: list[str], eps: float, unit: str) -> str:
     return span(values)
 
 
+def _times_scratch_span(v: _View, rows: pd.DataFrame, eps: float) -> str:
+    """The span of the finite (model, layer) medians as multiples of what their model's pretraining from scratch
+    needed to reach the same loss (``_scratch_reference``); '' where no model has one."""
+    return span(
+        [
+            float(r["median_examples"]) / ref
+            for _, r in rows.iterrows()
+            if (ref := _scratch_reference(v.ref, v.networks, r["model"], eps)["examples"]) > 0
+        ]
+    )
+
+
 def _how_much(v: _View, rows: pd.DataFrame, unit: str, eps_pair: list[float]) -> str:
     parts = []
     for i, eps in enumerate(eps_pair):
@@ -297,8 +309,11 @@ def _how_much(v: _View, rows: pd.DataFrame, unit: str, eps_pair: list[float]) ->
             * at["model"].map(lambda m: _tokens_per_example(v.summary, v.networks, m)).astype(float),
             compact,
         )
+        times = _times_scratch_span(v, at, eps)
         cost = (
-            f"a median {finite} {_unit_after(unit)}" + (f" ({tokens} tokens)" if unit == "examples" and tokens else "")
+            f"a median {finite} {_unit_after(unit)}"
+            + (f" ({tokens} tokens)" if unit == "examples" and tokens else "")
+            + (f" ({times} × what pretraining from scratch needed)" if times and i == 0 else "")
             if finite
             else "more than the budget for every layer"
             if total
@@ -1441,12 +1456,7 @@ def _against_control_words(v: _View, setting: tuple | None, eps: float) -> str:
     finite, beyond, total = _median_span(rows, unit)
     if not total:
         return ""
-    scratch = [
-        float(r["median_examples"]) / ref
-        for _, r in rows.iterrows()
-        if (ref := _scratch_reference(v.ref, v.networks, r["model"], eps)["examples"]) > 0
-    ]
-    times = span(scratch)
+    times = _times_scratch_span(v, rows, eps)
     cost = f"a median {finite} {_unit_after(unit)}" + (f", {times} × from scratch" if times else "") if finite else ""
     if beyond:
         cost += (", and " if cost else "") + f"beyond the budget for {beyond} of {total} (model, layer) pairs"
