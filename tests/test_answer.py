@@ -700,6 +700,7 @@ def test_the_swap_answer_says_each_swap_against_from_scratch_with_its_verdict():
             ("donor_swap", "swap-x-narrow", "full", "fresh", {0.01: (inf, 2.0, 1, 2), 0.05: (inf, 2.0, 1, 2)}),
             ("encoder_swap", "swap96", "full", "fresh", {0.01: (1.6, 2.0, 0, 0), 0.05: (0.9, 2.0, 0, 0)}),
             ("encoder_swap_gated", "swap96", "full", "zero_out", {0.01: (inf, 2.0, 0, 3), 0.05: (inf, 2.0, 0, 3)}),
+            ("reset_all", "all", "full", "fresh", {0.01: (inf, 2.0, 0, 3), 0.05: (1.0, 2.0, 0, 0)}),
         ],
     )
     networks = pd.DataFrame({"model": ["bart", "wide", "x-narrow"], "d_model": [96, 128, 64]})
@@ -719,6 +720,11 @@ def test_the_swap_answer_says_each_swap_against_from_scratch_with_its_verdict():
     fresh = said.index("a fresh encoder of width 96: back within 1 % at 2 × from scratch")
     assert narrow < wide < frozen < fresh
     assert "(1 stalled, 2 still falling), nor within 5 %" in said
+    assert (
+        "For comparison, every layer reset (the embeddings kept frozen, the same retraining): not back within 1 % by 2.5 × "
+        in said
+    )
+    assert "from scratch (still falling), within 5 % at 1.25 ×" in said
     # gated against ungated: the wide donor's at 5 % (0.6 < 1.2), the fresh encoder's at 1 % (inf > 1.6)
     assert "faster in 1, slower in 1 of the 2 swaps measured both ways" in said
     # nothing back at the smallest ε: the budget, not a cost, leads

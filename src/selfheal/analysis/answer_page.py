@@ -688,6 +688,9 @@ def _swap_answer(v: _View) -> str:
             parts.append((0, order, item != "donor_swap", words))
         body = "; ".join(p[-1] for p in sorted(parts))
         text = lead + ". With the cross-attention wiped and re-sized to it: " + body if len(at) else body
+        every = aside[(aside["model"] == model) & (aside["item"] == "reset_all")]
+        if len(every):  # the same retraining from every layer reset: how much of the swap's cost is the retraining's
+            text += f". For comparison, every layer reset (the embeddings kept frozen, the same retraining): {_swap_reach(every)}"
         gate = _gate_effect(g)
         out.append(text + (". " + gate if gate else ""))
     return SWAP_LEAD + ". ".join(out) + "."
