@@ -704,6 +704,8 @@ def test_the_swap_answer_says_each_swap_against_from_scratch_with_its_verdict():
         ],
     )
     networks = pd.DataFrame({"model": ["bart", "wide", "x-narrow"], "d_model": [96, 128, 64]})
+    wide = (aside["target"] == "swap-wide") & (aside["policy"] == "full") & (aside["init"] == "fresh")
+    aside.loc[wide & (aside["threshold"] == 0.01), "projected_relative"] = 4.44  # its last rate of fall's guess
     view = SimpleNamespace(tables={"encoder_decoder": aside}, networks=networks, healed=networks)
     said = answer_page._swap_answer(view)
     assert said.startswith("**The encoder swap.** In bart, the fastest swap is back within 1 % of the old loss at 2 × ")
@@ -711,7 +713,7 @@ def test_the_swap_answer_says_each_swap_against_from_scratch_with_its_verdict():
     narrow = said.index("x-narrow's trained encoder (width 64, narrower), trainable: not back within 1 % by 2.5 × ")
     wide = said.index(
         "wide's trained encoder (width 128, wider), trainable: not back within 1 % by 2.5 × from "
-        "scratch (still falling), within 5 % at 1.5 ×"
+        "scratch (still falling: at its last rate of fall, about 4.4 ×), within 5 % at 1.5 ×"
     )
     frozen = said.index(
         "wide's trained encoder (width 128, wider), frozen: not back within 1 % by 2.5 × from "
@@ -753,3 +755,46 @@ def test_the_size_grid_is_the_most_common_family_s():
         "Larger N (2, 4)" in sizes
         and "D is not determined (the size grid does not vary it; only another family's networks differ in it)" in sizes
     ), sizes
+
+
+def test_a_still_falling_cell_is_projected_at_its_last_rate_of_fall():
+    """answer_tables.projected_examples: a cell back within ε costs its crossing; one still falling at its budget is
+    projected to where its fall over the last doubling of examples would take it (end examples x 2^(gap / fall));
+    one that stalled or diverged never gets there; one never damaged has no cost."""
+    cells = pd.DataFrame(
+        {
+            "outcome": ["recovered", "still_falling", "still_falling", "stalled", "diverged", "not_damaged"],
+            "examples": [500.0, 1000.0, 1000.0, 1000.0, 300.0, 0.0],
+            "final_loss": [1.0, 1.03, 1.011, 1.05, 9.0, 0.99],
+            "threshold_loss": [1.01] * 6,
+            "fall_per_doubling": [math.nan, 0.01, 0.002, 0.0001, math.nan, math.nan],
+        }
+    )
+    got = answer_tables.projected_examples(cells).tolist()
+    assert got[0] == 500.0 and got[1] == pytest.approx(4000.0) and got[2] == pytest.approx(1000.0 * 2**0.5)
+    assert math.isinf(got[3]) and math.isinf(got[4]) and math.isnan(got[5])
+    assert answer_tables._lower_median(np.array([3.0, math.inf])) == 3.0  # with two networks, the faster one
+
+
+def test_the_aside_projects_a_swap_still_falling_from_its_cells():
+    """The aside's projected cost of a row beyond its budget: the lower median over its networks' cells of where each
+    one's last rate of fall would reach ε (computed here from summary.parquet's columns by the formula), as a
+    fraction of S × E and over the from-scratch cost; a row that got back has none."""
+    summary, curves, networks = synthetic(
+        models=(("bart", 4, 64),),
+        extra_targets=True,
+        family_kind="encoder-decoder",
+        thresholds=(0.01, 0.05),
+        budget_fraction=0.05,
+        seed=2,
+    )
+    aside = answer_tables.compute(summary, curves, networks)["encoder_decoder"]
+    row = aside[(aside["item"] == "encoder_swap") & (aside["threshold"] == 0.01)].iloc[0]
+    cells = summary[(summary["target"] == "swap32") & (summary["threshold"] == 0.01)]
+    assert math.isinf(row["median"]) and (cells["outcome"] == "still_falling").all()
+    guess = cells["examples"] * 2 ** ((cells["final_loss"] - cells["threshold_loss"]) / cells["fall_per_doubling"])
+    values = sorted(guess / cells["pretrain_examples"])
+    assert row["projected"] == pytest.approx(values[(len(values) - 1) // 2])
+    scratch = aside[(aside["item"] == "scratch") & (aside["threshold"] == 0.01)]["median"].iloc[0]
+    assert row["projected_relative"] == pytest.approx(row["projected"] / scratch)
+    assert aside[np.isfinite(aside["median"])]["projected"].isna().all()

@@ -578,7 +578,7 @@ def _swap_reach(rows: pd.DataFrame) -> str:
         return f"back within {eps0} at {num(rel)} × from scratch"
     budget = float(first["budget_relative_to_scratch"])
     by = f" by {num(budget)} × from scratch" if math.isfinite(budget) else " within the budget"
-    verdict = _verdicts(first)
+    verdict = _verdicts(first) + _projection(first)
     text = f"not back within {eps0}{by}" + (f" ({verdict})" if verdict else "")
     later = rows.iloc[1:]
     reached = later[np.isfinite(later["relative_to_scratch"].astype(float))]
@@ -1283,7 +1283,10 @@ def _aside(doc: Page, v: _View) -> None:
         f"The curves against pretraining from scratch: [plot]({v.plot_links['answer_aside']}). "
         "Regime `frozen`, init `fresh` (a swap's gated rows: `zero_out`): the median cost [95 % interval] of each "
         "reset beyond one layer (one layer: §1), and pretraining from scratch to the same loss: the median over the "
-        "networks [least, most]; after each cost, the median as a multiple of that from-scratch cost."
+        "networks [least, most]; after each cost, the median as a multiple of that from-scratch cost. Beyond the "
+        "budget, whether the cells stalled or were still falling, and for those still falling where their last "
+        "rate of fall (over the last doubling of examples) would reach ε, × from scratch: a guess, and an "
+        "optimistic one, since a recovery curve falls less with each doubling."
     )
     for model, rows in aside.groupby("model", sort=True):
         eps_list = sorted(rows["threshold"].unique())
@@ -1326,9 +1329,22 @@ def _aside_cost(r: pd.Series) -> str:
         text
         + times
         + (f", {int(r['n_censored'])} of {int(r['n_cells'])} censored" if partly else "")
-        + (f"; {_verdicts(r)}" if int(r["n_censored"]) and r["item"] != "scratch" else "")
+        + (f"; {_verdicts(r)}{_projection(r, short=True)}" if int(r["n_censored"]) and r["item"] != "scratch" else "")
         + (f", {undamaged} of {int(r['n_cells'])} not damaged beyond ε" if undamaged else "")
     )
+
+
+def _projection(r: pd.Series, short: bool = False) -> str:
+    """': at its last rate of fall, about r ×' (short: ', ≈ r × at its last rate') for an aside row beyond the
+    budget with a cell still falling (``answer_tables.projected_examples``, over the from-scratch cost: a guess, and
+    an optimistic one), else ''."""
+    rel = float(r.get("projected_relative", math.nan))
+    if not int(r.get("n_still_falling", 0)) or math.isnan(rel):
+        return ""
+    about = "never" if math.isinf(rel) else f"about {rel:.2g} ×"
+    if short:
+        return ", never at its last rate" if math.isinf(rel) else f", ≈ {rel:.2g} × at its last rate"
+    return f": at its last rate of fall, {about}"
 
 
 def _verdicts(r: pd.Series) -> str:

@@ -178,6 +178,8 @@ ENCODER_DECODER_COLUMNS = [
     "n_not_damaged",
     "relative_to_scratch",
     "budget_relative_to_scratch",
+    "projected",
+    "projected_relative",
 ]
 
 
@@ -515,13 +517,42 @@ def compute(
         "control_drift": control_drift(curves, networks),
         "against_control": against_control(cells),
         "out_of_sample": out_of_sample.check(cells, surv, workers=workers),
-        "encoder_decoder": encoder_decoder(surv, ref, networks),
+        "encoder_decoder": encoder_decoder(surv, ref, networks, cells),
         "network_costs": network_costs(cells),
         "validation_error": validation_error(summary),
     }
 
 
-def encoder_decoder(surv: pd.DataFrame, ref: pd.DataFrame, networks: pd.DataFrame) -> pd.DataFrame:
+def projected_examples(cells: pd.DataFrame) -> pd.Series:
+    """Per (cell, threshold) row: its cost in examples where it got back; where it was still falling at its budget,
+    the examples at which its last rate of fall would reach the threshold: the end examples x 2^(gap / fall), the
+    gap being final_loss - threshold_loss and the fall the stall rule's fall of the validation loss over the last
+    doubling of examples (``fall_per_doubling``). That is a guess, and an optimistic one: a recovery curve's fall per
+    doubling shrinks as it goes. inf for a cell that stalled or diverged; NaN for one never damaged beyond the
+    threshold."""
+    outcome = cells["outcome"].astype(str)
+    examples = cells["examples"].astype(float)
+    gap = cells["final_loss"].astype(float) - cells["threshold_loss"].astype(float)
+    fall = cells["fall_per_doubling"].astype(float)
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+        falling = examples * np.exp2(gap / fall)
+    out = pd.Series(math.inf, index=cells.index, dtype="float64")
+    out[outcome == "recovered"] = examples[outcome == "recovered"]
+    still = (outcome == "still_falling") & (fall > 0)
+    out[still] = falling[still]
+    out[outcome == "not_damaged"] = math.nan
+    return out
+
+
+def _lower_median(values: np.ndarray) -> float:
+    """The lower median (with two networks, the faster one's, as the survival medians read)."""
+    values = np.sort(values[~np.isnan(values)])
+    return float(values[(len(values) - 1) // 2]) if len(values) else math.nan
+
+
+def encoder_decoder(
+    surv: pd.DataFrame, ref: pd.DataFrame, networks: pd.DataFrame, cells: pd.DataFrame | None = None
+) -> pd.DataFrame:
     """The encoder-decoder aside: per encoder-decoder model and threshold, the cost of resetting one encoder layer,
     one decoder layer, one decoder layer's cross-attention, all cross-attention, and of each encoder swap (a donor's
     trained encoder, trained or frozen; a fresh one; each also gated), beside resetting every layer and pretraining
@@ -529,8 +560,13 @@ def encoder_decoder(surv: pd.DataFrame, ref: pd.DataFrame, networks: pd.DataFram
     policy), in the survival table's unit (fraction of S x E when known, else examples); median_* are the survival
     medians with their intervals (inf: beyond the budget). The ``scratch`` row: the median over the model's networks
     of the examples (or fraction) its own pretraining needed to first reach the loss, lo/hi the least and most of
-    them (n_censored: networks whose pretraining never reached it)."""
+    them (n_censored: networks whose pretraining never reached it). ``projected`` (and over the from-scratch cost,
+    ``projected_relative``), for a row beyond the budget with a cell still falling: the lower median over its cells
+    of ``projected_examples`` (the cost of those that got back, the projection of those still falling, inf for
+    those that stalled), from ``cells`` (``survival.prepare``'s rows); NaN otherwise."""
     out = []
+    estimable = survival.estimable(cells) if cells is not None and len(cells) else None
+    projection = projected_examples(estimable) if estimable is not None else None
     kinds = networks.drop_duplicates("model").set_index("model")["family_kind"] if len(networks) else pd.Series()
     models = [m for m, k in kinds.items() if k == "encoder-decoder"]
     rows = surv[surv["model"].isin(models) & (surv["regime"] == "frozen")] if len(surv) else surv
@@ -540,6 +576,18 @@ def encoder_decoder(surv: pd.DataFrame, ref: pd.DataFrame, networks: pd.DataFram
         scratch_median = float(scratch[unit].astype(float).fillna(math.inf).median()) if len(scratch) else math.nan
         for item, what, pick in ENCODER_DECODER_ITEMS:
             for _, r in group[pick(group)].sort_values("target").iterrows():
+                projected = math.nan
+                if math.isinf(r[f"median_{unit}"]) and int(r["n_still_falling"]) and projection is not None:
+                    mine = estimable[
+                        (estimable["model"] == model)
+                        & (estimable["threshold"] == eps)
+                        & (estimable["regime"] == "frozen")
+                        & (estimable["target"] == r["target"])
+                        & (estimable["policy"] == r["policy"])
+                        & (estimable["init"] == r["init"])
+                    ]
+                    scale = mine["pretrain_examples"].astype(float) if unit == "fraction" else 1.0
+                    projected = _lower_median((projection[mine.index] / scale).to_numpy(float))
                 out.append(
                     {
                         "model": model,
@@ -561,6 +609,8 @@ def encoder_decoder(surv: pd.DataFrame, ref: pd.DataFrame, networks: pd.DataFram
                         "n_not_damaged": int(r["n_not_damaged"]),
                         "relative_to_scratch": _ratio(r[f"median_{unit}"], scratch_median),
                         "budget_relative_to_scratch": _ratio(r[budget_column(unit)], scratch_median),
+                        "projected": projected,
+                        "projected_relative": _ratio(projected, scratch_median),
                     }
                 )
         if len(scratch):
@@ -587,6 +637,8 @@ def encoder_decoder(surv: pd.DataFrame, ref: pd.DataFrame, networks: pd.DataFram
                     "n_not_damaged": 0,
                     "relative_to_scratch": 1.0 if math.isfinite(scratch_median) else math.nan,
                     "budget_relative_to_scratch": math.nan,
+                    "projected": math.nan,
+                    "projected_relative": math.nan,
                 }
             )
     table = pd.DataFrame(out, columns=ENCODER_DECODER_COLUMNS)
@@ -598,6 +650,8 @@ def encoder_decoder(surv: pd.DataFrame, ref: pd.DataFrame, networks: pd.DataFram
         "budget",
         "relative_to_scratch",
         "budget_relative_to_scratch",
+        "projected",
+        "projected_relative",
     ):
         table[column] = table[column].astype(float)
     for column in ("n_cells", "n_censored", "n_stalled", "n_still_falling", "n_not_damaged"):
