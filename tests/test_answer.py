@@ -798,3 +798,42 @@ def test_the_aside_projects_a_swap_still_falling_from_its_cells():
     scratch = aside[(aside["item"] == "scratch") & (aside["threshold"] == 0.01)]["median"].iloc[0]
     assert row["projected_relative"] == pytest.approx(row["projected"] / scratch)
     assert aside[np.isfinite(aside["median"])]["projected"].isna().all()
+
+
+def test_related_work_counts_only_cells_the_reset_damaged():
+    """The related-work rows' counts: a layer group never damaged beyond ε has no cost, so it is neither beyond the
+    budget nor a cell that failed to get back (at ε = 0.1 here: one group of two cells undamaged, the rest back)."""
+    from selfheal.analysis import related_work
+
+    def group(target, eps, median, n_cells, n_recovered, n_not_damaged, kind="layer"):
+        return {
+            "model": "m",
+            "target": target,
+            "kind": kind,
+            "regime": "frozen",
+            "policy": "full",
+            "init": "fresh",
+            "threshold": eps,
+            "median_fraction": median,
+            "n_cells": n_cells,
+            "n_recovered": n_recovered,
+            "n_not_damaged": n_not_damaged,
+            "budget_fraction": 2.0,
+        }
+
+    surv = pd.DataFrame(
+        [
+            group("L0", 0.01, math.inf, 2, 0, 0),
+            group("L1", 0.01, 0.3, 2, 2, 0),
+            group("L0", 0.1, 0.2, 2, 2, 0),
+            group("L1", 0.1, math.nan, 2, 0, 2),
+            group("all", 0.01, math.inf, 2, 0, 0, kind="all"),
+            group("all", 0.1, 0.5, 2, 2, 0, kind="all"),
+        ]
+    )
+    tables = {"survival": surv}
+    shares = related_work._share_recovered(tables)
+    assert "ε = 0.01: 2 of 4 (50 %)" in shares and "ε = 0.1: 2 of 2 (100 %)" in shares
+    costs = related_work._single_layer_costs(tables)
+    assert "(1 of 2 layer groups beyond the budget)" in costs
+    assert "(0 of 1 layer groups beyond the budget; 1 never damaged beyond ε)" in costs

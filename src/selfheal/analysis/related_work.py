@@ -44,10 +44,13 @@ def _single_layer_costs(t: dict[str, pd.DataFrame]) -> str:
             if len(finite)
             else "no median within the budget"
         )
-        beyond = int((~np.isfinite(med)).sum())
+        beyond = int(np.isinf(med).sum())  # a group never damaged beyond ε (NaN) has no cost, and is not beyond
+        undamaged = int(med.isna().sum())
         every_reached = int(np.isfinite(every["median_fraction"].astype(float)).sum())
         parts.append(
-            f"ε = {eps:g}: one layer {reached} ({beyond} of {len(med)} layer groups beyond the budget); "
+            f"ε = {eps:g}: one layer {reached} ({beyond} of {len(med) - undamaged} layer groups beyond the budget"
+            + (f"; {undamaged} never damaged beyond ε" if undamaged else "")
+            + "); "
             f"every layer reset: {every_reached} of {len(every)} models within the budget"
         )
     return "; ".join(parts)
@@ -60,12 +63,14 @@ def _share_recovered(t: dict[str, pd.DataFrame]) -> str:
     if not len(layers):
         return "not determined by this grid"
     parts = []
-    for eps, g in layers.groupby("threshold", sort=True):
-        n, rec = int(g["n_cells"].sum()), int(g["n_recovered"].sum())
-        parts.append(f"ε = {eps:g}: {rec} of {n} ({pct(rec / n)})")
+    for eps, g in layers.groupby("threshold", sort=True):  # of the cells the reset damaged beyond ε
+        n, rec = int((g["n_cells"] - g["n_not_damaged"]).sum()), int(g["n_recovered"].sum())
+        parts.append(f"ε = {eps:g}: {rec} of {n} ({pct(rec / n) if n else 'n/a'})")
     budget = layers["budget_fraction"].dropna()
-    within = f" within {num(float(budget.max()))} of S × E" if len(budget) else ""
-    return "single-layer cells back within ε" + within + ": " + "; ".join(parts)
+    within = f" (up to {num(float(budget.max()))} of S × E)" if len(budget) else ""
+    return (
+        "single-layer cells damaged beyond ε that got back by the end of the budget" + within + ": " + "; ".join(parts)
+    )
 
 
 def _damage_by_position(t: dict[str, pd.DataFrame]) -> str:
