@@ -100,6 +100,22 @@ def test_an_encoder_decoders_network_does_not_wait_for_its_donors(tmp_path):
     assert swaps and all({networks["tinyBart"], networks["tinyBart16"]} <= set(j["deps"]) for j in swaps)
 
 
+def test_the_lr_check_waits_only_for_the_network_it_heals(tmp_path):
+    """With one job per network or cell, the lr-sensitivity check depends on the first network's job (the one it
+    heals), not on the model's other networks."""
+    config = yaml.safe_load((ROOT / "tests" / "tiny.yaml").read_text())
+    config["models"] = [{**config["models"][0], "retrain": {"lr_sensitivity": [3.0]}}]
+    config["models"][0].pop("frozen_random", None)
+    config["pretrain"]["seeds"] = [0, 1, 2]
+    config["job_unit"] = "cell"
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+    jobs = dag_jobs(tmp_path, 2, configfiles=(tmp_path / "config.yaml",))
+    networks = {int(j["wildcards"]["pretrain_seed"]): i for i, j in enumerate(jobs) if j["rule"] == "make_network"}
+    assert set(networks) == {0, 1, 2}
+    (check,) = [j for j in jobs if j["rule"] == "lr_sensitivity"]
+    assert networks[0] in check["deps"] and not {networks[1], networks[2]} & set(check["deps"])
+
+
 # ---- real runs on a tiny grid: tinyA alone, its layer 1 (a prefix cache, a matched control), nothing else ----
 
 

@@ -327,14 +327,23 @@ LR_SENSITIVITY_TABLES = [LR_SENSITIVITY_TABLE] if LR_MODELS else []  # the answe
 
 
 def lr_sensitivity_inputs(wildcards):
-    """An lr-sensitivity job's inputs: its model's token streams, downloaded folder and made networks and
-    baselines (the training jobs' outputs)."""
+    """An lr-sensitivity job's inputs: its model's token streams, downloaded folder, and the network it heals with
+    its baseline (the training job's outputs: where a job makes a whole model, the model's; else only that network's,
+    so the check does not wait for the model's other networks)."""
+    if JOB_UNIT == "model":
+        network, baseline = trained(NETWORKS, NETWORK, [wildcards.model]), trained(
+            BASELINES, BASELINE, [wildcards.model]
+        )
+    else:
+        seed = LR_CELLS[wildcards.model][0].pretrain_seed
+        network = NETWORK.format(model=wildcards.model, pretrain_seed=seed)
+        baseline = BASELINE.format(model=wildcards.model, pretrain_seed=seed)
     return {
         "tokens": tokens(wildcards),
         "start": imported_dir(wildcards),
         "imported": imported_summary(wildcards),
-        "networks": trained(NETWORKS, NETWORK, [wildcards.model]),
-        "baselines": trained(BASELINES, BASELINE, [wildcards.model]),
+        "networks": network,
+        "baselines": baseline,
     }
 
 
