@@ -167,11 +167,29 @@ def describe(b: dict[str, float], wall: float, cores: int) -> str:
         f"{b['retrain_eval_s']:.0f} s ({b['cells']} cells; evaluation {b['eval_share_of_retrain']:.1%} of retraining, "
         f"per cell mean {b['eval_share_mean']:.1%}, max {b['eval_share_max']:.1%}, no-reset controls left out of "
         f"the mean; {b['evaluations']} evaluations, {b['located_evaluations']} of them made after the fact to "
-        f"locate crossings; replays {b['replay_share_of_retrain']:.1%} of retraining), fixed per-job cost of the "
-        f"{b['training_jobs']} training jobs "
-        f"{b['fixed_s']:.0f} s = {b['fixed_s'] / core:.1%} of core time, data/report jobs "
-        f"{b['other_job_core_s']:.0f} s"
+        f"locate crossings; replays {b['replay_share_of_retrain']:.1%} of retraining), "
+        + (
+            f"fixed per-job cost of the {b['training_jobs']} training jobs {b['fixed_s']:.0f} s = "
+            f"{b['fixed_s'] / core:.1%} of core time"
+            if not resumed(b)
+            else "fixed per-job cost not measured (jobs interrupted between pieces resumed from their checkpoints, "
+            "and Snakemake's timestamps keep only each job's last attempt, while the networks and cells record "
+            "all of their training)"
+        )
+        + f", data/report jobs {b['other_job_core_s']:.0f} s"
     )
+
+
+def resumed(b: dict[str, float]) -> bool:
+    """Whether the training jobs' timestamps hold less time than their networks and cells record: some were
+    interrupted and resumed from their checkpoints, and only each job's last attempt has timestamps."""
+    return b["fixed_s"] < 0
+
+
+def recorded_core_s(b: dict[str, float]) -> float:
+    """The core-seconds the networks and cells record (pretraining with its checks, retraining with its
+    evaluations) and the data and report jobs: the run's core time however often its jobs were interrupted."""
+    return b["pretrain_s"] + b["retrain_train_s"] + b["retrain_eval_s"] + b["other_job_core_s"]
 
 
 if __name__ == "__main__":  # the breakdown of a finished run: snakemake_jobs.py WORKDIR --wall SECONDS [--cores 2]

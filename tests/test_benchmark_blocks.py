@@ -181,3 +181,34 @@ def test_the_breakdown_counts_the_plateau_checks_as_pretraining(tmp_path):
     seconds = jobs.pretraining_seconds(tmp_path)
     assert seconds.loc[("a", 0)].tolist() == [100.0, 150.0]
     assert seconds.loc[("b", 0)].tolist() == [50.0, 0.0]
+
+
+def test_a_run_whose_jobs_resumed_is_told_by_its_records():
+    """benchmarks/snakemake_jobs.py: when the training jobs' timestamps hold less time than their networks and cells
+    record (jobs interrupted between pieces and resumed from checkpoints: only the last attempt has timestamps),
+    the fixed per-job cost is not measured (it would be negative) and the recorded core time is the run's."""
+    jobs = _snakemake_jobs()
+    b = {
+        "jobs": 3,
+        "job_core_s": 120.0,
+        "training_jobs": 2,
+        "training_job_core_s": 100.0,
+        "other_job_core_s": 20.0,
+        "pretrain_s": 60.0,
+        "plateau_check_s": 0.0,
+        "retrain_train_s": 70.0,
+        "retrain_eval_s": 10.0,
+        "cells": 1,
+        "eval_share_of_retrain": 0.125,
+        "eval_share_mean": 0.125,
+        "eval_share_max": 0.125,
+        "evaluations": 5,
+        "located_evaluations": 0,
+        "replay_share_of_retrain": 0.0,
+    }
+    b["fixed_s"] = b["training_job_core_s"] - b["pretrain_s"] - b["retrain_train_s"] - b["retrain_eval_s"]
+    assert jobs.resumed(b) and jobs.recorded_core_s(b) == 160.0
+    text = jobs.describe(b, 80.0, 2)
+    assert "fixed per-job cost not measured" in text and "-40" not in text
+    whole = {**b, "training_job_core_s": 150.0, "fixed_s": 10.0}
+    assert not jobs.resumed(whole) and "fixed per-job cost of the 2 training jobs 10 s" in jobs.describe(whole, 80, 2)
