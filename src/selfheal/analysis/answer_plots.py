@@ -205,6 +205,36 @@ def recovered(curves_table: pd.DataFrame) -> alt.Chart:
 GAP_FLOOR = 1e-3  # the recovery curves' gap axis starts here: a loss at or below baseline x (1 + 0.1 %) sits on it
 
 
+def _gap_y(*tables: pd.DataFrame) -> alt.Y:
+    """The recovery curves' gap axis: log, from GAP_FLOOR to a 1-2-5 top above the largest gap of ``tables``,
+    ticks at the powers of ten, as percentages."""
+    top = plots.nice_up(max(float(t["gap"].max()) if len(t) else 0.0 for t in tables) * 1.2)
+    ticks = [
+        10.0**k
+        for k in range(round(math.log10(GAP_FLOOR)), math.ceil(math.log10(top) - 1e-9) + 1)
+        if 10.0**k <= top * (1 + 1e-9)
+    ]
+    return alt.Y(
+        "gap:Q",
+        scale=alt.Scale(type="log", domain=[GAP_FLOOR, top], nice=False),
+        axis=alt.Axis(values=ticks, format="~%"),
+        title="val loss / baseline − 1 (log)",
+    )
+
+
+def _eps_levels(thresholds: pd.Series, y: alt.Y, left: alt.X) -> tuple[alt.Chart, alt.Chart]:
+    """The ε levels on the gap axis: dashed rules, each labelled at ``left`` (the panel's x = 0)."""
+    levels = pd.DataFrame({"gap": sorted(thresholds.astype(float).unique())})
+    levels["label"] = levels["gap"].map(lambda e: f"ε = {100 * e:g} %")
+    rules = alt.Chart(levels).mark_rule(strokeDash=[4, 3], color="#555").encode(y=y)
+    labels = (
+        alt.Chart(levels)
+        .mark_text(align="left", dx=2, dy=-5, fontSize=9, color="#555")
+        .encode(y=y, x=left, text="label:N")
+    )
+    return rules, labels
+
+
 def _gap(table: pd.DataFrame, baselines: pd.DataFrame) -> pd.DataFrame:
     out = table.merge(baselines, on=["model", "pretrain_seed"], how="inner")
     out["gap"] = np.maximum(out["val_loss"].astype(float) / out["baseline_loss"].astype(float) - 1, GAP_FLOOR)
@@ -239,31 +269,17 @@ def log_curves(curves: pd.DataFrame, reference: pd.DataFrame, survival: pd.DataF
     pre["run"] = "pretrain p" + pre["pretrain_seed"].astype(str)
     x_scale, x_axis = plots.cost_axis(rec["x"], headroom=1.0)
     pre = pre[pre["x"] <= x_scale.domain[1]]  # pretraining beyond the retraining budget is off the panel
-    top = plots.nice_up(float(max(rec["gap"].max(), pre["gap"].max() if len(pre) else 0)) * 1.2)
-    ticks = [
-        10.0**k
-        for k in range(round(math.log10(GAP_FLOOR)), math.ceil(math.log10(top) - 1e-9) + 1)
-        if 10.0**k <= top * (1 + 1e-9)
-    ]
-    y_scale = alt.Scale(type="log", domain=[GAP_FLOOR, top], nice=False)
-    y = alt.Y("gap:Q", scale=y_scale, axis=alt.Axis(values=ticks, format="~%"), title="val loss / baseline − 1 (log)")
+    y = _gap_y(rec, pre)
     x = alt.X(
         "x:Q",
         scale=x_scale,
         axis=x_axis,
         title=("examples / (S × E)" if x_col == "fraction_of_pretrain" else "examples") + " (symlog)",
     )
-    levels = pd.DataFrame({"gap": sorted(reference["threshold"].astype(float).unique())})
-    levels["label"] = levels["gap"].map(lambda e: f"ε = {100 * e:g} %")
     charts = []
     for model in sorted(rec["model"].unique()):
         mine, own_pre = rec[rec["model"] == model], pre[pre["model"] == model]
-        rules = alt.Chart(levels).mark_rule(strokeDash=[4, 3], color="#555").encode(y=y)
-        labels = (
-            alt.Chart(levels)
-            .mark_text(align="left", dx=2, dy=-5, fontSize=9, color="#555")
-            .encode(y=y, x=alt.X(datum=0.0, scale=x_scale, axis=x_axis), text="label:N")
-        )
+        rules, labels = _eps_levels(reference["threshold"], y, alt.X(datum=0.0, scale=x_scale, axis=x_axis))
         cells = (
             alt.Chart(mine[mine["role"] == "reset layer"])
             .mark_line(opacity=0.6, strokeWidth=1.2)
@@ -564,34 +580,18 @@ def aside_curves(curves: pd.DataFrame, reference: pd.DataFrame, aside: pd.DataFr
     pre["run"] = "pretrain p" + pre["pretrain_seed"].astype(str)
     right = plots.nice_up(max(float(rec["x"].max()), 1.0) * 1.05, (1, 1.5, 2, 2.5, 3, 4, 5, 10))
     pre = pre[pre["x"] <= right]
-    top = plots.nice_up(float(max(rec["gap"].max(), pre["gap"].max() if len(pre) else 0)) * 1.2)
-    ticks = [
-        10.0**k
-        for k in range(round(math.log10(GAP_FLOOR)), math.ceil(math.log10(top) - 1e-9) + 1)
-        if 10.0**k <= top * (1 + 1e-9)
-    ]
-    y = alt.Y(
-        "gap:Q",
-        scale=alt.Scale(type="log", domain=[GAP_FLOOR, top], nice=False),
-        axis=alt.Axis(values=ticks, format="~%"),
-        title="val loss / baseline − 1 (log)",
-    )
+    y = _gap_y(rec, pre)
     x = alt.X(
         "x:Q",
         scale=alt.Scale(domain=[0.0, right], nice=False),
         title=f"examples / what pretraining from scratch needed (ε = {100 * eps_min:g} %)",
     )
-    levels = pd.DataFrame({"gap": sorted(aside["threshold"].astype(float).unique())})
-    levels["label"] = levels["gap"].map(lambda e: f"ε = {100 * e:g} %")
     order = sorted(rec["what"].unique())
     charts = []
     for model in sorted(rec["model"].unique()):
         mine, own_pre = rec[rec["model"] == model], pre[pre["model"] == model]
-        rules = alt.Chart(levels).mark_rule(strokeDash=[4, 3], color="#555").encode(y=y)
-        labels = (
-            alt.Chart(levels)
-            .mark_text(align="left", dx=2, dy=-5, fontSize=9, color="#555")
-            .encode(y=y, x=alt.X(datum=0.0, scale=alt.Scale(domain=[0.0, right], nice=False)), text="label:N")
+        rules, labels = _eps_levels(
+            aside["threshold"], y, alt.X(datum=0.0, scale=alt.Scale(domain=[0.0, right], nice=False))
         )
         one = alt.Chart(pd.DataFrame({"x": [1.0]})).mark_rule(color="black", strokeDash=[2, 2]).encode(x=x)
         lines = (
