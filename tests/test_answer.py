@@ -735,6 +735,25 @@ def test_the_swap_answer_says_each_swap_against_from_scratch_with_its_verdict():
     none.loc[none["item"] == "scratch", ["median", "relative_to_scratch"]] = [0.8, 1.0]
     said = answer_page._swap_answer(SimpleNamespace(tables={"encoder_decoder": none}, networks=networks))
     assert "In bart, no swapped encoder is back within 1 % of the old loss in 2.5 × what pretraining" in said
+    # the lr check on a swap (retrain.lr_sensitivity_targets) is said with it, × from scratch
+    lr = pd.DataFrame(
+        {
+            "model": ["bart"] * 2,
+            "target": ["swap-wide"] * 2,
+            "threshold": [0.01] * 2,
+            "lr_multiplier": [3.0, 0.3333],
+            "recovered": [True, False],
+            "fraction_of_pretrain": [1.2, math.nan],
+        }
+    )
+    with_lr = answer_page._swap_answer(
+        SimpleNamespace(tables={"encoder_decoder": aside, "lr_sensitivity": lr}, networks=networks)
+    )
+    assert (
+        "The lr check on `swap-wide` (its trainable swap): at ×3 the retraining lr, back within 1 % at 1.5 × from "
+        "scratch; at ÷3 the retraining lr, not back within 1 % by the budget"
+    ) in with_lr
+    assert "The lr check" not in said
     # the aside's table gives the same verdicts
     row = aside[(aside["item"] == "donor_swap_frozen") & (aside["threshold"] == 0.01)].iloc[0]
     assert answer_page._aside_cost(row).endswith("(more than 2.5 ×); stalled")

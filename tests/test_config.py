@@ -134,6 +134,11 @@ BAD = [
     (("models", 0, "retrain"), {"lr_sensitivity": [1.0]}, "models[0].retrain.lr_sensitivity[0]"),
     (("retrain", "lr_sensitivity"), [3.0, -3.0], "retrain.lr_sensitivity[1]"),
     (("retrain", "lr_sensitivity"), 3.0, "retrain.lr_sensitivity"),
+    (  # a further target of the lr check that the first network has no cell of
+        ("models", 0, "retrain"),
+        {"lr_sensitivity": [3.0], "lr_sensitivity_targets": ["swap32"]},
+        "models[0].retrain.lr_sensitivity_targets[0]",
+    ),
     (("grid", "seeds"), [], "grid.seeds"),
     (("corpus", "source"), "files", "corpus.files"),
     (("models",), [], "models"),

@@ -19,12 +19,12 @@ ROOT = Path(__file__).resolve().parents[1]
 MULTIPLIERS = [3.0, 0.3333]
 
 
-def _config(**retrain) -> dict:
+def _config(policies=("mlp", "full"), **retrain) -> dict:
     raw = yaml.safe_load((ROOT / "tests" / "tiny.yaml").read_text())
     raw["models"][0].pop("frozen_random")
     raw["models"][0]["n_layer"] = 3
     raw["pretrain"]["seeds"] = [4, 2]
-    raw["grid"].update(seeds=[7, 1], policies=["mlp", "full"], inits=["fresh", "original"], regimes=["layer", "frozen"])
+    raw["grid"].update(seeds=[7, 1], policies=list(policies), inits=["fresh", "original"], regimes=["layer", "frozen"])
     raw["retrain"].update(retrain)
     return config.resolve(raw)
 
@@ -41,6 +41,40 @@ def test_cells_are_the_first_and_last_layer_of_the_first_network_and_the_grids_f
     assert set(lr_sensitivity.cells(cfg, tiny_a)) <= set(grid.cells(cfg))  # each has its cost at the chosen lr
     off = _config()
     assert lr_sensitivity.cells(off, off["models"][0]) == []  # off by default
+
+
+def test_further_targets_join_the_two_layers_and_a_target_without_a_cell_is_refused():
+    """retrain.lr_sensitivity_targets adds cells of the first network in the grid's first settings (here the
+    reset-all control, beside the first and last layer); it changes no network's settings; a target the grid makes
+    no such cell of is refused before any job, naming the key and the targets there are."""
+    cfg = _config(("full", "mlp"), lr_sensitivity=MULTIPLIERS, lr_sensitivity_targets=["all"])
+    tiny_a = cfg["models"][0]
+    first = {"policy": "full", "init": "fresh", "regime": "layer", "seed": 7, "pretrain_seed": 4}
+    assert lr_sensitivity.cells(cfg, tiny_a) == [
+        grid.Cell("tinyA", "L0", **first),
+        grid.Cell("tinyA", "L2", **first),
+        grid.Cell("tinyA", "all", **first),
+    ]
+    assert grid.network_config(tiny_a, 4) == grid.network_config(_config(("full", "mlp"))["models"][0], 4)
+    with pytest.raises(config.ConfigError) as err:
+        _config(("full", "mlp"), lr_sensitivity=MULTIPLIERS, lr_sensitivity_targets=["all", "swap32"])
+    assert err.value.key == "retrain.lr_sensitivity_targets[1]" and "'swap32' is no target of 'tinyA'" in str(err.value)
+    assert "L0, L1, L2, all" in str(err.value)
+
+
+def test_the_sentence_names_a_further_target_after_the_layers():
+    table = pd.DataFrame(
+        _rows("L3", 3, 0.2, [(3.0, 0.1)])
+        + _rows("L0", 0, 0.31, [(3.0, 0.25)])
+        + _rows("swap-d64", None, None, [(3.0, 0.8)])
+    )
+    said = answer_page.lr_sensitivity_sentence(table, "fraction")
+    assert (
+        said.index("the first layer (`L0`)")
+        < said.index("the last layer (`L3`)")
+        < said.index("the reset (`swap-d64`)")
+    )
+    assert "of the reset (`swap-d64`) from beyond the budget to 0.8 at ×3" in said and "×3 on `swap-d64`" in said
 
 
 def test_the_key_changes_no_network_or_cell_settings():
@@ -244,3 +278,35 @@ def test_nothing_on_the_page_when_the_check_is_off():
         answer_page._lr_sensitivity(doc, types.SimpleNamespace(tables=tables, networks=networks))
         assert len(doc.blocks) == blocks
     assert doc.blocks[1] == ("ul", [answer_page.lr_sensitivity_sentence(rows, "fraction")])
+
+
+@pytest.mark.e2e
+def test_the_lr_check_heals_a_donor_swap(tmp_path, corpus_seed):
+    """retrain.lr_sensitivity_targets naming a donor swap: the real workflow's lr job waits for the donor's network
+    and heals the swap with the donor's trained encoder (without it the reset refuses), beside the two layers."""
+    from snakemake_helpers import snakemake
+
+    raw = yaml.safe_load((ROOT / "tests" / "tiny.yaml").read_text())
+    bart = {"arch": "bart", "n_layer": 1, "n_dec_layer": 1, "n_head": 2, "context": 32}
+    raw["models"] = [
+        {
+            "name": "tinyBart",
+            "d_model": 32,
+            **bart,
+            "retrain": {"lr_sensitivity": [3.0], "lr_sensitivity_targets": ["swap-tinyBart16"]},
+        },
+        {"name": "tinyBart16", "d_model": 16, "heal": False, **bart},
+    ]
+    raw["grid"]["encoder_swap"] = ["tinyBart16"]
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(raw))
+    corpus_seed(tmp_path)
+    proc = snakemake(tmp_path, tmp_path / "config.yaml", "results/lr_sensitivity/tinyBart")
+    assert proc.returncode == 0, proc.stderr[-5000:]
+    run = tmp_path / "results" / "lr_sensitivity" / "tinyBart" / "x3" / "p0" / "frozen" / "s0"
+    assert sorted(p.name for p in run.iterdir()) == [
+        "dec.0-full-fresh",
+        "enc.0-full-fresh",
+        "swap-tinyBart16-full-fresh",
+    ]
+    swap = json.loads((run / "swap-tinyBart16-full-fresh" / "recovery.json").read_text())
+    assert swap["target"] == "swap-tinyBart16" and swap["damaged_loss"] > 0

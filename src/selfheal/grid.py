@@ -201,11 +201,12 @@ def networks(config: dict, models: list[dict] | None = None) -> list[Network]:
 def network_config(model_cfg: dict, pretrain_seed: int) -> dict:
     """A model's settings for one of its networks: ``pretrain.seed`` set to the pretraining seed (it draws the
     step-0 weights, the S training sequences and their order) and the list of seeds left out, so adding a seed
-    never changes an existing network's settings; ``retrain.lr_sensitivity`` and ``heal`` left out too, so turning
+    never changes an existing network's settings; ``retrain.lr_sensitivity`` (and its targets) and ``heal`` left out too, so turning
     that side measurement or a model's cells on or off never changes a network's or a cell's settings."""
     cfg = copy.deepcopy(model_cfg)
     cfg["pretrain"].pop("seeds", None)
-    cfg.get("retrain", {}).pop("lr_sensitivity", None)  # a side measurement's (heal.lr_sensitivity), not the grid's
+    for side in ("lr_sensitivity", "lr_sensitivity_targets"):  # a side measurement's (heal.lr_sensitivity)
+        cfg.get("retrain", {}).pop(side, None)
     cfg.pop("heal", None)  # whether the grid heals it: turning it on or off never re-trains a network
     cfg["pretrain"]["seed"] = pretrain_seed
     return cfg

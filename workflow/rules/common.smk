@@ -338,13 +338,26 @@ def lr_sensitivity_inputs(wildcards):
         seed = LR_CELLS[wildcards.model][0].pretrain_seed
         network = NETWORK.format(model=wildcards.model, pretrain_seed=seed)
         baseline = BASELINE.format(model=wildcards.model, pretrain_seed=seed)
+    donors = sorted({os.path.dirname(f) for f in lr_sensitivity_donors(wildcards).values()})
+    if JOB_UNIT == "model":
+        donors = sorted({os.path.dirname(n) for n in donors})
     return {
         "tokens": tokens(wildcards),
         "start": imported_dir(wildcards),
         "imported": imported_summary(wildcards),
         "networks": network,
         "baselines": baseline,
+        "donors": donors,  # the networks whose trained encoders its swap cells take (retrain.lr_sensitivity_targets)
     }
+
+
+def lr_sensitivity_donors(wildcards):
+    """The trained folder of each donor whose encoder an lr-sensitivity cell takes (a swap among
+    retrain.lr_sensitivity_targets): {donor: folder}, as a cell's job gets them (donor_folders)."""
+    cells = LR_CELLS[wildcards.model]
+    seed = cells[0].pretrain_seed
+    networks = {d: selfheal.grid.donor_network(CONFIG, d, seed) for d in selfheal.grid.donors(cells)}
+    return {d: f"{NETWORK.format(model=n.model, pretrain_seed=n.pretrain_seed)}/trained" for d, n in networks.items()}
 
 
 def lr_sensitivity_work(wildcards):

@@ -21,6 +21,7 @@ rule lr_sensitivity:
         eval=EVAL,
         work=lr_sensitivity_work_dir,
         layout=lr_sensitivity_layout,
+        donors=lr_sensitivity_donors,
     message:
         "lr_sensitivity {wildcards.model}: {params.plan}"
     script:

@@ -26,4 +26,5 @@ lr_sensitivity.run(
     work_dir=snakemake.params.work,
     layout=snakemake.params.layout,
     threads=snakemake.threads,
+    donors=snakemake.params.donors,  # the trained folders of the donors its swap cells take
 )

@@ -590,6 +590,31 @@ def _swap_reach(rows: pd.DataFrame) -> str:
     return text
 
 
+def _swap_at_other_lrs(v: _View, model: str, eps: float, scratch: pd.DataFrame) -> str:
+    """What the lr check (``retrain.lr_sensitivity_targets``) measured of a swap of ``model`` at ε: 'At ×3 the
+    retraining lr, the swap `t` is back within 1 % at r × from scratch; at ÷3 not back by the budget.' ('' when the
+    check has no swap)."""
+    table = v.tables.get("lr_sensitivity")
+    if table is None or not len(table) or not len(scratch):
+        return ""
+    rows = table[(table["model"] == model) & (table["threshold"] == eps) & table["target"].str.startswith("swap")]
+    per = float(scratch["median"].iloc[0])
+    column = "fraction_of_pretrain" if scratch["unit"].iloc[0] == "fraction" else "examples"
+    out = []
+    for target, g in rows.groupby("target", sort=True):
+        said = []
+        for _, r in g.sort_values("lr_multiplier", ascending=False).iterrows():
+            cost = float(r[column]) if bool(r["recovered"]) and pd.notna(r[column]) else math.inf
+            reach = (
+                f"back within {_eps_words(eps)} at {num(cost / per)} × from scratch"
+                if math.isfinite(cost) and per > 0
+                else f"not back within {_eps_words(eps)} by the budget"
+            )
+            said.append(f"at {_multiplier_words(float(r['lr_multiplier']))} the retraining lr, {reach}")
+        out.append(f"The lr check on `{target}` (its trainable swap): " + "; ".join(said))
+    return ". ".join(out)
+
+
 def _donor_words(v: _View, target: str, width: int | None) -> str:
     """'bart-n2-d64's trained encoder (width 64, narrower)' from the networks table (the donor is pretrained there)."""
     donor = target[len("swap-") :]
@@ -688,6 +713,9 @@ def _swap_answer(v: _View) -> str:
             parts.append((0, order, item != "donor_swap", words))
         body = "; ".join(p[-1] for p in sorted(parts))
         text = lead + ". With the cross-attention wiped and re-sized to it: " + body if len(at) else body
+        other_lr = _swap_at_other_lrs(v, model, eps, scratch)
+        if other_lr:
+            text += f". {other_lr}"
         every = aside[(aside["model"] == model) & (aside["item"] == "reset_all")]
         if len(every):  # the same retraining from every layer reset: how much of the swap's cost is the retraining's
             text += f". For comparison, every layer reset (the embeddings kept frozen, the same retraining): {_swap_reach(every)}"
@@ -1631,16 +1659,26 @@ def _lr_cost(row: pd.Series, column: str, recovered: str) -> str:
 
 def lr_sensitivity_sentence(rows: pd.DataFrame, unit: str) -> str:
     """One model's sentence from its rows of the lr-sensitivity table: at ε = LR_EPS (else the smallest), the cost
-    of its first and its last layer at the chosen lr and at each multiple of it, in ``unit``."""
+    of its first and its last layer (and of any further target, ``retrain.lr_sensitivity_targets``) at the chosen
+    lr and at each multiple of it, in ``unit``."""
     eps = LR_EPS if (rows["threshold"] == LR_EPS).any() else float(rows["threshold"].min())
     at = rows[rows["threshold"] == eps]
     column = "fraction_of_pretrain" if unit == "fraction" else "examples"
-    targets = list(at.sort_values("depth")["target"].unique())
+    layers = list(at[at["depth"].notna()].sort_values("depth")["target"].unique())
+    others = sorted(set(at["target"]) - set(layers))  # retrain.lr_sensitivity_targets beyond the two layers
     parts = []
-    for i, target in enumerate(targets):
+    for i, target in enumerate(layers + others):
         g = at[at["target"] == target].sort_values("lr_multiplier")
         first = g.iloc[0]
-        which = "its one layer" if len(targets) == 1 else "the first layer" if i == 0 else "the last layer"
+        which = (
+            "the reset"
+            if target in others
+            else "its one layer"
+            if len(layers) == 1
+            else "the first layer"
+            if i == 0
+            else "the last layer"
+        )
         start = _lr_cost(first, f"chosen_{column}", "chosen_recovered")
         if i == 0:
             start += " of S × E" if unit == "fraction" else " examples"

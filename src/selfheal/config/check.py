@@ -18,6 +18,7 @@ from selfheal.config.merge import merge
 from selfheal.config.schema import check_schema
 from selfheal.data import corpus
 from selfheal.experiments import frozen_random
+from selfheal.heal import lr_sensitivity
 from selfheal.models.families import FAMILIES
 
 
@@ -124,12 +125,31 @@ def resolve(raw: dict) -> dict:
         models.append(model)
     config["models"] = models
     _check_grid_entries(config)
+    _check_lr_targets(config, raw)
     inputs.check_corpus_sizes(config, raw)
     taken = {m["name"] for m in models}
     config["frozen_random"] = [
         variant for i, model in enumerate(models) for variant in _frozen_random_variants(model, f"models[{i}]", taken)
     ]
     return config
+
+
+def _check_lr_targets(config: dict, raw: dict) -> None:
+    """Each of a model's ``retrain.lr_sensitivity_targets`` names a cell of its first network in the grid's first
+    policy, init, regime and retrain seed (what the lr check heals again)."""
+    for i, model in enumerate(config["models"]):
+        missing = lr_sensitivity.missing_targets(config, model)
+        if not missing or not model["retrain"]["lr_sensitivity"]:
+            continue
+        targets = model["retrain"]["lr_sensitivity_targets"]
+        j = targets.index(missing[0])
+        own = "lr_sensitivity_targets" in raw["models"][i].get("retrain", {})
+        have = sorted({c.target for c in lr_sensitivity.first_cells(config, model)})
+        raise ConfigError(
+            f"models[{i}].retrain.lr_sensitivity_targets[{j}]" if own else f"retrain.lr_sensitivity_targets[{j}]",
+            f"{missing[0]!r} is no target of {model['name']!r}'s cells in the grid's first policy, init, regime and "
+            f"retrain seed (its targets there: {', '.join(have) or 'none'})",
+        )
 
 
 def _check_finite(value, path=()) -> None:

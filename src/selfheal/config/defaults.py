@@ -41,6 +41,7 @@ DEFAULTS: dict = {
         "thresholds": [0.01, 0.02, 0.05, 0.10],
         "resolution": 0.1,
         "lr_sensitivity": [],
+        "lr_sensitivity_targets": [],
     },
     "eval": {"val_sequences": 256, "batch_size": 64, "confirm_sequences": None},
     "grid": {

@@ -28,23 +28,35 @@ log = logging.getLogger("selfheal")
 def cells(config: dict, model: dict) -> list[Cell]:
     """The cells of ``model`` healed again at other lrs: of its first network, the grid's first regime, policy, init
     and retrain seed, the shallowest and the deepest one-layer target (one cell for a one-layer model; none where the
-    key is off or the first policy resets no single layer)."""
+    key is off or the first policy resets no single layer), then each of ``retrain.lr_sensitivity_targets`` (a
+    target the grid has no such cell of is refused by the config check, ``missing_targets``)."""
     if not model["retrain"].get("lr_sensitivity"):
         return []
+    first = first_cells(config, model)
+    layers = [c for c in first if c.parsed_target.is_layer]
+    by_depth = sorted(layers, key=lambda c: c.parsed_target.depth(model))
+    ends = [by_depth[0], by_depth[-1]] if by_depth else []
+    extra = [c for t in model["retrain"].get("lr_sensitivity_targets", []) for c in first if c.target == t]
+    return list(dict.fromkeys(ends + extra))
+
+
+def first_cells(config: dict, model: dict) -> list[Cell]:
+    """The grid's cells of ``model``'s first network in the grid's first regime, policy, init and retrain seed."""
     spec = config["grid"]
     first = (model["name"], model["pretrain"]["seeds"][0], spec["regimes"][0], spec["policies"][0])
-    mine = [
+    return [
         c
         for c in grid.cells(config)
         if (c.model, c.pretrain_seed, c.regime, c.policy) == first
         and c.init == spec["inits"][0]
         and c.seed == spec["seeds"][0]
-        and c.parsed_target.is_layer
     ]
-    if not mine:
-        return []
-    by_depth = sorted(mine, key=lambda c: c.parsed_target.depth(model))
-    return list(dict.fromkeys([by_depth[0], by_depth[-1]]))
+
+
+def missing_targets(config: dict, model: dict) -> list[str]:
+    """The ``retrain.lr_sensitivity_targets`` of ``model`` that name no cell of ``first_cells``."""
+    have = {c.target for c in first_cells(config, model)}
+    return [t for t in model["retrain"].get("lr_sensitivity_targets", []) if t not in have]
 
 
 def label(multiplier: float) -> str:
@@ -68,12 +80,14 @@ def run(
     work_dir: str,
     layout: dict[str, str],
     threads: int = 1,
+    donors: dict[str, str] | None = None,
 ) -> None:
     """Heal ``cells`` (one unit's) at ``network_cfg``'s retrain lr times each of ``multipliers``, on the network its
     training job made (``network_dir``, ``baseline``), into ``out_dir`` (staged in ``work_dir``): per multiplier,
     the folder ``layout["run"]`` spells (over ``multiplier``, its ``label``, and the unit's fields) and in it each
     cell's ``layout["cell"]``. ``unit_cells``: every cell of the grid's unit, over which the prefix caches are
-    planned as in the grid's job."""
+    planned as in the grid's job. ``donors``: each donor's trained folder, for a swap among the cells
+    (``retrain.lr_sensitivity_targets``)."""
     trained, theta0, summary, curve = job.network_inputs(source, network_dir, start_dir, imported_summary)
     chosen = network_cfg["retrain"]["lr"]
     Path(out_dir).mkdir(parents=True, exist_ok=True)
@@ -98,4 +112,5 @@ def run(
                 threads=threads,
                 unit_cells=[c for c in unit_cells if Cell(**c).unit == u],
                 pretrain_curve_path=curve,
+                donors=donors,
             )
