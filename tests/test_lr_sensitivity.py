@@ -283,26 +283,30 @@ def test_nothing_on_the_page_when_the_check_is_off():
 @pytest.mark.e2e
 def test_the_lr_check_heals_a_donor_swap(tmp_path, corpus_seed):
     """retrain.lr_sensitivity_targets naming a donor swap: the real workflow's lr job waits for the donor's network
-    and heals the swap with the donor's trained encoder (without it the reset refuses), beside the two layers."""
+    and heals the swap with the donor's trained encoder (without it the reset refuses), beside the two layers; adding
+    the swap to a check already run keeps the two layers' runs (the donor is only the swap's input)."""
     from snakemake_helpers import snakemake
 
     raw = yaml.safe_load((ROOT / "tests" / "tiny.yaml").read_text())
     bart = {"arch": "bart", "n_layer": 1, "n_dec_layer": 1, "n_head": 2, "context": 32}
     raw["models"] = [
-        {
-            "name": "tinyBart",
-            "d_model": 32,
-            **bart,
-            "retrain": {"lr_sensitivity": [3.0], "lr_sensitivity_targets": ["swap-tinyBart16"]},
-        },
+        {"name": "tinyBart", "d_model": 32, **bart, "retrain": {"lr_sensitivity": [3.0]}},
         {"name": "tinyBart16", "d_model": 16, "heal": False, **bart},
     ]
     raw["grid"]["encoder_swap"] = ["tinyBart16"]
-    (tmp_path / "config.yaml").write_text(yaml.safe_dump(raw))
     corpus_seed(tmp_path)
-    proc = snakemake(tmp_path, tmp_path / "config.yaml", "results/lr_sensitivity/tinyBart")
-    assert proc.returncode == 0, proc.stderr[-5000:]
     run = tmp_path / "results" / "lr_sensitivity" / "tinyBart" / "x3" / "p0" / "frozen" / "s0"
+    before = {}
+    for targets in ([], ["swap-tinyBart16"]):
+        raw["models"][0]["retrain"]["lr_sensitivity_targets"] = targets
+        (tmp_path / "config.yaml").write_text(yaml.safe_dump(raw))
+        proc = snakemake(tmp_path, tmp_path / "config.yaml", "results/lr_sensitivity/tinyBart")
+        assert proc.returncode == 0, proc.stderr[-5000:]
+        if not targets:
+            before = {p.name: (p / "curve.parquet").read_bytes() for p in run.iterdir()}
+    log = (tmp_path / "results" / "logs" / "tinyBart" / "lr_sensitivity.log").read_text()
+    assert log.count("finished in an earlier run of this job: kept") == 2, log[-3000:]
+    assert {name: (run / name / "curve.parquet").read_bytes() for name in before} == before
     assert sorted(p.name for p in run.iterdir()) == [
         "dec.0-full-fresh",
         "enc.0-full-fresh",

@@ -303,10 +303,10 @@ def run(
         log.info("no prefix cache: %.1f MB each exceeds retrain.prefix_cache_mb or does not pay", mb)
     donors = {d: (donors or {})[d] for d in grid.donors(cells)}  # those these cells swap in
     donor_models = {d: models.load(path).requires_grad_(False) for d, path in donors.items()}
-    inputs = staging.digest(
-        [p for p in (tokens_path, trained_dir, theta0_dir, baseline_path, pretrain_summary_path) if p]
-        + list(donors.values())
-    )
+    # a cell's inputs: the network's files, and a swap's donor (so a swap added to the cells changes no other
+    # cell's fingerprint: one job per cell and one per unit stage the same cells)
+    base_inputs = [p for p in (tokens_path, trained_dir, theta0_dir, baseline_path, pretrain_summary_path) if p]
+    inputs_of = {None: staging.digest(base_inputs)} | {d: staging.digest([*base_inputs, p]) for d, p in donors.items()}
     work = Path(work_dir)
     cache = None
     spent: dict[Cell, int] = {  # examples each reset cell trained for: the length of its matched control
@@ -323,7 +323,7 @@ def run(
     reference = TrainedReference(base, job, confirm_batches)
     for cell in _order(cells, depths):
         folder = work / cell_folder.format(**cell.as_dict())
-        fingerprint = _fingerprint(model_cfg, eval_cfg, cell, inputs)
+        fingerprint = _fingerprint(model_cfg, eval_cfg, cell, inputs_of[cell.parsed_target.donor])
         depth = depths.get(cell)
         control_examples = max((n for c, n in spent.items() if cell.matches(c)), default=None)
         length = budgets.run_examples(budget, cell.is_matched_control, control_examples)
