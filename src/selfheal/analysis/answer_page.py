@@ -539,17 +539,16 @@ def _size_answer(v: _View, setting: tuple, eps_pair: list[float]) -> str:
     out = []
     for term, letter in (("log_n_layer", "N"), ("log_d_model", "D")):
         rows = fit[(fit["term"] == term) & fit["threshold"].isin(eps_pair)] if len(fit) else fit
-        if not len(rows) or (rows["reason"] == "not_varied").all():
-            out.append(f"{letter} is not determined (the grid does not vary it)")
-            continue
         column = {"N": "n_layer", "D": "d_model"}[letter]
         values = sorted(_size_family(v)[0][column].astype(int).unique())
-        if len(values) < 2 and not rows["determined"].astype(bool).any():
-            across = v.healed[column].nunique() > 1
+        unvaried = not len(rows) or (rows["reason"] == "not_varied").all()
+        if unvaried or (len(values) < 2 and not rows["determined"].astype(bool).any()):
+            across = len(v.healed) and v.healed[column].nunique() > 1  # only another family differs in it
             out.append(
-                f"{letter} is not determined (the size grid does not vary it"
-                + ("; only another family's networks differ in it" if across else "")
-                + ")"
+                f"{letter} is not determined (the size grid does not vary it; only another family's networks "
+                "differ in it)"
+                if across and len(values) < 2
+                else f"{letter} is not determined (the grid does not vary it)"
             )
             continue
         words = []
