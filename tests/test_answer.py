@@ -862,3 +862,26 @@ def test_related_work_counts_only_cells_the_reset_damaged():
     costs = related_work._single_layer_costs(tables)
     assert "(1 of 2 layer groups beyond the budget)" in costs
     assert "(0 of 1 layer groups beyond the budget; 1 never damaged beyond ε)" in costs
+
+
+def test_single_layers_still_falling_are_projected_in_the_refusal_sentence():
+    """The headline's refusal bullet: the damaged single-layer cells still falling at their budget, where their last
+    rate of fall would reach ε, over their network's own from-scratch cost (summary's scratch_examples), to two
+    digits; computed here from the summary's columns by the formula."""
+    summary, curves, networks = synthetic(thresholds=(0.01,), budget_fraction=0.05, seed=5)
+    tables = answer_tables.compute(summary, curves, networks)
+    refuse = next(
+        line
+        for line in answer.headline(answer_page.page(tables, summary, networks, LINKS).markdown()).splitlines()
+        if "Does it ever refuse?" in line
+    )
+    cells = summary[(summary["outcome"] == "still_falling") & summary["layer"].notna() & (summary["init"] == "fresh")]
+    assert len(cells) > 1
+    guess = cells["examples"] * 2 ** ((cells["final_loss"] - cells["threshold_loss"]) / cells["fall_per_doubling"])
+    rel = guess / cells["scratch_examples"]
+    words = span(rel, answer_page._two_digits)
+    assert (
+        f"{len(cells)} were still falling when the budget ran out (not answered: the budget ended first; at their "
+        in refuse
+    )
+    assert f"last rate of fall, about {words} × what pretraining from scratch needed)" in refuse, refuse

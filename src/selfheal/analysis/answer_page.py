@@ -400,10 +400,39 @@ def _pretrained_elsewhere(v: _View, rows: pd.DataFrame) -> list[str]:
     return sorted(set(nets.loc[nets["source"].fillna("scratch") != "scratch", "model"]))
 
 
-def _refusal_answer(rows: pd.DataFrame, eps_pair: list[float]) -> str:
+def _two_digits(x: float) -> str:
+    """A guess to two significant digits, without exponents: 3.1, 48, 180,000."""
+    if x <= 0 or not math.isfinite(x):
+        return num(x)
+    rounded = round(x, 1 - math.floor(math.log10(x)))
+    return f"{rounded:,.0f}" if rounded >= 100 else f"{rounded:.2g}"
+
+
+def _falling_projections(v: _View, setting: tuple | None, eps_pair: list[float]) -> dict[float, str]:
+    """Per ε: where the damaged single-layer cells still falling at their budget would reach ε at their last rate of
+    fall (``answer_tables.projected_examples``), over their network's own from-scratch cost (summary.parquet's
+    scratch_examples): 'about r ×' or 'about a to b ×'; none where no such cell has a from-scratch cost."""
+    if not len(v.summary) or "outcome" not in v.summary:
+        return {}
+    cells = survival.estimable(survival.prepare(v.summary, v.networks))
+    cells = cells[(cells["kind"] == survival.LAYER) & (cells["outcome"].astype(str) == "still_falling")]
+    if setting:
+        cells = _pick(cells, setting)
+    out = {}
+    for eps in eps_pair:
+        at = cells[cells["threshold"] == eps]
+        rel = answer_tables.projected_examples(at) / at["scratch_examples"].astype(float)
+        rel = rel[np.isfinite(rel)]
+        if len(rel):
+            out[eps] = f"about {span(rel, _two_digits)} ×"
+    return out
+
+
+def _refusal_answer(rows: pd.DataFrame, eps_pair: list[float], projections: dict[float, str] | None = None) -> str:
     """Does it ever refuse? From the outcomes of the damaged single-layer cells: a cell refuses only when its curve
     stalled short of the threshold (the stall rule); a censored cell still falling when the budget ran out says
-    only that the budget ended first; a diverged cell is counted apart. Undamaged cells are not counted."""
+    only that the budget ended first (and, from ``projections``, where its last rate of fall would take it); a
+    diverged cell is counted apart. Undamaged cells are not counted."""
     lowest = rows[rows["threshold"] == eps_pair[0]]
     damaged = lowest["n_cells"] - lowest["n_not_damaged"]
     n, diverged = int(damaged.sum()), int(lowest["n_diverged"].sum())
@@ -420,7 +449,18 @@ def _refusal_answer(rows: pd.DataFrame, eps_pair: list[float]) -> str:
             f"Within {_eps_words(eps)}: {stalled} of {total} damaged cells stalled short of it"
             + (f" ({'it refuses' if stalled == 1 else 'they refuse'}, by the stall rule)" if stalled else "")
             + f"; {falling} {was} still falling when the budget ran out"
-            + (" (not answered: the budget ended first)." if falling else ".")
+            + (
+                " (not answered: the budget ended first"
+                + (
+                    f"; at {'its' if falling == 1 else 'their'} last rate of fall, {(projections or {})[eps]} what "
+                    "pretraining from scratch needed"
+                    if eps in (projections or {})
+                    else ""
+                )
+                + ")."
+                if falling
+                else "."
+            )
         )
     return "**Does it ever refuse?** " + " ".join(out)
 
@@ -803,7 +843,7 @@ def _headline(doc: Page, v: _View) -> None:
     eps_pair = sorted({float(rows["threshold"].min()), float(rows["threshold"].max())})
     items = [
         _how_much(v, rows, unit, eps_pair),
-        _refusal_answer(rows, eps_pair),
+        _refusal_answer(rows, eps_pair, _falling_projections(v, setting, eps_pair)),
         _position_answer(v, rows, unit, eps_pair, setting),
         _size_answer(v, setting, eps_pair),
         _swap_answer(v),
@@ -1368,9 +1408,9 @@ def _projection(r: pd.Series, short: bool = False) -> str:
     rel = float(r.get("projected_relative", math.nan))
     if not int(r.get("n_still_falling", 0)) or math.isnan(rel):
         return ""
-    about = "never" if math.isinf(rel) else f"about {rel:.2g} ×"
+    about = "never" if math.isinf(rel) else f"about {_two_digits(rel)} ×"
     if short:
-        return ", never at its last rate" if math.isinf(rel) else f", ≈ {rel:.2g} × at its last rate"
+        return ", never at its last rate" if math.isinf(rel) else f", ≈ {_two_digits(rel)} × at its last rate"
     return f": at its last rate of fall, {about}"
 
 
