@@ -89,11 +89,11 @@ def _training_job(proc):
 KILLS = ["pretrain", "pretrain", "retrain", "retrain"]
 
 
-def _checkpoint_step(workdir, phase: str) -> int | None:
-    """The step of the newest checkpoint of ``phase`` in ``workdir``, if one is there (written atomically)."""
+def _checkpoint_step(workdir, phase: str) -> tuple[str, int] | None:
+    """The place and step of a checkpoint of ``phase`` in ``workdir``, if one is there (written atomically)."""
     for path in (workdir / "results").rglob(f"{phase}.ckpt"):
         try:
-            return int(torch.load(path, weights_only=True)["position"]["steps"])
+            return str(path), int(torch.load(path, weights_only=True)["position"]["steps"])
         except (FileNotFoundError, RuntimeError, EOFError):  # replaced or removed while read: look again
             return None
     return None
@@ -103,28 +103,30 @@ def _logs(workdir) -> str:
     return "".join(p.read_text() for p in (workdir / "results" / "logs").rglob("*.log"))
 
 
-def _kill_at_checkpoint(workdir, phase: str, after_step: int) -> tuple[int, str]:
-    """Start the workflow and SIGKILL its training job once a ``phase`` checkpoint past ``after_step`` exists;
-    returns that checkpoint's step and the job logs as they were at the kill (a restarted job rewrites its log).
+def _kill_at_checkpoint(workdir, phase: str, after: tuple[str, int] | None) -> tuple[tuple[str, int], str]:
+    """Start the workflow and SIGKILL its training job once a ``phase`` checkpoint newer than ``after`` exists (past
+    its step, or another cell's or network's: a resumed run that finished its cell and went on to the next is past
+    it too); returns that checkpoint and the job logs as they were at the kill (a restarted job rewrites its log).
     Fails if the job ends without writing one."""
     proc = _start(workdir)
     deadline = time.time() + 600
     while proc.poll() is None and time.time() < deadline:
-        step = _checkpoint_step(workdir, phase)
+        found = _checkpoint_step(workdir, phase)
         job = _training_job(proc)
-        if step is not None and step > after_step and job is not None:
+        newer = found is not None and (after is None or found[0] != after[0] or found[1] > after[1])
+        if newer and job is not None:
             try:
                 job.send_signal(signal.SIGKILL)
             except psutil.NoSuchProcess:
                 break
             proc.wait(timeout=120)
             # the checkpoint the kill left (the job may have written a newer one between the look and the kill): the
-            # next kill of this phase waits for one past it, so the run it stops has resumed and gone on
-            return _checkpoint_step(workdir, phase) or step, _logs(workdir)
+            # next kill of this phase waits for one newer than it, so the run it stops has resumed and gone on
+            return _checkpoint_step(workdir, phase) or found, _logs(workdir)
         time.sleep(0.02)
     proc.kill()
     proc.wait(timeout=60)
-    pytest.fail(f"the workflow ended (or ran 600 s) before a {phase} checkpoint past step {after_step}")
+    pytest.fail(f"the workflow ended (or ran 600 s) before a {phase} checkpoint newer than {after}")
 
 
 def test_killed_jobs_resume_to_identical_results(tmp_path, corpus_seed):
@@ -140,7 +142,7 @@ def test_killed_jobs_resume_to_identical_results(tmp_path, corpus_seed):
         uninterrupted = _start(reference, stderr)
 
     try:
-        seen = {"pretrain": -1, "retrain": -1}
+        seen = {"pretrain": None, "retrain": None}
         logs = []
         for phase in KILLS:
             seen[phase], log = _kill_at_checkpoint(killed, phase, seen[phase])
