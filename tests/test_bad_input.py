@@ -141,6 +141,16 @@ def test_corpus_too_small_for_s(tmp_path):
     assert "gives at most" in str(err)
 
 
+def test_a_split_too_small_for_its_count_names_the_share_that_set_it():
+    """All works held out for validation leave a one-work train split: the count it cannot supply is refused with
+    corpus.val_fraction beside it (the change the user made), not the count alone (found by the mutation test)."""
+    raw = copy.deepcopy(SHIPPED["bogoychev.yaml"])
+    raw["corpus"]["val_fraction"] = 1.0
+    with pytest.raises(config.ConfigError) as err:
+        config.resolve(raw)
+    assert err.value.key == "pretrain.train_sequences" and "corpus.val_fraction" in err.value.keys, str(err.value)
+
+
 # --- a model a user brings ---------------------------------------------------------------------------------------
 
 

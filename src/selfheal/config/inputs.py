@@ -50,6 +50,8 @@ def check_corpus_sizes(config: dict, raw: dict) -> None:
         for split, name in (("train", "train"), ("val", "validation"))
     }
     val_count = config["eval"]["val_sequences"]
+    # the two splits' sizes are set by the share of works held out: a count too large for one may be that share's fault
+    split_key = ("corpus.val_fraction",)
     for i, model in enumerate(config["models"]):
         raw_model = raw["models"][i]
         context = model["context"]
@@ -59,6 +61,7 @@ def check_corpus_sizes(config: dict, raw: dict) -> None:
                     f"models[{i}].context",
                     f"{context} tokens per sequence is more than {what[split]} "
                     f"can hold (at most {bounds[split]:,} tokens)",
+                    split_key,
                 )
         # a count that fits at the default context but not at this model's: the context is what is too long
         too_long = f"models[{i}].context"
@@ -71,6 +74,7 @@ def check_corpus_sizes(config: dict, raw: dict) -> None:
                 too_long if count <= bounds["train"] // DEFAULT_CONTEXT else key,
                 f"{count} sequences of {context} tokens (model {model['name']!r}) asked, but "
                 f"{what['train']} gives at most {available:,}",
+                split_key,
             )
         available = bounds["val"] // context
         if val_count > available:
@@ -79,6 +83,7 @@ def check_corpus_sizes(config: dict, raw: dict) -> None:
                 f"{val_count} sequences of {context} tokens (model "
                 f"{model['name']!r}) asked, but {what['val']} gives at most "
                 f"{available:,}",
+                split_key,
             )
 
 
