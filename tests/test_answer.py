@@ -885,3 +885,37 @@ def test_single_layers_still_falling_are_projected_in_the_refusal_sentence():
         in refuse
     )
     assert f"last rate of fall, about {words} × what pretraining from scratch needed)" in refuse, refuse
+
+
+@pytest.mark.parametrize("seed,merged", [(0, True), (1, False)])
+def test_a_position_verdict_the_same_at_both_eps_is_said_once_with_each_factor(seed, merged):
+    """Where the fit's position verdicts read the same at ε = 1 % and 10 % (seed 0 of the synthetic grid), the
+    headline says them once, with both ε's factors; where they differ (seed 1: depth among the middle layers lowers
+    the cost at 1 % only), one sentence per ε. Either way each ε's first-layer factor is the fit table's."""
+    summary, curves, networks = synthetic(
+        depth_effect=0.0,
+        first_layer_effect=2.0,
+        thresholds=(0.01, 0.1),
+        seed=seed,
+        budget_fraction=2.0,
+        models=(("gpt2-n2-d64", 2, 64), ("gpt2-n3-d64", 3, 64), ("gpt2-n4-d64", 4, 64)),
+        pretrain_seeds=(0, 1, 2),
+    )
+    tables = answer_tables.compute(summary, curves, networks)
+    head = answer.headline(answer_page.page(tables, summary, networks, LINKS).markdown())
+    position = next(line for line in head.splitlines() if "Does the position of L matter?" in line)
+    assert "At ε = 1 % and 10 %, the costliest layer is the first in 3 of 3 models" in position
+    fit = tables["fit"].set_index(["threshold", "term"])
+    factors = [answer_page._factor(fit.loc[(eps, "first_layer")]) for eps in (0.01, 0.1)]
+    if merged:
+        assert position.count("In the fit") == 1 and position.count("no clear effect of the last layer") == 1
+        assert (
+            f"In the fit at ε = 1 % and 10 %, the first layer raises the cost ({factors[0]} at ε = 1 %, "
+            f"{factors[1]} at ε = 10 %, against the middle layers)" in position
+        )
+    else:
+        assert "In the fit at ε = 1 %, the first layer raises the cost" in position
+        assert "In the fit at ε = 10 %, the first layer raises the cost" in position
+        assert f"({factors[0]} against the middle layers)" in position
+        assert f"({factors[1]} against the middle layers)" in position
+        assert "depth among the middle layers lowers the cost" in position

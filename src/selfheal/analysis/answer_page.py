@@ -483,58 +483,98 @@ def _costliest(at: pd.DataFrame, unit: str) -> tuple[dict[str, int], int]:
 def _position_answer(v: _View, rows: pd.DataFrame, unit: str, eps_pair: list[float], setting: tuple) -> str:
     """Which layer is costliest per model, how many first layers' medians lie beyond the budget against the other
     layers', and the fit's position terms (``POSITION_TERMS``; those with no clear effect named together, a term not
-    determined with why)."""
+    determined with why). A verdict the same at both ε is said once, with each ε's factor in it."""
     out = []
-    for eps in reversed(eps_pair):
+    costliest, beyond = {}, {}
+    for eps in eps_pair:  # the asker's ε first, as in the other answers
         at = rows[rows["threshold"] == eps]
         counts, models = _costliest(at, unit)
         if not models:
             continue
-        words = []
         if sum(counts.values()) * 2 > models:  # most models have a single costliest layer
             found = [f"the {p} in {counts[p]}" for p in ("first", "middle", "last") if counts.get(p)]
-            words.append(f"the costliest layer is {found[0]} of {models} models" + "".join(f", {f}" for f in found[1:]))
+            costliest[eps] = f"the costliest layer is {found[0]} of {models} models" + "".join(
+                f", {f}" for f in found[1:]
+            )
         first = at[at["position"] == "first"][f"median_{unit}"].astype(float)
         others = at[at["position"].isin(["middle", "last"])][f"median_{unit}"].astype(float)
         if np.isinf(first).any() or np.isinf(others).any():
-            words.append(
+            beyond[eps] = (
                 f"medians beyond the budget: {int(np.isinf(first).sum())} of {len(first)} first layers, "
                 f"{int(np.isinf(others).sum())} of {len(others)} others"
             )
-        if words:
-            out.append(f"at ε = {_eps_words(eps)}, " + "; ".join(words))
+    out += _at_each_eps(costliest)
+    out += _at_each_eps(beyond)
     fit = _pick(v.fit, setting) if len(v.fit) else v.fit
-    saturated = []
-    for eps in reversed(eps_pair):
+    saturated, verdicts = [], {}
+    for eps in eps_pair:  # the asker's ε first, as in the other answers
         at = fit[fit["threshold"] == eps].set_index("term") if len(fit) else fit
         if "first_layer" not in at.index:
             continue
         if at.loc["first_layer", "reason"] == "saturated":  # the whole fit: said once, below
             saturated.append(_eps_words(eps))
             continue
-        words, unclear, undetermined = [], [], []
-        first_vs_last = at.loc["first_layer", "label"] == scaling.FIRST_VS_LAST
-        for term, name, against in POSITION_TERMS:
-            r = at.loc[term] if term in at.index else None
-            if r is None or (first_vs_last and term != "first_layer"):  # no middle layers: first against last only
-                continue
-            if first_vs_last:
-                against = "against the last layer"
-            if not r["determined"]:
-                undetermined.append((name, r["reason"]))
-            elif _direction(r) == "no clear effect":
-                unclear.append(name)
-            else:
-                words.append(f"{name} {_direction(r)} ({_factor(r)} {against})")
-        if unclear:
-            words.append("no clear effect of " + " or of ".join(unclear))
-        words += _not_determined(undetermined)
-        out.append(f"in the fit at ε = {_eps_words(eps)}, " + "; ".join(words))
+        verdicts[eps] = _position_verdicts(at)
+    out += _fit_sentences(verdicts)
     if saturated:
         out.append(f"the depth fit at ε = {' and '.join(saturated)} is not made ({scaling.REASONS['saturated']})")
     if not out:
         return "**Does the position of L matter?** Not determined: no model of this grid has two layers."
     return "**Does the position of L matter?** " + ". ".join(p[0].upper() + p[1:] for p in out) + "."
+
+
+def _at_each_eps(phrases: dict[float, str]) -> list[str]:
+    """'at ε = a and b, <phrase>' for the ε that share a phrase, in the order first given."""
+    grouped: dict[str, list[float]] = {}
+    for eps, phrase in phrases.items():
+        grouped.setdefault(phrase, []).append(eps)
+    return [f"at ε = {' and '.join(_eps_words(e) for e in eps)}, {phrase}" for phrase, eps in grouped.items()]
+
+
+def _position_verdicts(at: pd.DataFrame) -> list[tuple[str, str | None, str]]:
+    """One ε's position verdicts as (words, factor, what it is against): a clear direction carries its factor, the
+    terms with no clear effect and those not determined come after it, without one."""
+    words, unclear, undetermined = [], [], []
+    first_vs_last = at.loc["first_layer", "label"] == scaling.FIRST_VS_LAST
+    for term, name, against in POSITION_TERMS:
+        r = at.loc[term] if term in at.index else None
+        if r is None or (first_vs_last and term != "first_layer"):  # no middle layers: first against last only
+            continue
+        if first_vs_last:
+            against = "against the last layer"
+        if not r["determined"]:
+            undetermined.append((name, r["reason"]))
+        elif _direction(r) == "no clear effect":
+            unclear.append(name)
+        else:
+            words.append((f"{name} {_direction(r)}", _factor(r), against))
+    if unclear:
+        words.append(("no clear effect of " + " or of ".join(unclear), None, ""))
+    return words + [(w, None, "") for w in _not_determined(undetermined)]
+
+
+def _fit_sentences(verdicts: dict[float, list[tuple[str, str | None, str]]]) -> list[str]:
+    """The fit's position verdicts: one sentence for every ε where they read the same but for their factors (each
+    ε's factor named in it), else one sentence per ε."""
+    verdicts = {eps: found for eps, found in verdicts.items() if found}
+    if not verdicts:
+        return []
+    shapes = {tuple((w, a) for w, _, a in found) for found in verdicts.values()}
+    if len(verdicts) > 1 and len(shapes) == 1:
+        eps_all = list(verdicts)
+        parts = []
+        for i, (w, factor, against) in enumerate(next(iter(verdicts.values()))):
+            if factor is None:
+                parts.append(w)
+                continue
+            each = ", ".join(f"{verdicts[e][i][1]} at ε = {_eps_words(e)}" for e in eps_all)
+            parts.append(f"{w} ({each}, {against})")
+        return [f"in the fit at ε = {' and '.join(_eps_words(e) for e in eps_all)}, " + "; ".join(parts)]
+    return [
+        f"in the fit at ε = {_eps_words(eps)}, "
+        + "; ".join(f"{w} ({factor} {against})" if factor is not None else w for w, factor, against in found)
+        for eps, found in verdicts.items()
+    ]
 
 
 # The depth fit's position terms, as the answer names them, with what each factor compares (scaling._design).
