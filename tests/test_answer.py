@@ -867,7 +867,7 @@ def test_related_work_counts_only_cells_the_reset_damaged():
 def test_single_layers_still_falling_are_projected_in_the_refusal_sentence():
     """The headline's refusal bullet: the damaged single-layer cells still falling at their budget, where their last
     rate of fall would reach ε, over their network's own from-scratch cost (summary's scratch_examples), to two
-    digits; computed here from the summary's columns by the formula."""
+    digits, as network_costs.parquet holds them; computed here from the summary's columns by the formula."""
     summary, curves, networks = synthetic(thresholds=(0.01,), budget_fraction=0.05, seed=5)
     tables = answer_tables.compute(summary, curves, networks)
     refuse = next(
@@ -879,6 +879,10 @@ def test_single_layers_still_falling_are_projected_in_the_refusal_sentence():
     assert len(cells) > 1
     guess = cells["examples"] * 2 ** ((cells["final_loss"] - cells["threshold_loss"]) / cells["fall_per_doubling"])
     rel = guess / cells["scratch_examples"]
+    costs = tables["network_costs"]  # the page states them from this table: each cell's, as the formula gives
+    mine = costs[(costs["outcome"] == "still_falling") & (costs["kind"] == "layer") & (costs["init"] == "fresh")]
+    assert sorted(mine["projected_relative"]) == pytest.approx(sorted(rel))
+    assert sorted(mine["projected"]) == pytest.approx(sorted(guess))
     words = span(rel, answer_page._two_digits)
     assert (
         f"{len(cells)} were still falling when the budget ran out (not answered: the budget ended first; at their "

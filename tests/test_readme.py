@@ -50,3 +50,31 @@ def test_outputs_doc_documents_every_table_column():
     # the lr-sensitivity table's own columns, in its own section
     section = re.search(r"^## The lr-sensitivity table.*?(?=^## )", text, re.M | re.S).group(0)
     assert set(LR_SENSITIVITY_COLUMNS) <= documented(section), set(LR_SENSITIVITY_COLUMNS) - documented(section)
+
+
+def test_every_answer_table_column_is_named_in_its_paragraph():
+    """docs/outputs.md's paragraph of each answer table with a fixed column list names every one of its columns (a
+    column added to the table and not to the schema fails here)."""
+    from selfheal.analysis import answer_tables as t
+
+    text = (ROOT / "docs" / "outputs.md").read_text()
+    tables = {
+        "network_costs": t.NETWORK_COST_COLUMNS,
+        "validation_error": t.VALIDATION_ERROR_COLUMNS,
+        "cka": t.CKA_COLUMNS,
+        "pretrain_reference": t.REFERENCE_COLUMNS,
+        "networks_flags": t.FLAG_COLUMNS,
+        "control_drift": t.CONTROL_DRIFT_COLUMNS,
+        "size_ordering": t.SIZE_ORDERING_COLUMNS,
+        "damage_cells": t.DAMAGE_CELL_COLUMNS,
+        "encoder_decoder": t.ENCODER_DECODER_COLUMNS,
+    }
+    missing = {}
+    for name, columns in tables.items():
+        start = text.index(f"`results/answer/{name}.parquet`:")
+        paragraph = text[start : text.find("\n`results/", start + 1) if "\n`results/" in text[start + 1 :] else None]
+        paragraph = paragraph.split("\n\n")[0]
+        absent = [c for c in columns if not re.search(rf"\b{c}\b", paragraph)]
+        if absent:
+            missing[name] = absent
+    assert not missing, f"not in docs/outputs.md: {missing}"

@@ -410,18 +410,17 @@ def _two_digits(x: float) -> str:
 
 def _falling_projections(v: _View, setting: tuple | None, eps_pair: list[float]) -> dict[float, str]:
     """Per ε: where the damaged single-layer cells still falling at their budget would reach ε at their last rate of
-    fall (``answer_tables.projected_examples``), over their network's own from-scratch cost (summary.parquet's
-    scratch_examples): 'about r ×' or 'about a to b ×'; none where no such cell has a from-scratch cost."""
-    if not len(v.summary) or "outcome" not in v.summary:
+    fall, over their network's own from-scratch cost (network_costs.parquet's projected_relative): 'about r ×' or
+    'about a to b ×'; none where no such cell has a from-scratch cost."""
+    cells = v.tables.get("network_costs")
+    if cells is None or not len(cells):
         return {}
-    cells = survival.estimable(survival.prepare(v.summary, v.networks))
-    cells = cells[(cells["kind"] == survival.LAYER) & (cells["outcome"].astype(str) == "still_falling")]
+    cells = cells[(cells["kind"] == survival.LAYER) & (cells["outcome"] == "still_falling")]
     if setting:
         cells = _pick(cells, setting)
     out = {}
     for eps in eps_pair:
-        at = cells[cells["threshold"] == eps]
-        rel = answer_tables.projected_examples(at) / at["scratch_examples"].astype(float)
+        rel = cells.loc[cells["threshold"] == eps, "projected_relative"].astype(float)
         rel = rel[np.isfinite(rel)]
         if len(rel):
             out[eps] = f"about {span(rel, _two_digits)} ×"

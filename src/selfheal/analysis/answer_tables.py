@@ -63,6 +63,9 @@ NETWORK_COST_COLUMNS = [
     "pretrain_examples",
     "fraction_lo",
     "fraction_hi",
+    "scratch_examples",
+    "projected",
+    "projected_relative",
 ]
 VALIDATION_ERROR_COLUMNS = [
     "model",
@@ -453,7 +456,9 @@ def damage_cells(cells: pd.DataFrame) -> pd.DataFrame:
 def network_costs(cells: pd.DataFrame) -> pd.DataFrame:
     """Every network's own cost beside the medians: per reported cell (not a control) and threshold, its outcome
     and its cost interval [lower, upper] in examples (upper inf: not recovered within the budget; a not-damaged
-    cell has no cost: both null), and as fractions of S x E."""
+    cell has no cost: both null), and as fractions of S x E; its network's from-scratch cost to the same loss, and
+    where its last rate of fall would reach the threshold (``projected_examples``), in examples and over that
+    from-scratch cost (null where it is not a number: not damaged, or no from-scratch cost)."""
     rows = survival.reported(cells).copy()
     undamaged = rows["status"] == "not_damaged"
     rows["lower"] = rows["lower"].where(~undamaged)
@@ -462,6 +467,10 @@ def network_costs(cells: pd.DataFrame) -> pd.DataFrame:
     rows["fraction_lo"] = rows["lower"] / base
     rows["fraction_hi"] = rows["upper"] / base
     rows["outcome"] = rows["outcome"].astype(str)
+    rows["scratch_examples"] = rows["scratch_examples"].astype(float)
+    rows["projected"] = projected_examples(rows)
+    scratch = rows["scratch_examples"].where(rows["scratch_examples"] > 0)
+    rows["projected_relative"] = rows["projected"] / scratch
     return rows.reindex(columns=NETWORK_COST_COLUMNS).sort_values(
         ["model", "threshold", "target", "pretrain_seed", "seed"], ignore_index=True
     )
