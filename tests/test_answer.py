@@ -923,3 +923,89 @@ def test_a_position_verdict_the_same_at_both_eps_is_said_once_with_each_factor(s
         assert f"({factors[0]} against the middle layers)" in position
         assert f"({factors[1]} against the middle layers)" in position
         assert "depth among the middle layers lowers the cost" in position
+
+
+def test_every_single_layer_cell_not_back_is_listed_with_its_verdict():
+    """§2 lists each single-layer cell not back within the smallest ε (network_costs.parquet): its verdict (stalled
+    or still falling), how far above its baseline it ended, where its retraining ended and, still falling, its
+    projection, the last two over its network's from-scratch cost; the counts table splits stalled from still
+    falling."""
+    summary, curves, networks = synthetic(thresholds=(0.01, 0.1), budget_fraction=0.05, seed=5)
+    fresh = (summary["init"] == "fresh") & summary["layer"].notna()
+    # one cell the stall rule stopped halfway: its row says so, and where it stopped
+    stalled = summary[fresh & (summary["outcome"] == "still_falling") & (summary["threshold"] == 0.01)].index[0]
+    same = (
+        summary[["model", "pretrain_seed", "target", "init", "seed"]]
+        == summary.loc[stalled, ["model", "pretrain_seed", "target", "init", "seed"]]
+    ).all(axis=1)
+    summary.loc[same & (summary["outcome"] == "still_falling"), "outcome"] = "stalled"
+    summary.loc[same, "examples"] = summary.loc[same, "budget_examples"] // 2
+    # and it got within ε of its matched control (the intact network retrained the same way) two evaluations on
+    at_min = same & (summary["threshold"] == 0.01)
+    summary.loc[at_min, "control_examples_hi"] = summary.loc[at_min, "control_examples_lo"] + 2000
+    tables = answer_tables.compute(summary, curves, networks)
+    md = answer_page.page(tables, summary, networks, LINKS).markdown()
+    section = md[md.index("## 2.") : md.index("## 3.")]
+    costs = tables["network_costs"]
+    listed = costs[
+        (costs["kind"] == "layer") & (costs["threshold"] == 0.01) & ~costs["outcome"].isin(["recovered", "not_damaged"])
+    ]
+    cells = summary[fresh & (summary["threshold"] == 0.01) & ~summary["recovered"].astype(bool)]
+    assert len(listed) == len(cells) > 2 and (listed["outcome"] == "stalled").sum() == 1
+    rows = [line for line in section.splitlines() if line.startswith("| gpt2-")]
+    assert len(rows) == len(listed)
+    for r in listed.itertuples():
+        mine = (cells["model"] == r.model) & (cells["pretrain_seed"] == r.pretrain_seed) & (cells["seed"] == r.seed)
+        cell = cells[mine & (cells["target"] == r.target)].iloc[0]
+        verdict = answer_page.NOT_BACK_WORDS[r.outcome]
+        ended = answer_page._two_digits(cell["examples"] / cell["scratch_examples"])
+        gap = f"{100 * (cell['final_loss'] / cell['baseline_loss'] - 1):.2f} %"
+        network = f"seed {r.pretrain_seed}, reset seed {r.seed}"  # two reset seeds per network here
+        row = f"| {r.model} | {r.target} ({r.position}) | {network} | {verdict} | {gap} | {ended} × |"
+        assert any(line.startswith(row) for line in rows), (row, [x for x in rows if r.target in x and r.model in x])
+        line = next(line for line in rows if line.startswith(row))
+        if pd.isna(cell["control_examples_lo"]):  # no matched control (not the first reset seed)
+            assert line.endswith("| — |") and np.isnan(r.control_upper)
+        elif pd.isna(cell["control_examples_hi"]):
+            assert line.endswith("| not back |") and np.isinf(r.control_upper)
+        else:
+            at = answer_page._two_digits(cell["control_examples_hi"] / cell["scratch_examples"])
+            assert line.endswith(f"| back at {at} × |") and r.control_upper == cell["control_examples_hi"]
+        if r.outcome == "stalled":
+            assert ended == answer_page._two_digits(cell["budget_examples"] // 2 / cell["scratch_examples"])
+    assert set(listed["outcome"]) == {"stalled", "still_falling"}
+    refuse = next(line for line in answer.headline(md).splitlines() if "Does it ever refuse?" in line)
+    stalled_control = listed.loc[listed["outcome"] == "stalled", "control_upper"]
+    assert np.isfinite(stalled_control).all()
+    assert "(it refuses, by the stall rule; but it got within 1 % of its matched control, the intact" in refuse
+    counts = next(line for line in section.splitlines() if line.startswith("| full | 0.01 |"))
+    assert f"| 1 | {len(listed) - 1} | 0 |" in counts, counts
+
+
+@pytest.mark.parametrize(
+    "stalled,counts,words",
+    [
+        (
+            1,
+            (1, 1),
+            "; but it got within 1 % of its matched control, the intact network retrained the same way: the "
+            "retraining's own drift accounts for its gap",
+        ),
+        (3, (3, 3), "; but all of them got within 1 % of their matched control"),
+        (3, (2, 3), "; but 2 of them got within 1 % of their matched control"),
+        (5, (3, 3), "; but all 3 with a matched control got within 1 % of it"),
+        (
+            5,
+            (1, 3),
+            "; but 1 of the 3 with a matched control got within 1 % of it, the intact network retrained the "
+            "same way: the retraining's own drift accounts for its gap",
+        ),
+        (5, (0, 3), ""),
+        (5, None, ""),
+    ],
+)
+def test_stalled_cells_within_eps_of_their_matched_control_are_said_so(stalled, counts, words):
+    """The refusal sentence: of the stalled cells, those that got within ε of their matched control (the intact
+    network retrained the same way) are counted, said apart from the stall verdict; none back, nothing is said."""
+    got = answer_page._stalled_near_control(0.01, stalled, counts)
+    assert got.startswith(words) if words else got == ""

@@ -427,11 +427,35 @@ def _falling_projections(v: _View, setting: tuple | None, eps_pair: list[float])
     return out
 
 
-def _refusal_answer(rows: pd.DataFrame, eps_pair: list[float], projections: dict[float, str] | None = None) -> str:
+def _stalled_against_control(v: _View, setting: tuple | None, eps_pair: list[float]) -> dict[float, tuple[int, int]]:
+    """Per ε: of the single-layer cells that stalled short of it and have a matched control, how many got within ε
+    of that control (the intact network retrained the same way, at the same examples), and how many have one
+    (network_costs.parquet's control_upper)."""
+    cells = v.tables.get("network_costs")
+    if cells is None or not len(cells) or "control_upper" not in cells:
+        return {}
+    cells = cells[(cells["kind"] == survival.LAYER) & (cells["outcome"] == "stalled")]
+    if setting:
+        cells = _pick(cells, setting)
+    out = {}
+    for eps in eps_pair:
+        control = cells.loc[cells["threshold"] == eps, "control_upper"].astype(float).dropna()
+        if len(control):
+            out[eps] = (int(np.isfinite(control).sum()), len(control))
+    return out
+
+
+def _refusal_answer(
+    rows: pd.DataFrame,
+    eps_pair: list[float],
+    projections: dict[float, str] | None = None,
+    against_control: dict[float, tuple[int, int]] | None = None,
+) -> str:
     """Does it ever refuse? From the outcomes of the damaged single-layer cells: a cell refuses only when its curve
-    stalled short of the threshold (the stall rule); a censored cell still falling when the budget ran out says
-    only that the budget ended first (and, from ``projections``, where its last rate of fall would take it); a
-    diverged cell is counted apart. Undamaged cells are not counted."""
+    stalled short of the threshold (the stall rule), and where ``against_control`` says so, how many of those got
+    within ε of their matched control (their stall is where the retraining holds an intact network too); a censored
+    cell still falling when the budget ran out says only that the budget ended first (and, from ``projections``,
+    where its last rate of fall would take it); a diverged cell is counted apart. Undamaged cells are not counted."""
     lowest = rows[rows["threshold"] == eps_pair[0]]
     damaged = lowest["n_cells"] - lowest["n_not_damaged"]
     n, diverged = int(damaged.sum()), int(lowest["n_diverged"].sum())
@@ -446,7 +470,13 @@ def _refusal_answer(rows: pd.DataFrame, eps_pair: list[float], projections: dict
         was = "was" if falling == 1 else "were"
         out.append(
             f"Within {_eps_words(eps)}: {stalled} of {total} damaged cells stalled short of it"
-            + (f" ({'it refuses' if stalled == 1 else 'they refuse'}, by the stall rule)" if stalled else "")
+            + (
+                f" ({'it refuses' if stalled == 1 else 'they refuse'}, by the stall rule"
+                + _stalled_near_control(eps, stalled, (against_control or {}).get(eps))
+                + ")"
+                if stalled
+                else ""
+            )
             + f"; {falling} {was} still falling when the budget ran out"
             + (
                 " (not answered: the budget ended first"
@@ -462,6 +492,25 @@ def _refusal_answer(rows: pd.DataFrame, eps_pair: list[float], projections: dict
             )
         )
     return "**Does it ever refuse?** " + " ".join(out)
+
+
+def _stalled_near_control(eps: float, stalled: int, counts: tuple[int, int] | None) -> str:
+    """'; but k of them got within ε of their matched control, …' for the stalled cells that got within ε of the
+    intact network retrained the same way (their gap to the baseline is the retraining's own drift)."""
+    if not counts or not counts[0]:
+        return ""
+    back, known = counts
+    if known < stalled:  # only some have a matched control (the first retrain seed's cells)
+        who = "the one" if known == 1 else (f"all {known}" if back == known else f"{back} of the {known}")
+        target, whose = "with a matched control got within {eps} of it", "their" if back > 1 else "its"
+    else:
+        who = "it" if stalled == 1 else ("all of them" if back == known else f"{back} of them")
+        whose = "its" if stalled == 1 else "their"
+        target = f"got within {{eps}} of {whose} matched control"
+    return (
+        f"; but {who} {target.format(eps=_eps_words(eps))}, the intact network retrained the same way: the "
+        f"retraining's own drift accounts for {whose} gap"
+    )
 
 
 def _costliest(at: pd.DataFrame, unit: str) -> tuple[dict[str, int], int]:
@@ -882,7 +931,9 @@ def _headline(doc: Page, v: _View) -> None:
     eps_pair = sorted({float(rows["threshold"].min()), float(rows["threshold"].max())})
     items = [
         _how_much(v, rows, unit, eps_pair),
-        _refusal_answer(rows, eps_pair, _falling_projections(v, setting, eps_pair)),
+        _refusal_answer(
+            rows, eps_pair, _falling_projections(v, setting, eps_pair), _stalled_against_control(v, setting, eps_pair)
+        ),
         _position_answer(v, rows, unit, eps_pair, setting),
         _size_answer(v, setting, eps_pair),
         _swap_answer(v),
@@ -1024,8 +1075,10 @@ def _refusals(doc: Page, v: _View) -> None:
         doc.p("No single-layer cells to judge.")
         return
     doc.p(
-        "Per policy and ε: the single-layer cells not back within ε at the end of the budget (censored, not "
-        "refused) and how far above the baseline their loss ended (median)."
+        "Per policy and ε: the single-layer cells not back within ε at the end of their retraining (censored), of "
+        "them those whose curve had stopped falling (stalled: they refuse, by the stall rule) and those still "
+        "falling when the budget ran out (not answered: the budget ended first), and how far above the baseline "
+        "their loss ended (median)."
     )
     body = []
     for setting in settings:
@@ -1038,11 +1091,87 @@ def _refusals(doc: Page, v: _View) -> None:
                     f"{eps:g}",
                     str(n),
                     f"{cen} ({pct(cen / n)})",
+                    str(int(g["n_stalled"].sum())),
+                    str(int(g["n_still_falling"].sum())),
                     str(div),
-                    pct(gap.median()) if len(gap) else "—",
+                    _gap_pct(gap.median()) if len(gap) else "—",
                 ]
             )
-    doc.table(["policy", "ε", "cells", "not back (censored)", "diverged", "ended above the baseline"], body)
+    head = ["policy", "ε", "cells", "not back (censored)", "stalled", "still falling", "diverged"]
+    doc.table(head + ["ended above the baseline"], body)
+    _not_back_cells(doc, v)
+
+
+def _gap_pct(x: float) -> str:
+    """A loss gap above the baseline to two decimals (1.23 %): whole percents cannot tell 1.4 % from ε = 1 %."""
+    return f"{100 * x:.2f} %"
+
+
+NOT_BACK_WORDS = {
+    "stalled": "stalled (refuses, by the stall rule)",
+    "still_falling": "still falling at the budget",
+    "diverged": "diverged",
+}
+
+
+def _not_back_cells(doc: Page, v: _View) -> None:
+    """Every single-layer cell not back within the smallest ε, with its verdict (network_costs.parquet): how far
+    above its baseline it ended, its budget and, for one still falling, where its last rate of fall would reach ε,
+    both over its network's own from-scratch cost."""
+    costs = v.tables.get("network_costs")
+    if costs is None or not len(costs):
+        return
+    cells = costs[(costs["kind"] == survival.LAYER) & costs["outcome"].isin(list(NOT_BACK_WORDS))]
+    eps = float(costs["threshold"].min())
+    cells = cells[cells["threshold"] == eps]
+    if not len(cells):
+        return
+    several, resets = len(v.settings) > 1, cells["seed"].nunique() > 1
+    doc.p(
+        f"The single-layer cells not back within ε = {_eps_words(eps)}, each with its verdict: how far above its "
+        "baseline its loss ended, how long it was retrained (to its budget, or until it stalled past "
+        "`retrain.stop_stalled`) and, for one still falling, where its last rate of fall (over the last "
+        "doubling of examples) would reach ε, both × its network's own from-scratch cost (that projection is a "
+        "guess, and an optimistic one: a recovery curve falls less with each doubling); and whether it got within ε "
+        "of its matched control (the intact network retrained the same way, at the same examples), and where, × from "
+        "scratch (— without one; `answer/network_costs.parquet`)."
+    )
+    body = []
+    for r in cells.sort_values(["regime", "policy", "init", "model", "depth", "pretrain_seed", "seed"]).itertuples():
+        scratch = float(r.scratch_examples)
+        known = math.isfinite(scratch) and scratch > 0
+        projected = float(r.projected_relative)
+        control = float(r.control_upper)
+        if math.isnan(control):
+            against = "—"
+        elif math.isinf(control):
+            against = "not back"
+        else:
+            against = f"back at {_two_digits(control / scratch)} ×" if known else "back"
+        body.append(
+            ([_setting_words((r.regime, r.policy, r.init))] if several else [])
+            + [
+                r.model,
+                f"{r.target} ({r.position})",
+                f"seed {r.pretrain_seed}" + (f", reset seed {r.seed}" if resets else ""),
+                NOT_BACK_WORDS[r.outcome],
+                _gap_pct(r.stall_gap) if math.isfinite(float(r.stall_gap)) else "—",
+                f"{_two_digits(r.end_examples / scratch)} ×" if known else "—",
+                f"≈ {_two_digits(projected)} ×" if r.outcome == "still_falling" and math.isfinite(projected) else "—",
+                against,
+            ]
+        )
+    head = [
+        "model",
+        "reset",
+        "network",
+        "verdict",
+        "ended above the baseline",
+        "retrained for",
+        "at its last rate of fall",
+        "against its matched control",
+    ]
+    doc.table((["setting"] if several else []) + head, body)
 
 
 def _fit_table(doc: Page, fit: pd.DataFrame, settings: list[tuple], terms: list[str]) -> None:

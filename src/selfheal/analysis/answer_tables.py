@@ -49,6 +49,7 @@ NETWORK_COST_COLUMNS = [
     "pretrain_seed",
     "target",
     "kind",
+    "position",
     "depth",
     "rel_depth",
     "regime",
@@ -63,9 +64,13 @@ NETWORK_COST_COLUMNS = [
     "pretrain_examples",
     "fraction_lo",
     "fraction_hi",
+    "stall_gap",
+    "end_examples",
     "scratch_examples",
     "projected",
     "projected_relative",
+    "control_lower",
+    "control_upper",
 ]
 VALIDATION_ERROR_COLUMNS = [
     "model",
@@ -456,9 +461,13 @@ def damage_cells(cells: pd.DataFrame) -> pd.DataFrame:
 def network_costs(cells: pd.DataFrame) -> pd.DataFrame:
     """Every network's own cost beside the medians: per reported cell (not a control) and threshold, its outcome
     and its cost interval [lower, upper] in examples (upper inf: not recovered within the budget; a not-damaged
-    cell has no cost: both null), and as fractions of S x E; its network's from-scratch cost to the same loss, and
+    cell has no cost: both null), and as fractions of S x E; for one not back, how far above its baseline it ended
+    (``stall_gap``, a share of the baseline) and where its retraining ended (``end_examples``: its budget, where the
+    stall rule stopped it, or where it diverged); its network's from-scratch cost to the same loss, and
     where its last rate of fall would reach the threshold (``projected_examples``), in examples and over that
-    from-scratch cost (null where it is not a number: not damaged, or no from-scratch cost)."""
+    from-scratch cost (null where it is not a number: not damaged, or no from-scratch cost); and its crossing
+    against its matched control instead of its baseline, [control_lower, control_upper] (upper inf: never within
+    (1 + eps) x the control's loss; both null without a matched control)."""
     rows = survival.reported(cells).copy()
     undamaged = rows["status"] == "not_damaged"
     rows["lower"] = rows["lower"].where(~undamaged)
@@ -467,10 +476,17 @@ def network_costs(cells: pd.DataFrame) -> pd.DataFrame:
     rows["fraction_lo"] = rows["lower"] / base
     rows["fraction_hi"] = rows["upper"] / base
     rows["outcome"] = rows["outcome"].astype(str)
+    rows["stall_gap"] = rows["stall_gap"].where(~undamaged)
+    back = rows["outcome"].isin(["recovered", "not_damaged"])
+    rows["end_examples"] = rows["examples"].astype(float).where(~back)
     rows["scratch_examples"] = rows["scratch_examples"].astype(float)
     rows["projected"] = projected_examples(rows)
     scratch = rows["scratch_examples"].where(rows["scratch_examples"] > 0)
     rows["projected_relative"] = rows["projected"] / scratch
+    control_lo = rows["control_examples_lo"].astype("Float64").astype(float)
+    control_hi = rows["control_examples_hi"].astype("Float64").astype(float)
+    rows["control_lower"] = control_lo
+    rows["control_upper"] = control_hi.where(control_lo.isna() | control_hi.notna(), math.inf)
     return rows.reindex(columns=NETWORK_COST_COLUMNS).sort_values(
         ["model", "threshold", "target", "pretrain_seed", "seed"], ignore_index=True
     )
