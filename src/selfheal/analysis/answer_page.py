@@ -408,17 +408,20 @@ def _two_digits(x: float) -> str:
     return f"{rounded:,.0f}" if rounded >= 100 else f"{rounded:.2g}"
 
 
+def _layer_cells(v: _View, setting: tuple | None, outcome: str) -> pd.DataFrame:
+    """The single-layer cells of one outcome in network_costs.parquet (of one setting, where given)."""
+    cells = v.tables.get("network_costs")
+    if cells is None or not len(cells):
+        return pd.DataFrame(columns=answer_tables.NETWORK_COST_COLUMNS)
+    cells = cells[(cells["kind"] == survival.LAYER) & (cells["outcome"] == outcome)]
+    return _pick(cells, setting) if setting else cells
+
+
 def _falling_projections(v: _View, setting: tuple | None, eps_pair: list[float]) -> dict[float, str]:
     """Per ε: where the damaged single-layer cells still falling at their budget would reach ε at their last rate of
     fall, over their network's own from-scratch cost (network_costs.parquet's projected_relative): 'about r ×' or
     'about a to b ×'; none where no such cell has a from-scratch cost."""
-    cells = v.tables.get("network_costs")
-    if cells is None or not len(cells):
-        return {}
-    cells = cells[(cells["kind"] == survival.LAYER) & (cells["outcome"] == "still_falling")]
-    if setting:
-        cells = _pick(cells, setting)
-    out = {}
+    cells, out = _layer_cells(v, setting, "still_falling"), {}
     for eps in eps_pair:
         rel = cells.loc[cells["threshold"] == eps, "projected_relative"].astype(float)
         rel = rel[np.isfinite(rel)]
@@ -431,13 +434,7 @@ def _stalled_against_control(v: _View, setting: tuple | None, eps_pair: list[flo
     """Per ε: of the single-layer cells that stalled short of it and have a matched control, how many got within ε
     of that control (the intact network retrained the same way, at the same examples), and how many have one
     (network_costs.parquet's control_upper)."""
-    cells = v.tables.get("network_costs")
-    if cells is None or not len(cells) or "control_upper" not in cells:
-        return {}
-    cells = cells[(cells["kind"] == survival.LAYER) & (cells["outcome"] == "stalled")]
-    if setting:
-        cells = _pick(cells, setting)
-    out = {}
+    cells, out = _layer_cells(v, setting, "stalled"), {}
     for eps in eps_pair:
         control = cells.loc[cells["threshold"] == eps, "control_upper"].astype(float).dropna()
         if len(control):
