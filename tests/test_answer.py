@@ -974,6 +974,14 @@ def test_every_single_layer_cell_not_back_is_listed_with_its_verdict():
         if r.outcome == "stalled":
             assert ended == answer_page._two_digits(cell["budget_examples"] // 2 / cell["scratch_examples"])
     assert set(listed["outcome"]) == {"stalled", "still_falling"}
+    surv = tables["survival"]
+    beyond = surv[(surv["threshold"] == 0.01) & (surv["init"] == "fresh") & np.isinf(surv["median_fraction"])]
+    assert len(beyond)
+    costs_section = md[md.index("## 1.") : md.index("## 2.")]
+    for r in beyond.itertuples():  # §1 says how many of a median's cells beyond the budget stalled, how many fell
+        counts = ", ".join(f"{n} {w}" for n, w in ((r.n_stalled, "stalled"), (r.n_still_falling, "still falling")) if n)
+        label = "every layer" if r.target == "all" else f"{r.target} ({r.position})"
+        assert f"| {r.model} | {label} | > B ({counts}) |" in costs_section, (label, counts)
     refuse = next(line for line in answer.headline(md).splitlines() if "Does it ever refuse?" in line)
     stalled_control = listed.loc[listed["outcome"] == "stalled", "control_upper"]
     assert np.isfinite(stalled_control).all()

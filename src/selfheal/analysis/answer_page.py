@@ -78,6 +78,16 @@ def _cost(row: pd.Series, unit: str) -> str:
     return f"{_one(value)} [{_one(lo)}, {_one(hi)}]"
 
 
+def _cost_verdict(row: pd.Series, unit: str) -> str:
+    """``_cost``, and for a median beyond the budget how many of its cells stalled and how many were still falling
+    there: '> B (2 stalled, 1 still falling)'."""
+    cost = _cost(row, unit)
+    if not math.isinf(float(row[f"median_{unit}"])):
+        return cost
+    counts = [(int(row[c]), w) for c, w in (("n_stalled", "stalled"), ("n_still_falling", "still falling")) if row[c]]
+    return cost + (f" ({', '.join(f'{n} {w}' for n, w in counts)})" if counts else "")
+
+
 def _settings(survival_table: pd.DataFrame) -> list[tuple]:
     """(regime, policy, init) of the single-layer groups, the asker's setting (frozen, full, fresh) first."""
     layers = survival_table[survival_table["kind"] == survival.LAYER]
@@ -997,7 +1007,8 @@ def _cost_section(doc: Page, v: _View) -> None:
     doc.p(
         f"The median cost to get back within ε with its 95 % interval (Turnbull estimate of the interval-censored "
         f"crossings; a cell that never got there is censored at the budget, never averaged as a cost; "
-        f"`{BEYOND}` as above), at the smallest and largest ε (every ε: `answer/survival.parquet` and the figures: "
+        f"`{BEYOND}` as above, with how many of the cells stalled and how many were still falling there: §2 lists "
+        f"the single-layer ones), at the smallest and largest ε (every ε: `answer/survival.parquet` and the figures: "
         f"[cost against depth]({links['answer_cost_depth']}), [share of cells back]({links['answer_recovered']}), "
         f"[recovery curves]({links['answer_curves']}))."
     )
@@ -1014,7 +1025,7 @@ def _cost_section(doc: Page, v: _View) -> None:
             for target, t in g.groupby("target", sort=False):
                 t = t.set_index("threshold")
                 label = "every layer" if target == "all" else f"{target} ({t['position'].iloc[0]})"
-                body.append([model, label] + [_cost(t.loc[e], unit) if e in t.index else "" for e in eps_list])
+                body.append([model, label] + [_cost_verdict(t.loc[e], unit) if e in t.index else "" for e in eps_list])
         doc.table(["model", "reset"] + [f"ε = {e:g}" for e in eps_list], body)
         if setting == settings[0]:
             _units_table(doc, v, setting)
