@@ -90,3 +90,6 @@ def test_tables_without_the_columns_give_an_empty_table():
     old = summary.drop(columns=["control_examples_lo", "control_examples_hi"])
     tables = answer_tables.compute(old, curves, networks)
     assert isinstance(tables["against_control"], pd.DataFrame) and not len(tables["against_control"])
+    assert (
+        len(tables["network_costs"]) and tables["network_costs"][["control_lower", "control_upper"]].isna().all().all()
+    )

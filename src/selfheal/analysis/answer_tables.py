@@ -469,6 +469,9 @@ def network_costs(cells: pd.DataFrame) -> pd.DataFrame:
     against its matched control instead of its baseline, [control_lower, control_upper] (upper inf: never within
     (1 + eps) x the control's loss; both null without a matched control)."""
     rows = survival.reported(cells).copy()
+    for column in ("examples", "fall_per_doubling", "scratch_examples"):  # optional in summary.parquet: unknown
+        if column not in rows:
+            rows[column] = math.nan
     undamaged = rows["status"] == "not_damaged"
     rows["lower"] = rows["lower"].where(~undamaged)
     rows["upper"] = rows["upper"].where(~undamaged)
@@ -483,8 +486,10 @@ def network_costs(cells: pd.DataFrame) -> pd.DataFrame:
     rows["projected"] = projected_examples(rows)
     scratch = rows["scratch_examples"].where(rows["scratch_examples"] > 0)
     rows["projected_relative"] = rows["projected"] / scratch
-    control_lo = rows["control_examples_lo"].astype("Float64").astype(float)
-    control_hi = rows["control_examples_hi"].astype("Float64").astype(float)
+    # a summary written before the crossings against the matched control has neither column: no control to read
+    unknown = pd.Series(math.nan, index=rows.index)
+    control_lo = rows.get("control_examples_lo", unknown).astype("Float64").astype(float)
+    control_hi = rows.get("control_examples_hi", unknown).astype("Float64").astype(float)
     rows["control_lower"] = control_lo
     rows["control_upper"] = control_hi.where(control_lo.isna() | control_hi.notna(), math.inf)
     return rows.reindex(columns=NETWORK_COST_COLUMNS).sort_values(
