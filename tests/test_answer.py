@@ -1015,5 +1015,22 @@ def test_every_single_layer_cell_not_back_is_listed_with_its_verdict():
 def test_stalled_cells_within_eps_of_their_matched_control_are_said_so(stalled, counts, words):
     """The refusal sentence: of the stalled cells, those that got within ε of their matched control (the intact
     network retrained the same way) are counted, said apart from the stall verdict; none back, nothing is said."""
-    got = answer_page._stalled_near_control(0.01, stalled, counts)
+    got = answer_page._near_control(0.01, stalled, counts)
     assert got.startswith(words) if words else got == ""
+
+
+def test_the_control_clause_is_explained_once_per_sentence():
+    """Stalled and still-falling cells both back within ε of their matched controls: the refusal sentence explains
+    the matched control once (at the stalled cells) and only counts the still-falling ones."""
+    rows = pd.DataFrame(
+        [{"threshold": 0.01, "n_cells": 10, "n_not_damaged": 0, "n_diverged": 0, "n_stalled": 2, "n_still_falling": 1}]
+    )
+    control = {"stalled": {0.01: (2, 2)}, "still_falling": {0.01: (1, 1)}}
+    said = answer_page._refusal_answer(rows, [0.01], {0.01: "about 3 ×"}, control)
+    assert said.count("the intact network retrained the same way") == 1, said
+    assert (
+        "(they refuse, by the stall rule; but all of them got within 1 % of their matched control, the intact" in said
+    )
+    assert "about 3 × what pretraining from scratch needed; but it got within 1 % of its matched control)." in said
+    alone = answer_page._refusal_answer(rows, [0.01], {}, {"still_falling": {0.01: (1, 1)}})
+    assert "; but it got within 1 % of its matched control, the intact network retrained the same way: the " in alone

@@ -440,11 +440,13 @@ def _falling_projections(v: _View, setting: tuple | None, eps_pair: list[float])
     return out
 
 
-def _stalled_against_control(v: _View, setting: tuple | None, eps_pair: list[float]) -> dict[float, tuple[int, int]]:
-    """Per ε: of the single-layer cells that stalled short of it and have a matched control, how many got within ε
-    of that control (the intact network retrained the same way, at the same examples), and how many have one
-    (network_costs.parquet's control_upper)."""
-    cells, out = _layer_cells(v, setting, "stalled"), {}
+def _control_counts(
+    v: _View, setting: tuple | None, eps_pair: list[float], outcome: str
+) -> dict[float, tuple[int, int]]:
+    """Per ε: of the single-layer cells of ``outcome`` (stalled, still falling) that have a matched control, how many
+    got within ε of that control (the intact network retrained the same way, at the same examples), and how many
+    have one (network_costs.parquet's control_upper)."""
+    cells, out = _layer_cells(v, setting, outcome), {}
     for eps in eps_pair:
         control = cells.loc[cells["threshold"] == eps, "control_upper"].astype(float).dropna()
         if len(control):
@@ -456,13 +458,15 @@ def _refusal_answer(
     rows: pd.DataFrame,
     eps_pair: list[float],
     projections: dict[float, str] | None = None,
-    against_control: dict[float, tuple[int, int]] | None = None,
+    against_control: dict[str, dict[float, tuple[int, int]]] | None = None,
 ) -> str:
     """Does it ever refuse? From the outcomes of the damaged single-layer cells: a cell refuses only when its curve
-    stalled short of the threshold (the stall rule), and where ``against_control`` says so, how many of those got
-    within ε of their matched control (their stall is where the retraining holds an intact network too); a censored
-    cell still falling when the budget ran out says only that the budget ended first (and, from ``projections``,
-    where its last rate of fall would take it); a diverged cell is counted apart. Undamaged cells are not counted."""
+    stalled short of the threshold (the stall rule); a censored cell still falling when the budget ran out says
+    only that the budget ended first (and, from ``projections``, where its last rate of fall would take it); for
+    either, where ``against_control`` (per outcome, per ε) says so, how many got within ε of their matched control
+    (their gap to the baseline is the retraining's own drift); a diverged cell is counted apart. Undamaged cells
+    are not counted."""
+    control = against_control or {}
     lowest = rows[rows["threshold"] == eps_pair[0]]
     damaged = lowest["n_cells"] - lowest["n_not_damaged"]
     n, diverged = int(damaged.sum()), int(lowest["n_diverged"].sum())
@@ -475,12 +479,11 @@ def _refusal_answer(
             out.append(f"Within {_eps_words(eps)}: every damaged cell got back within the budget.")
             continue
         was = "was" if falling == 1 else "were"
+        stall_control = _near_control(eps, stalled, control.get("stalled", {}).get(eps)) if stalled else ""
         out.append(
             f"Within {_eps_words(eps)}: {stalled} of {total} damaged cells stalled short of it"
             + (
-                f" ({'it refuses' if stalled == 1 else 'they refuse'}, by the stall rule"
-                + _stalled_near_control(eps, stalled, (against_control or {}).get(eps))
-                + ")"
+                f" ({'it refuses' if stalled == 1 else 'they refuse'}, by the stall rule" + stall_control + ")"
                 if stalled
                 else ""
             )
@@ -493,6 +496,7 @@ def _refusal_answer(
                     if eps in (projections or {})
                     else ""
                 )
+                + _near_control(eps, falling, control.get("still_falling", {}).get(eps), explain=not stall_control)
                 + ")."
                 if falling
                 else "."
@@ -501,9 +505,10 @@ def _refusal_answer(
     return "**Does it ever refuse?** " + " ".join(out)
 
 
-def _stalled_near_control(eps: float, stalled: int, counts: tuple[int, int] | None) -> str:
-    """'; but k of them got within ε of their matched control, …' for the stalled cells that got within ε of the
-    intact network retrained the same way (their gap to the baseline is the retraining's own drift)."""
+def _near_control(eps: float, stalled: int, counts: tuple[int, int] | None, explain: bool = True) -> str:
+    """'; but k of them got within ε of their matched control, …' for the ``stalled`` cells (or those still falling)
+    that got within ε of the intact network retrained the same way (their gap to the baseline is the retraining's
+    own drift; ``explain``: say so, where the sentence has not yet)."""
     if not counts or not counts[0]:
         return ""
     back, known = counts
@@ -514,10 +519,10 @@ def _stalled_near_control(eps: float, stalled: int, counts: tuple[int, int] | No
         who = "it" if stalled == 1 else ("all of them" if back == known else f"{back} of them")
         whose = "its" if stalled == 1 else "their"
         target = f"got within {{eps}} of {whose} matched control"
-    return (
-        f"; but {who} {target.format(eps=_eps_words(eps))}, the intact network retrained the same way: the "
-        f"retraining's own drift accounts for {whose} gap"
-    )
+    said = f"; but {who} {target.format(eps=_eps_words(eps))}"
+    if not explain:  # said once already in the sentence
+        return said
+    return f"{said}, the intact network retrained the same way: the retraining's own drift accounts for {whose} gap"
 
 
 def _costliest(at: pd.DataFrame, unit: str) -> tuple[dict[str, int], int]:
@@ -939,7 +944,10 @@ def _headline(doc: Page, v: _View) -> None:
     items = [
         _how_much(v, rows, unit, eps_pair),
         _refusal_answer(
-            rows, eps_pair, _falling_projections(v, setting, eps_pair), _stalled_against_control(v, setting, eps_pair)
+            rows,
+            eps_pair,
+            _falling_projections(v, setting, eps_pair),
+            {o: _control_counts(v, setting, eps_pair, o) for o in ("stalled", "still_falling")},
         ),
         _position_answer(v, rows, unit, eps_pair, setting),
         _size_answer(v, setting, eps_pair),
