@@ -959,7 +959,7 @@ def test_every_single_layer_cell_not_back_is_listed_with_its_verdict():
         cell = cells[mine & (cells["target"] == r.target)].iloc[0]
         verdict = answer_page.NOT_BACK_WORDS[r.outcome]
         ended = answer_page._two_digits(cell["examples"] / cell["scratch_examples"])
-        gap = f"{100 * (cell['final_loss'] / cell['baseline_loss'] - 1):.2f} %"
+        gap = f"{100 * (cell['final_loss'] / cell['baseline_loss'] - 1):+.2f} %"
         network = f"seed {r.pretrain_seed}, reset seed {r.seed}"  # two reset seeds per network here
         row = f"| {r.model} | {r.target} ({r.position}) | {network} | {verdict} | {gap} | {ended} × |"
         assert any(line.startswith(row) for line in rows), (row, [x for x in rows if r.target in x and r.model in x])

@@ -418,12 +418,12 @@ def _two_digits(x: float) -> str:
     return f"{rounded:,.0f}" if rounded >= 100 else f"{rounded:.2g}"
 
 
-def _layer_cells(v: _View, setting: tuple | None, outcome: str) -> pd.DataFrame:
-    """The single-layer cells of one outcome in network_costs.parquet (of one setting, where given)."""
+def _layer_cells(v: _View, setting: tuple | None, *outcomes: str) -> pd.DataFrame:
+    """The single-layer cells of these outcomes in network_costs.parquet (of one setting, where given)."""
     cells = v.tables.get("network_costs")
     if cells is None or not len(cells):
         return pd.DataFrame(columns=answer_tables.NETWORK_COST_COLUMNS)
-    cells = cells[(cells["kind"] == survival.LAYER) & (cells["outcome"] == outcome)]
+    cells = cells[(cells["kind"] == survival.LAYER) & cells["outcome"].isin(outcomes)]
     return _pick(cells, setting) if setting else cells
 
 
@@ -505,19 +505,19 @@ def _refusal_answer(
     return "**Does it ever refuse?** " + " ".join(out)
 
 
-def _near_control(eps: float, stalled: int, counts: tuple[int, int] | None, explain: bool = True) -> str:
-    """'; but k of them got within ε of their matched control, …' for the ``stalled`` cells (or those still falling)
+def _near_control(eps: float, n: int, counts: tuple[int, int] | None, explain: bool = True) -> str:
+    """'; but k of them got within ε of their matched control, …' for ``n`` stalled cells (or still falling ones)
     that got within ε of the intact network retrained the same way (their gap to the baseline is the retraining's
     own drift; ``explain``: say so, where the sentence has not yet)."""
     if not counts or not counts[0]:
         return ""
     back, known = counts
-    if known < stalled:  # only some have a matched control (the first retrain seed's cells)
+    if known < n:  # only some have a matched control (the first retrain seed's cells)
         who = "the one" if known == 1 else (f"all {known}" if back == known else f"{back} of the {known}")
         target, whose = "with a matched control got within {eps} of it", "their" if back > 1 else "its"
     else:
-        who = "it" if stalled == 1 else ("all of them" if back == known else f"{back} of them")
-        whose = "its" if stalled == 1 else "their"
+        who = "it" if n == 1 else ("all of them" if back == known else f"{back} of them")
+        whose = "its" if n == 1 else "their"
         target = f"got within {{eps}} of {whose} matched control"
     said = f"; but {who} {target.format(eps=_eps_words(eps))}"
     if not explain:  # said once already in the sentence
@@ -1110,17 +1110,12 @@ def _refusals(doc: Page, v: _View) -> None:
                     str(int(g["n_stalled"].sum())),
                     str(int(g["n_still_falling"].sum())),
                     str(div),
-                    _gap_pct(gap.median()) if len(gap) else "—",
+                    signed_pct(gap.median()) if len(gap) else "—",
                 ]
             )
     head = ["policy", "ε", "cells", "not back (censored)", "stalled", "still falling", "diverged"]
     doc.table(head + ["ended above the baseline"], body)
     _not_back_cells(doc, v)
-
-
-def _gap_pct(x: float) -> str:
-    """A loss gap above the baseline to two decimals (1.23 %): whole percents cannot tell 1.4 % from ε = 1 %."""
-    return f"{100 * x:.2f} %"
 
 
 NOT_BACK_WORDS = {
@@ -1132,13 +1127,12 @@ NOT_BACK_WORDS = {
 
 def _not_back_cells(doc: Page, v: _View) -> None:
     """Every single-layer cell not back within the smallest ε, with its verdict (network_costs.parquet): how far
-    above its baseline it ended, its budget and, for one still falling, where its last rate of fall would reach ε,
-    both over its network's own from-scratch cost."""
-    costs = v.tables.get("network_costs")
-    if costs is None or not len(costs):
+    above its baseline it ended, where its retraining ended and, for one still falling, where its last rate of fall
+    would reach ε, both over its network's own from-scratch cost; and its crossing against its matched control."""
+    cells = _layer_cells(v, None, *NOT_BACK_WORDS)
+    if not len(cells):
         return
-    cells = costs[(costs["kind"] == survival.LAYER) & costs["outcome"].isin(list(NOT_BACK_WORDS))]
-    eps = float(costs["threshold"].min())
+    eps = float(v.tables["network_costs"]["threshold"].min())
     cells = cells[cells["threshold"] == eps]
     if not len(cells):
         return
@@ -1171,7 +1165,7 @@ def _not_back_cells(doc: Page, v: _View) -> None:
                 f"{r.target} ({r.position})",
                 f"seed {r.pretrain_seed}" + (f", reset seed {r.seed}" if resets else ""),
                 NOT_BACK_WORDS[r.outcome],
-                _gap_pct(r.stall_gap) if math.isfinite(float(r.stall_gap)) else "—",
+                signed_pct(r.stall_gap) if math.isfinite(float(r.stall_gap)) else "—",
                 f"{_two_digits(r.end_examples / scratch)} ×" if known else "—",
                 f"≈ {_two_digits(projected)} ×" if r.outcome == "still_falling" and math.isfinite(projected) else "—",
                 against,

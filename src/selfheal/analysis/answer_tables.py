@@ -469,9 +469,6 @@ def network_costs(cells: pd.DataFrame) -> pd.DataFrame:
     against its matched control instead of its baseline, [control_lower, control_upper] (upper inf: never within
     (1 + eps) x the control's loss; both null without a matched control)."""
     rows = survival.reported(cells).copy()
-    for column in ("examples", "fall_per_doubling", "scratch_examples"):  # optional in summary.parquet: unknown
-        if column not in rows:
-            rows[column] = math.nan
     undamaged = rows["status"] == "not_damaged"
     rows["lower"] = rows["lower"].where(~undamaged)
     rows["upper"] = rows["upper"].where(~undamaged)
