@@ -93,3 +93,48 @@ def test_tables_without_the_columns_give_an_empty_table():
     assert (
         len(tables["network_costs"]) and tables["network_costs"][["control_lower", "control_upper"]].isna().all().all()
     )
+
+
+def test_a_frozen_encoder_swap_is_read_against_the_retrained_cross_attention():
+    """A swap whose encoder stays frozen trains only the cross-attention, so its matched control is the intact
+    network's cross-attention (all of it) retrained the same way (``grid.matched_control_of``): its crossings
+    against that control, its aside row's control median, and the page's sentence come from that curve; a swap
+    whose encoder trains has none."""
+    summary, curves, networks = synthetic(
+        models=(("bart-n2-d64", 2, 64),), thresholds=(0.01, 0.1), family_kind="encoder-decoder", extra_targets=True
+    )
+    frozen = {"target": "swap-tinydonor", "policy": "cross_attn"}
+    swap = summary["target"] == "swap32"
+    summary = pd.concat([summary, summary[swap].assign(**frozen)], ignore_index=True)
+    swap_curves = curves[curves["target"] == "swap32"].assign(**frozen)
+    # the control: a layer's matched control curve, as every cross-attention's, lifted 5 % by its end
+    control = curves[(curves["target"] == "L0") & (curves["init"] == "trained")].assign(
+        target="all", policy="cross_attn"
+    )
+    end = float(control["examples"].max())
+    control["val_loss"] *= 1 + 0.05 * control["examples"] / end
+    curves = pd.concat([curves, swap_curves, control], ignore_index=True)
+    summary = summary_tables.add_control_crossings(
+        summary.drop(columns=["control_examples_lo", "control_examples_hi"]), curves
+    )
+
+    frozen_rows = summary[summary["target"] == "swap-tinydonor"]
+    assert frozen_rows["control_examples_lo"].notna().all()
+    assert summary.loc[summary["target"] == "swap32", "control_examples_lo"].isna().all()
+    # within (1 + ε) of a control 5 % up comes no later than within (1 + ε) of the baseline
+    reached = frozen_rows[frozen_rows["recovered"]]
+    assert (reached["control_examples_hi"] <= reached["examples_hi"]).all()
+
+    tables = answer_tables.compute(summary, curves, networks)
+    aside = tables["encoder_decoder"]
+    row = aside[(aside["item"] == "donor_swap_frozen") & (aside["threshold"] == 0.01)].iloc[0]
+    against = tables["against_control"]
+    mine = against[(against["target"] == "swap-tinydonor") & (against["threshold"] == 0.01)]
+    assert len(mine) == 1 and row["control_median"] == mine[f"median_{row['unit']}"].iloc[0]
+    assert row["control_median"] <= row["median"]
+    assert aside.loc[aside["item"] == "encoder_swap", "control_median"].isna().all()
+
+    md = answer_page.page(tables, summary, networks, LINKS).markdown()
+    assert "against its matched control (the intact network's cross-attention retrained the same way)" in md
+    # the single-layer medians against the matched controls leave the swap out
+    assert "swap-tinydonor" not in md[md.index("measured against each cell's matched control") :].split("\n\n")[1]

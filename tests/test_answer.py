@@ -479,6 +479,7 @@ def test_an_aside_reset_never_damaged_beyond_eps_says_so():
     beyond ε", not "n/a [n/a, n/a]"; one with some such cells counts them beside its median."""
     row = dict.fromkeys(answer_tables.ENCODER_DECODER_COLUMNS, 0)
     row.update(item="cross_attention", unit="fraction", budget=1.0, budget_relative_to_scratch=1.5)
+    row.update(control_median=np.nan, control_relative_to_scratch=np.nan)  # no matched control
     undamaged = pd.Series(
         {
             **row,

@@ -61,6 +61,44 @@ def test_grid_has_networks_and_matched_controls():
     assert network["pretrain"] == {"seed": 5, "lr": 1.0}  # the seed list is not part of a network's settings
 
 
+def test_sets_and_frozen_encoder_swaps_have_their_matched_control():
+    """An encoder-decoder's set targets get a matched control of their own (but reset-all, the from-scratch
+    comparison); its swaps whose encoder stays frozen (policy cross_attn) share all cross-attention's, which trains
+    as long as the longest of them; a swap whose encoder trains has none."""
+    bart = {"name": "b", "arch": "bart", "n_layer": 2, "n_dec_layer": 2, "pretrain": {"seeds": [0, 1]}}
+    donor = {**bart, "name": "d", "heal": False, "pretrain": {"seeds": [0]}}
+    config = {
+        "models": [bart, donor],
+        "grid": {
+            "layers": "all",
+            "policies": ["full", "cross_attn"],
+            "inits": ["fresh"],
+            "regimes": ["frozen"],
+            "seeds": [0],
+            "controls": True,
+            "matched_controls": "first_seed",
+            "targets": ["all", "dec"],
+            "encoder_swap": [32, "d"],
+        },
+    }
+    cells = grid.cells(config)
+    sets = {(c.target, c.policy) for c in cells if c.init == grid.TRAINED and c.pretrain_seed == 0}
+    assert sets - {(f"{s}.{i}", p) for s in ("enc", "dec") for i in (0, 1) for p in ("full", "cross_attn")} == {
+        ("dec", "full"),
+        ("dec", "cross_attn"),
+        ("all", "cross_attn"),
+    }
+    assert ("all", "full") not in sets  # reset-all is the comparison, not a cell under study
+    assert sets == {(c.target, c.policy) for c in cells if c.init == grid.TRAINED and c.pretrain_seed == 1}
+    control = grid.Cell("b", "all", "cross_attn", grid.TRAINED, "frozen", 0, 0)
+    matched = grid.matched_with(cells)[control]
+    assert {(c.target, c.policy) for c in matched} == {("all", "cross_attn"), ("swap-d", "cross_attn")}
+    assert {c.init for c in matched if c.target == "swap-d"} == {"fresh", grid.ZERO_OUT}
+    assert not any(control.matches(c) for c in cells if c.target in ("swap32", "swap-d") and c.policy == "full")
+    assert grid.matched_control_of("swap-d", "full") is None and grid.matched_control_of("swap32", "full") is None
+    assert grid.matched_control_of("none", "none") is None and grid.matched_control_of("all", "full") is None
+
+
 @pytest.fixture
 def job(tmp_path):
     model = trained_like(models.build(TINY_MODEL, SPECIAL, seed=0))

@@ -278,3 +278,25 @@ def test_frozen_random_for_the_encoder_decoder(finished):
     assert (table["arch"] == "bart").all()
     assert (table["trainable_params"] + table["frozen_params"]).nunique() == 1
     assert (finished / "results" / "plots" / "frozen_random.png").is_file()
+
+
+def test_a_frozen_encoder_swap_is_matched_with_the_retrained_cross_attention(finished):
+    """The intact BART with all of its cross-attention retrained (all-cross_attn-trained) is the matched control of
+    the swaps whose donor encoder stays frozen: it trains as long as the longest of them and of the cross-attention
+    wipe, and their crossings against it are in summary.parquet; a swap whose encoder trains has none."""
+    summary = pd.read_parquet(finished / "results" / "summary.parquet")
+    curves = pd.read_parquet(finished / "results" / "curves.parquet")
+    bart = summary[summary.model == "tinyBart"]
+    frozen = bart[bart.target.str.startswith("swap") & (bart.policy == "cross_attn")]
+    assert len(frozen) and frozen["control_examples_lo"].notna().all()
+    assert bart.loc[bart.target.str.startswith("swap") & (bart.policy == "full"), "control_examples_lo"].isna().all()
+    rec = curves[(curves.model == "tinyBart") & (curves.kind == "recovery")]
+    for seed, net in rec.groupby("pretrain_seed"):
+        control = net[(net.target == "all") & (net.policy == "cross_attn") & (net.init == "trained")]
+        matched = net[
+            ((net.target == "all") | net.target.str.startswith("swap-"))
+            & (net.policy == "cross_attn")
+            & (net.init != "trained")
+        ]
+        assert len(control), seed
+        assert control.examples.max() == matched.groupby(["target", "init"]).examples.max().max(), seed

@@ -153,7 +153,7 @@ class Cell:
         """Whether this matched control trains the same tensors, data order and schedule as ``cell``."""
         if not self.is_matched_control or cell.is_matched_control or self.unit != cell.unit or self.seed != cell.seed:
             return False
-        return self.target == NONE or (self.target, self.policy) == (cell.target, cell.policy)
+        return self.target == NONE or (self.target, self.policy) == matched_control_of(cell.target, cell.policy)
 
     def as_dict(self) -> dict:
         return {
@@ -210,6 +210,20 @@ def network_config(model_cfg: dict, pretrain_seed: int) -> dict:
     cfg.pop("heal", None)  # whether the grid heals it: turning it on or off never re-trains a network
     cfg["pretrain"]["seed"] = pretrain_seed
     return cfg
+
+
+def matched_control_of(target: str, policy: str) -> tuple[str, str] | None:
+    """The (target, policy) of the matched no-reset control (init ``trained``) of a reset cell of ``target`` and
+    ``policy``, or None: a layer or a set of layers trains the same tensors from their trained values; an encoder
+    swap whose encoder stays frozen (policy cross_attn) trains only the cross-attention, so its control is every
+    decoder layer's cross-attention (``all``, cross_attn); a swap whose encoder trains too, the reset-all control and
+    the no-reset control have none."""
+    kind = Target.parse(target).kind
+    if kind == LAYER or (kind == SET and (target, policy) != (ALL, "full")):
+        return target, policy
+    if kind == SWAP_KIND and policy == "cross_attn":
+        return ALL, "cross_attn"
+    return None
 
 
 def units(cells: list[Cell]) -> list[Unit]:
@@ -345,9 +359,22 @@ def _network_cells(grid: dict, model: dict, pretrain_seed: int) -> list[Cell]:
                     out += [
                         cell(layer, policy, TRAINED) for layer in chosen if policy_applies(model["arch"], layer, policy)
                     ]
+                    out += [
+                        cell(target, policy, TRAINED)
+                        for target in set_targets
+                        if matched_control_of(target, policy) is not None
+                        and any(policy_applies(model["arch"], m, policy) for m in Target.parse(target).members(all_ids))
+                    ]
             cell = _cell_maker(model["name"], regime, seed, pretrain_seed)
             if len(stacks) == 2:
-                out += _swap_cells(grid, model, cell)
+                swaps = _swap_cells(grid, model, cell)
+                out += swaps
+                if with_matched and regime != "full":  # the cross-attention's control, for the frozen-encoder swaps
+                    out += [
+                        cell(*control, TRAINED)
+                        for control in {matched_control_of(s.target, s.policy) for s in swaps}
+                        if control is not None
+                    ]
             if grid["controls"]:
                 # "none" has nothing to reset: policy and init are 'none' so it runs once per regime and seed.
                 out.append(cell(NONE, "none", "none"))

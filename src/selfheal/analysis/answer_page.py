@@ -712,6 +712,21 @@ def _swap_reach(rows: pd.DataFrame) -> str:
     eps0 = _eps_words(float(first["threshold"]))
     if math.isnan(float(first["median"])):
         return f"not damaged beyond {eps0}"
+    return _swap_reach_baseline(rows, first, eps0) + _swap_reach_control(first, eps0)
+
+
+def _swap_reach_control(first: pd.Series, eps0: str) -> str:
+    """'; against its matched control (...), within 1 % at r ×' for an aside row with a matched control (a frozen
+    encoder's swap: every cross-attention of the intact network retrained the same way), else ''."""
+    control = float(first.get("control_median", math.nan))
+    if math.isnan(control):
+        return ""
+    rel = float(first.get("control_relative_to_scratch", math.nan))
+    reach = f"within {eps0} at {num(rel)} ×" if math.isfinite(rel) else f"not within {eps0} of it either"
+    return f"; against its matched control (the intact network's cross-attention retrained the same way), {reach}"
+
+
+def _swap_reach_baseline(rows: pd.DataFrame, first: pd.Series, eps0: str) -> str:
     rel = float(first["relative_to_scratch"])
     if math.isfinite(rel):
         return f"back within {eps0} at {num(rel)} × from scratch"
@@ -1570,12 +1585,23 @@ def _aside_cost(r: pd.Series) -> str:
         if math.isfinite(rel) and r["item"] != "scratch"
         else ""
     )
+    control, control_rel = (
+        float(r.get("control_median", math.nan)),
+        float(r.get("control_relative_to_scratch", math.nan)),
+    )
+    against = (
+        ""
+        if math.isnan(control)
+        else f"; against its matched control {_one(control)}"
+        + (f" ({num(control_rel)} ×)" if math.isfinite(control_rel) else "")
+    )
     return (
         text
         + times
         + (f", {int(r['n_censored'])} of {int(r['n_cells'])} censored" if partly else "")
         + (f"; {_verdicts(r)}{_projection(r, short=True)}" if int(r["n_censored"]) and r["item"] != "scratch" else "")
         + (f", {undamaged} of {int(r['n_cells'])} not damaged beyond ε" if undamaged else "")
+        + against
     )
 
 
@@ -1707,6 +1733,7 @@ def _against_control(v: _View, setting: tuple | None, eps: float) -> pd.DataFram
     if not len(table) or setting is None:
         return table.iloc[:0]
     rows = _pick(table, setting)
+    rows = rows[rows["kind"] == survival.LAYER] if "kind" in rows.columns else rows
     return rows[(rows["threshold"] == eps) & rows["model"].isin(set(_estimated(v.networks)["model"]))]
 
 

@@ -188,6 +188,10 @@ ENCODER_DECODER_COLUMNS = [
     "budget_relative_to_scratch",
     "projected",
     "projected_relative",
+    "control_median",
+    "control_median_lo",
+    "control_median_hi",
+    "control_relative_to_scratch",
 ]
 
 
@@ -531,6 +535,7 @@ def compute(
     thresholds = sorted(summary["threshold"].unique())
     surv = survival.estimate(cells)
     ref = pretrain_reference(curves, networks, thresholds)
+    against = against_control(cells)
     return {
         "survival": surv,
         "recovered_curves": survival.recovered_curves(cells),
@@ -542,9 +547,9 @@ def compute(
         "networks_flags": flags(cells, networks),
         "size_ordering": size_ordering(networks),
         "control_drift": control_drift(curves, networks),
-        "against_control": against_control(cells),
+        "against_control": against,
         "out_of_sample": out_of_sample.check(cells, surv, workers=workers),
-        "encoder_decoder": encoder_decoder(surv, ref, networks, cells),
+        "encoder_decoder": encoder_decoder(surv, ref, networks, cells, against),
         "network_costs": network_costs(cells),
         "validation_error": validation_error(summary),
     }
@@ -578,7 +583,11 @@ def _lower_median(values: np.ndarray) -> float:
 
 
 def encoder_decoder(
-    surv: pd.DataFrame, ref: pd.DataFrame, networks: pd.DataFrame, cells: pd.DataFrame | None = None
+    surv: pd.DataFrame,
+    ref: pd.DataFrame,
+    networks: pd.DataFrame,
+    cells: pd.DataFrame | None = None,
+    against: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """The encoder-decoder aside: per encoder-decoder model and threshold, the cost of resetting one encoder layer,
     one decoder layer, one decoder layer's cross-attention, all cross-attention, and of each encoder swap (a donor's
@@ -590,8 +599,13 @@ def encoder_decoder(
     them (n_censored: networks whose pretraining never reached it). ``projected`` (and over the from-scratch cost,
     ``projected_relative``), for a row beyond the budget with a cell still falling: the lower median over its cells
     of ``projected_examples`` (the cost of those that got back, the projection of those still falling, inf for
-    those that stalled), from ``cells`` (``survival.prepare``'s rows); NaN otherwise."""
+    those that stalled), from ``cells`` (``survival.prepare``'s rows); NaN otherwise. ``control_median`` (with its
+    interval, and over the from-scratch cost ``control_relative_to_scratch``): the same median measured against the
+    row's matched control (``against``, the ``against_control`` table: the intact network with the same tensors
+    retrained the same way), NaN for a row without one (a swap whose encoder trains, reset-all, scratch)."""
     out = []
+    keys = ["model", "threshold", "regime", "target", "policy", "init"]
+    controls = against.set_index(keys) if against is not None and len(against) else None
     estimable = survival.estimable(cells) if cells is not None and len(cells) else None
     projection = projected_examples(estimable) if estimable is not None else None
     kinds = networks.drop_duplicates("model").set_index("model")["family_kind"] if len(networks) else pd.Series()
@@ -615,6 +629,13 @@ def encoder_decoder(
                     ]
                     scale = mine["pretrain_examples"].astype(float) if unit == "fraction" else 1.0
                     projected = _lower_median((projection[mine.index] / scale).to_numpy(float))
+                key = (model, eps, "frozen", r["target"], r["policy"], r["init"])
+                control = controls.loc[key] if controls is not None and key in controls.index else None
+                against_median = (
+                    [math.nan] * 3
+                    if control is None
+                    else [float(control[f"median_{unit}{end}"]) for end in ("", "_lo", "_hi")]
+                )
                 out.append(
                     {
                         "model": model,
@@ -638,6 +659,10 @@ def encoder_decoder(
                         "budget_relative_to_scratch": _ratio(r[budget_column(unit)], scratch_median),
                         "projected": projected,
                         "projected_relative": _ratio(projected, scratch_median),
+                        "control_median": against_median[0],
+                        "control_median_lo": against_median[1],
+                        "control_median_hi": against_median[2],
+                        "control_relative_to_scratch": _ratio(against_median[0], scratch_median),
                     }
                 )
         if len(scratch):
@@ -666,6 +691,10 @@ def encoder_decoder(
                     "budget_relative_to_scratch": math.nan,
                     "projected": math.nan,
                     "projected_relative": math.nan,
+                    "control_median": math.nan,
+                    "control_median_lo": math.nan,
+                    "control_median_hi": math.nan,
+                    "control_relative_to_scratch": math.nan,
                 }
             )
     table = pd.DataFrame(out, columns=ENCODER_DECODER_COLUMNS)
@@ -679,6 +708,10 @@ def encoder_decoder(
         "budget_relative_to_scratch",
         "projected",
         "projected_relative",
+        "control_median",
+        "control_median_lo",
+        "control_median_hi",
+        "control_relative_to_scratch",
     ):
         table[column] = table[column].astype(float)
     for column in ("n_cells", "n_censored", "n_stalled", "n_still_falling", "n_not_damaged"):
@@ -729,14 +762,15 @@ def control_drift(curves: pd.DataFrame, networks: pd.DataFrame) -> pd.DataFrame:
 
 
 def against_control(cells: pd.DataFrame) -> pd.DataFrame:
-    """The single-layer estimates again (``survival.estimate``'s columns) with each cell's crossing measured against
-    its matched control (``control_examples_lo`` / ``_hi`` in summary.parquet: within (1 + ε) x the loss of the
-    intact network retrained the same way, at the same examples) instead of against its baseline: what the cost is
-    once what the retraining itself does to an intact network is taken out. Only cells with a matched control;
-    never within it along the shared evaluations: censored at the last of them."""
+    """The estimates again (``survival.estimate``'s columns) with each cell's crossing measured against its matched
+    control (``control_examples_lo`` / ``_hi`` in summary.parquet: within (1 + ε) x the loss of the intact network
+    retrained the same way, at the same examples) instead of against its baseline: what the cost is once what the
+    retraining itself does to an intact network is taken out. Only cells with a matched control (single layers,
+    sets of layers, and encoder swaps whose encoder stays frozen: ``grid.matched_control_of``); never within it
+    along the shared evaluations: censored at the last of them."""
     if "control_examples_lo" not in cells.columns:  # tables written before the column
         return survival.estimate(cells.iloc[:0])
-    rows = cells[(cells["kind"] == survival.LAYER) & cells["control_examples_lo"].notna()].copy()
+    rows = cells[cells["control_examples_lo"].notna()].copy()
     hi = rows["control_examples_hi"].astype("Float64").astype(float).fillna(math.inf)
     rows["lower"] = rows["control_examples_lo"].astype(float)
     rows["upper"] = hi

@@ -64,7 +64,7 @@ import pandas as pd
 
 from selfheal import records, results_io
 from selfheal.analysis.stats import RESOLUTION, first_crossing, flag, last_doubling
-from selfheal.grid import TRAINED
+from selfheal.grid import TRAINED, matched_control_of
 from selfheal.heal.thresholds import threshold_loss
 from selfheal.models.families import FAMILIES
 from selfheal.records import Baseline, CellResult, PretrainSummary
@@ -472,9 +472,9 @@ def add_controls_and_flags(summary: pd.DataFrame, curves: pd.DataFrame, networks
 
 def _matched_controls(curves: pd.DataFrame):
     """A function from a summary row to its matched control's curve (sorted by examples), or None: for a reset cell
-    in regime ``full`` the network's no-reset control of that regime, else the matched no-reset control of its
-    target, policy and regime (init ``trained``); in its own retrain seed, else the first retrain seed's. A control
-    has none."""
+    in regime ``full`` the network's no-reset control of that regime, else the matched no-reset control (init
+    ``trained``) of its regime that ``grid.matched_control_of`` names for its target and policy; in its own retrain
+    seed, else the first retrain seed's. A control has none."""
     rec = curves[curves["kind"] == "recovery"]
     controls = {
         key: group.sort_values("examples")
@@ -496,7 +496,10 @@ def _matched_controls(curves: pd.DataFrame):
             options = {k: v for k, v in full_controls.items() if k[:2] == (row.model, row.pretrain_seed)}
             curve = options.get((row.model, row.pretrain_seed, row.seed))
         else:
-            key = (row.model, row.pretrain_seed, row.target, row.policy, row.regime)
+            matched = matched_control_of(row.target, row.policy)
+            if matched is None:
+                return None
+            key = (row.model, row.pretrain_seed, *matched, row.regime)
             options = {k: v for k, v in controls.items() if k[:5] == key}
             curve = options.get(key + (row.seed,))
         return options[min(options)] if curve is None and options else curve
