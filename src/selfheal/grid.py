@@ -372,7 +372,7 @@ def _network_cells(grid: dict, model: dict, pretrain_seed: int) -> list[Cell]:
                 if with_matched and regime != "full":  # the cross-attention's control, for the frozen-encoder swaps
                     out += [
                         cell(*control, TRAINED)
-                        for control in {matched_control_of(s.target, s.policy) for s in swaps}
+                        for control in dict.fromkeys(matched_control_of(s.target, s.policy) for s in swaps)
                         if control is not None
                     ]
             if grid["controls"]:
