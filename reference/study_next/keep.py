@@ -7,9 +7,12 @@
 the logs) and none of a running one (Snakemake's markers of incomplete outputs name those), records each file's
 modification time in ``mtimes.tsv`` and removes from run/ what it no longer keeps. ``--with-work``, once the run is
 stopped, also keeps the staging under work/ (the checkpoints of the jobs it stopped, written atomically), so that
-those jobs go on from where they were instead of from the start. ``resume`` copies the files back and restores
+those jobs go on from where they were instead of from the start; without it, the staging the last ``--with-work``
+kept stays as it was. ``resume`` copies the files back and restores
 their times, so that ``snakemake --rerun-triggers mtime`` sees the finished jobs as up to date and trains only
-what is missing (a fresh clone gives every file the time of the checkout, in no useful order).
+what is missing (a fresh clone gives every file the time of the checkout, in no useful order). Both also carry
+Snakemake's record of each kept job (``.snakemake/metadata``: its rule, start and end time, log), which
+``benchmarks/study.py`` reads for the study's wall time and breakdown, into ``metadata/`` here.
 """
 
 import base64
@@ -20,6 +23,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 RUN, MTIMES, RESULTS = HERE / "run", HERE / "mtimes.tsv", Path("results/study_next")
+METADATA, RECORDS = HERE / "metadata", Path(".snakemake/metadata")  # Snakemake's job records, one per output
 SKIP = ("work",)  # a cell's or network's staging while it trains (its finished outputs are elsewhere)
 
 
@@ -44,17 +48,44 @@ def save(workdir: Path, with_work: bool = False) -> None:
         if not dest.exists() or dest.stat().st_mtime != path.stat().st_mtime:
             shutil.copy2(path, dest)
         kept.append(f"{rel}\t{path.stat().st_mtime_ns}")
-    MTIMES.write_text("\n".join(kept) + "\n")
+    if not with_work:  # the staging kept by the last --with-work stays until the next one
+        kept += [line for line in _lines() if line.startswith(tuple(f"{d}/" for d in SKIP))]
+    MTIMES.write_text("\n".join(sorted(kept)) + "\n")
     names = {k.split("\t")[0] for k in kept}
     for path in [p for p in RUN.rglob("*") if p.is_file() and str(p.relative_to(RUN)) not in names]:
         path.unlink()  # a job's staging it finished since, or an output it replaced
     print(f"kept {len(kept)} files ({sum((RUN / k.split(chr(9))[0]).stat().st_size for k in kept) / 1e6:.1f} MB)")
+    save_records(workdir, busy)
+
+
+def save_records(workdir: Path, busy: list[Path]) -> None:
+    """Snakemake's record of every kept job's outputs (a record is named by its output's path in base64): those
+    under the study's results whose output exists and belongs to no running job; removed here when it no longer
+    does."""
+    kept = set()
+    for record in sorted((workdir / RECORDS).glob("*")):
+        output = base64.b64decode(record.name).decode()
+        path = (workdir / output).resolve()
+        if not output.startswith(f"{RESULTS}/") or output.startswith(f"{RESULTS}/work/") or not path.exists():
+            continue
+        if any(path == b or b in path.parents for b in busy):
+            continue
+        METADATA.mkdir(exist_ok=True)
+        shutil.copy2(record, METADATA / record.name)
+        kept.add(record.name)
+    for stale in [p for p in METADATA.glob("*") if p.name not in kept]:
+        stale.unlink()
+    print(f"kept {len(kept)} job records")
+
+
+def _lines() -> list[str]:
+    return MTIMES.read_text().splitlines() if MTIMES.exists() else []
 
 
 def resume(workdir: Path) -> None:
     dest = workdir / RESULTS
     n = 0
-    for line in MTIMES.read_text().splitlines():
+    for line in _lines():
         rel, ns = line.split("\t")
         target = dest / rel
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -62,6 +93,11 @@ def resume(workdir: Path) -> None:
         os.utime(target, ns=(int(ns), int(ns)))
         n += 1
     print(f"restored {n} files into {dest}")
+    records = workdir / RECORDS
+    records.mkdir(parents=True, exist_ok=True)
+    for record in sorted(METADATA.glob("*")):
+        shutil.copy2(record, records / record.name)
+    print(f"restored {len(list(METADATA.glob('*')))} job records into {records}")
 
 
 if __name__ == "__main__":
