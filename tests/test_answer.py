@@ -651,6 +651,33 @@ def test_the_networks_table_says_how_far_each_network_ended_past_its_minimum():
     assert "| 5.00 %, n/a" in row
 
 
+def test_a_data_axis_of_overfit_networks_is_said_beside_the_s_and_e_terms():
+    """Where one data regime's networks all ended past their validation minimum by more than eps_min / 4 and apart
+    from the other regime's, §4 says the log S and log E terms measure that overfitting too; where the regimes'
+    spans overlap, or the grid has one regime, it says nothing."""
+    summary, curves, networks = synthetic(thresholds=(0.05,), seed=0)
+    axis = networks["model"] == "gpt2-n4-d64"
+    sequences = int(networks.loc[~axis, "train_sequences"].iloc[0])
+    networks.loc[axis, "train_sequences"] = sequences // 2
+    networks["past_minimum"] = np.where(axis, [0.02, 0.03] * 2, 0.004) * networks["baseline_loss"]
+
+    def sentence(nets):
+        md = answer_page.page(answer_tables.compute(summary, curves, nets), summary, nets, LINKS).markdown()
+        section = md.split("## 4.")[1].split("### The networks")[0]
+        return next((line for line in section.splitlines() if line.startswith("The data axis")), None)
+
+    said = sentence(networks)
+    epochs = int(networks["epochs"].iloc[0])
+    assert (
+        f"at S = {sequences // 2:,} × E = {epochs} (gpt2-n4-d64) 2.00 % to 3.00 % above their validation minimum"
+        in said
+    )
+    assert f"at S = {sequences:,} × E = {epochs} (gpt2-n2-d64) 0.40 %." in said
+    overlapping = networks.assign(past_minimum=np.where(axis, 0.02, [0.004, 0.025] * 2) * networks["baseline_loss"])
+    assert sentence(overlapping) is None
+    assert sentence(networks.assign(train_sequences=sequences)) is None  # one regime: no data axis
+
+
 def _aside_rows(model, rows):
     """An encoder_decoder table from (item, target, policy, init, {eps: (median, budget, stalled, falling)})."""
     out = []

@@ -1272,6 +1272,37 @@ def _position(doc: Page, v: _View) -> None:
     _fit_table(doc, v.fit, v.settings, [t for t, _, _ in POSITION_TERMS])
 
 
+def _data_axis_overfit(networks: pd.DataFrame, eps_min: float | None) -> str:
+    """Where the size grid's data regimes (S × E) left their networks at different points of their training: one
+    regime's networks all ended past their validation minimum by more than ε_min / 4 (they overfit S) and apart from
+    every other regime's, so the log S and log E terms measure the regime together with that overfitting. '' where
+    the grid has one regime, no pretraining curves, or no such split."""
+    if eps_min is None or not len(networks) or "past_minimum" not in networks:
+        return ""
+    past = (networks["past_minimum"] / networks["baseline_loss"]).rename("past")
+    g = networks.assign(past=past).dropna(subset=["past"]).groupby(["train_sequences", "epochs"])
+    if g.ngroups < 2:
+        return ""
+    spans = g.agg(lo=("past", "min"), hi=("past", "max"), models=("model", lambda m: sorted(set(m))))
+    spans = spans.sort_values("lo")
+    over = spans[spans["lo"] > eps_min / 4]
+    rest = spans.drop(over.index)
+    if not len(over) or not len(rest) or over["lo"].min() <= rest["hi"].max():
+        return ""
+
+    def regime(key, r, what: str = "") -> str:
+        span = f"{100 * r['lo']:.2f} %" + ("" if r["lo"] == r["hi"] else f" to {100 * r['hi']:.2f} %")
+        return f"at S = {int(key[0]):,} × E = {int(key[1])} ({', '.join(r['models'])}) {span}{what}"
+
+    return (
+        "The data axis compares networks at different points of their training: they ended "
+        + "; ".join(regime(k, r, " above their validation minimum (they overfit S)") for k, r in over.iterrows())
+        + ", "
+        + "; ".join(regime(k, r) for k, r in rest.iterrows())
+        + ". So the log S and log E terms measure those regimes together with their overfitting, not S or E alone."
+    )
+
+
 def _sizes(doc: Page, v: _View) -> None:
     """4. N and D"""
     networks = v.networks
@@ -1293,6 +1324,10 @@ def _sizes(doc: Page, v: _View) -> None:
         )
     )
     _fit_table(doc, v.fit, v.settings, ["log_n_layer", "log_d_model", "log_train_sequences", "log_epochs"])
+    eps_min = float(v.summary["threshold"].min()) if len(v.summary) else None
+    axis = _data_axis_overfit(networks[networks["model"].isin(set(grid["model"]))], eps_min) if len(grid) else ""
+    if axis:
+        doc.p(axis)
     doc.h(3, "The networks")
     refs = networks.drop_duplicates(["unigram_loss", "bigram_loss"]) if len(networks) else networks
     doc.p(
@@ -1320,7 +1355,6 @@ def _sizes(doc: Page, v: _View) -> None:
         else []
     )
     flagged = any(row[-1] for row in body)
-    eps_min = float(v.summary["threshold"].min()) if len(v.summary) else None
     past = (networks["past_minimum"] / networks["baseline_loss"]).dropna() if "past_minimum" in networks else []
     if eps_min is not None and len(past):  # a downloaded model has no pretraining curve: n/a
         doc.p(
