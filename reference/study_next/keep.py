@@ -8,7 +8,7 @@ the logs) and none of a running one (Snakemake's markers of incomplete outputs n
 modification time in ``mtimes.tsv`` and removes from run/ what it no longer keeps. ``--with-work``, once the run is
 stopped, also keeps the staging under work/ (the checkpoints of the jobs it stopped, written atomically), so that
 those jobs go on from where they were instead of from the start; without it, the staging the last ``--with-work``
-kept stays as it was. ``resume`` copies the files back and restores
+kept stays as it was. Staging is never kept for a job that has finished since (no job reads it again). ``resume`` copies the files back and restores
 their times, so that ``snakemake --rerun-triggers mtime`` sees the finished jobs as up to date and trains only
 what is missing (a fresh clone gives every file the time of the checkout, in no useful order). Both also carry
 Snakemake's record of each kept job (``.snakemake/metadata``: its rule, start and end time, log), which
@@ -33,15 +33,31 @@ def running(workdir: Path) -> list[Path]:
     return [workdir / base64.b64decode(m.name).decode() for m in marks.iterdir()] if marks.is_dir() else []
 
 
+def staged_for_done_job(rel: Path, source: Path, busy: list[Path]) -> bool:
+    """Whether a staging file (``work/...``) belongs to a job whose outputs exist and is not running: its network
+    (``work/{model}/p{seed}/network``), its cell (``work/{model}/p{seed}/{regime}/s{seed}/{cell}``) or its model's
+    lr check (``work/{model}/lr_sensitivity``). No job reads it again, so it is not kept."""
+    parts = rel.parts[1:]
+    if len(parts) >= 3 and parts[2] == "network":
+        output = source / "models" / parts[0] / parts[1]
+    elif len(parts) >= 2 and parts[1] == "lr_sensitivity":
+        output = source / "lr_sensitivity" / parts[0]
+    elif len(parts) >= 6:
+        output = source / "cells" / Path(*parts[:5]) / "recovery.json"
+    else:
+        return False
+    return output.exists() and not any(output.resolve() == b or b in output.resolve().parents for b in busy)
+
+
 def save(workdir: Path, with_work: bool = False) -> None:
     source = workdir / RESULTS
     busy = [p.resolve() for p in running(workdir)]
     kept = []
     for path in sorted(p for p in source.rglob("*") if p.is_file()):
         rel = path.relative_to(source)
-        if (rel.parts[0] in SKIP and not with_work) or any(
-            path.resolve() == b or b in path.resolve().parents for b in busy
-        ):
+        if rel.parts[0] in SKIP and (not with_work or staged_for_done_job(rel, source, busy)):
+            continue
+        if any(path.resolve() == b or b in path.resolve().parents for b in busy):
             continue
         dest = RUN / rel
         dest.parent.mkdir(parents=True, exist_ok=True)
@@ -49,7 +65,12 @@ def save(workdir: Path, with_work: bool = False) -> None:
             shutil.copy2(path, dest)
         kept.append(f"{rel}\t{path.stat().st_mtime_ns}")
     if not with_work:  # the staging kept by the last --with-work stays until the next one
-        kept += [line for line in _lines() if line.startswith(tuple(f"{d}/" for d in SKIP))]
+        kept += [
+            line
+            for line in _lines()
+            if line.startswith(tuple(f"{d}/" for d in SKIP))
+            and not staged_for_done_job(Path(line.split("\t")[0]), source, busy)
+        ]
     MTIMES.write_text("\n".join(sorted(kept)) + "\n")
     names = {k.split("\t")[0] for k in kept}
     for path in [p for p in RUN.rglob("*") if p.is_file() and str(p.relative_to(RUN)) not in names]:
