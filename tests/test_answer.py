@@ -123,12 +123,48 @@ def test_a_censored_first_layer_does_not_make_deeper_layers_cheaper(only_the_fir
     assert "lowers the cost" not in position and "raises the cost" not in position
     assert "no clear effect" in _fit_row(md, "0.05", "last layer")
     assert "the costliest layer is the first in 3 of 3 models" in position
-    assert "3 of 3 first layers, 0 of 6 others" in position
+    assert "the first layer beyond the budget in every model" in position  # (not again as 3 of 3 first layers)
+    assert "first layers, 0 of" not in position
     how = next(line for line in head.splitlines() if "How much data?" in line)
     assert "more than the budget (" in how and "(budget " not in how  # the budget is given once
     assert "the first layer is not determined (every cell that would measure it is beyond the budget" in position
     assert "no clear effect of the last layer or of depth among the middle layers" in position
     assert _fit_row(md, "0.05", "last layer").endswith("| first layer |")
+
+
+def test_the_position_answer_gives_the_medians_by_position(deeper_costs_more, only_the_first_layer_is_costly):
+    """At the asker's ε the position bullet opens with the single-layer medians of each position (first, middle,
+    last layers) over the models, each with its multiples of the from-scratch cost, as the survival table has them,
+    and how many lie beyond the budget (there, a position every median of which does is said to)."""
+    summary, curves, networks = synthetic(
+        depth_effect=0.0,
+        first_layer_effect=1.8,  # the first layer beyond the budget in one model of three
+        thresholds=(0.05,),
+        seed=0,
+        models=(("gpt2-n2-d64", 2, 64), ("gpt2-n3-d64", 3, 64), ("gpt2-n4-d64", 4, 64)),
+    )
+    tables = answer_tables.compute(summary, curves, networks)
+    some_beyond = tables, answer_page.page(tables, summary, networks, LINKS).markdown()
+    for (tables, md), eps in ((deeper_costs_more, 0.05), (only_the_first_layer_is_costly, 0.05), (some_beyond, 0.05)):
+        position = next(line for line in answer.headline(md).splitlines() if "Does the position of L matter?" in line)
+        surv = tables["survival"]
+        at = surv[(surv["kind"] == "layer") & (surv["threshold"] == eps)]
+        ref = tables["pretrain_reference"]
+        scratch = ref[ref["threshold"] == eps].groupby("model")["examples"].mean()
+        assert "At ε = 5 %, by position (median of S × E, and × what pretraining from scratch needed): " in position
+        for where, name in (("first", "the first layer"), ("middle", "the middle layers"), ("last", "the last layer")):
+            rows = at[at["position"] == where]
+            finite = rows[np.isfinite(rows["median_fraction"])]
+            if not len(finite):
+                assert f"{name} beyond the budget in every model" in position
+                continue
+            times = finite["median_examples"] / finite["model"].map(scratch)
+            said = f"{name} {span(finite['median_fraction'])} ({span(times)} ×)"
+            beyond = int(np.isinf(rows["median_fraction"]).sum())
+            assert said + (f", beyond the budget in {beyond} of {len(rows)} models" if beyond else "") in position
+    assert ", beyond the budget in 1 of 3 models" in next(
+        line for line in answer.headline(some_beyond[1]).splitlines() if "Does the position" in line
+    )
 
 
 def test_the_answer_opens_the_page_in_sentences(deeper_costs_more):

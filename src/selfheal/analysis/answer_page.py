@@ -541,10 +541,11 @@ def _costliest(at: pd.DataFrame, unit: str) -> tuple[dict[str, int], int]:
 
 
 def _position_answer(v: _View, rows: pd.DataFrame, unit: str, eps_pair: list[float], setting: tuple) -> str:
-    """Which layer is costliest per model, how many first layers' medians lie beyond the budget against the other
-    layers', and the fit's position terms (``POSITION_TERMS``; those with no clear effect named together, a term not
+    """At the asker's ε the medians by position (``_by_position``); which layer is costliest per model, how many first
+    layers' medians lie beyond the budget against the other layers', and the fit's position terms (``POSITION_TERMS``; those with no clear effect named together, a term not
     determined with why). A verdict the same at both ε is said once, with each ε's factor in it."""
-    out = []
+    by = _by_position(v, rows[rows["threshold"] == eps_pair[0]], unit, eps_pair[0])
+    out = [by] if by else []
     costliest, beyond = {}, {}
     for eps in eps_pair:  # the asker's ε first, as in the other answers
         at = rows[rows["threshold"] == eps]
@@ -564,6 +565,8 @@ def _position_answer(v: _View, rows: pd.DataFrame, unit: str, eps_pair: list[flo
                 f"{int(np.isinf(others).sum())} of {len(others)} others"
             )
     out += _at_each_eps(costliest)
+    if by:  # the medians by position said at the asker's ε how many lie beyond the budget
+        beyond.pop(eps_pair[0], None)
     out += _at_each_eps(beyond)
     fit = _pick(v.fit, setting) if len(v.fit) else v.fit
     saturated, verdicts = [], {}
@@ -581,6 +584,36 @@ def _position_answer(v: _View, rows: pd.DataFrame, unit: str, eps_pair: list[flo
     if not out:
         return "**Does the position of L matter?** Not determined: no model of this grid has two layers."
     return "**Does the position of L matter?** " + ". ".join(p[0].upper() + p[1:] for p in out) + "."
+
+
+POSITIONS = (("first", "the first layer"), ("middle", "the middle layers"), ("last", "the last layer"))
+
+
+def _by_position(v: _View, at: pd.DataFrame, unit: str, eps: float) -> str:
+    """One ε's single-layer medians by position in their stack (first, middle, last): each position's span over the
+    finite medians with their multiples of what pretraining from scratch needed and how many lie beyond the budget,
+    or that every one does; '' where fewer than two positions have a median (a layer never damaged beyond ε has
+    none)."""
+    parts = []
+    for position, name in POSITIONS:
+        med = at.loc[at["position"] == position, f"median_{unit}"].astype(float).dropna()
+        if not len(med):
+            continue
+        finite = at.loc[med[np.isfinite(med)].index]
+        if not len(finite):
+            parts.append(f"{name} beyond the budget in every model")
+            continue
+        times = _times_scratch_span(v, finite, eps)
+        beyond = int(np.isinf(med).sum())
+        parts.append(
+            f"{name} {span(med)}"
+            + (f" ({times} ×)" if times else "")
+            + (f", beyond the budget in {beyond} of {len(med)} models" if beyond else "")
+        )
+    if len(parts) < 2:
+        return ""
+    scratch = ", and × what pretraining from scratch needed" if "×)" in " ".join(parts) else ""
+    return f"at ε = {_eps_words(eps)}, by position (median {_unit_after(unit)}{scratch}): " + "; ".join(parts)
 
 
 def _at_each_eps(phrases: dict[float, str]) -> list[str]:
