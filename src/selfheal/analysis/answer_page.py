@@ -336,7 +336,8 @@ def _how_much(v: _View, rows: pd.DataFrame, unit: str, eps_pair: list[float]) ->
         if total and undamaged:
             cost += f" ({undamaged} of {len(at)} pairs were never damaged beyond it: no cost)"
         elif finite and budget and not beyond:  # a clause about the budget gave it already
-            cost += f" (budget {_budget_words(at, unit)})"
+            clause = f"budget {_budget_words(at, unit)}"  # in the parenthesis before it, where there is one
+            cost = f"{cost[:-1]}; {clause})" if cost.endswith("needed)") else f"{cost} ({clause})"
         scratch = _scratch_span(v, sorted(at["model"].unique()), eps, unit)
         if scratch:
             cost += f"; pretraining from scratch needed {scratch} {_unit_after(unit)} to reach the same loss"
