@@ -190,7 +190,8 @@ def test_the_answer_opens_the_page_in_sentences(deeper_costs_more):
     scratch_examples = ref[ref["threshold"] == 0.05].groupby("model")["examples"].mean()
     times = layers["median_examples"] / layers["model"].map(scratch_examples)
     said = f"of S × E ({span(times[np.isfinite(times)])} × what pretraining from scratch needed"
-    assert said + ")" in bullets[0] or said + "; budget " in bullets[0]  # one parenthesis, with the budget in it
+    assert said + ")" in bullets[0] or said + "; budget " in bullets[0]
+    assert ") (budget" not in bullets[0]  # the budget shares the multiple's parenthesis
     # censored is not refusal: only stalled cells refuse; still-falling ones are counted as not answered
     stalled, falling = int(layers["n_stalled"].sum()), int(layers["n_still_falling"].sum())
     damaged = int((layers["n_cells"] - layers["n_not_damaged"]).sum())

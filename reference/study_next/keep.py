@@ -5,10 +5,11 @@
 
 ``save`` copies every output of a finished job (the corpus, each network, baseline and cell, the lr check's runs,
 the logs) and none of a running one (Snakemake's markers of incomplete outputs name those), records each file's
-modification time in ``mtimes.tsv`` and removes from run/ what it no longer keeps. ``--with-work``, once the run is
-stopped, also keeps the staging under work/ (the checkpoints of the jobs it stopped, written atomically), so that
-those jobs go on from where they were instead of from the start; without it, the staging the last ``--with-work``
-kept stays as it was. Staging is never kept for a job that has finished since (no job reads it again). ``resume`` copies the files back and restores
+modification time in ``mtimes.tsv`` and removes from run/ what it no longer keeps. ``--with-work`` also keeps the
+staging under work/ of the jobs not finished (their checkpoints, written atomically, so it may be taken while they
+run), so that those jobs go on from where they were instead of from the start; without it, the staging the last
+``--with-work`` kept stays as it was. Staging is never kept for a job that has finished since (no job reads it
+again). ``resume`` copies the files back and restores
 their times, so that ``snakemake --rerun-triggers mtime`` sees the finished jobs as up to date and trains only
 what is missing (a fresh clone gives every file the time of the checkout, in no useful order). Both also carry
 Snakemake's record of each kept job (``.snakemake/metadata``: its rule, start and end time, log), which
@@ -33,6 +34,12 @@ def running(workdir: Path) -> list[Path]:
     return [workdir / base64.b64decode(m.name).decode() for m in marks.iterdir()] if marks.is_dir() else []
 
 
+def _is_busy(path: Path, busy: list[Path]) -> bool:
+    """Whether ``path`` is (or lies under) an output of a running job."""
+    path = path.resolve()
+    return any(path == b or b in path.parents for b in busy)
+
+
 def staged_for_done_job(rel: Path, source: Path, busy: list[Path]) -> bool:
     """Whether a staging file (``work/...``) belongs to a job whose outputs exist and is not running: its network
     (``work/{model}/p{seed}/network``), its cell (``work/{model}/p{seed}/{regime}/s{seed}/{cell}``) or its model's
@@ -46,7 +53,7 @@ def staged_for_done_job(rel: Path, source: Path, busy: list[Path]) -> bool:
         output = source / "cells" / Path(*parts[:5]) / "recovery.json"
     else:
         return False
-    return output.exists() and not any(output.resolve() == b or b in output.resolve().parents for b in busy)
+    return output.exists() and not _is_busy(output, busy)
 
 
 def save(workdir: Path, with_work: bool = False) -> None:
@@ -57,7 +64,7 @@ def save(workdir: Path, with_work: bool = False) -> None:
         rel = path.relative_to(source)
         if rel.parts[0] in SKIP and (not with_work or staged_for_done_job(rel, source, busy)):
             continue
-        if any(path.resolve() == b or b in path.resolve().parents for b in busy):
+        if _is_busy(path, busy):
             continue
         dest = RUN / rel
         dest.parent.mkdir(parents=True, exist_ok=True)
@@ -86,10 +93,10 @@ def save_records(workdir: Path, busy: list[Path]) -> None:
     kept = set()
     for record in sorted((workdir / RECORDS).glob("*")):
         output = base64.b64decode(record.name).decode()
-        path = (workdir / output).resolve()
+        path = workdir / output
         if not output.startswith(f"{RESULTS}/") or output.startswith(f"{RESULTS}/work/") or not path.exists():
             continue
-        if any(path == b or b in path.parents for b in busy):
+        if _is_busy(path, busy):
             continue
         METADATA.mkdir(exist_ok=True)
         shutil.copy2(record, METADATA / record.name)

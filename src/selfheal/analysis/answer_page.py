@@ -320,24 +320,25 @@ def _how_much(v: _View, rows: pd.DataFrame, unit: str, eps_pair: list[float]) ->
             compact,
         )
         times = _times_scratch_span(v, at, eps)
+        budget = f" ({_budget_words(at, unit)})" if i == 0 else ""
+        undamaged = len(at) - total
+        # one parenthesis after the median: its multiple of from scratch and, where no later clause gives it, the budget
+        notes = [f"{times} × what pretraining from scratch needed"] if times and i == 0 else []
+        if budget and not beyond and not (total and undamaged):
+            notes.append(f"budget {_budget_words(at, unit)}")
         cost = (
             f"a median {finite} {_unit_after(unit)}"
             + (f" ({tokens} tokens)" if unit == "examples" and tokens else "")
-            + (f" ({times} × what pretraining from scratch needed)" if times and i == 0 else "")
+            + (f" ({'; '.join(notes)})" if notes else "")
             if finite
             else "more than the budget for every layer"
             if total
             else "nothing: no layer was damaged beyond it"
         )
-        budget = f" ({_budget_words(at, unit)})" if i == 0 else ""
         if finite and beyond:
             cost += f", and more than the budget{budget} for {beyond} of {total} (model, layer) pairs"
-        undamaged = len(at) - total
         if total and undamaged:
             cost += f" ({undamaged} of {len(at)} pairs were never damaged beyond it: no cost)"
-        elif finite and budget and not beyond:  # a clause about the budget gave it already
-            clause = f"budget {_budget_words(at, unit)}"  # in the parenthesis before it, where there is one
-            cost = f"{cost[:-1]}; {clause})" if cost.endswith("needed)") else f"{cost} ({clause})"
         scratch = _scratch_span(v, sorted(at["model"].unique()), eps, unit)
         if scratch:
             cost += f"; pretraining from scratch needed {scratch} {_unit_after(unit)} to reach the same loss"
@@ -542,9 +543,10 @@ def _costliest(at: pd.DataFrame, unit: str) -> tuple[dict[str, int], int]:
 
 
 def _position_answer(v: _View, rows: pd.DataFrame, unit: str, eps_pair: list[float], setting: tuple) -> str:
-    """At the asker's ε the medians by position (``_by_position``); which layer is costliest per model, how many first
-    layers' medians lie beyond the budget against the other layers', and the fit's position terms (``POSITION_TERMS``; those with no clear effect named together, a term not
-    determined with why). A verdict the same at both ε is said once, with each ε's factor in it."""
+    """At the asker's ε the medians by position (``_by_position``); which layer is costliest per model, how many
+    first layers' medians lie beyond the budget against the other layers' (at the other ε: the medians by position
+    say it at the asker's), and the fit's position terms (``POSITION_TERMS``; those with no clear effect named
+    together, a term not determined with why). A verdict the same at both ε is said once, with each ε's factor."""
     by = _by_position(v, rows[rows["threshold"] == eps_pair[0]], unit, eps_pair[0])
     out = [by] if by else []
     costliest, beyond = {}, {}
@@ -595,7 +597,7 @@ def _by_position(v: _View, at: pd.DataFrame, unit: str, eps: float) -> str:
     finite medians with their multiples of what pretraining from scratch needed and how many lie beyond the budget,
     or that every one does; '' where fewer than two positions have a median (a layer never damaged beyond ε has
     none)."""
-    parts = []
+    parts, with_times = [], False
     for position, name in POSITIONS:
         med = at.loc[at["position"] == position, f"median_{unit}"].astype(float).dropna()
         if not len(med):
@@ -605,6 +607,7 @@ def _by_position(v: _View, at: pd.DataFrame, unit: str, eps: float) -> str:
             parts.append(f"{name} beyond the budget in every model")
             continue
         times = _times_scratch_span(v, finite, eps)
+        with_times |= bool(times)
         beyond = int(np.isinf(med).sum())
         parts.append(
             f"{name} {span(med)}"
@@ -613,7 +616,7 @@ def _by_position(v: _View, at: pd.DataFrame, unit: str, eps: float) -> str:
         )
     if len(parts) < 2:
         return ""
-    scratch = ", and × what pretraining from scratch needed" if "×)" in " ".join(parts) else ""
+    scratch = ", and × what pretraining from scratch needed" if with_times else ""
     return f"at ε = {_eps_words(eps)}, by position (median {_unit_after(unit)}{scratch}): " + "; ".join(parts)
 
 
@@ -1325,8 +1328,8 @@ def _data_axis_overfit(networks: pd.DataFrame, eps_min: float | None) -> str:
         return ""
 
     def regime(key, r, what: str = "") -> str:
-        span = f"{100 * r['lo']:.2f} %" + ("" if r["lo"] == r["hi"] else f" to {100 * r['hi']:.2f} %")
-        return f"at S = {int(key[0]):,} × E = {int(key[1])} ({', '.join(r['models'])}) {span}{what}"
+        share = f"{100 * r['lo']:.2f} %" + ("" if r["lo"] == r["hi"] else f" to {100 * r['hi']:.2f} %")
+        return f"at S = {int(key[0]):,} × E = {int(key[1])} ({', '.join(r['models'])}) {share}{what}"
 
     return (
         "The data axis compares networks at different points of their training: they ended "
