@@ -9,7 +9,7 @@ modification time in ``mtimes.tsv`` and removes from run/ what it no longer keep
 staging under work/ of the jobs not finished (their checkpoints, written atomically, so it may be taken while they
 run), so that those jobs go on from where they were instead of from the start; without it, the staging the last
 ``--with-work`` kept stays as it was. Staging is never kept for a job that has finished since (no job reads it
-again). ``resume`` copies the files back and restores
+again), nor is the readout of the finished part (``partial/``, made by ``partial: true``). ``resume`` copies the files back and restores
 their times, so that ``snakemake --rerun-triggers mtime`` sees the finished jobs as up to date and trains only
 what is missing (a fresh clone gives every file the time of the checkout, in no useful order). Both also carry
 Snakemake's record of each kept job (``.snakemake/metadata``: its rule, start and end time, log), which
@@ -26,6 +26,7 @@ HERE = Path(__file__).resolve().parent
 RUN, MTIMES, RESULTS = HERE / "run", HERE / "mtimes.tsv", Path("results/study_next")
 METADATA, RECORDS = HERE / "metadata", Path(".snakemake/metadata")  # Snakemake's job records, one per output
 SKIP = ("work",)  # a cell's or network's staging while it trains (its finished outputs are elsewhere)
+NOT_THE_STUDY = ("partial",)  # the readout of its finished part (partial: true): remade from the kept outputs
 
 
 def running(workdir: Path) -> list[Path]:
@@ -62,6 +63,8 @@ def save(workdir: Path, with_work: bool = False) -> None:
     kept = []
     for path in sorted(p for p in source.rglob("*") if p.is_file()):
         rel = path.relative_to(source)
+        if rel.parts[0] in NOT_THE_STUDY:
+            continue
         if rel.parts[0] in SKIP and (not with_work or staged_for_done_job(rel, source, busy)):
             continue
         if _is_busy(path, busy):
@@ -94,7 +97,10 @@ def save_records(workdir: Path, busy: list[Path]) -> None:
     for record in sorted((workdir / RECORDS).glob("*")):
         output = base64.b64decode(record.name).decode()
         path = workdir / output
-        if not output.startswith(f"{RESULTS}/") or output.startswith(f"{RESULTS}/work/") or not path.exists():
+        inside = output.startswith(f"{RESULTS}/") and not output.startswith(
+            tuple(f"{RESULTS}/{d}/" for d in (*SKIP, *NOT_THE_STUDY))
+        )
+        if not inside or not path.exists():
             continue
         if _is_busy(path, busy):
             continue

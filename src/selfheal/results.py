@@ -7,7 +7,8 @@
 
 ``load(path)`` returns a dict of DataFrames: ``summary``, ``curves`` and ``networks`` (``path/*.parquet``) and the
 answer tables (``path/answer/*.parquet``, named as in ``selfheal.analysis.answer.TABLES``, and
-``lr_sensitivity`` where the run had ``retrain.lr_sensitivity``). A table that the run
+``lr_sensitivity`` where the run had ``retrain.lr_sensitivity``, ``left_out`` where it read the finished part of a
+study with ``partial: true``). A table that the run
 did not make (no answer yet, no cells) is left out of the dict. Schemas: docs/outputs.md.
 
 ``python -m selfheal.results ship RESULTS DEST`` copies what a reader of a finished run needs into DEST (the
@@ -30,11 +31,20 @@ import pandas as pd
 
 from selfheal import results_io
 from selfheal.analysis import answer, answer_plots, tables
-from selfheal.analysis.answer import LR_SENSITIVITY
+from selfheal.analysis.answer import LEFT_OUT, LR_SENSITIVITY
 from selfheal.analysis.answer import TABLES as ANSWER_TABLES
 
 TABLES = ["summary", "curves", "networks"]
 PAGE = "answer.md"
+
+
+# Answer tables made only by some runs, which the page reads where they exist: the lr check's (retrain.lr_sensitivity)
+# and what a readout of a study still running leaves out (partial: true)
+SIDE_TABLES = (LR_SENSITIVITY, LEFT_OUT)
+
+
+def _side_table(name: str) -> Path:
+    return Path("answer") / f"{name}.parquet"
 
 
 def load(path: str | Path = "results") -> dict[str, pd.DataFrame]:
@@ -43,7 +53,7 @@ def load(path: str | Path = "results") -> dict[str, pd.DataFrame]:
     if not folder.is_dir():
         raise FileNotFoundError(f"{folder} is not a folder of results (the config's results_dir)")
     found = {name: folder / f"{name}.parquet" for name in TABLES}
-    found.update({name: folder / "answer" / f"{name}.parquet" for name in [*ANSWER_TABLES, LR_SENSITIVITY]})
+    found.update({name: folder / "answer" / f"{name}.parquet" for name in [*ANSWER_TABLES, *SIDE_TABLES]})
     return {name: pd.read_parquet(p) for name, p in found.items() if p.is_file()}
 
 
@@ -60,8 +70,7 @@ def shipped_files(results: Path) -> list[Path]:
     """The files of a finished run that ``ship`` copies, relative to its results_dir."""
     files = [Path(f"{name}.parquet") for name in TABLES] + [Path("answer") / f"{n}.parquet" for n in ANSWER_TABLES]
     files += [Path(PAGE)] + page_figures(results)
-    lr = Path("answer") / f"{LR_SENSITIVITY}.parquet"  # a run with retrain.lr_sensitivity: the page cites it
-    files += [lr] if (results / lr).is_file() else []
+    files += [side for side in map(_side_table, SIDE_TABLES) if (results / side).is_file()]  # the page cites them
     missing = [str(f) for f in files if not (results / f).is_file()]
     if missing:
         raise FileNotFoundError(
@@ -91,9 +100,9 @@ def ship(results: str | Path, dest: str | Path, max_mb: float = 8.0) -> list[Pat
 
 def reread(dest: str | Path, workers: int = 1) -> list[Path]:
     """Re-derive a shipped run's answer (its answer tables, page and the figures it links) from its own summary,
-    curves and networks tables (and lr-sensitivity table) under the code as it is now: the networks table's columns
-    that its curves give (``tables.add_minimum``), then what the ``answer`` rule would write from the three, shipped
-    back into ``dest``. For a run shipped by an older version. Returns the files written."""
+    curves and networks tables (and the side tables it has: the lr check's, what a partial readout leaves out) under
+    the code as it is now: the networks table's columns that its curves give (``tables.add_minimum``), then what the
+    ``answer`` rule would write from them, shipped back into ``dest``. For a run shipped by an older version. Returns the files written."""
     dest = Path(dest)
     missing = [f"{name}.parquet" for name in TABLES if not (dest / f"{name}.parquet").is_file()]
     if missing:
@@ -108,9 +117,9 @@ def reread(dest: str | Path, workers: int = 1) -> list[Path]:
             pd.read_parquet(run / "networks.parquet"), pd.read_parquet(run / "curves.parquet")
         )
         results_io.write_parquet(str(run / "networks.parquet"), networks)
-        lr = Path("answer") / f"{LR_SENSITIVITY}.parquet"
-        if (dest / lr).is_file():
-            shutil.copyfile(dest / lr, run / lr)
+        side = {name: _side_table(name) for name in SIDE_TABLES if (dest / _side_table(name)).is_file()}
+        for path in side.values():
+            shutil.copyfile(dest / path, run / path)
         answer.write_all(
             str(run / "summary.parquet"),
             str(run / "curves.parquet"),
@@ -121,7 +130,8 @@ def reread(dest: str | Path, workers: int = 1) -> list[Path]:
             {name: str(run / "plots" / f"{name}.html") for name in answer_plots.FIGURES},
             {name: str(run / "plots" / f"{name}.png") for name in answer_plots.FIGURES},
             workers=workers,
-            lr_sensitivity_path=str(run / lr) if (run / lr).is_file() else None,
+            lr_sensitivity_path=str(run / side[LR_SENSITIVITY]) if LR_SENSITIVITY in side else None,
+            left_out_path=str(run / side[LEFT_OUT]) if LEFT_OUT in side else None,
         )
         return ship(run, dest)
 

@@ -10,8 +10,104 @@ import selfheal.config.schema
 import selfheal.grid
 import selfheal.heal.lr_sensitivity
 import selfheal.heal.plan
+import selfheal.partial
 
 CONFIG = selfheal.config.resolve(config)
+
+# Paths, each spelled once, under the config's results_dir ("results" for the default config; each shipped
+# config has its own, so running the examples one after another never overwrites another's outputs).
+RESULTS = CONFIG["results_dir"].rstrip("/")
+CORPUS = f"{RESULTS}/corpus"
+TOKENS = f"{RESULTS}/corpus/{{tokenizer}}/tokens.safetensors"
+IMPORTED = f"{RESULTS}/pretrained/{{model}}"  # a downloaded model, as imported
+# A model job's three output folders, and what lies in them (grid.Network: a model and a pretraining seed)
+NETWORKS = f"{RESULTS}/models/{{model}}"  # its networks trained here (from scratch or adapted)
+NETWORK_IN_MODEL = "p{pretrain_seed}"  # theta0/, trained/, pretrain_curve.parquet, pretrain.json
+BASELINES = f"{RESULTS}/baselines/{{model}}"
+BASELINE_IN_MODEL = "p{pretrain_seed}.json"
+CELLS_OF_MODEL = f"{RESULTS}/cells/{{model}}"
+UNIT_IN_MODEL = f"{NETWORK_IN_MODEL}/{{regime}}"  # one heal unit's cells (grid.Unit), in its network's folder
+CELL_IN_UNIT = "s{seed}/{target}-{policy}-{init}"  # a cell's folder inside its unit's
+NETWORK = f"{NETWORKS}/{NETWORK_IN_MODEL}"  # a network job's three outputs: the same places, one network
+BASELINE = f"{BASELINES}/{BASELINE_IN_MODEL}"
+CELLS_OF_NETWORK = f"{CELLS_OF_MODEL}/{NETWORK_IN_MODEL}"
+UNIT = f"{CELLS_OF_MODEL}/{UNIT_IN_MODEL}"
+CELL_FILE = f"{UNIT}/{CELL_IN_UNIT}/{{name}}"  # a cell's file (job_unit: cell: a cell's job's outputs)
+# a model job's staged networks and finished cells, kept for its next run (an added seed trains only what is new)
+WORK = f"{RESULTS}/work/{{model}}"
+NETWORK_WORK_IN_MODEL = "p{pretrain_seed}/network"  # (its units' cells are staged under UNIT_IN_MODEL)
+LOGS = f"{RESULTS}/logs"
+# Where the tables, figures and answer page go (and their rules' logs): the results_dir, or its partial/ folder for
+# the finished part of a study still running (partial: true), which never overwrites the study's own.
+READOUT = f"{RESULTS}/partial" if CONFIG["partial"] else RESULTS
+READOUT_LOGS = f"{READOUT}/logs"
+# The lr-sensitivity check (retrain.lr_sensitivity; selfheal.heal.lr_sensitivity): per model, its runs' folder (each
+# run: a multiplier's folder, its unit's, then the cell's), where they are staged, and the table beside the grid's cost
+LR_SENSITIVITY = f"{RESULTS}/lr_sensitivity/{{model}}"
+LR_RUN_IN_MODEL = f"{{multiplier}}/{UNIT_IN_MODEL}"
+LR_SENSITIVITY_WORK = f"{WORK}/lr_sensitivity"
+LR_SENSITIVITY_TABLE = f"{READOUT}/answer/lr_sensitivity.parquet"
+LEFT_OUT_TABLE = f"{READOUT}/answer/left_out.parquet"  # partial: true: what the readout leaves out
+
+
+def network_files(name, networks):
+    """A file of each of ``networks`` (grid.columns), inside its network's folder."""
+    return expand(f"{NETWORK}/{name}", zip, **networks) if networks else []
+
+
+def aggregate_files(config, names=None):
+    """The files the aggregate reads, by kind, for the models ``names`` of ``config`` (default: all): each network's
+    pretraining record and curve (those trained here) and baseline, each cell's result and curve, and a model used as
+    downloaded its import record."""
+    models = [m for m in config["models"] if names is None or m["name"] in names]
+    unadapted = [m["name"] for m in models if m["source"] == "pretrained" and not m["adapt"]]
+    trained = selfheal.grid.columns(selfheal.grid.networks(config, [m for m in models if m["name"] not in unadapted]))
+    every = selfheal.grid.columns(selfheal.grid.networks(config, models))
+    cells = selfheal.grid.columns([c for c in selfheal.grid.cells(config) if c.model in {m["name"] for m in models}])
+    return {
+        "pretrain": network_files("pretrain.json", trained),
+        "pretrain_curves": network_files("pretrain_curve.parquet", trained),
+        "baselines": expand(BASELINE, zip, **every) if every else [],
+        "recoveries": expand(f"{UNIT}/{CELL_IN_UNIT}/recovery.json", zip, **cells) if cells else [],
+        "curves": expand(f"{UNIT}/{CELL_IN_UNIT}/curve.parquet", zip, **cells) if cells else [],
+        "unadapted": expand(f"{IMPORTED}/pretrain.json", model=unadapted),
+    }
+
+
+def lr_runs(config):
+    """Each run of the lr-sensitivity check (a cell of the grid at a multiple of the lr), per model of ``config``."""
+    return {
+        m["name"]: [
+            {
+                "recovery": f"{LR_SENSITIVITY}/{LR_RUN_IN_MODEL}/{CELL_IN_UNIT}/recovery.json".format(
+                    multiplier=selfheal.heal.lr_sensitivity.label(x), **c.as_dict()
+                ),
+                "multiplier": x,
+                "chosen_lr": m["retrain"]["lr"],
+            }
+            for x in m["retrain"]["lr_sensitivity"]
+            for c in selfheal.heal.lr_sensitivity.cells(config, m)
+        ]
+        for m in config["models"]
+    }
+
+
+def finished_part(config):
+    """partial: true reads the finished part of a study that is still running (selfheal.partial): the models with
+    every file the aggregate reads for them (and their lr check where it has finished)."""
+    return selfheal.partial.select(
+        {m["name"]: sum(aggregate_files(config, [m["name"]]).values(), []) for m in config["models"]},
+        {name: [r["recovery"] for r in runs] for name, runs in lr_runs(config).items()},
+        {m["name"]: m.get("heal", True) for m in config["models"]},
+    )
+
+
+# With partial: true the finished models are from here on the only ones: the readout trains nothing (its rules wait
+# for no job) and writes beside the study's outputs, under READOUT.
+PARTIAL = finished_part(CONFIG) if CONFIG["partial"] else None
+CONFIG = selfheal.partial.restrict(CONFIG, PARTIAL) if PARTIAL else CONFIG
+# what the readout reads with partial: true, stamped (a param of the aggregate: it waits for no job's outputs)
+READ_STAMP = selfheal.partial.stamp(sum(aggregate_files(CONFIG).values(), [])) if PARTIAL else None
 CELLS = selfheal.grid.cells(CONFIG)
 CELL_COLUMNS = selfheal.grid.columns(CELLS)
 PLOTS = list(selfheal.analysis.plots.FIGURES)
@@ -52,36 +148,6 @@ NETWORK_COLUMNS = selfheal.grid.columns(selfheal.grid.networks(CONFIG))
 TRAINED_NETWORKS = selfheal.grid.columns(
     selfheal.grid.networks(CONFIG, [m for m in CONFIG["models"] if m["name"] not in UNADAPTED_MODELS])
 )
-
-# Paths, each spelled once, under the config's results_dir ("results" for the default config; each shipped
-# config has its own, so running the examples one after another never overwrites another's outputs).
-RESULTS = CONFIG["results_dir"].rstrip("/")
-CORPUS = f"{RESULTS}/corpus"
-TOKENS = f"{RESULTS}/corpus/{{tokenizer}}/tokens.safetensors"
-IMPORTED = f"{RESULTS}/pretrained/{{model}}"  # a downloaded model, as imported
-# A model job's three output folders, and what lies in them (grid.Network: a model and a pretraining seed)
-NETWORKS = f"{RESULTS}/models/{{model}}"  # its networks trained here (from scratch or adapted)
-NETWORK_IN_MODEL = "p{pretrain_seed}"  # theta0/, trained/, pretrain_curve.parquet, pretrain.json
-BASELINES = f"{RESULTS}/baselines/{{model}}"
-BASELINE_IN_MODEL = "p{pretrain_seed}.json"
-CELLS_OF_MODEL = f"{RESULTS}/cells/{{model}}"
-UNIT_IN_MODEL = f"{NETWORK_IN_MODEL}/{{regime}}"  # one heal unit's cells (grid.Unit), in its network's folder
-CELL_IN_UNIT = "s{seed}/{target}-{policy}-{init}"  # a cell's folder inside its unit's
-NETWORK = f"{NETWORKS}/{NETWORK_IN_MODEL}"  # a network job's three outputs: the same places, one network
-BASELINE = f"{BASELINES}/{BASELINE_IN_MODEL}"
-CELLS_OF_NETWORK = f"{CELLS_OF_MODEL}/{NETWORK_IN_MODEL}"
-UNIT = f"{CELLS_OF_MODEL}/{UNIT_IN_MODEL}"
-CELL_FILE = f"{UNIT}/{CELL_IN_UNIT}/{{name}}"  # a cell's file (job_unit: cell: a cell's job's outputs)
-# a model job's staged networks and finished cells, kept for its next run (an added seed trains only what is new)
-WORK = f"{RESULTS}/work/{{model}}"
-NETWORK_WORK_IN_MODEL = "p{pretrain_seed}/network"  # (its units' cells are staged under UNIT_IN_MODEL)
-LOGS = f"{RESULTS}/logs"
-# The lr-sensitivity check (retrain.lr_sensitivity; selfheal.heal.lr_sensitivity): per model, its runs' folder (each
-# run: a multiplier's folder, its unit's, then the cell's), where they are staged, and the table beside the grid's cost
-LR_SENSITIVITY = f"{RESULTS}/lr_sensitivity/{{model}}"
-LR_RUN_IN_MODEL = f"{{multiplier}}/{UNIT_IN_MODEL}"
-LR_SENSITIVITY_WORK = f"{WORK}/lr_sensitivity"
-LR_SENSITIVITY_TABLE = f"{RESULTS}/answer/lr_sensitivity.parquet"
 
 
 WILDCARDS = selfheal.grid.wildcard_constraints(selfheal.config.schema.load_schema())
@@ -283,6 +349,12 @@ def job_folders(wildcards):
     }
 
 
+def awaited(outputs):
+    """What the readout (the aggregate, the lr-sensitivity table) waits for. The training jobs' ``outputs``; none
+    with partial: true, which reads the finished files as they are (named in its params) and never starts a job."""
+    return [] if PARTIAL else outputs
+
+
 def trained(pattern_of_model, pattern_of_network, models):
     """The training jobs' outputs for ``models`` (names): each model's folder, or each of its networks' part."""
     if JOB_UNIT == "model":
@@ -299,11 +371,6 @@ def healed(models):
     return [CELL_FILE.format(**c.as_dict(), name="recovery.json") for c in CELLS if c.model in models]
 
 
-def network_files(name, networks):
-    """A file of each of ``networks`` (grid.columns), inside its network's folder."""
-    return expand(f"{NETWORK}/{name}", zip, **networks) if networks else []
-
-
 def corpus_params():
     return selfheal.config.canonical(CONFIG["corpus"])
 
@@ -311,18 +378,7 @@ def corpus_params():
 # The lr-sensitivity check: its cells (cells of the grid) per model, and each run (a cell at a multiple of the lr).
 LR_CELLS = {m["name"]: selfheal.heal.lr_sensitivity.cells(CONFIG, m) for m in CONFIG["models"]}
 LR_MODELS = [name for name, cells in LR_CELLS.items() if cells]
-LR_RUNS = [
-    {
-        "recovery": f"{LR_SENSITIVITY}/{LR_RUN_IN_MODEL}/{CELL_IN_UNIT}/recovery.json".format(
-            multiplier=selfheal.heal.lr_sensitivity.label(x), **c.as_dict()
-        ),
-        "multiplier": x,
-        "chosen_lr": m["retrain"]["lr"],
-    }
-    for m in CONFIG["models"]
-    for x in m["retrain"]["lr_sensitivity"]
-    for c in LR_CELLS[m["name"]]
-]
+LR_RUNS = [run for runs in lr_runs(CONFIG).values() for run in runs]
 LR_SENSITIVITY_TABLES = [LR_SENSITIVITY_TABLE] if LR_MODELS else []  # the answer rule reads it where it exists
 
 

@@ -30,12 +30,12 @@ rule lr_sensitivity:
 
 rule lr_sensitivity_table:
     input:
-        summary=f"{RESULTS}/summary.parquet",
-        runs=expand(LR_SENSITIVITY, model=LR_MODELS),  # the files read in them are named in params
+        summary=f"{READOUT}/summary.parquet",
+        runs=awaited(expand(LR_SENSITIVITY, model=LR_MODELS)),  # the files read in them are named in params
     output:
         LR_SENSITIVITY_TABLE,
     log:
-        f"{LOGS}/lr_sensitivity_table.log",
+        f"{READOUT_LOGS}/lr_sensitivity_table.log",
     conda:
         "../../envs/analysis.yaml"
     params:

@@ -9,13 +9,14 @@ from selfheal import logs
 from selfheal.analysis import tables
 
 logs.to_file(snakemake.log[0])
+files = snakemake.params.files  # inside the training jobs' outputs (snakemake.input)
 tables.write(
-    snakemake.params.recoveries,  # inside the model jobs' folders (snakemake.input)
-    snakemake.params.curves,
-    snakemake.params.pretrain,
-    snakemake.params.pretrain_curves,
-    snakemake.params.baselines,
-    snakemake.input.unadapted,  # downloaded models healed as downloaded: no pretraining curve
+    files["recoveries"],
+    files["curves"],
+    files["pretrain"],
+    files["pretrain_curves"],
+    files["baselines"],
+    files["unadapted"],  # downloaded models healed as downloaded: no pretraining curve
     snakemake.params.thresholds,
     summary_out=snakemake.output.summary,
     curves_out=snakemake.output.curves,

@@ -18,6 +18,7 @@ from selfheal.analysis import answer_page, answer_plots, answer_tables, plots
 
 TABLES = answer_tables.TABLES
 LR_SENSITIVITY = "lr_sensitivity"  # answer/lr_sensitivity.parquet: written by its own rule, only when the check is on
+LEFT_OUT = "left_out"  # answer/left_out.parquet: what a readout with partial: true leaves out (its own rule's)
 HEADLINE = answer_page.HEADLINE
 
 
@@ -32,10 +33,12 @@ def write_all(
     plot_png: dict[str, str],
     workers: int = 1,
     lr_sensitivity_path: str | None = None,
+    left_out_path: str | None = None,
 ) -> None:
     """Everything the ``answer`` rule makes: the answer tables, the page (Markdown and HTML) and its figures.
     Plot links on the page are relative to the page's folder. ``lr_sensitivity_path``: the lr-sensitivity table
-    (``analysis.lr_sensitivity``, its own rule's), read for its sentence; None when the check is off."""
+    (``analysis.lr_sensitivity``, its own rule's), read for its sentence; None when the check is off. ``left_out_path``: what a readout with ``partial: true`` leaves
+    out (``selfheal.partial``), which the page names first; None for a whole study."""
     summary = pd.read_parquet(summary_path)
     curves = pd.read_parquet(curves_path)
     networks = pd.read_parquet(networks_path)
@@ -44,6 +47,8 @@ def write_all(
         results_io.write_parquet(table_paths[name], tables[name])
     if lr_sensitivity_path:
         tables[LR_SENSITIVITY] = pd.read_parquet(lr_sensitivity_path)
+    if left_out_path:
+        tables[LEFT_OUT] = pd.read_parquet(left_out_path)
     folder = Path(md_path).parent
     links = {
         name: str(Path(path).resolve().relative_to(folder.resolve()))

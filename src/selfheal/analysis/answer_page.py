@@ -2092,6 +2092,27 @@ SECTIONS = [
 ]
 
 
+def partial_note(left_out: pd.DataFrame) -> str:
+    """The first thing a page read with ``partial: true`` says: that it reads a study still running, and what it
+    leaves out (``selfheal.partial.left_out_table``: each unfinished model; each finished model's unfinished lr
+    check)."""
+
+    def listed(names: list[str]) -> str:
+        quoted = [f"`{n}`" for n in names]
+        return quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " and " + quoted[-1]
+
+    models = list(left_out.loc[left_out["part"] == "model", "model"])
+    checks = list(left_out.loc[left_out["part"] == "lr check", "model"])
+    note = "**Read while the study runs** (`partial: true`): this page reads only the models whose every network and cell has finished. "
+    if models:
+        note += f"Not finished yet, and in no number below: {listed(models)}."
+    else:
+        note += "Every model of the config has finished."
+    if checks:
+        note += f" The lr check of {listed(checks)} has not finished: that model is read without it."
+    return note
+
+
 def page(
     tables: dict[str, pd.DataFrame], summary: pd.DataFrame, networks: pd.DataFrame, plot_links: dict[str, str]
 ) -> Page:
@@ -2104,6 +2125,8 @@ def page(
         "Every number below is computed by `selfheal.analysis.answer` from the workflow's tables "
         "(`summary.parquet`, `curves.parquet`, `networks.parquet`; the answer tables are `answer/*.parquet`)."
     )
+    if "left_out" in tables:
+        doc.p(partial_note(tables["left_out"]))
     view = _View(tables, summary, networks, plot_links)
     for section in SECTIONS:
         section(doc, view)

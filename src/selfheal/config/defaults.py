@@ -57,6 +57,7 @@ DEFAULTS: dict = {
     },
     "threads": 1,
     "job_unit": "auto",
+    "partial": False,
     "hardware": {"device": "auto", "precision": "fp32", "tf32": True, "fused_adamw": True, "compile": None},
 }
 MODEL_DEFAULTS = {"source": "scratch", "arch": "gpt2", "context": 64, "dropout": 0.0}

@@ -1,0 +1,122 @@
+"""Reading the finished part of a study that is still running (config key partial; selfheal.partial): which models
+it reads, what it leaves out and says so on the page, and a real Snakemake run that reads one finished model of
+tests/tiny.yaml beside one that has not run, training nothing and writing only under results/partial/."""
+
+import os
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+from hypothesis import given
+from hypothesis import strategies as st
+
+from selfheal import partial
+from selfheal import results as results_api
+from selfheal.analysis import answer_page
+from selfheal.config import ConfigError
+
+ROOT = Path(__file__).resolve().parents[1]
+
+FILES = {  # per model, the files the aggregate reads for it (a donor: its network's only)
+    "a": ["a/p0.json", "a/cell0.json", "a/cell1.json"],
+    "b": ["b/p0.json", "b/cell0.json"],
+    "donor": ["donor/p0.json"],
+}
+HEALS = {"a": True, "b": True, "donor": False}
+
+
+@given(st.sets(st.sampled_from([f for files in FILES.values() for f in files])))
+def test_a_model_is_read_exactly_when_every_file_it_needs_is_there(there):
+    needed = {m: set(files) for m, files in FILES.items()}
+    if not any(HEALS[m] and files <= there for m, files in needed.items()):
+        with pytest.raises(ConfigError, match="'partial'"):
+            partial.select(FILES, {}, HEALS, exists=there.__contains__)
+        return
+    got = partial.select(FILES, {}, HEALS, exists=there.__contains__)
+    assert got.models == [m for m in FILES if needed[m] <= there]  # in the config's order
+    assert got.left_out == [m for m in FILES if not needed[m] <= there]
+    assert got.lr_left_out == []
+
+
+def test_a_finished_model_whose_lr_check_has_not_finished_is_read_without_it():
+    there = {*FILES["a"], *FILES["b"], "a/lr/x3.json"}
+    lr = {"a": ["a/lr/x3.json", "a/lr/x0.3333.json"], "b": []}
+    got = partial.select(FILES, lr, HEALS, exists=there.__contains__)
+    assert (got.models, got.left_out, got.lr_left_out) == (["a", "b"], ["donor"], ["a"])
+    config = {
+        "models": [
+            {"name": n, "retrain": {"lr_sensitivity": [3.0, 0.3333] if n == "a" else []}} for n in ("a", "b", "donor")
+        ]
+    }
+    narrowed = partial.restrict(config, got)
+    assert [m["name"] for m in narrowed["models"]] == ["a", "b"]
+    assert narrowed["models"][0]["retrain"]["lr_sensitivity"] == []
+    assert config["models"][0]["retrain"]["lr_sensitivity"] == [3.0, 0.3333]  # the config itself is left alone
+
+
+def test_the_page_says_first_what_it_leaves_out():
+    note = answer_page.partial_note(partial.left_out_table(["b", "donor"], ["a"]))
+    assert "`partial: true`" in note
+    assert "Not finished yet, and in no number below: `b` and `donor`." in note
+    assert "The lr check of `a` has not finished" in note
+    assert "Every model of the config has finished." in answer_page.partial_note(partial.left_out_table([], []))
+
+
+def test_the_stamp_changes_when_a_read_file_changes(tmp_path):
+    f = tmp_path / "recovery.json"
+    f.write_text("{}")
+    before = partial.stamp([str(f)])
+    assert partial.stamp([str(f)]) == before
+    os.utime(f, ns=(f.stat().st_atime_ns, f.stat().st_mtime_ns + 10**9))
+    assert partial.stamp([str(f)]) != before
+
+
+@pytest.mark.e2e
+def test_the_workflow_reads_the_finished_model_and_trains_nothing(tmp_path, corpus_seed):
+    """tests/tiny.yaml with tinyB's lr check on: before any model has finished the readout is refused, naming the
+    key; with tinyB's networks and cells made (its lr check not run) and tinyA not run at all, partial: true reads
+    tinyB alone, under results/partial/, starting no training job, and its page names tinyA and tinyB's lr check
+    as left out, also once shipped and re-derived; asked again it is up to date, and a finished file that changes makes it again."""
+    from snakemake_helpers import snakemake
+
+    corpus_seed(tmp_path)
+    raw = yaml.safe_load((ROOT / "tests" / "tiny.yaml").read_text())
+    raw["models"][0].pop("frozen_random")
+    raw["models"][1]["retrain"] = {"lr_sensitivity": [3.0]}
+    configfile = tmp_path / "config.yaml"
+    configfile.write_text(yaml.safe_dump(raw))
+    results = tmp_path / "results"
+
+    refused = snakemake(tmp_path, configfile, "-n", "--config", "partial=True")
+    assert refused.returncode != 0
+    assert "config key 'partial'" in refused.stderr + refused.stdout
+
+    made = snakemake(tmp_path, configfile, *(f"results/{d}/tinyB" for d in ("models", "baselines", "cells")))
+    assert made.returncode == 0, made.stderr[-4000:]
+    read = snakemake(tmp_path, configfile, "--config", "partial=True")
+    assert read.returncode == 0, read.stderr[-4000:]
+    ran = {line.split("Rule: ")[1].rstrip(")") for line in read.stderr.splitlines() if "(Rule: " in line}
+    assert ran == {"aggregate", "left_out", "answer", "plots", "all"}
+    assert not (results / "models" / "tinyA").exists() and not (results / "lr_sensitivity").exists()
+    assert not (results / "summary.parquet").exists()  # the study's own readout is never written
+
+    read_dir = results / "partial"
+    assert set(pd.read_parquet(read_dir / "summary.parquet")["model"]) == {"tinyB"}
+    left_out = pd.read_parquet(read_dir / "answer" / "left_out.parquet")
+    assert left_out.values.tolist() == [["tinyA", "model"], ["tinyB", "lr check"]]
+    page = (read_dir / "answer.md").read_text()
+    assert "Not finished yet, and in no number below: `tinyA`." in page
+    assert "The lr check of `tinyB` has not finished" in page
+    shipped = tmp_path / "shipped"  # shipped and re-derived, the page still says what it leaves out
+    results_api.ship(read_dir, shipped)
+    results_api.reread(shipped)
+    assert "Not finished yet, and in no number below: `tinyA`." in (shipped / "answer.md").read_text()
+    assert results_api.load(shipped)["left_out"].equals(left_out)
+
+    again = snakemake(tmp_path, configfile, "--config", "partial=True", "-n")
+    assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr
+    recovery = next((results / "cells" / "tinyB").rglob("recovery.json"))
+    os.utime(recovery, ns=(recovery.stat().st_atime_ns, recovery.stat().st_mtime_ns + 10**9))
+    changed = snakemake(tmp_path, configfile, "--config", "partial=True", "-n")
+    assert changed.returncode == 0 and "aggregate" in changed.stdout
