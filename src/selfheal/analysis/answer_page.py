@@ -981,10 +981,12 @@ def _unanswered(networks: pd.DataFrame) -> str:
 
 def _headline(doc: Page, v: _View) -> None:
     """The answer in sentences, one per sub-question, at the smallest and largest ε; then one row per model. Copied
-    into the README between the HEADLINE markers."""
+    into the README between the HEADLINE markers; a page read with ``partial: true`` first says what it leaves out."""
     layers, degenerate, settings = v.layers, v.degenerate, v.settings
     doc.h(2, "The answer")
     doc.raw(HEADLINE[0])
+    if "left_out" in v.tables:
+        doc.p(partial_note(v.tables["left_out"]))
     setting = settings[0] if settings else None
     rows = _pick(layers, setting) if setting else layers
     if not len(rows):
@@ -2125,8 +2127,6 @@ def page(
         "Every number below is computed by `selfheal.analysis.answer` from the workflow's tables "
         "(`summary.parquet`, `curves.parquet`, `networks.parquet`; the answer tables are `answer/*.parquet`)."
     )
-    if "left_out" in tables:
-        doc.p(partial_note(tables["left_out"]))
     view = _View(tables, summary, networks, plot_links)
     for section in SECTIONS:
         section(doc, view)
