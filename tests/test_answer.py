@@ -1100,3 +1100,12 @@ def test_the_control_clause_is_explained_once_per_sentence():
     assert "about 3 × what pretraining from scratch needed; but it got within 1 % of its matched control)." in said
     alone = answer_page._refusal_answer(rows, [0.01], {}, {"still_falling": {0.01: (1, 1)}})
     assert "; but it got within 1 % of its matched control, the intact network retrained the same way: the " in alone
+
+
+def test_the_scale_of_a_grid_of_one_size_is_one_number():
+    one = _page(models=(("gpt2-n3-d64", 3, 64),))[1]
+    (scale,) = [line for line in one.splitlines() if "Scale of this grid" in line]
+    assert " to " not in scale.split(";")[0]  # "N parameters, T pretraining tokens", not "N to N"
+    two = _page()[1]
+    (scale,) = [line for line in two.splitlines() if "Scale of this grid" in line]
+    assert " to " in scale.split(";")[0]

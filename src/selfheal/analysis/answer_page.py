@@ -1907,9 +1907,9 @@ def _caveats(doc: Page, v: _View) -> None:
         params = flags["n_params"].astype(float)
         tokens = pd.to_numeric(flags["pretrain_tokens"], errors="coerce")
         items.append(
-            f"Scale of this grid: {num(params.min())} to {num(params.max())} parameters, "
+            f"Scale of this grid: {span(params)} parameters, "
             + (
-                f"{compact(tokens.min())} to {compact(tokens.max())} pretraining tokens"
+                f"{span(tokens, compact)} pretraining tokens"
                 if tokens.notna().any()
                 else "pretraining tokens unknown (models not pretrained here)"
             )
