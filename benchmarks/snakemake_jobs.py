@@ -95,13 +95,16 @@ def breakdown(
     pretrained: bool = True,
     under: str | None = None,
     threads: int = 1,
+    tables: Path | None = None,
 ) -> dict[str, float]:
     """Core-seconds of the jobs that started at or after ``since``: by rule kind, and the training jobs split into
     pretraining, retraining (training), evaluation (retrain evaluations) and fixed per-job cost. ``pretrained``:
     whether those jobs pretrained their networks (False: they kept networks staged by an earlier run). ``under``:
     as in ``jobs``. ``threads``: the threads each training job ran with (the config's ``threads``, at most the
-    cores): a second of such a job is that many core-seconds."""
-    curves = pd.read_parquet(results / "curves.parquet")
+    cores): a second of such a job is that many core-seconds. ``tables``: where the aggregate's tables are (default
+    ``results``; the readout of a study's finished part, ``partial: true``, has them under ``results/partial``)."""
+    tables = results if tables is None else tables
+    curves = pd.read_parquet(tables / "curves.parquet")
     run = [j for j in jobs(workdir, under, set(curves["model"].astype(str))) if j.start >= since]
     per_rule = defaultdict(float)
     for j in run:
@@ -116,7 +119,7 @@ def breakdown(
     keys = [c for c in ("model", "pretrain_seed", "target", "policy", "init", "regime", "seed") if c in curves]
     rec = curves[curves["kind"] == "recovery"].groupby(keys, dropna=False)
     pretraining_rules = set(PRETRAINING_RULES) & set(per_rule)
-    seconds = pretraining_seconds(results)
+    seconds = pretraining_seconds(tables)
     made = pretrained and pretraining_rules
     pretrain_s = threads * float(seconds[["main_s", "check_s"]].to_numpy().sum()) if made else 0.0
     check_s = threads * float(seconds["check_s"].sum()) if made else 0.0

@@ -4,6 +4,7 @@
     .venv/bin/python benchmarks/study.py            # the breakdown of the study run in this checkout
     .venv/bin/python benchmarks/study.py --run      # run (or finish) the study first, then the breakdown
     # [--config config/study_next.yaml]             # another study config (its results_dir); printed, not written
+    # [--partial]                                    # its finished part (partial: true); printed, not written
 
 The wall time is the time some job of the study was running (the union of the jobs' intervals from Snakemake's own
 timestamps, `.snakemake/metadata`), so idle gaps between invocations do not count. The core time splits as in
@@ -73,12 +74,14 @@ def per_model(results: Path) -> pd.DataFrame:
     return pd.DataFrame(rows).sort_values("params")
 
 
-def block(workdir: Path, results: Path, cores: int) -> str:
+def block(workdir: Path, results: Path, cores: int, tables: Path) -> str:
+    """The breakdown of the study's jobs in ``workdir`` (its results_dir ``results``), for the models in the
+    aggregate's tables under ``tables`` (``results``, or the readout of its finished part)."""
     under = str(results.relative_to(workdir))
-    models = set(pd.read_parquet(results / "networks.parquet")["model"].astype(str))
+    models = set(pd.read_parquet(tables / "networks.parquet")["model"].astype(str))
     busy = busy_wall(workdir, under, models)
-    b = breakdown(workdir, results, under=under)
-    table = per_model(results)
+    b = breakdown(workdir, results, under=under, tables=tables)
+    table = per_model(tables)
     # jobs interrupted between pieces resume from their checkpoints; their earlier attempts have no timestamps, so
     # the wall time is then at least the recorded core time over the cores
     wall = max(busy, recorded_core_s(b) / cores) if resumed(b) else busy
@@ -113,6 +116,12 @@ def main():
     parser.add_argument("--cores", type=int, default=2)
     parser.add_argument("--run", action="store_true", help="run (or finish) the study first")
     parser.add_argument("--config", type=Path, default=CONFIG, help="the study's config (default: config/study.yaml)")
+    parser.add_argument(
+        "--partial",
+        action="store_true",
+        help="the finished part of a study still running: its models as read by `snakemake --config partial=True` "
+        "(the tables under results_dir/partial/, made first if missing); printed, not written",
+    )
     add_write_flag(parser)
     a = parser.parse_args()
     if a.run:
@@ -127,10 +136,16 @@ def main():
             sys.exit(proc.stderr[-3000:])
         print(f"this invocation: {time.perf_counter() - t0:.0f} s")
     results = a.workdir / yaml.safe_load(a.config.read_text())["results_dir"]
-    documented = a.workdir.resolve() == ROOT and a.cores == 2 and a.config.resolve() == CONFIG
+    tables = results / "partial" if a.partial else results
+    if a.partial and not (tables / "networks.parquet").is_file():
+        args = ("--cores", str(a.cores), "--configfile", str(a.config), "--config", "partial=True")
+        proc = subprocess.run(snakemake_command(a.workdir, *args), env=snakemake_env(), capture_output=True, text=True)
+        if proc.returncode:
+            sys.exit(proc.stderr[-3000:])
+    documented = a.workdir.resolve() == ROOT and a.cores == 2 and a.config.resolve() == CONFIG and not a.partial
     publish(
         "study-breakdown",
-        block(a.workdir, results, a.cores),
+        block(a.workdir, results, a.cores, tables),
         not a.no_write,
         page=STUDY_PAGE,
         why_not=None if documented else "not the documented run",
