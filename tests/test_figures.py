@@ -208,6 +208,19 @@ def test_cost_depth_shows_zeros_censored_medians_and_four_decades():
     assert max(v for a in bars for v in a["values"]) == 0.5
 
 
+def test_cost_depth_draws_no_point_for_a_layer_never_damaged_beyond_eps():
+    """A median of no damaged cell (NaN: the layer was never damaged beyond ε) has no cost: it is not drawn, neither
+    as a cost nor at the budget as one beyond it."""
+    table = _survival_table()
+    finite = np.isfinite(table["median_fraction"]) & (table["median_fraction"] > 0)
+    row = table.index[finite][0]
+    table.loc[row, ["median_fraction", "median_fraction_lo", "median_fraction_hi"]] = np.nan
+    found = check_figure(answer_plots.cost_depth(table), "answer_cost_depth")
+    drawn = sorted(v for a in found if a["mark"] == "point" and a["channel"] == "y" for v in a["values"])
+    assert len(drawn) == len(table) - 1
+    assert drawn.count(0.5) == int(np.isinf(table["median_fraction"]).sum())  # none more at the budget
+
+
 def test_cost_axis_covers_every_range():
     for values in ([0.0], [0.0, 0.0, 1e-4, 1.0], [3.0, 7.0], [0.0, 5e-7, 20000.0], [12.5], [math.inf, math.nan]):
         scale, axis = plots.cost_axis(values)

@@ -94,6 +94,11 @@ def cost_depth(survival: pd.DataFrame) -> alt.Chart:
     layers = layers.copy()
     value, budget, axis = _cost_unit(layers)
     lo, hi = value + "_lo", value + "_hi"
+    # a layer whose cells were never damaged beyond ε has no cost (a NaN median): not drawn, neither as a cost nor
+    # as beyond the budget
+    layers = layers[~np.isnan(_float(layers[value]))].copy()
+    if not len(layers):
+        return plots.empty_chart(title, NO_LAYER_CELLS)
     median, low, high, cap = (_float(layers[c]) for c in (value, lo, hi, budget))
     layers["reached"] = np.isfinite(median)
     # beyond the budget (inf) is drawn at the budget: the point, and an interval end that the budget bounds
