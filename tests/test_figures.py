@@ -324,10 +324,16 @@ def test_every_figure_on_the_tiny_run(tiny_run, tmp_path):
     layers = kept["survival"][kept["survival"]["kind"] == "layer"]
     assert len(layers)
     kept_charts = _check_all(summary, curves, kept)
-    assert not _is_empty(kept_charts["answer_cost_depth"])
-    cost = [a for a in axes(kept_charts["answer_cost_depth"]) if a["mark"] == "point" and a["channel"] == "y"]
     asked = layers[(layers["regime"] == "frozen") & (layers["policy"] == "full") & (layers["init"] == "fresh")]
-    assert sum(len(a["values"]) for a in cost) == len(asked if len(asked) else layers)
+    asked = asked if len(asked) else layers
+    # a layer never damaged beyond ε has no cost and no point (the tiny run's networks are barely trained: its
+    # resets may damage none of them beyond ε, and the chart then says so)
+    costs = int(asked["median_fraction"].notna().sum())
+    if costs:
+        cost = [a for a in axes(kept_charts["answer_cost_depth"]) if a["mark"] == "point" and a["channel"] == "y"]
+        assert sum(len(a["values"]) for a in cost) == costs
+    else:
+        assert answer_plots.NOT_DAMAGED in str(kept_charts["answer_cost_depth"].to_dict())
     for name in ("answer_cost_depth", "answer_damage_cost", "recovery_cost", "recovery_examples"):
         plots.save(kept_charts[name], tmp_path / f"{name}.html", tmp_path / f"{name}.png")
         assert_drawn_png(tmp_path / f"{name}.png")

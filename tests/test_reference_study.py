@@ -155,7 +155,6 @@ def test_the_depth_verdict_does_not_reverse_the_per_layer_numbers(study):
     assert "along the layers other than the first layer" in position
 
 
-
 @NOT_ANSWERED
 def test_families_are_compared_only_at_shared_training(study):
     fit = study["fit"]

@@ -44,6 +44,7 @@ NO_LAYER_CELLS = (
     "no single-layer cell to estimate: the grid has none, or every network is flagged degenerate or "
     "off its plateau (results/answer/networks_flags.parquet)"
 )
+NOT_DAMAGED = "no layer was damaged beyond ε in this setting: there is no cost to draw"
 
 
 def _eps(table: pd.DataFrame) -> pd.DataFrame:
@@ -98,7 +99,7 @@ def cost_depth(survival: pd.DataFrame) -> alt.Chart:
     # as beyond the budget
     layers = layers[~np.isnan(_float(layers[value]))].copy()
     if not len(layers):
-        return plots.empty_chart(title, NO_LAYER_CELLS)
+        return plots.empty_chart(title, NOT_DAMAGED)
     median, low, high, cap = (_float(layers[c]) for c in (value, lo, hi, budget))
     layers["reached"] = np.isfinite(median)
     # beyond the budget (inf) is drawn at the budget: the point, and an interval end that the budget bounds
