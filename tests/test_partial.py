@@ -58,7 +58,7 @@ def test_a_finished_model_whose_lr_check_has_not_finished_is_read_without_it():
 def test_the_page_says_first_what_it_leaves_out():
     note = answer_page.partial_note(partial.left_out_table(["b", "donor"], ["a"]))
     assert "`partial: true`" in note
-    assert "Not finished yet, and in no number below: `b` and `donor`." in note
+    assert "Not finished yet, and in no number below: `b` and `donor`; below, “this grid”" in note
     assert "The lr check of `a` has not finished" in note
     assert "Every model of the config has finished." in answer_page.partial_note(partial.left_out_table([], []))
 
@@ -106,12 +106,12 @@ def test_the_workflow_reads_the_finished_model_and_trains_nothing(tmp_path, corp
     left_out = pd.read_parquet(read_dir / "answer" / "left_out.parquet")
     assert left_out.values.tolist() == [["tinyA", "model"], ["tinyB", "lr check"]]
     page = (read_dir / "answer.md").read_text()
-    assert "Not finished yet, and in no number below: `tinyA`." in page
+    assert "Not finished yet, and in no number below: `tinyA`;" in page
     assert "The lr check of `tinyB` has not finished" in page
     shipped = tmp_path / "shipped"  # shipped and re-derived, the page still says what it leaves out
     results_api.ship(read_dir, shipped)
     results_api.reread(shipped)
-    assert "Not finished yet, and in no number below: `tinyA`." in (shipped / "answer.md").read_text()
+    assert "Not finished yet, and in no number below: `tinyA`;" in (shipped / "answer.md").read_text()
     assert results_api.load(shipped)["left_out"].equals(left_out)
 
     again = snakemake(tmp_path, configfile, "--config", "partial=True", "-n")
