@@ -77,7 +77,8 @@ def test_the_workflow_reads_the_finished_model_and_trains_nothing(tmp_path, corp
     """tests/tiny.yaml with tinyB's lr check on: before any model has finished the readout is refused, naming the
     key; with tinyB's networks and cells made (its lr check not run) and tinyA not run at all, partial: true reads
     tinyB alone, under results/partial/, starting no training job, and its page names tinyA and tinyB's lr check
-    as left out, also once shipped and re-derived; asked again it is up to date, and a finished file that changes makes it again."""
+    as left out, also once shipped and re-derived; asked again it is up to date, and a finished file that changes
+    makes it again."""
     from snakemake_helpers import snakemake
 
     corpus_seed(tmp_path)

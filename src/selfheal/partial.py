@@ -40,7 +40,7 @@ def select(
     """The finished part: ``read_files``, per model (config order), the files the aggregate reads for it;
     ``lr_files``, per model, its lr check's results (empty where the check is off); ``heals``, per model, whether
     the grid heals it (a donor pretrained only is read too, but does not make a page). Raises a ConfigError
-    where no model that heals has finished, naming naming ``partial`` (there is nothing to read yet)."""
+    where no model that heals has finished, naming ``partial`` (there is nothing to read yet)."""
     models = [m for m, files in read_files.items() if all(exists(f) for f in files)]
     if not any(heals[m] for m in models):
         raise ConfigError(

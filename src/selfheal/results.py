@@ -8,8 +8,8 @@
 ``load(path)`` returns a dict of DataFrames: ``summary``, ``curves`` and ``networks`` (``path/*.parquet``) and the
 answer tables (``path/answer/*.parquet``, named as in ``selfheal.analysis.answer.TABLES``, and
 ``lr_sensitivity`` where the run had ``retrain.lr_sensitivity``, ``left_out`` where it read the finished part of a
-study with ``partial: true``). A table that the run
-did not make (no answer yet, no cells) is left out of the dict. Schemas: docs/outputs.md.
+study with ``partial: true``). A table that the run did not make (no answer yet, no cells) is left out of the dict.
+Schemas: docs/outputs.md.
 
 ``python -m selfheal.results ship RESULTS DEST`` copies what a reader of a finished run needs into DEST (the
 reference study ships this way into reference/study/): the three tables, the answer tables, the answer page
@@ -102,7 +102,8 @@ def reread(dest: str | Path, workers: int = 1) -> list[Path]:
     """Re-derive a shipped run's answer (its answer tables, page and the figures it links) from its own summary,
     curves and networks tables (and the side tables it has: the lr check's, what a partial readout leaves out) under
     the code as it is now: the networks table's columns that its curves give (``tables.add_minimum``), then what the
-    ``answer`` rule would write from them, shipped back into ``dest``. For a run shipped by an older version. Returns the files written."""
+    ``answer`` rule would write from them, shipped back into ``dest``. For a run shipped by an older version. Returns
+    the files written."""
     dest = Path(dest)
     missing = [f"{name}.parquet" for name in TABLES if not (dest / f"{name}.parquet").is_file()]
     if missing:

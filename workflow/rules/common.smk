@@ -55,15 +55,15 @@ def network_files(name, networks):
     return expand(f"{NETWORK}/{name}", zip, **networks) if networks else []
 
 
-def aggregate_files(config, names=None):
-    """The files the aggregate reads, by kind, for the models ``names`` of ``config`` (default: all): each network's
-    pretraining record and curve (those trained here) and baseline, each cell's result and curve, and a model used as
-    downloaded its import record."""
+def aggregate_files(config, cells, names=None):
+    """The files the aggregate reads, by kind, for the models ``names`` of ``config`` (default: all) and their
+    ``cells`` (of the grid): each network's pretraining record and curve (those trained here) and baseline, each
+    cell's result and curve, and a model used as downloaded its import record."""
     models = [m for m in config["models"] if names is None or m["name"] in names]
     unadapted = [m["name"] for m in models if m["source"] == "pretrained" and not m["adapt"]]
     trained = selfheal.grid.columns(selfheal.grid.networks(config, [m for m in models if m["name"] not in unadapted]))
     every = selfheal.grid.columns(selfheal.grid.networks(config, models))
-    cells = selfheal.grid.columns([c for c in selfheal.grid.cells(config) if c.model in {m["name"] for m in models}])
+    cells = selfheal.grid.columns([c for c in cells if c.model in {m["name"] for m in models}])
     return {
         "pretrain": network_files("pretrain.json", trained),
         "pretrain_curves": network_files("pretrain_curve.parquet", trained),
@@ -95,8 +95,9 @@ def lr_runs(config):
 def finished_part(config):
     """partial: true reads the finished part of a study that is still running (selfheal.partial): the models with
     every file the aggregate reads for them (and their lr check where it has finished)."""
+    cells = selfheal.grid.cells(config)
     return selfheal.partial.select(
-        {m["name"]: sum(aggregate_files(config, [m["name"]]).values(), []) for m in config["models"]},
+        {m["name"]: sum(aggregate_files(config, cells, [m["name"]]).values(), []) for m in config["models"]},
         {name: [r["recovery"] for r in runs] for name, runs in lr_runs(config).items()},
         {m["name"]: m.get("heal", True) for m in config["models"]},
     )
@@ -106,10 +107,10 @@ def finished_part(config):
 # for no job) and writes beside the study's outputs, under READOUT.
 PARTIAL = finished_part(CONFIG) if CONFIG["partial"] else None
 CONFIG = selfheal.partial.restrict(CONFIG, PARTIAL) if PARTIAL else CONFIG
-# what the readout reads with partial: true, stamped (a param of the aggregate: it waits for no job's outputs)
-READ_STAMP = selfheal.partial.stamp(sum(aggregate_files(CONFIG).values(), [])) if PARTIAL else None
 CELLS = selfheal.grid.cells(CONFIG)
-CELL_COLUMNS = selfheal.grid.columns(CELLS)
+AGGREGATED = aggregate_files(CONFIG, CELLS)  # what the aggregate reads, by kind
+# with partial: true, what the readout reads, stamped (a param of the aggregate: it waits for no job's outputs)
+READ_STAMP = selfheal.partial.stamp(sum(AGGREGATED.values(), [])) if PARTIAL else None
 PLOTS = list(selfheal.analysis.plots.FIGURES)
 THREADS = CONFIG["threads"]
 EVAL = selfheal.config.canonical(CONFIG["eval"])
@@ -142,12 +143,6 @@ MADE_NETWORK_MODELS = list(dict.fromkeys(n.model for n in JOB_NETWORKS)) if JOB_
 CELL_JOB_MODELS = list(dict.fromkeys(c.model for c in CELLS)) if JOB_UNIT == "cell" else []
 UNIT_CELLS = selfheal.grid.by_unit(CELLS)  # each heal unit's cells (a cell's job plans its prefix cache over them)
 MATCHED = selfheal.grid.matched_with(CELLS)  # each matched control's cells (its job waits for theirs)
-# every pretrained network (model x pretraining seed): those built here, those adapted from a downloaded model
-NETWORK_COLUMNS = selfheal.grid.columns(selfheal.grid.networks(CONFIG))
-# the networks trained here (from scratch, or adapted from a downloaded model): they have a pretraining record
-TRAINED_NETWORKS = selfheal.grid.columns(
-    selfheal.grid.networks(CONFIG, [m for m in CONFIG["models"] if m["name"] not in UNADAPTED_MODELS])
-)
 
 
 WILDCARDS = selfheal.grid.wildcard_constraints(selfheal.config.schema.load_schema())

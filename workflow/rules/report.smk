@@ -14,7 +14,7 @@ rule aggregate:
     conda:
         "../../envs/analysis.yaml"
     params:
-        files=aggregate_files(CONFIG),
+        files=AGGREGATED,
         stamp=READ_STAMP,  # partial: true: the finished files' sizes and times
         thresholds={m["name"]: m["retrain"]["thresholds"] for m in CONFIG["models"]},
         pretraining_tokens={m["name"]: m.get("pretraining_tokens") for m in CONFIG["models"]},

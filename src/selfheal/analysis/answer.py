@@ -37,8 +37,9 @@ def write_all(
 ) -> None:
     """Everything the ``answer`` rule makes: the answer tables, the page (Markdown and HTML) and its figures.
     Plot links on the page are relative to the page's folder. ``lr_sensitivity_path``: the lr-sensitivity table
-    (``analysis.lr_sensitivity``, its own rule's), read for its sentence; None when the check is off. ``left_out_path``: what a readout with ``partial: true`` leaves
-    out (``selfheal.partial``), which the page names first; None for a whole study."""
+    (``analysis.lr_sensitivity``, its own rule's), read for its sentence; None when the check is off.
+    ``left_out_path``: what a readout with ``partial: true`` leaves out (``selfheal.partial``), which the page names
+    first; None for a whole study."""
     summary = pd.read_parquet(summary_path)
     curves = pd.read_parquet(curves_path)
     networks = pd.read_parquet(networks_path)

@@ -2105,7 +2105,10 @@ def partial_note(left_out: pd.DataFrame) -> str:
 
     models = list(left_out.loc[left_out["part"] == "model", "model"])
     checks = list(left_out.loc[left_out["part"] == "lr check", "model"])
-    note = "**Read while the study runs** (`partial: true`): this page reads only the models whose every network and cell has finished. "
+    note = (
+        "**Read while the study runs** (`partial: true`): this page reads only the models whose every network and "
+        "cell has finished. "
+    )
     if models:
         note += (
             f"Not finished yet, and in no number below: {listed(models)}; below, “this grid” and “the grid” mean "
