@@ -314,3 +314,28 @@ def test_the_lr_check_heals_a_donor_swap(tmp_path, corpus_seed):
     ]
     swap = json.loads((run / "swap-tinyBart16-full-fresh" / "recovery.json").read_text())
     assert swap["target"] == "swap-tinyBart16" and swap["damaged_loss"] > 0
+
+
+def test_the_headline_says_how_much_sooner_another_lr_heals():
+    """The headline's "How sure?" words: per model, each target a multiple of the lr healed sooner (by the same
+    rule as the §8 sentence), with both costs; a model where none did is named as having the fastest lr; none
+    without the check."""
+    sooner = pd.DataFrame(
+        _rows("L3", 3, 0.2, [(3.0, 0.05), (0.3333, 0.5)]) + _rows("L0", 0, None, [(3.0, 0.9), (0.3333, None)])
+    )
+    same = pd.DataFrame(_rows("L0", 0, 0.31, [(3.0, 0.30), (0.3333, 0.52)])).assign(model="n")
+    words = answer_page.lr_headline_words(pd.concat([sooner, same]), lambda rows: "fraction")
+    assert words == (
+        " **The retraining lr moves these costs:** on `m`'s first network at ε = 1 %, ×3 the lr heals `L0` in 0.9 "
+        "of S × E instead of beyond the budget and `L3` in 0.05 of S × E instead of 0.2 (§8), so the costs above "
+        "are upper bounds on how fast a layer heals. No other lr measured heals faster on `n` (§8)."
+    )
+    assert answer_page.lr_headline_words(None, lambda rows: "fraction") == ""
+    assert "in 900 examples instead of beyond the budget" in answer_page.lr_headline_words(sooner, lambda r: "examples")
+
+
+def test_the_unit_follows_the_first_number_not_the_budget():
+    table = pd.DataFrame(_rows("L0", 0, None, [(3.0, 0.9)]) + _rows("L3", 3, 0.2, [(3.0, 0.1)]))
+    said = answer_page.lr_sensitivity_sentence(table, "fraction")
+    assert "moves from beyond the budget at the chosen lr (0.002) to 0.9 at ×3" in said
+    assert "of the last layer (`L3`) from 0.2 of S × E to 0.1 at ×3" in said  # the unit after the first number

@@ -1022,7 +1022,8 @@ def _headline(doc: Page, v: _View) -> None:
         else (f" Retraining alone keeps an intact network within ± {100 * eps_min / 4:g} % (§8)." if len(worst) else "")
     )
     against = _against_control_words(v, setting, eps_min) if beyond else ""
-    items.append(f"**How sure?** {_clusters_sentence(v.healed)}{drift_words}{against}")
+    lr_words = lr_headline_words(v.tables.get("lr_sensitivity"), lambda r: _unit(r, v.networks))
+    items.append(f"**How sure?** {_clusters_sentence(v.healed)}{drift_words}{against}{lr_words}")
     doc.ul(items)
     here, brought = _origins(v, rows)
     legend = {
@@ -1983,7 +1984,7 @@ def lr_sensitivity_sentence(rows: pd.DataFrame, unit: str) -> str:
     column = "fraction_of_pretrain" if unit == "fraction" else "examples"
     layers = list(at[at["depth"].notna()].sort_values("depth")["target"].unique())
     others = sorted(set(at["target"]) - set(layers))  # retrain.lr_sensitivity_targets beyond the two layers
-    parts = []
+    parts, unit_said = [], False
     for i, target in enumerate(layers + others):
         g = at[at["target"] == target].sort_values("lr_multiplier")
         first = g.iloc[0]
@@ -1997,8 +1998,9 @@ def lr_sensitivity_sentence(rows: pd.DataFrame, unit: str) -> str:
             else "the last layer"
         )
         start = _lr_cost(first, f"chosen_{column}", "chosen_recovered")
+        if not unit_said and bool(first["chosen_recovered"]):  # the unit after the first number
+            start, unit_said = f"{start} {_unit_after(unit)}", True
         if i == 0:
-            start += " of S × E" if unit == "fraction" else " examples"
             start += f" at the chosen lr ({num(first['chosen_lr'])})"
         moves = " and ".join(
             f"to {_lr_cost(r, column, 'recovered')} at {_multiplier_words(r['lr_multiplier'])}" for _, r in g.iterrows()
@@ -2017,18 +2019,60 @@ def lr_sensitivity_sentence(rows: pd.DataFrame, unit: str) -> str:
 FASTER = 0.9  # a multiple of the lr is "faster" when it recovers at under this share of the chosen lr's cost
 
 
+def _faster_rows(at: pd.DataFrame, column: str) -> pd.DataFrame:
+    """The rows (one ε) whose multiple of the lr healed its target sooner than the chosen lr: recovered where the
+    chosen lr did not, or at under FASTER of its cost (crossings are located to a resolution, so a smaller gap is
+    not a difference); by depth (further targets last), then multiplier."""
+    at = at.sort_values(["depth", "lr_multiplier"], na_position="last")
+    chosen = at[f"chosen_{column}"].astype(float).where(at["chosen_recovered"].astype(bool), math.inf)
+    cost = at[column].astype(float)
+    return at[at["recovered"].astype(bool) & cost.notna() & (cost < FASTER * chosen)]
+
+
 def _faster_lrs(at: pd.DataFrame, column: str) -> str:
-    """The multiples of the lr that healed a layer sooner than the chosen lr, as words ('×3 on `L0`'): recovered
-    where the chosen lr did not, or at under FASTER of its cost (crossings are located to a resolution, so a
-    smaller gap is not a difference). '' when none."""
-    found = []
-    for _, r in at.sort_values(["depth", "lr_multiplier"]).iterrows():
-        if not bool(r["recovered"]) or pd.isna(r[column]):
+    """The multiples of the lr that healed a target sooner than the chosen lr (``_faster_rows``), as words ('×3 on
+    `L0`'). '' when none."""
+    return ", ".join(
+        f"{_multiplier_words(r['lr_multiplier'])} on `{r['target']}`" for _, r in _faster_rows(at, column).iterrows()
+    )
+
+
+def lr_headline_words(table: pd.DataFrame | None, unit_of) -> str:
+    """The headline's words on the lr check (``retrain.lr_sensitivity``), per model at ε = LR_EPS (else its
+    smallest): where another multiple of the lr healed a target sooner, how much sooner, and that the costs are
+    then upper bounds; where none did, that the chosen lr is the fastest measured. ``unit_of(rows)`` gives a
+    model's cost unit. '' without the check."""
+    if table is None or not len(table):
+        return ""
+    faster, fastest = [], []
+    for model, rows in table.groupby("model", sort=True):
+        eps = LR_EPS if (rows["threshold"] == LR_EPS).any() else float(rows["threshold"].min())
+        at = rows[rows["threshold"] == eps]
+        unit = unit_of(rows)
+        column = "fraction_of_pretrain" if unit == "fraction" else "examples"
+        found = _faster_rows(at, column)
+        if not len(found):
+            fastest.append(f"`{model}`")
             continue
-        chosen = float(r[f"chosen_{column}"]) if bool(r["chosen_recovered"]) else math.inf
-        if float(r[column]) < FASTER * chosen:
-            found.append(f"{_multiplier_words(r['lr_multiplier'])} on `{r['target']}`")
-    return ", ".join(found)
+        by_lr = []
+        for multiplier, g in found.groupby("lr_multiplier", sort=False):
+            heals = " and ".join(
+                f"`{r['target']}` in {num(float(r[column]))} {_unit_after(unit)} instead of "
+                f"{_lr_cost(r, f'chosen_{column}', 'chosen_recovered')}"
+                for _, r in g.iterrows()
+            )
+            by_lr.append(f"{_multiplier_words(multiplier)} the lr heals {heals}")
+        faster.append(f"on `{model}`'s first network at ε = {_eps_words(eps)}, " + "; ".join(by_lr))
+    words = ""
+    if faster:
+        words += (
+            " **The retraining lr moves these costs:** "
+            + "; ".join(faster)
+            + " (§8), so the costs above are upper bounds on how fast a layer heals."
+        )
+    if fastest:
+        words += f" No other lr measured heals faster on {', '.join(fastest)} (§8)."
+    return words
 
 
 def _lr_sensitivity(doc: Page, v: _View) -> None:
