@@ -1975,13 +1975,18 @@ def _lr_cost(row: pd.Series, column: str, recovered: str) -> str:
     return num(float(row[column])) if bool(row[recovered]) and pd.notna(row[column]) else "beyond the budget"
 
 
+def _lr_at(rows: pd.DataFrame, unit: str) -> tuple[float, pd.DataFrame, str]:
+    """One model's lr-check rows at the ε they are stated at (LR_EPS, else the smallest), and the cost column of
+    ``unit``."""
+    eps = LR_EPS if (rows["threshold"] == LR_EPS).any() else float(rows["threshold"].min())
+    return eps, rows[rows["threshold"] == eps], "fraction_of_pretrain" if unit == "fraction" else "examples"
+
+
 def lr_sensitivity_sentence(rows: pd.DataFrame, unit: str) -> str:
     """One model's sentence from its rows of the lr-sensitivity table: at ε = LR_EPS (else the smallest), the cost
     of its first and its last layer (and of any further target, ``retrain.lr_sensitivity_targets``) at the chosen
     lr and at each multiple of it, in ``unit``."""
-    eps = LR_EPS if (rows["threshold"] == LR_EPS).any() else float(rows["threshold"].min())
-    at = rows[rows["threshold"] == eps]
-    column = "fraction_of_pretrain" if unit == "fraction" else "examples"
+    eps, at, column = _lr_at(rows, unit)
     layers = list(at[at["depth"].notna()].sort_values("depth")["target"].unique())
     others = sorted(set(at["target"]) - set(layers))  # retrain.lr_sensitivity_targets beyond the two layers
     parts, unit_said = [], False
@@ -2046,10 +2051,8 @@ def lr_headline_words(table: pd.DataFrame | None, unit_of) -> str:
         return ""
     faster, fastest = [], []
     for model, rows in table.groupby("model", sort=True):
-        eps = LR_EPS if (rows["threshold"] == LR_EPS).any() else float(rows["threshold"].min())
-        at = rows[rows["threshold"] == eps]
         unit = unit_of(rows)
-        column = "fraction_of_pretrain" if unit == "fraction" else "examples"
+        eps, at, column = _lr_at(rows, unit)
         found = _faster_rows(at, column)
         if not len(found):
             fastest.append(f"`{model}`")
