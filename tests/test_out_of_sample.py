@@ -12,7 +12,7 @@ from test_figures import check_figure
 
 from selfheal.analysis import answer_plots, out_of_sample, survival
 
-# three depths at one width: "largest size" and "largest N" both leave out n8; no D axis to leave out
+# three depths at one width: "largest size" and "largest N" both leave out n8 (one part); no D axis to leave out
 MODELS = (("gpt2-n2-d64", 2, 64), ("gpt2-n4-d64", 4, 64), ("gpt2-n8-d64", 8, 64))
 
 
@@ -31,11 +31,28 @@ def follows_the_trend():
 
 def test_parts_left_out_and_what_is_fitted(follows_the_trend):
     table = follows_the_trend
-    assert set(table["left_out"]) == {"largest size", "largest N"}  # D does not vary: nothing to leave out
-    assert set(table["model"]) == {"gpt2-n8-d64"} and len(table) == 2 * 8  # 8 layers, in each part
+    assert set(table["left_out"]) == {"largest size and largest N"}  # one part; D does not vary: nothing to leave out
+    assert set(table["model"]) == {"gpt2-n8-d64"} and len(table) == 8  # 8 layers, fitted once
     assert (table["fit_models"] == 2).all() and table["fit_terms"].str.contains("log_n_layer").all()
     assert (table["predicted_lo"] <= table["predicted"]).all() and (table["predicted"] <= table["predicted_hi"]).all()
     assert (table["n_resamples"] > 0).all()
+
+
+def _grid(models):
+    return pd.DataFrame(
+        [{"model": f"gpt2-n{n}-d{d}", "n_layer": n, "d_model": d, "n_params": n * d * d} for n, d in models]
+    )
+
+
+def test_parts_that_leave_out_the_same_models_are_one_part_named_by_each():
+    depths = out_of_sample.parts(_grid([(2, 64), (4, 64), (8, 64)]))
+    assert depths == [("largest size and largest N", ["gpt2-n8-d64"])]
+    square = dict(out_of_sample.parts(_grid([(n, d) for n in (2, 4, 8) for d in (32, 64, 128)])))
+    assert square == {
+        "largest size": ["gpt2-n8-d128"],
+        "largest N": ["gpt2-n8-d128", "gpt2-n8-d32", "gpt2-n8-d64"],
+        "largest D": ["gpt2-n2-d128", "gpt2-n4-d128", "gpt2-n8-d128"],
+    }
 
 
 def test_a_trend_the_data_follow_holds(follows_the_trend):
@@ -102,7 +119,10 @@ def test_figure_names_the_panels_it_does_not_draw(follows_the_trend):
         models=MODELS, depth_effect=1.0, n_effect=0.5, thresholds=(0.05,), seeds=(0,), budget_fraction=2.0, seed=4
     )
     surv = survival.estimate(survival.prepare(summary, networks))
-    table = follows_the_trend.copy()
+    table = pd.concat(
+        [follows_the_trend.assign(left_out="largest size"), follows_the_trend.assign(left_out="largest N")],
+        ignore_index=True,
+    )
     table.loc[table["left_out"] == "largest N", "held"] = pd.NA  # no layer of this part tested
     chart = answer_plots.out_of_sample(table, surv)
     assert {r["panel"] for r in _drawn(chart)} == {"largest size, ε = 0.05"}

@@ -107,7 +107,7 @@ def test_every_censored_cell_has_a_verdict_on_the_page(study):
 
 def test_out_of_sample_check_is_run_and_its_verdicts_stated(study):
     table = study["out_of_sample"]
-    assert "largest N" in set(table["left_out"])
+    assert any("largest N" in part for part in set(table["left_out"]))
     page = (STUDY / "answer.md").read_text()
     for _, r in out_of_sample.verdicts(table).iterrows():
         line = next(x for x in page.splitlines() if x.startswith(f"- {r['left_out']} ({r['models']}): "))

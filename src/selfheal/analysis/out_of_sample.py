@@ -6,7 +6,8 @@ The size grid is the single-layer cells, in the asker's setting (frozen, full, f
 common family that share the most common (S, E): the data axis and the other families are left out, so only N, D
 and the layer's position vary. Three parts are left out in turn (when the grid has more than one level of what is
 left out): the largest model by parameters (``largest size``), every model of the largest N (``largest N``) and
-every model of the largest D (``largest D``).
+every model of the largest D (``largest D``). Parts that leave out the same models are one part, named by all of
+them (``largest size and largest N`` when the largest network is the only one of the largest N).
 
 Per left-out model, layer and threshold:
 
@@ -92,7 +93,10 @@ def parts(grid: pd.DataFrame) -> list[tuple[str, list[str]]]:
         levels = sorted(models[column].astype(int).unique())
         if len(levels) > 2:
             out.append((name, sorted(models.loc[models[column].astype(int) == levels[-1], "model"].astype(str))))
-    return out
+    merged: dict[tuple[str, ...], list[str]] = {}
+    for name, left in out:
+        merged.setdefault(tuple(left), []).append(name)
+    return [(" and ".join(names), list(left)) for left, names in merged.items()]
 
 
 def _interval(values: pd.Series, lo: pd.Series, hi: pd.Series, budget: pd.Series) -> tuple[float, float, float]:
