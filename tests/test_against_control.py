@@ -43,7 +43,7 @@ def _lifted(lift: float):
     curves.loc[control, "val_loss"] *= 1 + lift * curves.loc[control, "examples"] / end
     summary = summary_tables.add_control_crossings(summary, curves)
     tables = answer_tables.compute(summary, curves, networks)
-    return summary, tables, answer_page.page(tables, summary, networks, LINKS).markdown()
+    return summary, tables, answer_page.page(tables, summary, networks, LINKS).markdown(), networks
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +52,7 @@ def lifted():
 
 
 def test_a_lifted_control_brings_the_crossings_earlier(lifted):
-    summary, tables, _ = lifted
+    summary, tables, _, _ = lifted
     rows = summary[summary["recovered"] & summary["control_examples_hi"].notna()]
     assert len(rows)
     assert (rows["control_examples_hi"] <= rows["examples_hi"]).all()
@@ -66,7 +66,7 @@ def test_a_lifted_control_brings_the_crossings_earlier(lifted):
 
 
 def test_the_page_sets_them_beside_the_medians_against_the_baseline(lifted):
-    summary, tables, md = lifted
+    summary, tables, md, _ = lifted
     head = md[md.index("**How sure?**") :].splitlines()[0]
     assert "Measured against its matched control instead" in head
     against = tables["against_control"]
@@ -78,8 +78,27 @@ def test_the_page_sets_them_beside_the_medians_against_the_baseline(lifted):
     assert len(cells) == 6 and cells[4].startswith(answer_page.num(float(at.iloc[0])))
 
 
+def test_the_headline_says_where_the_costliest_layer_differs_against_the_control(lifted):
+    """Where the matched controls reorder the layers (the drift made one layer costliest), the headline's
+    correction says which layer is costliest measured so; where they do not, it adds nothing."""
+    summary, tables, md, networks = lifted
+    head = md[md.index("**How sure?**") :].splitlines()[0]
+    position = md[md.index("**Does the position of L matter?**") :].splitlines()[0]
+    assert "the costliest layer is then" not in head  # the same order as against the baseline
+    assert "the costliest layer is the last in 1 of 1 models" in position
+    reordered = dict(tables)
+    against = tables["against_control"].copy()
+    first, last = against["target"] == "L0", against["target"] == "L1"
+    for column in ("median_examples", "median_fraction"):  # the first layer now costs more than the last
+        against.loc[first, column] = against.loc[last, column].to_numpy() * 2
+    reordered["against_control"] = against
+    md2 = answer_page.page(reordered, summary, networks, LINKS).markdown()
+    head2 = md2[md2.index("**How sure?**") :].splitlines()[0]
+    assert "; the costliest layer is then the first in 1 of 1 models (§8)." in head2
+
+
 def test_a_control_within_eps_min_over_4_leaves_them_off_the_page():
-    _, tables, md = _lifted(0.001)
+    _, tables, md, _ = _lifted(0.001)
     assert len(tables["against_control"])  # measured, and in its table
     assert "Measured against its matched control" not in md
     assert "against the matched control" not in md

@@ -542,6 +542,15 @@ def _costliest(at: pd.DataFrame, unit: str) -> tuple[dict[str, int], int]:
     return counts, models
 
 
+def _costliest_words(counts: dict[str, int], models: int, lead: str = "the costliest layer is") -> str:
+    """'the costliest layer is the first in a of n models, the last in b' (``_costliest``'s counts), or '' where
+    fewer than half the models have a single costliest layer."""
+    if not models or sum(counts.values()) * 2 <= models:
+        return ""
+    found = [f"the {p} in {counts[p]}" for p in ("first", "middle", "last") if counts.get(p)]
+    return f"{lead} {found[0]} of {models} models" + "".join(f", {f}" for f in found[1:])
+
+
 def _position_answer(v: _View, rows: pd.DataFrame, unit: str, eps_pair: list[float], setting: tuple) -> str:
     """At the asker's ε the medians by position (``_by_position``); which layer is costliest per model, how many
     first layers' medians lie beyond the budget against the other layers' (at the other ε: the medians by position
@@ -555,11 +564,9 @@ def _position_answer(v: _View, rows: pd.DataFrame, unit: str, eps_pair: list[flo
         counts, models = _costliest(at, unit)
         if not models:
             continue
-        if sum(counts.values()) * 2 > models:  # most models have a single costliest layer
-            found = [f"the {p} in {counts[p]}" for p in ("first", "middle", "last") if counts.get(p)]
-            costliest[eps] = f"the costliest layer is {found[0]} of {models} models" + "".join(
-                f", {f}" for f in found[1:]
-            )
+        words = _costliest_words(counts, models)
+        if words:
+            costliest[eps] = words
         first = at[at["position"] == "first"][f"median_{unit}"].astype(float)
         others = at[at["position"].isin(["middle", "last"])][f"median_{unit}"].astype(float)
         if np.isinf(first).any() or np.isinf(others).any():
@@ -1021,7 +1028,7 @@ def _headline(doc: Page, v: _View) -> None:
         if beyond
         else (f" Retraining alone keeps an intact network within ± {100 * eps_min / 4:g} % (§8)." if len(worst) else "")
     )
-    against = _against_control_words(v, setting, eps_min) if beyond else ""
+    against = _against_control_words(v, setting, eps_min, rows[rows["threshold"] == eps_min], unit) if beyond else ""
     lr_words = lr_headline_words(v.tables.get("lr_sensitivity"), lambda r: _unit(r, v.networks))
     items.append(f"**How sure?** {_clusters_sentence(v.healed)}{drift_words}{against}{lr_words}")
     doc.ul(items)
@@ -1811,9 +1818,13 @@ def _against_control(v: _View, setting: tuple | None, eps: float) -> pd.DataFram
     return rows[(rows["threshold"] == eps) & rows["model"].isin(set(_estimated(v.networks)["model"]))]
 
 
-def _against_control_words(v: _View, setting: tuple | None, eps: float) -> str:
+def _against_control_words(
+    v: _View, setting: tuple | None, eps: float, baseline: pd.DataFrame | None = None, baseline_unit: str = ""
+) -> str:
     """' Measured against its matched control instead ..., one reset layer needs a median a to b ... (c to d × from
-    scratch)': the headline's correction for what the retraining itself does, or '' without such medians."""
+    scratch)': the headline's correction for what the retraining itself does, or '' without such medians. Where
+    the costliest layer per model measured so differs from the one ``baseline`` (the same ε's medians against the
+    baseline, in ``baseline_unit``) gives, the sentence says so: the position verdict's exceptions can be drift."""
     rows = _against_control(v, setting, eps)
     if not len(rows):
         return ""
@@ -1825,6 +1836,11 @@ def _against_control_words(v: _View, setting: tuple | None, eps: float) -> str:
     cost = f"a median {finite} {_unit_after(unit)}" + (f", {times} × from scratch" if times else "") if finite else ""
     if beyond:
         cost += (", and " if cost else "") + f"beyond the budget for {beyond} of {total} (model, layer) pairs"
+    if baseline is not None and len(baseline):  # the same models, so only the measure differs
+        baseline = baseline[baseline["model"].isin(set(rows["model"]))]
+        then = _costliest_words(*_costliest(rows, unit), lead="the costliest layer is then")
+        if then and _costliest(rows, unit) != _costliest(baseline, baseline_unit):
+            cost += f"; {then}"
     return (
         f" Measured against its matched control instead (the intact network retrained the same way, at the same "
         f"examples), one reset layer is back within {_eps_words(eps)} at {cost} (§8)."
