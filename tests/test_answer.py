@@ -848,6 +848,29 @@ def test_the_size_grid_is_the_most_common_family_s():
     assert only_bart in sizes, sizes
 
 
+def test_the_size_answer_says_when_the_sizes_reach_the_same_loss():
+    """When every pair of depths ends apart by no more than its networks' spread, the N answer says that the
+    depths reach one loss (a deeper network is not a better-fitting one); when the deepest fits better by more
+    than that spread, it does not."""
+    models = (("gpt2-n2-d64", 2, 64), ("gpt2-n4-d64", 4, 64), ("gpt2-n8-d64", 8, 64))
+    summary, curves, networks = synthetic(models=models, thresholds=(0.05,), seed=3)
+    networks["baseline_loss"] = 4.0 + 0.01 * networks["pretrain_seed"] + 0.004 * networks["n_layer"] / 8
+
+    def sizes(nets):
+        md = answer_page.page(answer_tables.compute(summary, curves, nets), summary, nets, LINKS).markdown()
+        return next(line for line in answer.headline(md).splitlines() if line.startswith("- **Do N and D matter?**"))
+
+    means = networks.groupby("model")["baseline_loss"].mean()
+    said = sizes(networks)
+    assert (
+        f"and the depths reach the same validation loss (means {means.min():.3f} to {means.max():.3f} nats" in said
+    ), said
+    assert "a deeper network here is not a better-fitting one; D is not determined" in said
+    better = networks.copy()
+    better.loc[better["model"] == "gpt2-n8-d64", "baseline_loss"] -= 0.2  # the deepest fits S better
+    assert "reach the same validation loss" not in sizes(better)
+
+
 def test_a_still_falling_cell_is_projected_at_its_last_rate_of_fall():
     """answer_tables.projected_examples: a cell back within ε costs its crossing; one still falling at its budget is
     projected to where its fall over the last doubling of examples would take it (end examples x 2^(gap / fall));

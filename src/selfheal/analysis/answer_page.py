@@ -718,6 +718,35 @@ def _size_family(v: _View) -> tuple[pd.DataFrame, str]:
     return healed[healed["family_kind"].astype(str) == family], family
 
 
+SIZE_WORDS = {"n_layer": ("depths", "deeper"), "d_model": ("widths", "wider")}
+
+
+def _same_loss(v: _View, column: str) -> str:
+    """', and the depths reach the same validation loss (...)' where every pair of the size grid's models that differ
+    only in ``column`` (``size_ordering``) has baselines apart by no more than their networks' spread, so that the
+    size axis varies the architecture at one loss; '' otherwise, or with one network per model."""
+    order = v.ordering
+    if not len(order):
+        return ""
+    models = set(_size_family(v)[0]["model"].astype(str))
+    pairs = order[
+        (order["varied"] == column)
+        & order["model_a"].astype(str).isin(models)
+        & order["model_b"].astype(str).isin(models)
+    ]
+    if not len(pairs) or (pairs["n_seeds"] < 2).any():
+        return ""
+    if (pairs["difference"].abs() > pairs["seed_spread"]).any():
+        return ""
+    means = pd.concat([pairs["mean_loss_a"], pairs["mean_loss_b"]]).astype(float)
+    plural, larger = SIZE_WORDS[column]
+    return (
+        f", and the {plural} reach the same validation loss (means {means.min():.3f} to {means.max():.3f} nats, "
+        f"within their networks' spread of up to {float(pairs['seed_spread'].max()):.3f}): a {larger} network here "
+        "is not a better-fitting one"
+    )
+
+
 def _size_answer(v: _View, setting: tuple, eps_pair: list[float]) -> str:
     fit = _pick(v.fit, setting) if len(v.fit) else v.fit
     out = []
@@ -744,7 +773,7 @@ def _size_answer(v: _View, setting: tuple, eps_pair: list[float]) -> str:
                 )
             else:
                 words.append(f"not determined at ε = {_eps_words(r['threshold'])} ({scaling.REASONS[r['reason']]})")
-        out.append(f"larger {letter} ({', '.join(map(str, values))}): " + ", ".join(words))
+        out.append(f"larger {letter} ({', '.join(map(str, values))}): " + ", ".join(words) + _same_loss(v, column))
     return "**Do N and D matter?** " + "; ".join(p[0].upper() + p[1:] if i == 0 else p for i, p in enumerate(out)) + "."
 
 
