@@ -953,6 +953,35 @@ def test_related_work_counts_only_cells_the_reset_damaged():
     assert "(0 of 1 layer groups beyond the budget; 1 never damaged beyond ε)" in costs
 
 
+def test_each_median_is_a_cost_a_refusal_not_answered_or_no_cost():
+    """answer_page.median_answers: a (model, layer) median beyond the budget refuses when its cells stalled (or
+    diverged) at least as often as they were still falling, and is not answered otherwise; one never damaged has
+    no cost. §2 gives the counts per ε for the grid's medians."""
+    inf, nan = float("inf"), float("nan")
+    medians = pd.DataFrame(
+        {
+            "median_examples": [100.0, inf, inf, inf, nan],
+            "n_stalled": [0, 2, 1, 0, 0],
+            "n_diverged": [0, 0, 0, 1, 0],
+            "n_still_falling": [0, 1, 2, 1, 0],
+        }
+    )
+    assert answer_page.median_answers(medians) == {"finite": 1, "refuses": 2, "not_answered": 1, "not_damaged": 1}
+    summary, curves, networks = synthetic(thresholds=(0.01, 0.1), budget_fraction=0.05, seed=5)
+    tables = answer_tables.compute(summary, curves, networks)
+    section = answer_page.page(tables, summary, networks, LINKS).markdown().split("## 2.")[1].split("## 3.")[0]
+    surv = tables["survival"]
+    counts = {}
+    for eps in (0.01, 0.1):
+        at = surv[(surv["kind"] == "layer") & (surv["threshold"] == eps) & (surv["init"] == "fresh")]
+        at = at[(at["regime"] == "frozen") & (at["policy"] == "full")]
+        counts[eps] = n = answer_page.median_answers(at)
+        assert sum(n.values()) == len(at)
+        row = f"| full | {eps:g} | {len(at)} | {n['finite']} ("
+        assert row in section and f"| {n['not_damaged']} |" in section, (row, section)
+    assert counts[0.1]["finite"] and counts[0.1]["not_answered"]  # this short budget: some back, some still falling
+
+
 def test_single_layers_still_falling_are_projected_in_the_refusal_sentence():
     """The headline's refusal bullet: the damaged single-layer cells still falling at their budget, where their last
     rate of fall would reach ε, over their network's own from-scratch cost (summary's scratch_examples), to two

@@ -1206,7 +1206,43 @@ def _refusals(doc: Page, v: _View) -> None:
             )
     head = ["policy", "ε", "cells", "not back (censored)", "stalled", "still falling", "diverged"]
     doc.table(head + ["ended above the baseline"], body)
+    _median_answers(doc, v)
     _not_back_cells(doc, v)
+
+
+def median_answers(medians: pd.DataFrame) -> dict[str, int]:
+    """How the single-layer (model, layer) medians of one policy and ε end: ``finite`` (a cost), ``refuses``
+    (beyond the budget, its cells stalled or diverged at least as often as still falling: an answer, by the stall
+    rule), ``not_answered`` (beyond the budget, more of its cells still falling: the budget ended first) and
+    ``not_damaged`` (no cell left the ε band: no cost)."""
+    med = medians["median_examples"].astype(float)
+    beyond = medians[np.isinf(med)]
+    falling = beyond["n_still_falling"] > beyond["n_stalled"] + beyond["n_diverged"]
+    return {
+        "finite": int(np.isfinite(med).sum()),
+        "refuses": int((~falling).sum()),
+        "not_answered": int(falling.sum()),
+        "not_damaged": int(med.isna().sum()),
+    }
+
+
+def _median_answers(doc: Page, v: _View) -> None:
+    """Per policy and ε: how the (model, layer) medians of §1 end (``median_answers``)."""
+    body = []
+    for setting in v.settings:
+        for eps, g in _pick(v.layers, setting).groupby("threshold", sort=True):
+            n = median_answers(g)
+            body.append(
+                [setting[1], f"{eps:g}", str(len(g))]
+                + [f"{n[k]} ({pct(n[k] / len(g))})" for k in ("finite", "refuses", "not_answered")]
+                + [str(n["not_damaged"])]
+            )
+    doc.p(
+        "The same per (model, layer) median of §1: a finite cost; beyond the budget with its cells stalled (it "
+        "refuses, by the stall rule); beyond the budget with more of its cells still falling (not answered: the "
+        "budget ended first); or never damaged beyond ε (no cost)."
+    )
+    doc.table(["policy", "ε", "medians", "finite", "refuses", "not answered", "not damaged"], body)
 
 
 NOT_BACK_WORDS = {
