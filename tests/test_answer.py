@@ -956,7 +956,7 @@ def test_related_work_counts_only_cells_the_reset_damaged():
 def test_each_median_is_a_cost_a_refusal_not_answered_or_no_cost():
     """answer_page.median_answers: a (model, layer) median beyond the budget refuses when its cells stalled (or
     diverged) at least as often as they were still falling, and is not answered otherwise; one never damaged has
-    no cost. §2 gives the counts per ε for the grid's medians."""
+    no cost. §2 says how the grid's medians end at the smallest and the largest ε."""
     inf, nan = float("inf"), float("nan")
     medians = pd.DataFrame(
         {
@@ -977,8 +977,9 @@ def test_each_median_is_a_cost_a_refusal_not_answered_or_no_cost():
         at = at[(at["regime"] == "frozen") & (at["policy"] == "full")]
         counts[eps] = n = answer_page.median_answers(at)
         assert sum(n.values()) == len(at)
-        row = f"| full | {eps:g} | {len(at)} | {n['finite']} ("
-        assert row in section and f"| {n['not_damaged']} |" in section, (row, section)
+        said = f"at ε = {answer_page._eps_words(eps)}, {n['finite']} of {len(at)} a finite cost"
+        said += f", {n['not_answered']} not answered (beyond the budget, still falling)"
+        assert said in section, (said, section)
     assert counts[0.1]["finite"] and counts[0.1]["not_answered"]  # this short budget: some back, some still falling
 
 

@@ -150,6 +150,7 @@ def test_the_page_is_generated_from_the_shipped_tables_and_short(study):
     assert answer_page.page(tables, study["summary"], study["networks"], links).markdown() == page
     head = answer.headline(page)
     assert len(head.splitlines()) < 40
+    assert len(page.encode()) < 25_000  # it reads in minutes (the earlier study's page kept to this too)
 
 
 def test_readme_headline_is_the_study_page_headline():

@@ -1227,22 +1227,32 @@ def median_answers(medians: pd.DataFrame) -> dict[str, int]:
 
 
 def _median_answers(doc: Page, v: _View) -> None:
-    """Per policy and ε: how the (model, layer) medians of §1 end (``median_answers``)."""
-    body = []
+    """At the smallest and the largest ε, as §1 shows them: how the (model, layer) medians end
+    (``median_answers``), one sentence per setting."""
+    lines = []
     for setting in v.settings:
-        for eps, g in _pick(v.layers, setting).groupby("threshold", sort=True):
-            n = median_answers(g)
-            body.append(
-                [setting[1], f"{eps:g}", str(len(g))]
-                + [f"{n[k]} ({pct(n[k] / len(g))})" for k in ("finite", "refuses", "not_answered")]
-                + [str(n["not_damaged"])]
-            )
-    doc.p(
-        "The same per (model, layer) median of §1: a finite cost; beyond the budget with its cells stalled (it "
-        "refuses, by the stall rule); beyond the budget with more of its cells still falling (not answered: the "
-        "budget ended first); or never damaged beyond ε (no cost)."
-    )
-    doc.table(["policy", "ε", "medians", "finite", "refuses", "not answered", "not damaged"], body)
+        rows = _pick(v.layers, setting)
+        if not len(rows):
+            continue
+        eps = sorted(set(rows["threshold"].astype(float)))
+        said = []
+        for e in dict.fromkeys([eps[0], eps[-1]]):
+            at = rows[rows["threshold"] == e]
+            n = median_answers(at)
+            parts = [f"{n['finite']} of {len(at)} a finite cost"] + [
+                f"{n[k]} {word}"
+                for k, word in (
+                    ("refuses", "refuse (beyond the budget, stalled)"),
+                    ("not_answered", "not answered (beyond the budget, still falling)"),
+                    ("not_damaged", "never damaged beyond ε (no cost)"),
+                )
+                if n[k]
+            ]
+            said.append(f"at ε = {_eps_words(e)}, " + ", ".join(parts))
+        lead = f"{_setting_words(setting)}: " if len(v.settings) > 1 else ""
+        lines.append(lead + "; ".join(said))
+    if lines:
+        doc.p("The (model, layer) medians of §1: " + ". ".join(lines) + ".")
 
 
 NOT_BACK_WORDS = {
