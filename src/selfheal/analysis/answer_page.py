@@ -1322,9 +1322,13 @@ def _not_back_cells(doc: Page, v: _View) -> None:
 
 
 def _fit_table(doc: Page, fit: pd.DataFrame, settings: list[tuple], terms: list[str]) -> None:
-    """The fit's determined coefficients as a table; the terms it does not determine, one line per setting and
-    reason that names them."""
+    """The fit's determined coefficients at the smallest and largest ε (as §1 and the headline; every ε:
+    ``answer/fit.parquet`` and the effects figure) as a table; the terms it does not determine there, one line per
+    setting and reason that names them."""
     rows = fit[fit["term"].isin(terms)] if len(fit) else fit
+    if len(rows):
+        eps = sorted(set(rows["threshold"].astype(float)))
+        rows = rows[rows["threshold"].astype(float).isin({eps[0], eps[-1]})]
     shown = [s for s in settings if len(_pick(rows, s)) and _pick(rows, s)["determined"].any()]
     body, missing = [], {}
     for setting in settings:
@@ -1383,7 +1387,8 @@ def _position(doc: Page, v: _View) -> None:
         f": the first and the last layer, each against the layers between them (the middle layers), and the depth "
         f"among the middle layers from the second layer to the second-to-last (measured only in networks with two "
         f"or more middle layers). A term whose cells are all beyond the budget is not determined and its cells "
-        f"leave the fit (column 'cells left out'), so the other terms speak for the layers that stay. {FIT_LEGEND}"
+        f"leave the fit (column 'cells left out'), so the other terms speak for the layers that stay. At the "
+        f"smallest and largest ε (every ε: `answer/fit.parquet` and the plot). {FIT_LEGEND}"
         + (
             " Where no network of a fit has middle layers (N ≤ 2), its first-layer term compares the first layer "
             "with the last."
