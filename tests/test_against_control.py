@@ -97,6 +97,40 @@ def test_the_headline_says_where_the_costliest_layer_differs_against_the_control
     assert "; the costliest layer is then the first in 1 of 1 models (§8)." in head2
 
 
+def test_control_drift_says_when_each_control_first_left_the_bound():
+    """answer_tables.control_drift: with the smallest ε, how many of a network's matched controls ever moved beyond
+    ± ε_min / 4 (either way) and the median of the examples at which each first did."""
+    base = 4.0
+    rows = []
+    for target, losses in (
+        ("L0", [base, base * 1.001, base * 1.003, base * 1.004]),  # leaves at 200
+        ("L1", [base, base * 0.999, base * 0.998, base * 0.996]),  # leaves at 400, below the baseline
+        ("L2", [base, base * 1.001, base * 1.002, base * 1.001]),  # never
+    ):
+        for examples, loss in zip((0, 100, 200, 400), losses):
+            rows.append(
+                {"kind": "recovery", "init": "trained", "model": MODEL, "pretrain_seed": 0, "regime": "frozen"}
+                | {"target": target, "policy": "full", "seed": 0, "examples": examples, "val_loss": loss}
+            )
+    curves = pd.DataFrame(rows)
+    networks = pd.DataFrame({"model": [MODEL], "pretrain_seed": [0], "baseline_loss": [base]})
+    drift = answer_tables.control_drift(curves, networks, 0.01).iloc[0]
+    assert drift["n_controls"] == 3 and drift["n_beyond"] == 2
+    assert drift["beyond_examples"] == 300.0  # the median of 200 and 400
+    without = answer_tables.control_drift(curves, networks).iloc[0]
+    assert pd.isna(without["n_beyond"]) and np.isnan(without["beyond_examples"])
+
+
+def test_the_caveat_says_when_the_drift_sets_in(lifted):
+    _, tables, md, networks = lifted
+    drift = tables["control_drift"]
+    caveat = next(line for line in md.splitlines() if line.startswith("- Retraining alone (the matched"))
+    rows = drift.merge(networks[["model", "pretrain_seed", "pretrain_examples"]], on=["model", "pretrain_seed"])
+    onset = rows["beyond_examples"] / rows["pretrain_examples"]
+    said = f"({int(drift['n_beyond'].sum())} of {int(drift['n_controls'].sum())} controls passed it, after a median "
+    assert said + f"{answer_page.num(float(onset.median()))} of S × E of retraining over the networks" in caveat
+
+
 def test_a_control_within_eps_min_over_4_leaves_them_off_the_page():
     _, tables, md, _ = _lifted(0.001)
     assert len(tables["against_control"])  # measured, and in its table

@@ -1882,8 +1882,31 @@ def _controls_sentence(v: _View) -> str:
     return (
         text
         + (f" in {', '.join(inside)}" if inside else " in no model")
-        + f"; more in {', '.join(outside)}: there a healed layer also has to overcome what the retraining itself "
-        f"adds, so its costs at ε = {_eps_words(eps_min)} lean high."
+        + f"; more in {', '.join(outside)}{_drift_onset(v, {m for m, w in worst.items() if abs(w) > bound})}: there a healed layer also has to overcome what the "
+        f"retraining itself adds, so its costs at ε = {_eps_words(eps_min)} lean high."
+    )
+
+
+def _drift_onset(v: _View, models: set[str]) -> str:
+    """' (k of n controls passed it, after a median m of S × E of retraining over the networks; per network a to
+    b)': when the drift sets in (each network's median first crossing of ± ε_min / 4, ``control_drift``'s
+    n_beyond and beyond_examples, over its S × E) in ``models``, or '' where the table or the networks' S × E
+    cannot say."""
+    drift = v.tables.get("control_drift", pd.DataFrame())
+    if "beyond_examples" not in drift.columns or "pretrain_examples" not in v.networks.columns:
+        return ""
+    used = _estimated(v.networks)[["model", "pretrain_seed", "pretrain_examples"]]
+    rows = drift.merge(used, on=["model", "pretrain_seed"])
+    rows = rows[rows["model"].isin(models)]
+    if not len(rows) or rows["n_beyond"].isna().all():
+        return ""
+    onset = (rows["beyond_examples"].astype(float) / rows["pretrain_examples"].astype(float)).dropna()
+    if not len(onset):
+        return ""
+    spread = f"; per network {span(onset)}" if len(onset) > 1 else ""
+    return (
+        f" ({int(rows['n_beyond'].sum())} of {int(rows['n_controls'].sum())} controls passed it, after a median "
+        f"{num(float(onset.median()))} of S × E of retraining over the networks{spread})"
     )
 
 

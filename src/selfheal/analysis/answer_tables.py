@@ -138,6 +138,8 @@ CONTROL_DRIFT_COLUMNS = [
     "drift_min",
     "drift_max",
     "drift_worst",
+    "n_beyond",
+    "beyond_examples",
 ]
 SIZE_ORDERING_COLUMNS = [
     "model_a",
@@ -546,7 +548,7 @@ def compute(
         "pretrain_reference": ref,
         "networks_flags": flags(cells, networks),
         "size_ordering": size_ordering(networks),
-        "control_drift": control_drift(curves, networks),
+        "control_drift": control_drift(curves, networks, float(min(thresholds)) if thresholds else None),
         "against_control": against,
         "out_of_sample": out_of_sample.check(cells, surv, workers=workers),
         "encoder_decoder": encoder_decoder(surv, ref, networks, cells, against),
@@ -728,11 +730,13 @@ def _ratio(cost, scratch: float) -> float:
     return cost / scratch
 
 
-def control_drift(curves: pd.DataFrame, networks: pd.DataFrame) -> pd.DataFrame:
+def control_drift(curves: pd.DataFrame, networks: pd.DataFrame, eps_min: float | None = None) -> pd.DataFrame:
     """How far training alone moves each network's loss: per network and regime, its matched no-reset controls
     (the reset cells' tensors trained from their trained values, init ``trained``) at the end of their runs, as
     val loss / baseline − 1 (negative: training alone went below the baseline). A network off its plateau shows
-    here how much of a cell's "recovery" further training could account for."""
+    here how much of a cell's "recovery" further training could account for. With ``eps_min`` (the smallest ε):
+    how many controls ever moved beyond ± eps_min / 4 (the method's bound), and the median of the examples at
+    which each of them first did (when the drift sets in)."""
     rec = curves[(curves["kind"] == "recovery") & (curves["init"] == survival.MATCHED_CONTROL_INIT)]
     out = []
     for (model, ps, regime), group in rec.groupby(["model", "pretrain_seed", "regime"], sort=True):
@@ -743,7 +747,10 @@ def control_drift(curves: pd.DataFrame, networks: pd.DataFrame) -> pd.DataFrame:
         ends = group.sort_values("examples").groupby(["target", "policy", "seed"]).tail(1)
         drift = ends["val_loss"].astype(float) / baseline - 1
         # every evaluation after the start, not only the ends: the largest move either way
-        along = group[group["examples"].astype(float) > 0]["val_loss"].astype(float) / baseline - 1
+        after = group[group["examples"].astype(float) > 0]
+        along = after["val_loss"].astype(float) / baseline - 1
+        beyond = after[np.abs(along) > eps_min / 4] if eps_min is not None else after.iloc[:0]
+        onsets = beyond.groupby(["target", "policy", "seed"])["examples"].min().astype(float)
         out.append(
             {
                 "model": model,
@@ -756,9 +763,13 @@ def control_drift(curves: pd.DataFrame, networks: pd.DataFrame) -> pd.DataFrame:
                 "drift_min": float(drift.min()),
                 "drift_max": float(drift.max()),
                 "drift_worst": float(along.iloc[np.abs(along.to_numpy()).argmax()]) if len(along) else math.nan,
+                "n_beyond": len(onsets) if eps_min is not None else pd.NA,
+                "beyond_examples": float(onsets.median()) if len(onsets) else math.nan,
             }
         )
-    return pd.DataFrame(out, columns=CONTROL_DRIFT_COLUMNS)
+    table = pd.DataFrame(out, columns=CONTROL_DRIFT_COLUMNS)
+    table["n_beyond"] = table["n_beyond"].astype("Int64")
+    return table
 
 
 def against_control(cells: pd.DataFrame) -> pd.DataFrame:
