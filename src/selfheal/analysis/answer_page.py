@@ -1900,13 +1900,15 @@ def _drift_onset(v: _View, models: set[str]) -> str:
     rows = rows[rows["model"].isin(models)]
     if not len(rows) or rows["n_beyond"].isna().all():
         return ""
-    onset = (rows["beyond_examples"].astype(float) / rows["pretrain_examples"].astype(float)).dropna()
+    unit = _unit(rows, v.networks)  # a model you bring: examples, never its adaptation as S × E
+    onset = rows["beyond_examples"].astype(float)
+    onset = (onset / rows["pretrain_examples"].astype(float) if unit == "fraction" else onset).dropna()
     if not len(onset):
         return ""
     spread = f"; per network {span(onset)}" if len(onset) > 1 else ""
     return (
         f" ({int(rows['n_beyond'].sum())} of {int(rows['n_controls'].sum())} controls passed it, after a median "
-        f"{num(float(onset.median()))} of S × E of retraining over the networks{spread})"
+        f"{num(float(onset.median()))} {_unit_after(unit)} of retraining over the networks{spread})"
     )
 
 
