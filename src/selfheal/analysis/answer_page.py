@@ -1879,11 +1879,12 @@ def _controls_sentence(v: _View) -> str:
     )
     if not outside:
         return text + f" in every model (worst: {', '.join(inside)})."
+    onset = _drift_onset(v, {m for m, w in worst.items() if abs(w) > bound})
     return (
         text
         + (f" in {', '.join(inside)}" if inside else " in no model")
-        + f"; more in {', '.join(outside)}{_drift_onset(v, {m for m, w in worst.items() if abs(w) > bound})}: there a healed layer also has to overcome what the "
-        f"retraining itself adds, so its costs at ε = {_eps_words(eps_min)} lean high."
+        + f"; more in {', '.join(outside)}{onset}: there a healed layer also has to overcome what the retraining "
+        f"itself adds, so its costs at ε = {_eps_words(eps_min)} lean high."
     )
 
 
