@@ -977,7 +977,7 @@ def test_each_median_is_a_cost_a_refusal_not_answered_or_no_cost():
         at = at[(at["regime"] == "frozen") & (at["policy"] == "full")]
         counts[eps] = n = answer_page.median_answers(at)
         assert sum(n.values()) == len(at)
-        said = f"at ε = {answer_page._eps_words(eps)}, {n['finite']} of {len(at)} a finite cost"
+        said = f"at ε = {answer_page._eps_words(eps)}, {n['finite']} of {len(at)} finite"
         said += f", {n['not_answered']} not answered (beyond the budget, still falling)"
         assert said in section, (said, section)
     assert counts[0.1]["finite"] and counts[0.1]["not_answered"]  # this short budget: some back, some still falling

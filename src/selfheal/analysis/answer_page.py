@@ -1239,7 +1239,7 @@ def _median_answers(doc: Page, v: _View) -> None:
         for e in dict.fromkeys([eps[0], eps[-1]]):
             at = rows[rows["threshold"] == e]
             n = median_answers(at)
-            parts = [f"{n['finite']} of {len(at)} a finite cost"] + [
+            parts = [f"{n['finite']} of {len(at)} finite"] + [
                 f"{n[k]} {word}"
                 for k, word in (
                     ("refuses", "refuse (beyond the budget, stalled)"),
