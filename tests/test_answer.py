@@ -543,6 +543,11 @@ def test_an_aside_reset_never_damaged_beyond_eps_says_so():
     )
     text = answer_page._aside_cost(some)
     assert "n/a" not in text and text.endswith("1 of 3 not damaged beyond ε"), text
+    # against its matched control: said where it differs, not repeated where it is the same number
+    differs = pd.Series({**some, "n_not_damaged": 0, "control_median": 0.15, "control_relative_to_scratch": 0.19})
+    assert answer_page._aside_cost(differs).endswith("; vs. control 0.15 (0.19 ×)")
+    same = pd.Series({**differs, "control_median": 0.2, "control_relative_to_scratch": 0.25})
+    assert "vs. control" not in answer_page._aside_cost(same)
 
 
 def test_a_readme_with_two_headlines_gets_each_from_its_own_page(tmp_path, deeper_costs_more):
@@ -822,7 +827,7 @@ def test_the_swap_answer_says_each_swap_against_from_scratch_with_its_verdict():
     assert "The lr check" not in said
     # the aside's table gives the same verdicts
     row = aside[(aside["item"] == "donor_swap_frozen") & (aside["threshold"] == 0.01)].iloc[0]
-    assert answer_page._aside_cost(row).endswith("(more than 2.5 ×); stalled")
+    assert answer_page._aside_cost(row).endswith("(> 2.5 ×); stalled")
 
 
 def test_the_size_grid_is_the_most_common_family_s():

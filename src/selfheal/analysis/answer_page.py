@@ -1704,10 +1704,12 @@ def _aside(doc: Page, v: _View) -> None:
         f"The curves against pretraining from scratch: [plot]({v.plot_links['answer_aside']}). "
         "Regime `frozen`, init `fresh` (a swap's gated rows: `zero_out`): the median cost [95 % interval] of each "
         "reset beyond one layer (one layer: §1), and pretraining from scratch to the same loss: the median over the "
-        "networks [least, most]; after each cost, the median as a multiple of that from-scratch cost. Beyond the "
-        "budget, whether the cells stalled or were still falling, and for those still falling where their last "
-        "rate of fall (over the last doubling of examples) would reach ε, × from scratch: a guess, and an "
-        "optimistic one, since a recovery curve falls less with each doubling."
+        "networks [least, most]; after each cost, the median as a multiple of that from-scratch cost (`> B (> r ×)`: "
+        "beyond the budget, r × from scratch). Beyond the budget, whether the cells stalled or were still falling, "
+        "and for those still falling where their last rate of fall (over the last doubling of examples) would reach "
+        "ε, `(≈ r ×)` from scratch: a guess, and an optimistic one, since a recovery curve falls less with each "
+        "doubling. `vs. control`: against its matched control, where that differs (the same tensors retrained from "
+        "their trained values; for a frozen encoder's swap, the intact network's cross-attention)."
     )
     for model, rows in aside.groupby("model", sort=True):
         eps_list = sorted(rows["threshold"].unique())
@@ -1740,7 +1742,7 @@ def _aside_cost(r: pd.Series) -> str:
     partly = 0 < r["n_censored"] < r["n_cells"]
     rel = float(r.get("relative_to_scratch", math.nan))
     times = (
-        f" (more than {num(float(r['budget_relative_to_scratch']))} ×)"
+        f" (> {num(float(r['budget_relative_to_scratch']))} ×)"
         if math.isinf(rel) and math.isfinite(float(r.get("budget_relative_to_scratch", math.nan)))
         else f" ({num(rel)} ×)"
         if math.isfinite(rel) and r["item"] != "scratch"
@@ -1752,9 +1754,8 @@ def _aside_cost(r: pd.Series) -> str:
     )
     against = (
         ""
-        if math.isnan(control)
-        else f"; against its matched control {_one(control)}"
-        + (f" ({num(control_rel)} ×)" if math.isfinite(control_rel) else "")
+        if math.isnan(control) or _one(control) == _one(value)  # the same number against the control: said once
+        else f"; vs. control {_one(control)}" + (f" ({num(control_rel)} ×)" if math.isfinite(control_rel) else "")
     )
     return (
         text
@@ -1767,7 +1768,7 @@ def _aside_cost(r: pd.Series) -> str:
 
 
 def _projection(r: pd.Series, short: bool = False) -> str:
-    """': at its last rate of fall, about r ×' (short: ', ≈ r × at its last rate') for an aside row beyond the
+    """': at its last rate of fall, about r ×' (short: ' (≈ r ×)') for an aside row beyond the
     budget with a cell still falling (``answer_tables.projected_examples``, over the from-scratch cost: a guess, and
     an optimistic one), else ''."""
     rel = float(r.get("projected_relative", math.nan))
@@ -1775,7 +1776,7 @@ def _projection(r: pd.Series, short: bool = False) -> str:
         return ""
     about = "never" if math.isinf(rel) else f"about {_two_digits(rel)} ×"
     if short:
-        return ", never at its last rate" if math.isinf(rel) else f", ≈ {_two_digits(rel)} × at its last rate"
+        return " (never, at its last rate)" if math.isinf(rel) else f" (≈ {_two_digits(rel)} ×)"
     return f": at its last rate of fall, {about}"
 
 
