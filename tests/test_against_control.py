@@ -72,10 +72,15 @@ def test_the_page_sets_them_beside_the_medians_against_the_baseline(lifted):
     against = tables["against_control"]
     at = against[against["threshold"] == 0.01]["median_fraction"].astype(float)
     assert f"a median {answer_page.span(at[np.isfinite(at)])} of S × E" in head
-    caveat = md[md.index("measured against each cell's matched control") :]
-    row = next(line for line in caveat.splitlines() if line.startswith(f"| {MODEL} | L0 (first) |"))
+    # §1 sets each layer's median against its matched control beside the one against the baseline, at ε_min
+    costs = md[md.index("## 1. ") : md.index("## 2. ")]
+    assert "| model | reset | ε = 0.01 | ε = 0.01, vs. matched control | ε = 0.1 |" in costs
+    row = next(line for line in costs.splitlines() if line.startswith(f"| {MODEL} | L0 (first) |"))
     cells = [c.strip() for c in row.strip("|").split("|")]
-    assert len(cells) == 6 and cells[4].startswith(answer_page.num(float(at.iloc[0])))
+    assert len(cells) == 5 and cells[3].startswith(answer_page.num(float(at.iloc[0])))
+    every = next(line for line in costs.splitlines() if line.startswith(f"| {MODEL} | every layer |"))
+    assert every.split("|")[4].strip() == "—"  # no matched control for resetting every layer
+    assert "vs. matched control" not in md[md.index("## 8. ") :]  # said once, in §1
 
 
 def test_the_headline_says_where_the_costliest_layer_differs_against_the_control(lifted):
@@ -94,7 +99,7 @@ def test_the_headline_says_where_the_costliest_layer_differs_against_the_control
     reordered["against_control"] = against
     md2 = answer_page.page(reordered, summary, networks, LINKS).markdown()
     head2 = md2[md2.index("**How sure?**") :].splitlines()[0]
-    assert "; the costliest layer is then the first in 1 of 1 models (§8)." in head2
+    assert "; the costliest layer is then the first in 1 of 1 models (§1, §8)." in head2
 
 
 def test_control_drift_says_when_each_control_first_left_the_bound():
@@ -135,7 +140,7 @@ def test_a_control_within_eps_min_over_4_leaves_them_off_the_page():
     _, tables, md, _ = _lifted(0.001)
     assert len(tables["against_control"])  # measured, and in its table
     assert "Measured against its matched control" not in md
-    assert "against the matched control" not in md
+    assert "vs. matched control" not in md
 
 
 def test_tables_without_the_columns_give_an_empty_table():
@@ -190,4 +195,31 @@ def test_a_frozen_encoder_swap_is_read_against_the_retrained_cross_attention():
     md = answer_page.page(tables, summary, networks, LINKS).markdown()
     assert "against its matched control (the intact network's cross-attention retrained the same way)" in md
     # the single-layer medians against the matched controls leave the swap out
-    assert "swap-tinydonor" not in md[md.index("measured against each cell's matched control") :].split("\n\n")[1]
+    assert "swap-tinydonor" not in md[md.index("## 1. ") : md.index("## 2. ")]
+
+
+def test_the_headline_names_the_drifting_models_or_says_all_of_them():
+    """The headline's drift sentence lists each model beyond ε_min / 4 with its worst move, and where every model
+    of three or more drifted up, says so in one phrase with the range of their worst moves."""
+    models = (("gpt2-n2-d64", 2, 64), ("gpt2-n3-d64", 3, 64), ("gpt2-n4-d64", 4, 64))
+    summary, curves, networks = synthetic(models=models, thresholds=(0.01, 0.1), seed=3)
+    control = curves["init"].eq("trained")
+    end = curves.loc[control, "examples"].max()
+    lifts = curves["model"].map({"gpt2-n2-d64": 0.006, "gpt2-n3-d64": 0.008, "gpt2-n4-d64": 0.009})
+    curves.loc[control, "val_loss"] *= 1 + lifts[control] * curves.loc[control, "examples"] / end
+    summary = summary_tables.add_control_crossings(summary, curves)
+    tables = answer_tables.compute(summary, curves, networks)
+    head = answer_page.page(tables, summary, networks, LINKS).markdown()
+    head = head[head.index("**How sure?**") :].splitlines()[0]
+    worst = tables["control_drift"].groupby("model")["drift_worst"].max()
+    assert (
+        f"by more than ε_min / 4 = 0.25 % in all 3 models (their worst: {answer_page.signed_pct(worst.min())} to "
+        f"{answer_page.signed_pct(worst.max())})" in head
+    )
+
+
+def test_a_single_drifting_model_is_named_with_its_worst_move(lifted):
+    _, tables, md, _ = lifted
+    head = md[md.index("**How sure?**") :].splitlines()[0]
+    worst = float(tables["control_drift"]["drift_worst"].max())
+    assert f"0.25 % in {MODEL} (up to {answer_page.signed_pct(worst)}): its costs" in head

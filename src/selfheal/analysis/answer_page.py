@@ -1050,9 +1050,13 @@ def _headline(doc: Page, v: _View) -> None:
         items.append(f"**Left out** of every number above (flagged degenerate): {named}.")
     eps_min, worst = _control_worst(v)
     beyond = {m: w for m, w in worst.items() if abs(w) > eps_min / 4}
+    where = (
+        f"all {len(beyond)} models (their worst: {signed_pct(min(beyond.values()))} to {signed_pct(max(beyond.values()))})"
+        if len(beyond) == len(worst) > 2 and all(w > 0 for w in beyond.values())
+        else ", ".join(f"{m} (up to {signed_pct(w)})" for m, w in beyond.items())
+    )
     drift_words = (
-        f" Retraining alone moves an intact network by more than ε_min / 4 = {100 * eps_min / 4:g} % in "
-        + ", ".join(f"{m} (up to {signed_pct(w)})" for m, w in beyond.items())
+        f" Retraining alone moves an intact network by more than ε_min / 4 = {100 * eps_min / 4:g} % in {where}"
         + f": its costs at ε = {_eps_words(eps_min)} lean high (§8)."
         if beyond
         else (f" Retraining alone keeps an intact network within ± {100 * eps_min / 4:g} % (§8)." if len(worst) else "")
@@ -1118,16 +1122,42 @@ def _cost_section(doc: Page, v: _View) -> None:
         rows = rows[rows["kind"].isin([survival.LAYER]) | (rows["target"] == "all")]
         unit = _unit(rows, v.networks)
         eps_list = sorted({float(rows["threshold"].min()), float(rows["threshold"].max())})
+        control = _control_column(v, setting) if setting == settings[0] else None
         doc.h(3, f"{_setting_words(setting)} ({UNIT_WORDS[unit]})")
         body = []
         for model, g in rows.groupby("model", sort=True):
             for target, t in g.groupby("target", sort=False):
                 t = t.set_index("threshold")
                 label = "every layer" if target == "all" else f"{target} ({t['position'].iloc[0]})"
-                body.append([model, label] + [_cost_verdict(t.loc[e], unit) if e in t.index else "" for e in eps_list])
-        doc.table(["model", "reset"] + [f"ε = {e:g}" for e in eps_list], body)
+                costs = [_cost_verdict(t.loc[e], unit) if e in t.index else "" for e in eps_list]
+                if control is not None:
+                    key = (model, target)
+                    costs.insert(1, _cost(control.loc[key], unit) if key in control.index else "—")
+                body.append([model, label] + costs)
+        heads = [f"ε = {e:g}" for e in eps_list]
+        if control is not None:
+            heads.insert(1, f"ε = {eps_list[0]:g}, vs. matched control")
+        doc.table(["model", "reset"] + heads, body)
+        if control is not None:
+            doc.p(
+                "`vs. matched control`: the same median measured against each cell's matched control instead of "
+                "its baseline (back within (1 + ε) × the loss of the intact network retrained the same way, at the "
+                "same examples; `answer/against_control.parquet`), shown because retraining alone moved an intact "
+                "network by more than ε_min / 4 (§8); only cells with a matched control (the first retrain seed)."
+            )
         if setting == settings[0]:
             _units_table(doc, v, setting)
+
+
+def _control_column(v: _View, setting: tuple) -> pd.DataFrame | None:
+    """The single-layer medians at ε_min against the matched controls, by (model, target), where §1 shows them
+    beside the medians against the baseline: where retraining alone moved an intact network by more than
+    ε_min / 4 (``_control_worst``); else None."""
+    eps_min, worst = _control_worst(v)
+    if not any(abs(w) > eps_min / 4 for w in worst):
+        return None
+    rows = _against_control(v, setting, eps_min)
+    return rows.set_index(["model", "target"]) if len(rows) else None
 
 
 def _units_table(doc: Page, v: _View, setting: tuple) -> None:
@@ -1182,14 +1212,16 @@ def _refusals(doc: Page, v: _View) -> None:
         doc.p("No single-layer cells to judge.")
         return
     doc.p(
-        "Per policy and ε: the single-layer cells not back within ε at the end of their retraining (censored), of "
-        "them those whose curve had stopped falling (stalled: they refuse, by the stall rule) and those still "
-        "falling when the budget ran out (not answered: the budget ended first), and how far above the baseline "
-        "their loss ended (median)."
+        "Per policy, at the smallest and largest ε (every ε: `answer/survival.parquet`): the single-layer cells not "
+        "back within ε at the end of their retraining (censored), of them those whose curve had stopped falling "
+        "(stalled: they refuse, by the stall rule) and those still falling when the budget ran out (not answered: "
+        "the budget ended first), and how far above the baseline their loss ended (median)."
     )
     body = []
+    ends = {float(layers["threshold"].min()), float(layers["threshold"].max())}
     for setting in settings:
-        for eps, g in _pick(layers, setting).groupby("threshold", sort=True):
+        picked = _pick(layers, setting)
+        for eps, g in picked[picked["threshold"].isin(ends)].groupby("threshold", sort=True):
             n, cen, div = int(g["n_cells"].sum()), int(g["n_censored"].sum()), int(g["n_diverged"].sum())
             gap = g["stall_gap_median"].dropna()
             body.append(
@@ -1275,13 +1307,11 @@ def _not_back_cells(doc: Page, v: _View) -> None:
         return
     several, resets = len(v.settings) > 1, cells["seed"].nunique() > 1
     doc.p(
-        f"The single-layer cells not back within ε = {_eps_words(eps)}, each with its verdict: how far above its "
-        "baseline its loss ended, how long it was retrained (to its budget, or until it stalled past "
-        "`retrain.stop_stalled`) and, for one still falling, where its last rate of fall (over the last "
-        "doubling of examples) would reach ε, both × its network's own from-scratch cost (that projection is a "
-        "guess, and an optimistic one: a recovery curve falls less with each doubling); and whether it got within ε "
-        "of its matched control (the intact network retrained the same way, at the same examples), and where, × from "
-        "scratch (— without one; `answer/network_costs.parquet`)."
+        f"The single-layer cells not back within ε = {_eps_words(eps)} (`answer/network_costs.parquet`): how far "
+        "above its baseline each ended; how long it was retrained (to its budget, or until it stalled past "
+        "`retrain.stop_stalled`) and, if still falling, where its last rate of fall (over the last doubling) would "
+        "reach ε (an optimistic guess: a recovery curve falls less with each doubling), both × its network's "
+        "from-scratch cost; and where it got within ε of its matched control (— without one)."
     )
     body = []
     for r in cells.sort_values(["regime", "policy", "init", "model", "depth", "pretrain_seed", "seed"]).itertuples():
@@ -1698,21 +1728,19 @@ def _aside(doc: Page, v: _View) -> None:
         )
         return
     swap = _swap_answer(v)
-    if swap.startswith(SWAP_LEAD):  # the swap in sentences, as the headline says it, before the detail
-        doc.p(swap[len(SWAP_LEAD) :])
     doc.p(
-        f"The curves against pretraining from scratch: [plot]({v.plot_links['answer_aside']}). "
-        "Regime `frozen`, init `fresh` (a swap's gated rows: `zero_out`): the median cost [95 % interval] of each "
-        "reset beyond one layer (one layer: §1), and pretraining from scratch to the same loss: the median over the "
-        "networks [least, most]; after each cost, the median as a multiple of that from-scratch cost (`> B (> r ×)`: "
-        "beyond the budget, r × from scratch). Beyond the budget, whether the cells stalled or were still falling, "
-        "and for those still falling where their last rate of fall (over the last doubling of examples) would reach "
-        "ε, `(≈ r ×)` from scratch: a guess, and an optimistic one, since a recovery curve falls less with each "
-        "doubling. `vs. control`: against its matched control, where that differs (the same tensors retrained from "
-        "their trained values; for a frozen encoder's swap, the intact network's cross-attention)."
+        ("The headline's answer on the encoder swap comes from this table. " if swap.startswith(SWAP_LEAD) else "")
+        + "Regime `frozen`, init `fresh` (a swap's gated rows: `zero_out`): each reset beyond one layer (one layer: "
+        "§1) and pretraining from scratch to the same loss, the median [95 %] over the networks at the smallest and "
+        "largest ε (every ε: `answer/encoder_decoder.parquet`; the curves against pretraining from scratch: "
+        f"[plot]({v.plot_links['answer_aside']})). `(r ×)`: the median × the from-scratch cost; `> B (> r ×)`: "
+        "beyond the budget, with whether the cells stalled or were still falling and, for those still falling, "
+        "`(≈ r ×)` where their last rate of fall (over the last doubling) would reach ε, an optimistic guess; "
+        "`vs. control`: against the matched control where that differs (the same tensors retrained from their "
+        "trained values; for a frozen encoder's swap, the intact network's cross-attention)."
     )
     for model, rows in aside.groupby("model", sort=True):
-        eps_list = sorted(rows["threshold"].unique())
+        eps_list = sorted({float(rows["threshold"].min()), float(rows["threshold"].max())})
         body = []
         for (item, target, policy, _), g in rows.groupby(["item", "target", "policy", "init"], sort=False):
             if item in ("encoder_layer", "decoder_layer"):
@@ -1797,9 +1825,12 @@ def _damage_similarity(doc: Page, v: _View) -> None:
     dc = v.tables["damage_cost"]
     doc.p(
         f"Spearman's rank correlation between the loss right after the reset and the cost, across single-layer "
-        f"cells (censored cells rank above every recovered one; [plot]({v.plot_links['answer_damage_cost']}))."
+        f"cells (censored cells rank above every recovered one), at the smallest and largest ε (every ε: "
+        f"`answer/damage_cost.parquet` and the [plot]({v.plot_links['answer_damage_cost']}))."
     )
     defined = dc[dc["rho"].notna()] if len(dc) else dc
+    if len(defined):
+        defined = defined[defined["threshold"].isin({defined["threshold"].min(), defined["threshold"].max()})]
     doc.table(
         ["policy", "ε", "ρ [95 %]", "cells (censored)"],
         [
@@ -1874,18 +1905,20 @@ def _controls_sentence(v: _View) -> str:
     bound = eps_min / 4
     inside = [f"{m} ({signed_pct(w)})" for m, w in worst.items() if abs(w) <= bound]
     outside = [f"{m} ({signed_pct(w)})" for m, w in worst.items() if abs(w) > bound]
-    text = (
-        f"Retraining alone (the matched no-reset controls: the reset tensors retrained from their trained values) "
-        f"moved an intact network's loss at most ± ε_min / 4 = {100 * bound:g} % at every evaluation"
-    )
+    lead = "Retraining alone (the matched no-reset controls: the reset tensors retrained from their trained values) "
+    within = f"at most ± ε_min / 4 = {100 * bound:g} % at every evaluation"
     if not outside:
-        return text + f" in every model (worst: {', '.join(inside)})."
+        return f"{lead}moved an intact network's loss {within} in every model (worst: {', '.join(inside)})."
     onset = _drift_onset(v, {m for m, w in worst.items() if abs(w) > bound})
+    more = (
+        f"{lead}moved an intact network's loss {within} in {', '.join(inside)}; more in {', '.join(outside)}"
+        if inside
+        else f"{lead}moved an intact network's loss by more than ± ε_min / 4 = {100 * bound:g} % in every model: "
+        f"{', '.join(outside)}"
+    )
     return (
-        text
-        + (f" in {', '.join(inside)}" if inside else " in no model")
-        + f"; more in {', '.join(outside)}{onset}: there a healed layer also has to overcome what the retraining "
-        f"itself adds, so its costs at ε = {_eps_words(eps_min)} lean high."
+        f"{more}{onset}: there a healed layer also has to overcome what the retraining itself adds, so its costs at "
+        f"ε = {_eps_words(eps_min)} lean high (§1 sets each cost beside the one against the matched control)."
     )
 
 
@@ -1950,54 +1983,7 @@ def _against_control_words(
             cost += f"; {then}"
     return (
         f" Measured against its matched control instead (the intact network retrained the same way, at the same "
-        f"examples), one reset layer is back within {_eps_words(eps)} at {cost} (§8)."
-    )
-
-
-def _against_control_table(doc: Page, v: _View, eps_min: float) -> None:
-    """Per model and layer at ε_min: the median against the baseline and against the matched control, side by
-    side (fraction of S × E or examples, and × from scratch where a model was pretrained from scratch here)."""
-    setting = v.settings[0] if v.settings else None
-    rows = _against_control(v, setting, eps_min)
-    if not len(rows):
-        return
-    unit = _unit(rows, v.networks)
-    base = _pick(v.layers, setting)
-    base = base[base["threshold"] == eps_min].set_index(["model", "target"])
-    refs = {m: _scratch_reference(v.ref, v.networks, m, eps_min)["examples"] for m in rows["model"].unique()}
-    scratch = any(ref > 0 for ref in refs.values())
-
-    def times(row, ref: float) -> list[str]:  # the "× from scratch" column, where there is one
-        if not scratch:
-            return []
-        value = math.nan if row is None else float(row["median_examples"])
-        return ["n/a" if not ref > 0 or math.isnan(value) else _one(value / ref)]
-
-    out = []
-    for _, r in rows.sort_values(["model", "depth"]).iterrows():
-        key = (r["model"], r["target"])
-        b = base.loc[key] if key in base.index else None
-        ref = refs[r["model"]]
-        out.append(
-            [r["model"], f"{r['target']} ({r['position']})"]
-            + [_cost(b, unit) if b is not None else "n/a"]
-            + times(b, ref)
-            + [_cost(r, unit)]
-            + times(r, ref)
-        )
-    doc.p(
-        f"The same single-layer medians at ε = {_eps_words(eps_min)} measured against each cell's matched control "
-        "instead of its baseline (back within (1 + ε) × the loss of the intact network retrained the same way, at "
-        "the same examples; `answer/against_control.parquet`, from `control_examples_lo` / `_hi` in "
-        "summary.parquet), in the asker's setting; only cells with a matched control (the first retrain seed):"
-    )
-    after = ["× from scratch"] if scratch else []
-    doc.table(
-        ["model", "reset", f"against the baseline ({_unit_after(unit)})"]
-        + after
-        + [f"against the matched control ({_unit_after(unit)})"]
-        + after,
-        out,
+        f"examples), one reset layer is back within {_eps_words(eps)} at {cost} (§1, §8)."
     )
 
 
@@ -2042,9 +2028,6 @@ def _caveats(doc: Page, v: _View) -> None:
             + "."
         )
     doc.ul(items)
-    eps_min, worst = _control_worst(v)
-    if any(abs(w) > eps_min / 4 for w in worst):
-        _against_control_table(doc, v, eps_min)
     off = flags[flags["off_plateau"].astype(bool)] if len(flags) else flags
     if not len(off):
         return

@@ -117,44 +117,38 @@ def _not_here(_: dict[str, pd.DataFrame]) -> str:
 PUBLISHED = [
     Published(
         "Zhang, Bengio & Singer 2019, *Are All Layers Created Equal?*",
-        "re-initialising one layer of a trained image classifier (VGG, ResNet; CIFAR-10, ImageNet) *without "
-        "retraining*: most layers are 'robust' to going back to their initial values, the first layers are "
-        "'critical'; re-randomising (a fresh draw) ruins most layers",
-        "no retraining, vision models and test error; here a fresh draw followed by healing, language-modelling loss",
+        "one layer of a trained image classifier (VGG, ResNet) re-initialised *without retraining*: most layers "
+        "are 'robust' to their initial values, the first ones 'critical'; a fresh random draw ruins most layers",
+        "no retraining; vision models, test error",
         _damage_by_position,
     ),
     Published(
         "Tamkin et al. 2020, *Investigating Transferability in Pretrained Language Models*",
-        "partial re-initialisation of BERT-base layers, then finetuning the *whole* model on GLUE tasks: the "
-        "benefit of a layer's pretrained weights varies with the finetuning set's size (large with plenty of "
-        "data, negligible when data are scarce); layers that probe well are neither necessary nor sufficient",
-        "everything trains, a downstream task and accuracy; here the rest is frozen and the measure is the "
-        "pretraining loss against the data it took (the `transfer:` section re-runs their experiments)",
+        "BERT-base layers re-initialised, then the *whole* model finetuned on GLUE: a layer's pretrained weights "
+        "help with plenty of finetuning data, little when data are scarce",
+        "everything trains; downstream accuracy (the `transfer:` section re-runs their experiments)",
         _position_effect,
     ),
     Published(
         "Gromov et al. 2024, *The Unreasonable Ineffectiveness of the Deeper Layers*; LLM-Streamline "
         "(Chen et al. 2024)",
-        "up to about half of the (deeper) layers of open LLMs (Llama-2-70B among them) removed with little "
-        "loss on question-answering benchmarks after a small QLoRA 'healing' finetune; LLM-Streamline "
-        "replaces a pruned block by one lightweight layer trained on a small dataset",
-        "layers deleted, not re-initialised; billions of parameters; a fixed healing budget scored by task "
-        "accuracy, not the data needed to return to the original loss",
+        "up to half of the deeper layers of open LLMs (Llama-2-70B among them) removed with little loss on "
+        "question answering after a small QLoRA 'healing' finetune; LLM-Streamline trains one small layer in a "
+        "pruned block's place",
+        "layers deleted, not reset; billions of parameters; a fixed healing budget scored by accuracy",
         _share_recovered,
     ),
     Published(
         "Muralidharan et al. 2024 (Minitron), *Compact Language Models via Pruning and Knowledge Distillation*",
-        "Nemotron-4 15B pruned in depth and width to 8B and 4B and retrained by distillation with under 3 % of "
-        "the original training tokens (up to 40× fewer than training each size from scratch)",
-        "structured pruning and distillation from the teacher, every weight retrained; here one layer reset, "
-        "the rest frozen, plain language-modelling loss; costs below are fractions of S × E",
+        "Nemotron-4 15B pruned to 8B and 4B and retrained by distillation on under 3 % of the original tokens",
+        "pruning and distillation, every weight retrained",
         _single_layer_costs,
     ),
     Published(
         "Bogoychev 2021, *Not all parameters are born equal: attention is mostly what you need*",
-        "components of a translation transformer left at random initialisation and frozen throughout "
-        "training cost little BLEU (attention least)",
-        "trains from scratch around frozen random parts rather than healing a trained network",
+        "parts of a translation transformer left random and frozen throughout training cost little BLEU "
+        "(attention least)",
+        "trained from scratch around frozen random parts: no healing",
         _not_here,
     ),
 ]
