@@ -685,7 +685,7 @@ def test_the_networks_table_says_how_far_each_network_ended_past_its_minimum():
     networks.loc[1, "past_minimum"] = None
     md = answer_page.page(answer_tables.compute(summary, curves, networks), summary, networks, LINKS).markdown()
     known = networks["past_minimum"].notna().sum()
-    assert f"1 of {known} networks ended more than ε_min / 4 = 1.25 % past it" in md
+    assert f"1 of {known} networks by more than ε_min / 4 = 1.25 %" in md
     table = md.split("| model | loss per seed | margin per seed | past its minimum per seed |")[1]
     first = networks.sort_values(["model", "pretrain_seed"]).iloc[0]
     assert (networks.loc[0, "model"], networks.loc[0, "pretrain_seed"]) == (first["model"], first["pretrain_seed"])

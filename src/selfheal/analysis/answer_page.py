@@ -1383,11 +1383,10 @@ def _fit_table(doc: Page, fit: pd.DataFrame, settings: list[tuple], terms: list[
     if body:
         if len(shown) == 1:
             doc.p(f"{_setting_words(shown[0])}:")
-        doc.table(
-            (["setting"] if len(shown) > 1 else [])
-            + ["ε", "term", "factor on cost [95 %]", "verdict", "cells (censored)", "cells left out"],
-            body,
-        )
+        head = ["ε", "term", "factor on cost [95 %]", "verdict", "cells (censored)", "cells left out"]
+        if all(row[-1] == "none" for row in body):  # no cell left any fit: no column to say so
+            head, body = head[:-1], [row[:-1] for row in body]
+        doc.table((["setting"] if len(shown) > 1 else []) + head, body)
     items = []
     for setting in [s for s in settings if s not in shown and any(k[0] == s for k in missing)]:
         reasons = sorted({scaling.REASONS.get(r, r) for s, r in missing if s == setting})
@@ -1417,7 +1416,7 @@ def _position(doc: Page, v: _View) -> None:
         f": the first and the last layer, each against the layers between them (the middle layers), and the depth "
         f"among the middle layers from the second layer to the second-to-last (measured only in networks with two "
         f"or more middle layers). A term whose cells are all beyond the budget is not determined and its cells "
-        f"leave the fit (column 'cells left out'), so the other terms speak for the layers that stay. At the "
+        f"leave the fit (column 'cells left out', where any did), so the other terms speak for the layers that stay. At the "
         f"smallest and largest ε (every ε: `answer/fit.parquet` and the plot). {FIT_LEGEND}"
         + (
             " Where no network of a fit has middle layers (N ≤ 2), its first-layer term compares the first layer "
@@ -1487,25 +1486,17 @@ def _sizes(doc: Page, v: _View) -> None:
         doc.p(axis)
     doc.h(3, "The networks")
     refs = networks.drop_duplicates(["unigram_loss", "bigram_loss"]) if len(networks) else networks
-    doc.p(
-        "Validation loss (nats per token) and margin over the train split's bigram (interpolated with the "
-        "unigram, weight λ tuned on the validation set); under 0.1 nats flags a network degenerate. Unigram, bigram "
-        "(λ): "
-        + "; ".join(
-            f"{r['unigram_loss']:.3f}, "
-            + (
-                "none (masked LM)"
-                if pd.isna(r["bigram_loss"])
-                else f"{r['bigram_loss']:.3f} ({num(float(r['bigram_weight']))})"
-            )
-            + f" ({', '.join(sorted(networks[networks['unigram_loss'] == r['unigram_loss']]['family_kind'].unique()))})"
-            for _, r in refs.iterrows()
+    grams = "; ".join(
+        f"{r['unigram_loss']:.3f}, "
+        + (
+            "none (masked LM)"
+            if pd.isna(r["bigram_loss"])
+            else f"{r['bigram_loss']:.3f} ({num(float(r['bigram_weight']))})"
         )
-        + "."
+        + f" ({', '.join(sorted(networks[networks['unigram_loss'] == r['unigram_loss']]['family_kind'].unique()))})"
+        for _, r in refs.iterrows()
     )
     every_off = len(networks) and "off_plateau" in networks and flag(networks["off_plateau"]).all()
-    if every_off:
-        doc.p("Every network was still improving at the end of pretraining (off its plateau; §8).")
     body = (
         [_network_row(g, not every_off) for _, g in networks.sort_values(["model", "pretrain_seed"]).groupby("model")]
         if len(networks)
@@ -1513,13 +1504,20 @@ def _sizes(doc: Page, v: _View) -> None:
     )
     flagged = any(row[-1] for row in body)
     past = (networks["past_minimum"] / networks["baseline_loss"]).dropna() if "past_minimum" in networks else []
-    if eps_min is not None and len(past):  # a downloaded model has no pretraining curve: n/a
-        doc.p(
-            "Past its minimum: how far above the lowest validation loss on its own pretraining curve a network "
-            f"ended (it overfits S); {int((past > eps_min / 4).sum())} of {len(past)} networks ended more than "
-            f"ε_min / 4 = {_eps_words(eps_min / 4)} past it. The plateau check (§8) sees the other side: whether "
-            "more pretraining would still lower the loss."
-        )
+    past_words = (  # a downloaded model has no pretraining curve: n/a
+        f"; past its minimum: how far above the lowest validation loss of its own pretraining curve it ended (it "
+        f"overfits S; {int((past > eps_min / 4).sum())} of {len(past)} networks by more than ε_min / 4 = "
+        f"{_eps_words(eps_min / 4)}; whether more pretraining would still lower it: the plateau check, §8)"
+        if eps_min is not None and len(past)
+        else ""
+    )
+    doc.p(
+        "Validation loss (nats per token); margin over the train split's bigram (interpolated with the unigram, "
+        f"weight λ tuned on the validation set; under 0.1 nats flags a network degenerate){past_words}. Unigram, "
+        f"bigram (λ): {grams}."
+    )
+    if every_off:
+        doc.p("Every network was still improving at the end of pretraining (off its plateau; §8).")
     doc.table(
         ["model", "loss per seed", "margin per seed", "past its minimum per seed"] + (["flags"] if flagged else []),
         [row if flagged else row[:-1] for row in body],
@@ -1618,10 +1616,10 @@ def _out_of_sample(doc: Page, v: _View) -> None:
         return
     doc.p(
         "The fit of §3–4, refitted on the size grid (the most common family and (S, E)) without one part of it, "
-        "predicts each left-out layer's median cost; a layer **held** when the predicted and the measured "
-        "interval overlap (a median beyond the budget lies between the budget and ∞). Not tested: a layer whose "
-        "measured median is 0 (within ε before any training), or one whose kind of cell left the fit (§3). Per "
-        f"layer: `answer/out_of_sample.parquet` and the [plot]({v.plot_links['answer_out_of_sample']})."
+        "predicts each left-out layer's median cost; a layer **held** where the predicted and the measured "
+        "intervals overlap (a median beyond the budget lies between the budget and ∞); one whose median is 0 or "
+        "whose kind of cell left the fit (§3) is not tested (per layer: `answer/out_of_sample.parquet`, "
+        f"[plot]({v.plot_links['answer_out_of_sample']}))."
     )
     verdicts = out_of_sample.verdicts(table)
     items = []
