@@ -217,7 +217,9 @@ def test_encoder_decoder_tables_hold_the_bart_cells_numbers(finished):
     page = answer_page.page(kept, summary.assign(degenerate=False), networks.assign(degenerate=False), links).markdown()
     section = page.split("## 6. ")[1].split("\n## ")[0]
     assert "### tinyBart" in section and "cross-attention" in section and "pretraining from scratch" in section
-    assert "tinyBart16's trained one, kept frozen" in section and "output starting at zero" in section
+    assert (
+        "tinyBart16's trained encoder, frozen" in section and "tinyBart16's trained encoder, frozen, gated" in section
+    )
     # the headline's swap sentence names the donor by the width the networks table gives it
     from selfheal.analysis import answer
 

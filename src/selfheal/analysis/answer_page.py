@@ -1728,8 +1728,10 @@ def _aside(doc: Page, v: _View) -> None:
     swap = _swap_answer(v)
     doc.p(
         ("The headline's answer on the encoder swap comes from this table. " if swap.startswith(SWAP_LEAD) else "")
-        + "Regime `frozen`, init `fresh` (a swap's gated rows: `zero_out`): each reset beyond one layer (one layer: "
-        "§1) and pretraining from scratch to the same loss, the median [95 %] over the networks at the smallest and "
+        + "A swap wipes the cross-attention and re-sizes it to the new encoder, the rest of the decoder untouched; "
+        "trainable or frozen: whether the swapped-in encoder trains too; gated: the cross-attention's output starts "
+        "at zero (a tanh gate at 0, as Flamingo's; init `zero_out`). Regime `frozen`, init `fresh`: each reset "
+        "beyond one layer (one layer: §1) and pretraining from scratch to the same loss, the median [95 %] over the networks at the smallest and "
         "largest ε (every ε: `answer/encoder_decoder.parquet`; the curves against pretraining from scratch: "
         f"[plot]({v.plot_links['answer_aside']})). `(r ×)`: the median × the from-scratch cost; `> B (> r ×)`: "
         "beyond the budget, with whether the cells stalled or were still falling and, for those still falling, "
