@@ -892,6 +892,7 @@ def _gate_effect(at: pd.DataFrame) -> str:
 
 
 SWAP_LEAD = "**The encoder swap.** "
+CROSS_ATTN = "cross_attn"  # the policy that resets a decoder layer's cross-attention only: the aside's (§6)
 
 
 def _swap_answer(v: _View) -> str:
@@ -1117,7 +1118,11 @@ def _cost_section(doc: Page, v: _View) -> None:
     )
     if not settings:
         doc.p("No single-layer cells to estimate.")
+    aside = v.tables.get("encoder_decoder", pd.DataFrame(columns=answer_tables.ENCODER_DECODER_COLUMNS))
     for setting in settings:
+        if setting[1] == CROSS_ATTN and len(aside):
+            doc.p(f"Policy `{CROSS_ATTN}` (a decoder layer's cross-attention, or all of it): in §6, beside the swaps.")
+            continue
         rows = _pick(surv, setting)
         rows = rows[rows["kind"].isin([survival.LAYER]) | (rows["target"] == "all")]
         unit = _unit(rows, v.networks)
@@ -1730,9 +1735,9 @@ def _aside(doc: Page, v: _View) -> None:
         ("The headline's answer on the encoder swap comes from this table. " if swap.startswith(SWAP_LEAD) else "")
         + "A swap wipes the cross-attention and re-sizes it to the new encoder, the rest of the decoder untouched; "
         "trainable or frozen: whether the swapped-in encoder trains too; gated: the cross-attention's output starts "
-        "at zero (a tanh gate at 0, as Flamingo's; init `zero_out`). Regime `frozen`, init `fresh`: each reset "
-        "beyond one layer (one layer: §1) and pretraining from scratch to the same loss, the median [95 %] over the networks at the smallest and "
-        "largest ε (every ε: `answer/encoder_decoder.parquet`; the curves against pretraining from scratch: "
+        "at zero (a tanh gate at 0, as Flamingo's; init `zero_out`). Regime `frozen`, init `fresh`; each row the "
+        "median [95 %] over the networks at every ε, and for pretraining from scratch to the same loss the median "
+        "[least, most] (`answer/encoder_decoder.parquet`; the curves against pretraining from scratch: "
         f"[plot]({v.plot_links['answer_aside']})). `(r ×)`: the median × the from-scratch cost; `> B (> r ×)`: "
         "beyond the budget, with whether the cells stalled or were still falling and, for those still falling, "
         "`(≈ r ×)` where their last rate of fall (over the last doubling) would reach ε, an optimistic guess; "
@@ -1740,15 +1745,13 @@ def _aside(doc: Page, v: _View) -> None:
         "trained values; for a frozen encoder's swap, the intact network's cross-attention)."
     )
     for model, rows in aside.groupby("model", sort=True):
-        eps_list = sorted({float(rows["threshold"].min()), float(rows["threshold"].max())})
+        eps_list = sorted(rows["threshold"].unique())  # every ε: the aside compares its resets at each
         body = []
         for (item, target, policy, _), g in rows.groupby(["item", "target", "policy", "init"], sort=False):
-            if item in ("encoder_layer", "decoder_layer"):
-                continue  # in §1
             g = g.set_index("threshold")
             first = g.iloc[0]
             label = first["what"] + (
-                f" (`{target}`{', ' + policy if policy == 'cross_attn' else ''})"
+                f" (`{target}`)"
                 if target and item not in ("all_cross_attention", "reset_all", *answer_tables.SWAP_ITEMS)
                 else ""
             )
