@@ -129,7 +129,9 @@ def test_a_censored_first_layer_does_not_make_deeper_layers_cheaper(only_the_fir
     assert "more than the budget (" in how and "(budget " not in how  # the budget is given once
     assert "the first layer is not determined (every cell that would measure it is beyond the budget" in position
     assert "no clear effect of the last layer or of depth among the middle layers" in position
-    assert _fit_row(md, "0.05", "last layer").endswith("| first layer |")
+    # the same cells left every fit: said once under the table, not in a column
+    assert not _fit_row(md, "0.05", "last layer").endswith("| first layer |")
+    assert "Cells left out of every fit above: first layer." in md
 
 
 def test_the_position_answer_gives_the_medians_by_position(deeper_costs_more, only_the_first_layer_is_costly):
@@ -236,16 +238,17 @@ def test_page_states_the_cost_in_three_units(deeper_costs_more):
         for row in md.splitlines()
         if row.startswith("| gpt2-n4-d64 | ") and " to " in row and "×" not in row and "(" not in row
     )  # §1's units table
-    # examples (64 tokens each), x what pretraining needed: all from the tables
+    # examples (64 tokens each), and x what pretraining needed in the answer's per-model table: all from the tables
     assert f"| {num(low['median_examples'])} to " in line and "(64 tokens each)" in md
-    assert f"| {num(low['median_examples'] / scratch['examples'].mean())} to " in line
+    row = next(r for r in answer.headline(md).splitlines() if r.startswith("| gpt2-n4-d64 |"))
+    assert f"({num(low['median_examples'] / scratch['examples'].mean())} to " in row.split(" | ")[3]
     # the fraction of S x E: §1's per-layer table and the answer's per-model table
     assert f"| {num(low['median_fraction'])}" in _row(md, "gpt2-n4-d64", low["target"])
     row = next(r for r in answer.headline(md).splitlines() if r.startswith("| gpt2-n4-d64 |"))
     assert row.count("|") == 7  # model, N x D, S x E, one ε here: one layer and from scratch beside it, reset-all
     assert row.split(" | ")[4] == num(scratch["fraction"].mean())
-    assert "| model | examples, ε = 0.05 | × from scratch, ε = 0.05 |" in md
-    assert "the median in examples over the mean" in md  # the page says how the relative unit is made
+    assert "| model | examples, ε = 0.05 |" in md
+    assert "baseline × (1 + ε) (the mean over the model's networks" in md  # the page says how × from scratch is made
     assert ref["coarse"].all() and ref["examples"].notna().all()
 
 
@@ -545,7 +548,7 @@ def test_an_aside_reset_never_damaged_beyond_eps_says_so():
     assert "n/a" not in text and text.endswith("1 of 3 not damaged beyond ε"), text
     # against its matched control: said where it differs, not repeated where it is the same number
     differs = pd.Series({**some, "n_not_damaged": 0, "control_median": 0.15, "control_relative_to_scratch": 0.19})
-    assert answer_page._aside_cost(differs).endswith("; vs. control 0.15 (0.19 ×)")
+    assert answer_page._aside_cost(differs).endswith("; vs. control 0.19 ×")
     same = pd.Series({**differs, "control_median": 0.2, "control_relative_to_scratch": 0.25})
     assert "vs. control" not in answer_page._aside_cost(same)
 
@@ -783,21 +786,18 @@ def test_the_swap_answer_says_each_swap_against_from_scratch_with_its_verdict():
     assert "(0.8 of S × E)" in said
     narrow = said.index("x-narrow's trained encoder (width 64, narrower), trainable: not back within 1 % by 2.5 × ")
     wide = said.index(
-        "wide's trained encoder (width 128, wider), trainable: not back within 1 % by 2.5 × from "
-        "scratch (still falling: at its last rate of fall, about 4.4 ×), within 5 % at 1.5 ×"
+        "wide's trained encoder (width 128, wider), trainable: not back within 1 % by 2.5 × (still falling, ≈ 4.4 × "
+        "at its last rate of fall), within 5 % at 1.5 ×; frozen: "
     )
-    frozen = said.index(
-        "wide's trained encoder (width 128, wider), frozen: not back within 1 % by 2.5 × from "
-        "scratch (stalled), nor within 5 %"
-    )
-    fresh = said.index("a fresh encoder of width 96: back within 1 % at 2 × from scratch")
+    frozen = said.index("frozen: not back within 1 % by 2.5 × (stalled), nor within 5 %")  # the same donor's
+    fresh = said.index("a fresh encoder of width 96: back within 1 % at 2 ×")
     assert narrow < wide < frozen < fresh
     assert "(1 stalled, 2 still falling), nor within 5 %" in said
     assert (
-        "For comparison, every layer reset (the embeddings kept frozen, the same retraining): not back within 1 % by 2.5 × "
+        "Every layer reset instead (the embeddings kept), with the same retraining: not back within 1 % by 2.5 × "
         in said
     )
-    assert "from scratch (still falling), within 5 % at 1.25 ×" in said
+    assert "by 2.5 × (still falling), within 5 % at 1.25 ×" in said
     # gated against ungated: the wide donor's at 5 % (0.6 < 1.2), the fresh encoder's at 1 % (inf > 1.6)
     assert "faster in 1, slower in 1 of the 2 swaps measured both ways" in said
     # nothing back at the smallest ε: the budget, not a cost, leads
@@ -806,6 +806,12 @@ def test_the_swap_answer_says_each_swap_against_from_scratch_with_its_verdict():
     none.loc[none["item"] == "scratch", ["median", "relative_to_scratch"]] = [0.8, 1.0]
     said = answer_page._swap_answer(SimpleNamespace(tables={"encoder_decoder": none}, networks=networks))
     assert "In bart, no swapped encoder is back within 1 % of the old loss in 2.5 × what pretraining" in said
+    # which the swaps then do not repeat: each starts with what its cells did
+    assert "(width 128, wider), trainable: still falling, ≈ 4.4 × at its last rate of fall, within 5 % at" in said
+    assert (
+        "frozen: stalled, nor within 5 %" in said
+        and "x-narrow's trained encoder (width 64, narrower), trainable: 1 " in said
+    )
     # the lr check on a swap (retrain.lr_sensitivity_targets) is said with it, × from scratch
     lr = pd.DataFrame(
         {
@@ -827,7 +833,7 @@ def test_the_swap_answer_says_each_swap_against_from_scratch_with_its_verdict():
     assert "The lr check" not in said
     # the aside's table gives the same verdicts
     row = aside[(aside["item"] == "donor_swap_frozen") & (aside["threshold"] == 0.01)].iloc[0]
-    assert answer_page._aside_cost(row).endswith("(> 2.5 ×); stalled")
+    assert answer_page._aside_cost(row) == "> 2.5 ×; stalled"
 
 
 def test_the_size_grid_is_the_most_common_family_s():

@@ -233,7 +233,8 @@ def test_encoder_decoder_tables_hold_the_bart_cells_numbers(finished):
 
     swap = next(line for line in answer.headline(page).splitlines() if line.startswith("- **The encoder swap.**"))
     assert "In tinyBart, " in swap and "tinyBart16's trained encoder (width 16, narrower), trainable: " in swap
-    assert "tinyBart16's trained encoder (width 16, narrower), frozen: " in swap and "a fresh encoder of width" in swap
+    assert "tinyBart16's trained encoder (width 16, narrower), trainable: " in swap and "; frozen: " in swap
+    assert "a fresh encoder of width" in swap
     assert swap[len("- **The encoder swap.** ") :] not in section  # said once, in the headline, which it points to
     assert "The headline's answer on the encoder swap comes from this table." in section
     # its figure: each swap's, the wipe's and every layer's curves, x in units of the from-scratch cost (a cell's

@@ -22,6 +22,7 @@ The fit's verdicts branch on its reason codes (``scaling.REASONS``), never on it
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 import re
 
@@ -48,11 +49,12 @@ SHARE_WORDS = (
 )
 # Published sizes for scale (static reference facts, not results): parameters and pretraining tokens.
 REFERENCE_SIZES = [
-    ("GPT-2 small (2019)", "124 M parameters", "about 10 B tokens (WebText, several epochs)"),
-    ("BERT-base (2018)", "110 M parameters", "about 3.3 B words, 40 epochs"),
-    ("Llama 3 8B (2024)", "8 B parameters", "about 15 T tokens"),
+    ("GPT-2 small", "124 M parameters", "about 10 B tokens"),
+    ("BERT-base", "110 M", "about 3.3 B words × 40 epochs"),
+    ("Llama 3 8B", "8 B", "about 15 T tokens"),
 ]
 ASKED = ("frozen", "full", "fresh")
+SETTING = ("regime", "policy", "init")  # the columns of a setting
 
 
 def _unit(table: pd.DataFrame, networks: pd.DataFrame) -> str:
@@ -777,15 +779,17 @@ def _size_answer(v: _View, setting: tuple, eps_pair: list[float]) -> str:
     return "**Do N and D matter?** " + "; ".join(p[0].upper() + p[1:] if i == 0 else p for i, p in enumerate(out)) + "."
 
 
-def _swap_reach(rows: pd.DataFrame) -> str:
+def _swap_reach(rows: pd.DataFrame, brief: bool = False) -> str:
     """One swap over every ε, relative to pretraining from scratch to the same loss: back within the smallest ε at
-    r × from scratch, or not by the budget (stalled or still falling) and then the smallest ε it did reach."""
+    r ×, or not by the budget (stalled or still falling) and then the smallest ε it did reach. ``brief``: the
+    sentence has said already that no swap is back within the smallest ε by the budget, so a swap beyond it starts
+    with what its cells did."""
     rows = rows.sort_values("threshold")
     first = rows.iloc[0]
     eps0 = _eps_words(float(first["threshold"]))
     if math.isnan(float(first["median"])):
         return f"not damaged beyond {eps0}"
-    return _swap_reach_baseline(rows, first, eps0) + _swap_reach_control(first, eps0)
+    return _swap_reach_baseline(rows, first, eps0, brief) + _swap_reach_control(first, eps0)
 
 
 def _swap_reach_control(first: pd.Series, eps0: str) -> str:
@@ -795,18 +799,21 @@ def _swap_reach_control(first: pd.Series, eps0: str) -> str:
     if math.isnan(control):
         return ""
     rel = float(first.get("control_relative_to_scratch", math.nan))
-    reach = f"within {eps0} at {num(rel)} ×" if math.isfinite(rel) else f"not within {eps0} of it either"
+    reach = f"within {eps0} of it at {num(rel)} ×" if math.isfinite(rel) else f"not within {eps0} of it either"
     return f"; against its matched control (the intact network's cross-attention retrained the same way), {reach}"
 
 
-def _swap_reach_baseline(rows: pd.DataFrame, first: pd.Series, eps0: str) -> str:
+def _swap_reach_baseline(rows: pd.DataFrame, first: pd.Series, eps0: str, brief: bool = False) -> str:
     rel = float(first["relative_to_scratch"])
     if math.isfinite(rel):
-        return f"back within {eps0} at {num(rel)} × from scratch"
+        return f"back within {eps0} at {num(rel)} ×"
     budget = float(first["budget_relative_to_scratch"])
-    by = f" by {num(budget)} × from scratch" if math.isfinite(budget) else " within the budget"
+    by = f" by {num(budget)} ×" if math.isfinite(budget) else " within the budget"
     verdict = _verdicts(first) + _projection(first)
-    text = f"not back within {eps0}{by}" + (f" ({verdict})" if verdict else "")
+    if brief and verdict:
+        text = verdict
+    else:
+        text = f"not back within {eps0}{by}" + (f" ({verdict})" if verdict else "")
     later = rows.iloc[1:]
     reached = later[np.isfinite(later["relative_to_scratch"].astype(float))]
     if len(reached):
@@ -929,24 +936,29 @@ def _swap_answer(v: _View) -> str:
             )
         if len(scratch) and math.isfinite(float(scratch["median"].iloc[0])):
             lead += f" ({num(float(scratch['median'].iloc[0]))} {_unit_after(scratch['unit'].iloc[0])})"
-        parts = []  # (fresh last, donor width, trainable before frozen, words)
+        brief = len(at) > 0 and not np.isfinite(rel).any()  # the lead said that none is back by the budget
+        parts = []  # (fresh last, donor width, donor, words): each donor's trainable then frozen swap in one clause
         for (item, target), rows in plain.groupby(["item", "target"], sort=False):
+            reach = _swap_reach(rows, brief)
             if item == "encoder_swap":
-                parts.append((1, 0, 0, f"a fresh encoder of width {target[len('swap') :]}: {_swap_reach(rows)}"))
+                parts.append((1, 0, target, item, f"a fresh encoder of width {target[len('swap') :]}: {reach}"))
                 continue
             donor = v.networks[v.networks["model"] == target[len("swap-") :]]
             order = int(donor["d_model"].iloc[0]) if len(donor) else 0
             how = "trainable" if item == "donor_swap" else "frozen"
-            words = f"{_donor_words(v, target, width)}, {how}: {_swap_reach(rows)}"
-            parts.append((0, order, item != "donor_swap", words))
-        body = "; ".join(p[-1] for p in sorted(parts))
+            parts.append((0, order, target, item != "donor_swap", f"{how}: {reach}"))
+        clauses = []
+        for (fresh, _, target), group in itertools.groupby(sorted(parts), key=lambda p: p[:3]):
+            words = "; ".join(p[-1] for p in group)
+            clauses.append(words if fresh else f"{_donor_words(v, target, width)}, {words}")
+        body = "; ".join(clauses)
         text = lead + ". With the cross-attention wiped and re-sized to it: " + body if len(at) else body
         other_lr = _swap_at_other_lrs(v, model, eps, scratch)
         if other_lr:
             text += f". {other_lr}"
         every = aside[(aside["model"] == model) & (aside["item"] == "reset_all")]
         if len(every):  # the same retraining from every layer reset: how much of the swap's cost is the retraining's
-            text += f". For comparison, every layer reset (the embeddings kept frozen, the same retraining): {_swap_reach(every)}"
+            text += f". Every layer reset instead (the embeddings kept), with the same retraining: {_swap_reach(every)}"
         gate = _gate_effect(g)
         out.append(text + (". " + gate if gate else ""))
     return SWAP_LEAD + ". ".join(out) + "."
@@ -957,12 +969,15 @@ def _sxe_words(v: _View, model: str) -> str:
     return _sxe_words_row(net.iloc[0]) if len(net) else "n/a"
 
 
-def _layer_span(at: pd.DataFrame, unit: str) -> str:
+def _layer_span(at: pd.DataFrame, unit: str, times: str = "") -> str:
+    """The range of one model's single-layer medians at one ε, with ``times`` (the same range × from scratch) and
+    how many are beyond the budget or never damaged beyond ε in brackets."""
     finite, beyond, total = _median_span(at, unit)
     undamaged = len(at) - total
     if not total:
         return NOT_DAMAGED
-    notes = [f"{beyond} of {total} {BEYOND}"] if finite and beyond else []
+    notes = [f"{times} ×"] if finite and times else []
+    notes += [f"{beyond} of {total} {BEYOND}"] if finite and beyond else []
     notes += [f"{undamaged} {NOT_DAMAGED}"] if undamaged else []
     return (finite or BEYOND) + (f" ({'; '.join(notes)})" if notes else "")
 
@@ -970,8 +985,11 @@ def _layer_span(at: pd.DataFrame, unit: str) -> str:
 def _model_row(v: _View, g: pd.DataFrame, setting: tuple, unit: str, eps_pair: list) -> list[str]:
     model = g["model"].iloc[0]
     cells = [model, f"{int(g['n_layer'].iloc[0])} × {int(g['d_model'].iloc[0])}", _sxe_words(v, model)]
-    for eps in eps_pair:  # per ε, one layer's cost beside what pretraining from scratch needed
-        cells += [_layer_span(g[g["threshold"] == eps], unit), _reference_cell(v, g, model, eps, unit)]
+    here = model not in _pretrained_elsewhere(v, g)
+    for eps in eps_pair:  # per ε, one layer's cost (and × from scratch) beside what pretraining from scratch needed
+        at = g[g["threshold"] == eps]
+        times = _three_units(at, unit, model, eps, v.summary, v.networks, v.ref)["relative"] if here else ""
+        cells += [_layer_span(at, unit, times), _reference_cell(v, g, model, eps, unit)]
     eps = eps_pair[-1]
     allc = v.surv[
         (v.surv["model"] == model)
@@ -1068,7 +1086,8 @@ def _headline(doc: Page, v: _View) -> None:
     doc.ul(items)
     here, brought = _origins(v, rows)
     legend = {
-        "scratch": "from scratch: what pretraining needed to first reach the same loss",
+        "scratch": "from scratch: what pretraining needed to first reach the same loss, baseline × (1 + ε) (the mean "
+        "over the model's networks; `answer/pretrain_reference.parquet`), and `r ×` a cost over it",
         "share": f"share of own pretraining: {SHARE_WORDS}",
     }
     last = " or ".join(k for k, on in (("from scratch", here), ("one layer's share of own pretraining", brought)) if on)
@@ -1109,18 +1128,16 @@ def _cost_section(doc: Page, v: _View) -> None:
     of = "of S × E" if here else "data"
     doc.h(2, f"1. How much {of} does a single reset layer need to get back within ε?")
     doc.p(
-        f"The median cost to get back within ε with its 95 % interval (Turnbull estimate of the interval-censored "
-        f"crossings; a cell that never got there is censored at the budget, never averaged as a cost; "
-        f"`{BEYOND}` as above, with how many of the cells stalled and how many were still falling there: §2 lists "
-        f"the single-layer ones), at the smallest and largest ε (every ε: `answer/survival.parquet` and the figures: "
+        f"The median cost to get back within ε [95 %] (Turnbull estimate of the interval-censored crossings; a cell "
+        f"never back is censored at the budget, never averaged; `{BEYOND}` as above, with how many cells stalled or "
+        f"were still falling: §2), at the smallest and largest ε (every ε: `answer/survival.parquet`; figures: "
         f"[cost against depth]({links['answer_cost_depth']}), [share of cells back]({links['answer_recovered']}), "
         f"[recovery curves]({links['answer_curves']}))."
     )
     if not settings:
         doc.p("No single-layer cells to estimate.")
-    aside = v.tables.get("encoder_decoder", pd.DataFrame(columns=answer_tables.ENCODER_DECODER_COLUMNS))
     for setting in settings:
-        if setting[1] == CROSS_ATTN and len(aside):
+        if setting not in v.layer_settings:
             doc.p(f"Policy `{CROSS_ATTN}` (a decoder layer's cross-attention, or all of it): in §6, beside the swaps.")
             continue
         rows = _pick(surv, setting)
@@ -1145,10 +1162,9 @@ def _cost_section(doc: Page, v: _View) -> None:
         doc.table(["model", "reset"] + heads, body)
         if control is not None:
             doc.p(
-                "`vs. matched control`: the same median measured against each cell's matched control instead of "
-                "its baseline (back within (1 + ε) × the loss of the intact network retrained the same way, at the "
-                "same examples; `answer/against_control.parquet`), shown because retraining alone moved an intact "
-                "network by more than ε_min / 4 (§8); only cells with a matched control (the first retrain seed)."
+                "`vs. matched control`: the same median, back within (1 + ε) × the loss of the intact network "
+                "retrained the same way at the same examples (`answer/against_control.parquet`; the first retrain "
+                "seed's cells), since retraining alone moved an intact network by more than ε_min / 4 (§8)."
             )
         if setting == settings[0]:
             _units_table(doc, v, setting)
@@ -1166,36 +1182,31 @@ def _control_column(v: _View, setting: tuple) -> pd.DataFrame | None:
 
 
 def _units_table(doc: Page, v: _View, setting: tuple) -> None:
-    """The asker's setting at the smallest and largest ε in examples (tokens) and relative to from scratch."""
+    """The asker's setting at the smallest and largest ε in examples (and, for a model brought, as a share of its own
+    pretraining); × from scratch is in the headline's table."""
     layers = _pick(v.layers, setting)
     eps_pair = sorted({float(layers["threshold"].min()), float(layers["threshold"].max())})
     here, brought = _origins(v, layers)
     shared = brought and any(_own_pretraining(v, m) > 0 for m in set(layers["model"]))
     body = []
-    for model, g in layers.groupby("model", sort=True):
+    for model, g in layers.groupby("model", sort=True):  # (× from scratch: the headline's table, _model_row)
         row = [model]
         for eps in eps_pair:
             at = g[g["threshold"] == eps]
             u = _three_units(at, _unit(g, v.networks), model, eps, v.summary, v.networks, v.ref)
             row += [u["examples"] or BEYOND]
-            row += [(u["relative"] or "n/a") if u["examples"] else BEYOND] if here else []
             row += [(_share_span(v, at, model) or "n/a") if u["examples"] else BEYOND] if shared else []
         body.append(row)
     context = pd.to_numeric(v.networks.get("context", pd.Series(dtype=float)), errors="coerce").dropna().unique()
     tokens = f"{int(context[0])} tokens each" if len(context) == 1 else "tokens: their context each"
-    scratch = (
-        ", and × from scratch: the median in examples over the mean, across the model's usable networks pretrained "
-        "here, of the examples their own pretraining needed to first reach the same loss, baseline × (1 + ε) "
-        "(interpolated; `answer/pretrain_reference.parquet`)"
-    )
     share = f", and as a share of own pretraining: {SHARE_WORDS}"
     doc.p(
         f"The same single-layer medians (range over the finite ones) in examples ({tokens})"
-        + (scratch if here else "")
         + (share if shared else "")
+        + ("; × from scratch: the table of the answer above" if here else "")
         + "."
     )
-    heads = [("× from scratch", here), ("share of own pretraining", shared)]
+    heads = [("share of own pretraining", shared)]
     doc.table(
         ["model"]
         + [h for e in eps_pair for h in [f"examples, ε = {e:g}"] + [f"{k}, ε = {e:g}" for k, on in heads if on]],
@@ -1211,20 +1222,20 @@ def _origins(v: _View, rows: pd.DataFrame) -> tuple[bool, bool]:
 
 def _refusals(doc: Page, v: _View) -> None:
     """2. refusals"""
-    layers, settings = v.layers, v.settings
+    layers = v.layers
     doc.h(2, "2. Does it ever refuse to train?")
     if not len(layers):
         doc.p("No single-layer cells to judge.")
         return
     doc.p(
         "Per policy, at the smallest and largest ε (every ε: `answer/survival.parquet`): the single-layer cells not "
-        "back within ε at the end of their retraining (censored), of them those whose curve had stopped falling "
-        "(stalled: they refuse, by the stall rule) and those still falling when the budget ran out (not answered: "
-        "the budget ended first), and how far above the baseline their loss ended (median)."
+        "back within ε by the end of their retraining (censored), those of them whose curve had stopped falling "
+        "(stalled: they refuse, by the stall rule) or was still falling (not answered: the budget ended first), and "
+        "their median loss above the baseline at the end."
     )
     body = []
     ends = {float(layers["threshold"].min()), float(layers["threshold"].max())}
-    for setting in settings:
+    for setting in v.layer_settings:
         picked = _pick(layers, setting)
         for eps, g in picked[picked["threshold"].isin(ends)].groupby("threshold", sort=True):
             n, cen, div = int(g["n_cells"].sum()), int(g["n_censored"].sum()), int(g["n_diverged"].sum())
@@ -1267,7 +1278,7 @@ def _median_answers(doc: Page, v: _View) -> None:
     """At the smallest and the largest ε, as §1 shows them: how the (model, layer) medians end
     (``median_answers``), one sentence per setting."""
     lines = []
-    for setting in v.settings:
+    for setting in v.layer_settings:
         rows = _pick(v.layers, setting)
         if not len(rows):
             continue
@@ -1286,7 +1297,7 @@ def _median_answers(doc: Page, v: _View) -> None:
                 if n[k]
             ]
             said.append(f"at ε = {_eps_words(e)}, " + ", ".join(parts))
-        lead = f"{_setting_words(setting)}: " if len(v.settings) > 1 else ""
+        lead = f"{_setting_words(setting)}: " if len(v.layer_settings) > 1 else ""
         lines.append(lead + "; ".join(said))
     if lines:
         doc.p("The (model, layer) medians of §1: " + ". ".join(lines) + ".")
@@ -1308,9 +1319,11 @@ def _not_back_cells(doc: Page, v: _View) -> None:
         return
     eps = float(v.tables["network_costs"]["threshold"].min())
     cells = cells[cells["threshold"] == eps]
+    cells = cells[[setting in v.layer_settings for setting in zip(cells["regime"], cells["policy"], cells["init"])]]
     if not len(cells):
         return
-    several, resets = len(v.settings) > 1, cells["seed"].nunique() > 1
+    several = len({(r.regime, r.policy, r.init) for r in cells.itertuples()}) > 1
+    resets = cells["seed"].nunique() > 1
     doc.p(
         f"The single-layer cells not back within ε = {_eps_words(eps)} (`answer/network_costs.parquet`): how far "
         "above its baseline each ended; how long it was retrained (to its budget, or until it stalled past "
@@ -1389,9 +1402,12 @@ def _fit_table(doc: Page, fit: pd.DataFrame, settings: list[tuple], terms: list[
         if len(shown) == 1:
             doc.p(f"{_setting_words(shown[0])}:")
         head = ["ε", "term", "factor on cost [95 %]", "verdict", "cells (censored)", "cells left out"]
-        if all(row[-1] == "none" for row in body):  # no cell left any fit: no column to say so
+        left = {row[-1] for row in body}
+        if len(left) == 1:  # the same cells left every fit (or none did): said once, not in a column
             head, body = head[:-1], [row[:-1] for row in body]
         doc.table((["setting"] if len(shown) > 1 else []) + head, body)
+        if len(left) == 1 and left != {"none"}:
+            doc.p(f"Cells left out of every fit above: {left.pop()}.")
     items = []
     for setting in [s for s in settings if s not in shown and any(k[0] == s for k in missing)]:
         reasons = sorted({scaling.REASONS.get(r, r) for s, r in missing if s == setting})
@@ -1417,12 +1433,12 @@ def _position(doc: Page, v: _View) -> None:
     """3. position"""
     doc.h(2, "3. Does the position of L matter?")
     doc.p(
-        f"The censored log-normal fit of log cost over the single-layer cells ([plot]({v.plot_links['answer_effects']}))"
-        f": the first and the last layer, each against the layers between them (the middle layers), and the depth "
-        f"among the middle layers from the second layer to the second-to-last (measured only in networks with two "
-        f"or more middle layers). A term whose cells are all beyond the budget is not determined and its cells "
-        f"leave the fit (column 'cells left out', where any did), so the other terms speak for the layers that stay. At the "
-        f"smallest and largest ε (every ε: `answer/fit.parquet` and the plot). {FIT_LEGEND}"
+        "The censored log-normal fit of log cost over the single-layer cells, at the smallest and largest ε (every "
+        f"ε: `answer/fit.parquet`, [plot]({v.plot_links['answer_effects']})): the first and the last layer, each "
+        "against the middle layers, and the depth among the middle layers (from the second layer to the "
+        "second-to-last, in networks with two or more). A term whose cells are all beyond the budget is not "
+        "determined and its cells leave the fit (named where any did), so the other terms speak for the layers that "
+        f"stay. {FIT_LEGEND}"
         + (
             " Where no network of a fit has middle layers (N ≤ 2), its first-layer term compares the first layer "
             "with the last."
@@ -1430,7 +1446,7 @@ def _position(doc: Page, v: _View) -> None:
             else ""
         )
     )
-    _fit_table(doc, v.fit, v.settings, [t for t, _, _ in POSITION_TERMS])
+    _fit_table(doc, v.fit, v.layer_settings, [t for t, _, _ in POSITION_TERMS])
 
 
 def _data_axis_overfit(networks: pd.DataFrame, eps_min: float | None) -> str:
@@ -1484,7 +1500,7 @@ def _sizes(doc: Page, v: _View) -> None:
             else ""
         )
     )
-    _fit_table(doc, v.fit, v.settings, ["log_n_layer", "log_d_model", "log_train_sequences", "log_epochs"])
+    _fit_table(doc, v.fit, v.layer_settings, ["log_n_layer", "log_d_model", "log_train_sequences", "log_epochs"])
     eps_min = float(v.summary["threshold"].min()) if len(v.summary) else None
     axis = _data_axis_overfit(networks[networks["model"].isin(set(grid["model"]))], eps_min) if len(grid) else ""
     if axis:
@@ -1593,8 +1609,8 @@ def _ordering(doc: Page, order: pd.DataFrame) -> None:
         else "",
     ]
     doc.p(
-        "Size ordering of the baselines (mean over pretraining seeds; holds: by more than the spread between the "
-        f"seeds, the larger max − min of the two models): {'; '.join(filter(None, said))}."
+        "Size ordering of the baselines (means over the seeds; a pair holds by more than the larger seed spread of "
+        f"its two models): {'; '.join(filter(None, said))}."
     )
     failed = order[~order["holds"].astype(bool)]
     if len(failed):
@@ -1664,9 +1680,13 @@ def _families(doc: Page, v: _View) -> None:
     if len(kinds) > 1 and settings:
         _family_units(doc, v, settings[0])
     family_rows = fit[fit["term"].str.startswith("family")] if len(fit) else fit
-    if len(family_rows):
+    family_rows = family_rows[[s in v.layer_settings for s in zip(*(family_rows[k] for k in SETTING))]]
+    if len(family_rows) and not family_rows["determined"].any():  # no family term anywhere: one line says why
+        reasons = sorted({scaling.REASONS.get(r, r) for r in family_rows["reason"]})
+        doc.p(f"The fit of §3 compares no family: {'; '.join(reasons)}.")
+    elif len(family_rows):
         doc.p("The family terms of the fit of §3 (against the most common family, at the same S × E).")
-        _fit_table(doc, fit, settings, sorted(family_rows["term"].unique()))
+        _fit_table(doc, fit, v.layer_settings, sorted(family_rows["term"].unique()))
 
 
 def _family_units(doc: Page, v: _View, setting: tuple) -> None:
@@ -1733,82 +1753,124 @@ def _aside(doc: Page, v: _View) -> None:
     swap = _swap_answer(v)
     doc.p(
         ("The headline's answer on the encoder swap comes from this table. " if swap.startswith(SWAP_LEAD) else "")
-        + "A swap wipes the cross-attention and re-sizes it to the new encoder, the rest of the decoder untouched; "
-        "trainable or frozen: whether the swapped-in encoder trains too; gated: the cross-attention's output starts "
-        "at zero (a tanh gate at 0, as Flamingo's; init `zero_out`). Regime `frozen`, init `fresh`; each row the "
-        "median [95 %] over the networks at every ε, and for pretraining from scratch to the same loss the median "
-        "[least, most] (`answer/encoder_decoder.parquet`; the curves against pretraining from scratch: "
-        f"[plot]({v.plot_links['answer_aside']})). `(r ×)`: the median × the from-scratch cost; `> B (> r ×)`: "
-        "beyond the budget, with whether the cells stalled or were still falling and, for those still falling, "
-        "`(≈ r ×)` where their last rate of fall (over the last doubling) would reach ε, an optimistic guess; "
-        "`vs. control`: against the matched control where that differs (the same tensors retrained from their "
-        "trained values; for a frozen encoder's swap, the intact network's cross-attention)."
+        + "A swap wipes the cross-attention and re-sizes it to the new encoder, which trains or stays frozen; gated: "
+        "the cross-attention's output starts at zero (a tanh gate at 0, as Flamingo's; init `zero_out`). Regime "
+        "`frozen`. Each cell: the median cost over the networks as a multiple of what pretraining from scratch "
+        "needed to reach the same loss, at the smallest ε with its [95 %] and, where it differs, the cost against "
+        "the matched control (`vs. control`: the same tensors retrained from their trained values; for a frozen "
+        "encoder, the intact network's cross-attention); `> r ×`: beyond the budget, with what the cells did there "
+        "and, for those still falling, `(≈ r ×)` where their last rate of fall would reach ε (an optimistic guess). "
+        "The last row: pretraining from scratch, the median over the networks ([least, most] at the smallest ε; "
+        f"`answer/encoder_decoder.parquet`; the curves: [plot]({v.plot_links['answer_aside']}))."
     )
     for model, rows in aside.groupby("model", sort=True):
         eps_list = sorted(rows["threshold"].unique())  # every ε: the aside compares its resets at each
         body = []
-        for (item, target, policy, _), g in rows.groupby(["item", "target", "policy", "init"], sort=False):
-            g = g.set_index("threshold")
-            first = g.iloc[0]
-            label = first["what"] + (
-                f" (`{target}`)"
-                if target and item not in ("all_cross_attention", "reset_all", *answer_tables.SWAP_ITEMS)
-                else ""
-            )
-            body.append([label] + [_aside_cost(g.loc[e]) if e in g.index else "" for e in eps_list])
-        doc.h(3, f"{model} ({UNIT_WORDS[rows['unit'].iloc[0]]})")
+        for item, g in rows.groupby("item", sort=False):
+            if item in PER_LAYER_ITEMS:  # one row per kind of layer: the range over its layers (each: §1)
+                layers = sorted(g["target"].unique())
+                label = f"{g['what'].iloc[0]} (`{layers[0]}`" + (f" to `{layers[-1]}`)" if len(layers) > 1 else ")")
+                body.append(
+                    [label]
+                    + [
+                        _aside_range(g[g["threshold"] == e], e == eps_list[0]) if (g["threshold"] == e).any() else ""
+                        for e in eps_list
+                    ]
+                )
+                continue
+            for _, one in g.groupby(["target", "policy", "init"], sort=False):
+                one = one.set_index("threshold")
+                body.append(
+                    [one["what"].iloc[0]]
+                    + [_aside_cost(one.loc[e], e == eps_list[0]) if e in one.index else "" for e in eps_list]
+                )
+        doc.h(3, model)
         doc.table(["reset"] + [f"ε = {e:g}" for e in eps_list], body)
 
 
-def _aside_cost(r: pd.Series) -> str:
+PER_LAYER_ITEMS = ("encoder_layer", "decoder_layer", "cross_attention")  # aside items with a row per layer
+
+
+def _aside_range(rows: pd.DataFrame, first: bool) -> str:
+    """One kind of layer's aside cell at one ε: the range of its layers' medians × from scratch, with how many are
+    beyond the budget (and what their cells did) or never damaged beyond ε, and at the smallest ε (``first``) the
+    range against the matched control where it differs."""
+    if len(rows) == 1:
+        return _aside_cost(rows.iloc[0], first)
+    rel = rows["relative_to_scratch"].astype(float)
+    finite = rel[np.isfinite(rel)]
+    beyond = rows[np.isinf(rel)]
+    undamaged = int((rows["n_not_damaged"] == rows["n_cells"]).sum())
+    parts = [f"{span(finite)} ×"] if len(finite) else []
+    if len(beyond):
+        said = dict.fromkeys(_verdicts(r) + _projection(r, short=True) for _, r in beyond.iterrows())
+        verdicts = "; ".join(w for w in said if w)
+        budget = beyond["budget_relative_to_scratch"].astype(float)
+        parts.append(f"{len(beyond)} of {len(rows)} > {span(budget)} ×" + (f" ({verdicts})" if verdicts else ""))
+    if undamaged:
+        parts.append(f"{undamaged} of {len(rows)} not damaged beyond ε")
+    text = ", ".join(parts)
+    control = rows["control_relative_to_scratch"].astype(float).dropna()
+    if first and len(control) and span(control) != span(finite):
+        text += f"; vs. control {span(control.dropna())} ×"
+    return text
+
+
+def _aside_cost(r: pd.Series, first: bool = True) -> str:
+    """One aside cell, in the aside's unit: × what pretraining from scratch needed to reach the same loss (the
+    median [95 %], `> r ×` beyond the budget with what the cells did there, against the matched control where that
+    differs); the from-scratch row itself in the model's unit; the median in that unit where no from-scratch cost
+    is known."""
     undamaged = int(r["n_not_damaged"])  # 0 for the scratch row
     if undamaged == int(r["n_cells"]) > 0:
         return "not damaged beyond ε (no cost)"
     value, lo, hi = float(r["median"]), float(r["median_lo"]), float(r["median_hi"])
-    text = (
-        _one(value)
-        if (math.isinf(value) and math.isinf(lo)) or value == lo == hi
-        else f"{_one(value)} [{_one(lo)}, {_one(hi)}]"
-    )
-    partly = 0 < r["n_censored"] < r["n_cells"]
     rel = float(r.get("relative_to_scratch", math.nan))
-    times = (
-        f" (> {num(float(r['budget_relative_to_scratch']))} ×)"
-        if math.isinf(rel) and math.isfinite(float(r.get("budget_relative_to_scratch", math.nan)))
-        else f" ({num(rel)} ×)"
-        if math.isfinite(rel) and r["item"] != "scratch"
-        else ""
-    )
-    control, control_rel = (
-        float(r.get("control_median", math.nan)),
-        float(r.get("control_relative_to_scratch", math.nan)),
-    )
-    against = (
-        ""
-        if math.isnan(control) or _one(control) == _one(value)  # the same number against the control: said once
-        else f"; vs. control {_one(control)}" + (f" ({num(control_rel)} ×)" if math.isfinite(control_rel) else "")
-    )
+    budget_rel = float(r.get("budget_relative_to_scratch", math.nan))
+    scratch = r["item"] == "scratch"
+    # × from scratch: the row's median, interval and budget over the same from-scratch cost
+    per = rel / value if math.isfinite(rel) and value > 0 else budget_rel / float(r["budget"])
+    if scratch or not math.isfinite(per):
+        per, times = 1.0, "" if scratch else f" {_unit_after(r['unit'])}"
+    else:
+        times = " ×"
+
+    def x(v: float) -> str:
+        return _one(v * per)
+
+    if math.isinf(value) and math.isinf(lo):
+        text = f"> {num(budget_rel)} ×" if math.isfinite(budget_rel) and not scratch else _one(value) + times
+    else:
+        text = x(value) + times + ("" if value == lo == hi or not first else f" [{x(lo)}, {x(hi)}]")
+    if scratch:
+        text += f" {_unit_after(r['unit'])}"
+    partly = 0 < r["n_censored"] < r["n_cells"]
+    control = float(r.get("control_median", math.nan))
+    control_rel = float(r.get("control_relative_to_scratch", math.nan))
+    said = num(control_rel) if times == " ×" and math.isfinite(control_rel) else x(control)
+    differs = first and not math.isnan(control) and _one(control) != _one(value)
+    against = f"; vs. control {said}{times}" if differs else ""
     return (
         text
-        + times
         + (f", {int(r['n_censored'])} of {int(r['n_cells'])} censored" if partly else "")
-        + (f"; {_verdicts(r)}{_projection(r, short=True)}" if int(r["n_censored"]) and r["item"] != "scratch" else "")
+        + (f"; {_verdicts(r)}{_projection(r, short=True)}" if int(r["n_censored"]) and not scratch else "")
         + (f", {undamaged} of {int(r['n_cells'])} not damaged beyond ε" if undamaged else "")
         + against
     )
 
 
 def _projection(r: pd.Series, short: bool = False) -> str:
-    """': at its last rate of fall, about r ×' (short: ' (≈ r ×)') for an aside row beyond the
-    budget with a cell still falling (``answer_tables.projected_examples``, over the from-scratch cost: a guess, and
-    an optimistic one), else ''."""
+    """', ≈ r × at its last rate of fall' (short: ' (≈ r ×)') for an aside row beyond the budget with a cell still
+    falling (``answer_tables.projected_examples``, over the from-scratch cost: a guess, and an optimistic one), else
+    ''."""
     rel = float(r.get("projected_relative", math.nan))
     if not int(r.get("n_still_falling", 0)) or math.isnan(rel):
         return ""
-    about = "never" if math.isinf(rel) else f"about {_two_digits(rel)} ×"
     if short:
         return " (never, at its last rate)" if math.isinf(rel) else f" (≈ {_two_digits(rel)} ×)"
-    return f": at its last rate of fall, {about}"
+    return (
+        ", never at its last rate of fall" if math.isinf(rel) else f", ≈ {_two_digits(rel)} × at its last rate of fall"
+    )
 
 
 def _verdicts(r: pd.Series) -> str:
@@ -1831,6 +1893,8 @@ def _damage_similarity(doc: Page, v: _View) -> None:
         f"cells (censored cells rank above every recovered one), at the smallest and largest ε (every ε: "
         f"`answer/damage_cost.parquet` and the [plot]({v.plot_links['answer_damage_cost']}))."
     )
+    if len(dc):  # the single-layer settings (the cross-attention's policy is the aside's, §6)
+        dc = dc[[s in v.layer_settings for s in zip(*(dc[k] for k in SETTING))]]
     defined = dc[dc["rho"].notna()] if len(dc) else dc
     if len(defined):
         defined = defined[defined["threshold"].isin({defined["threshold"].min(), defined["threshold"].max()})]
@@ -2010,9 +2074,9 @@ def _caveats(doc: Page, v: _View) -> None:
     moved = int(flags["n_control_moved"].sum()) if len(flags) else 0
     rows_total = int(flags["n_rows"].sum()) if len(flags) else 0
     items.append(
-        f"{bnc} of {rows_total} (cell, ε) rows are flagged `baseline_not_converged` (their matched control "
-        f"fell more than ε_min/2 below the baseline: partly further training; kept, flagged), and {moved} "
-        f"have a matched control that moved more than ε from the baseline by the cell's crossing."
+        f"{bnc} of {rows_total} (cell, ε) rows are flagged `baseline_not_converged` (their matched control fell more "
+        f"than ε_min/2 below the baseline: partly further training; kept); {moved} have a matched control that moved "
+        f"more than ε from the baseline by the cell's crossing."
     )
     controls = _controls_sentence(v)
     items += [controls] if controls else []
@@ -2203,10 +2267,11 @@ def _related_work(doc: Page, v: _View) -> None:
     """9. What is already known, beside this grid's numbers."""
     doc.h(2, "9. What is already known")
     doc.p(
-        "The published experiments nearest to the question (findings as published), how they differ, and this "
-        "grid's number beside each (from the answer tables)."
+        "The published experiments nearest to the question, each finding in short, and this grid's number beside it "
+        "(from the answer tables); their findings in full and how each setting differs: docs/experiments.md, "
+        "'What is already known'."
     )
-    doc.table(["work", "finding", "how the setting differs", "this grid"], related_work.comparisons(v.tables))
+    doc.table(["work", "finding", "this grid"], related_work.comparisons(v.tables))
 
 
 @dataclasses.dataclass
@@ -2226,6 +2291,10 @@ class _View:
         self.layers = self.surv[self.surv["kind"] == survival.LAYER] if len(self.surv) else self.surv
         self.degenerate = self.flags[self.flags["degenerate"].astype(bool)] if len(self.flags) else self.flags
         self.settings = _settings(self.surv) if len(self.surv) else []
+        # the settings §1 to §5 read as single-layer resets: the cross-attention's policy is the aside's, read in §6
+        # where the grid has one
+        aside = len(t.get("encoder_decoder", pd.DataFrame()))
+        self.layer_settings = [s for s in self.settings if not (aside and s[1] == CROSS_ATTN)]
         ordering = t.get("size_ordering")
         self.ordering = answer_tables.size_ordering(self.networks) if ordering is None else ordering
         # the networks of models with cells: a donor (``heal: false``) is pretrained and listed, never healed, so

@@ -1,6 +1,7 @@
-"""What is already known: the published experiments nearest to the question, each with its finding (static
-reference facts, not results), how its setting differs from this workflow's, and the number of this grid that can
-be set beside it (``comparisons``, read from the answer tables only)."""
+"""What is already known: the published experiments nearest to the question, each with its finding in short (static
+reference facts, not results; the full finding and how each setting differs from this workflow's:
+docs/experiments.md, "What is already known"), and the number of this grid that can be set beside it
+(``comparisons``, read from the answer tables only)."""
 
 from __future__ import annotations
 
@@ -17,8 +18,7 @@ from selfheal.analysis.page import num, pct
 @dataclasses.dataclass(frozen=True)
 class Published:
     who: str  # authors, year and title
-    finding: str  # what they report, with their numbers
-    differs: str  # how their setting differs from this workflow's
+    finding: str  # what they report, in short (in full, with how their setting differs: docs/experiments.md)
     ours: Callable[[dict[str, pd.DataFrame]], str]  # this grid's comparable number, from the answer tables
 
 
@@ -50,8 +50,7 @@ def _single_layer_costs(t: dict[str, pd.DataFrame]) -> str:
         parts.append(
             f"ε = {eps:g}: one layer {reached} ({beyond} of {len(med) - undamaged} layer groups beyond the budget"
             + (f"; {undamaged} never damaged beyond ε" if undamaged else "")
-            + "); "
-            f"every layer reset: {every_reached} of {len(every)} models within the budget"
+            + f"), every layer reset within it in {every_reached} of {len(every)} models"
         )
     return "; ".join(parts)
 
@@ -63,14 +62,13 @@ def _share_recovered(t: dict[str, pd.DataFrame]) -> str:
     if not len(layers):
         return "not determined by this grid"
     parts = []
-    for eps, g in layers.groupby("threshold", sort=True):  # of the cells the reset damaged beyond ε
+    ends = {layers["threshold"].min(), layers["threshold"].max()}  # as the page's tables: the smallest and largest ε
+    for eps, g in layers[layers["threshold"].isin(ends)].groupby("threshold", sort=True):  # the cells damaged beyond ε
         n, rec = int((g["n_cells"] - g["n_not_damaged"]).sum()), int(g["n_recovered"].sum())
         parts.append(f"ε = {eps:g}: {rec} of {n} ({pct(rec / n) if n else 'n/a'})")
     budget = layers["budget_fraction"].dropna()
     within = f" (up to {num(float(budget.max()))} of S × E)" if len(budget) else ""
-    return (
-        "single-layer cells damaged beyond ε that got back by the end of the budget" + within + ": " + "; ".join(parts)
-    )
+    return "single-layer cells damaged beyond ε and back within the budget" + within + ": " + "; ".join(parts)
 
 
 def _damage_by_position(t: dict[str, pd.DataFrame]) -> str:
@@ -116,44 +114,34 @@ def _not_here(_: dict[str, pd.DataFrame]) -> str:
 
 PUBLISHED = [
     Published(
-        "Zhang, Bengio & Singer 2019, *Are All Layers Created Equal?*",
-        "one layer of a trained image classifier (VGG, ResNet) re-initialised *without retraining*: most layers "
-        "are 'robust' to their initial values, the first ones 'critical'; a fresh random draw ruins most layers",
-        "no retraining; vision models, test error",
+        "Zhang, Bengio & Singer 2019",
+        "a trained image classifier's layer re-initialised, no retraining: the first layers 'critical', most "
+        "others 'robust'",
         _damage_by_position,
     ),
     Published(
-        "Tamkin et al. 2020, *Investigating Transferability in Pretrained Language Models*",
-        "BERT-base layers re-initialised, then the *whole* model finetuned on GLUE: a layer's pretrained weights "
-        "help with plenty of finetuning data, little when data are scarce",
-        "everything trains; downstream accuracy (the `transfer:` section re-runs their experiments)",
+        "Tamkin et al. 2020",
+        "BERT layers re-initialised, the whole model finetuned: pretrained weights matter with plenty of data",
         _position_effect,
     ),
     Published(
-        "Gromov et al. 2024, *The Unreasonable Ineffectiveness of the Deeper Layers*; LLM-Streamline "
-        "(Chen et al. 2024)",
-        "up to half of the deeper layers of open LLMs (Llama-2-70B among them) removed with little loss on "
-        "question answering after a small QLoRA 'healing' finetune; LLM-Streamline trains one small layer in a "
-        "pruned block's place",
-        "layers deleted, not reset; billions of parameters; a fixed healing budget scored by accuracy",
+        "Gromov et al. 2024; Chen et al. 2024 (LLM-Streamline)",
+        "up to half of an LLM's deeper layers removed, then 'healed' by a small finetune",
         _share_recovered,
     ),
     Published(
-        "Muralidharan et al. 2024 (Minitron), *Compact Language Models via Pruning and Knowledge Distillation*",
-        "Nemotron-4 15B pruned to 8B and 4B and retrained by distillation on under 3 % of the original tokens",
-        "pruning and distillation, every weight retrained",
+        "Muralidharan et al. 2024 (Minitron)",
+        "a 15B model pruned to 8B and 4B, retrained on under 3 % of its tokens",
         _single_layer_costs,
     ),
     Published(
-        "Bogoychev 2021, *Not all parameters are born equal: attention is mostly what you need*",
-        "parts of a translation transformer left random and frozen throughout training cost little BLEU "
-        "(attention least)",
-        "trained from scratch around frozen random parts: no healing",
+        "Bogoychev 2021",
+        "random frozen parts of a translation transformer cost little BLEU",
         _not_here,
     ),
 ]
 
 
 def comparisons(tables: dict[str, pd.DataFrame]) -> list[list[str]]:
-    """One row per published experiment: who, their finding, how the setting differs, this grid's number."""
-    return [[p.who, p.finding, p.differs, p.ours(tables)] for p in PUBLISHED]
+    """One row per published experiment: who, their finding in short, this grid's number."""
+    return [[p.who, p.finding, p.ours(tables)] for p in PUBLISHED]
