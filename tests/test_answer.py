@@ -714,11 +714,8 @@ def test_a_data_axis_of_overfit_networks_is_said_beside_the_s_and_e_terms():
 
     said = sentence(networks)
     epochs = int(networks["epochs"].iloc[0])
-    assert (
-        f"at S = {sequences // 2:,} × E = {epochs} (gpt2-n4-d64) 2.00 % to 3.00 % above their validation minimum"
-        in said
-    )
-    assert f"at S = {sequences:,} × E = {epochs} (gpt2-n2-d64) 0.40 %." in said
+    assert f"(by S × E): {sequences // 2:,} × {epochs}: 2.00 % to 3.00 % above their validation minimum" in said
+    assert f", {sequences:,} × {epochs}: 0.40 %." in said
     overlapping = networks.assign(past_minimum=np.where(axis, 0.02, [0.004, 0.025] * 2) * networks["baseline_loss"])
     assert sentence(overlapping) is None
     assert sentence(networks.assign(train_sequences=sequences)) is None  # one regime: no data axis
@@ -1116,8 +1113,9 @@ def test_every_single_layer_cell_not_back_is_listed_with_its_verdict():
     stalled_control = listed.loc[listed["outcome"] == "stalled", "control_upper"]
     assert np.isfinite(stalled_control).all()
     assert "(it refuses, by the stall rule; but it got within 1 % of its matched control, the intact" in refuse
-    counts = next(line for line in section.splitlines() if line.startswith("| full | 0.01 |"))
-    assert f"| 1 | {len(listed) - 1} | 0 |" in counts, counts
+    # the counts: the headline's (one setting: §2 has no table of its own), one stalled, the rest still falling
+    assert "The answer above counts the damaged single-layer cells" in section
+    assert f"; {len(listed) - 1} were still falling when the budget ran out" in refuse
 
 
 @pytest.mark.parametrize(
@@ -1173,3 +1171,23 @@ def test_the_scale_of_a_grid_of_one_size_is_one_number():
     two = _page()[1]
     (scale,) = [line for line in two.splitlines() if "Scale of this grid" in line]
     assert " to " in scale.split(";")[0]
+
+
+def test_refusals_keep_their_table_where_several_single_layer_settings_are_read():
+    """With one single-layer setting the headline's refusal sentence counts its cells and §2 points there; with two
+    (here the same cells read again under a second policy) §2 sets them side by side, one row per policy and ε."""
+    summary, curves, networks = synthetic(thresholds=(0.01, 0.1), seed=3)
+    one = answer_page.page(answer_tables.compute(summary, curves, networks), summary, networks, LINKS).markdown()
+    section = one[one.index("## 2.") : one.index("## 3.")]
+    assert "The answer above counts the damaged single-layer cells" in section and "| policy | ε |" not in section
+    layers = summary["target"].str.fullmatch(r"L\d")
+    again = pd.concat([summary, summary[layers].assign(policy="attn")], ignore_index=True)
+    curves2 = pd.concat([curves, curves[curves["target"].str.fullmatch(r"L\d")].assign(policy="attn")])
+    two = answer_page.page(answer_tables.compute(again, curves2, networks), again, networks, LINKS).markdown()
+    section = two[two.index("## 2.") : two.index("## 3.")]
+    assert "| policy | ε | cells |" in section
+    assert {
+        line.split(" | ")[0]
+        for line in section.splitlines()
+        if line.startswith("| full | ") or line.startswith("| attn | ")
+    } == {"| full", "| attn"}

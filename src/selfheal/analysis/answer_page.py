@@ -69,13 +69,14 @@ def _one(v: float) -> str:
     return BEYOND if math.isinf(v) else num(v)
 
 
-def _cost(row: pd.Series, unit: str) -> str:
-    """'0.038 [0.013, 0.070]'; one number where the interval is that number; ``BEYOND`` beyond the budget;
-    ``NOT_DAMAGED`` where no cell of the group left the ε band after the reset (no cost, so no median)."""
+def _cost(row: pd.Series, unit: str, interval: bool = True) -> str:
+    """'0.038 [0.013, 0.070]' (``interval``: else the median alone); one number where the interval is that number;
+    ``BEYOND`` beyond the budget; ``NOT_DAMAGED`` where no cell of the group left the ε band after the reset (no
+    cost, so no median)."""
     value, lo, hi = (float(row[f"median_{unit}{s}"]) for s in ("", "_lo", "_hi"))
     if math.isnan(value):
         return NOT_DAMAGED
-    if (math.isinf(value) and math.isinf(lo)) or value == lo == hi:
+    if (math.isinf(value) and math.isinf(lo)) or value == lo == hi or not interval:
         return _one(value)
     return f"{_one(value)} [{_one(lo)}, {_one(hi)}]"
 
@@ -1148,13 +1149,14 @@ def _cost_section(doc: Page, v: _View) -> None:
         doc.h(3, f"{_setting_words(setting)} ({UNIT_WORDS[unit]})")
         body = []
         for model, g in rows.groupby("model", sort=True):
-            for target, t in g.groupby("target", sort=False):
+            order = g.assign(last=g["target"] == "all").sort_values(["last", "depth"], kind="stable")
+            for target, t in order.groupby("target", sort=False):
                 t = t.set_index("threshold")
                 label = "every layer" if target == "all" else f"{target} ({t['position'].iloc[0]})"
                 costs = [_cost_verdict(t.loc[e], unit) if e in t.index else "" for e in eps_list]
                 if control is not None:
                     key = (model, target)
-                    costs.insert(1, _cost(control.loc[key], unit) if key in control.index else "—")
+                    costs.insert(1, _cost(control.loc[key], unit, interval=False) if key in control.index else "—")
                 body.append([model, label] + costs)
         heads = [f"ε = {e:g}" for e in eps_list]
         if control is not None:
@@ -1163,8 +1165,9 @@ def _cost_section(doc: Page, v: _View) -> None:
         if control is not None:
             doc.p(
                 "`vs. matched control`: the same median, back within (1 + ε) × the loss of the intact network "
-                "retrained the same way at the same examples (`answer/against_control.parquet`; the first retrain "
-                "seed's cells), since retraining alone moved an intact network by more than ε_min / 4 (§8)."
+                "retrained the same way at the same examples (its interval: `answer/against_control.parquet`; the "
+                "first retrain seed's cells), since retraining alone moved an intact network by more than ε_min / 4 "
+                "(§8)."
             )
         if setting == settings[0]:
             _units_table(doc, v, setting)
@@ -1226,6 +1229,14 @@ def _refusals(doc: Page, v: _View) -> None:
     doc.h(2, "2. Does it ever refuse to train?")
     if not len(layers):
         doc.p("No single-layer cells to judge.")
+        return
+    if len(v.layer_settings) == 1:  # the headline's refusal sentence counts the one setting's cells already
+        doc.p(
+            "The answer above counts the damaged single-layer cells that stalled or were still falling at the "
+            "budget (every ε: `answer/survival.parquet`)."
+        )
+        _median_answers(doc, v)
+        _not_back_cells(doc, v)
         return
     doc.p(
         "Per policy, at the smallest and largest ε (every ε: `answer/survival.parquet`): the single-layer cells not "
@@ -1303,9 +1314,9 @@ def _median_answers(doc: Page, v: _View) -> None:
         doc.p("The (model, layer) medians of §1: " + ". ".join(lines) + ".")
 
 
-NOT_BACK_WORDS = {
-    "stalled": "stalled (refuses, by the stall rule)",
-    "still_falling": "still falling at the budget",
+NOT_BACK_WORDS = {  # a not-back cell's verdict, as §2's table says it (its legend: stalled refuses, by the rule)
+    "stalled": "stalled",
+    "still_falling": "still falling",
     "diverged": "diverged",
 }
 
@@ -1325,11 +1336,12 @@ def _not_back_cells(doc: Page, v: _View) -> None:
     several = len({(r.regime, r.policy, r.init) for r in cells.itertuples()}) > 1
     resets = cells["seed"].nunique() > 1
     doc.p(
-        f"The single-layer cells not back within ε = {_eps_words(eps)} (`answer/network_costs.parquet`): how far "
-        "above its baseline each ended; how long it was retrained (to its budget, or until it stalled past "
-        "`retrain.stop_stalled`) and, if still falling, where its last rate of fall (over the last doubling) would "
-        "reach ε (an optimistic guess: a recovery curve falls less with each doubling), both × its network's "
-        "from-scratch cost; and where it got within ε of its matched control (— without one)."
+        f"The single-layer cells not back within ε = {_eps_words(eps)} (`answer/network_costs.parquet`): whether "
+        "each stalled (it refuses, by the stall rule) or was still falling at the budget, how far above its "
+        "baseline it ended, how long it was retrained (to its budget, or until it stalled past "
+        "`retrain.stop_stalled`), where a still-falling curve's last rate of fall would reach ε (an optimistic "
+        "guess), and where it got within ε of its matched control (— without one), all × its network's "
+        "from-scratch cost."
     )
     body = []
     for r in cells.sort_values(["regime", "policy", "init", "model", "depth", "pretrain_seed", "seed"]).itertuples():
@@ -1433,12 +1445,11 @@ def _position(doc: Page, v: _View) -> None:
     """3. position"""
     doc.h(2, "3. Does the position of L matter?")
     doc.p(
-        "The censored log-normal fit of log cost over the single-layer cells, at the smallest and largest ε (every "
-        f"ε: `answer/fit.parquet`, [plot]({v.plot_links['answer_effects']})): the first and the last layer, each "
-        "against the middle layers, and the depth among the middle layers (from the second layer to the "
-        "second-to-last, in networks with two or more). A term whose cells are all beyond the budget is not "
-        "determined and its cells leave the fit (named where any did), so the other terms speak for the layers that "
-        f"stay. {FIT_LEGEND}"
+        "The censored log-normal fit of log cost over the single-layer cells at the smallest and largest ε (every "
+        f"ε: `answer/fit.parquet`, [plot]({v.plot_links['answer_effects']})): the first and the last layer against "
+        "the middle layers, and the depth among the middle layers (second to second-to-last, where there are two "
+        "or more). A term whose cells are all beyond the budget is not determined, and its cells leave the fit "
+        f"(named where any did). {FIT_LEGEND}"
         + (
             " Where no network of a fit has middle layers (N ≤ 2), its first-layer term compares the first layer "
             "with the last."
@@ -1469,14 +1480,14 @@ def _data_axis_overfit(networks: pd.DataFrame, eps_min: float | None) -> str:
 
     def regime(key, r, what: str = "") -> str:
         share = f"{100 * r['lo']:.2f} %" + ("" if r["lo"] == r["hi"] else f" to {100 * r['hi']:.2f} %")
-        return f"at S = {int(key[0]):,} × E = {int(key[1])} ({', '.join(r['models'])}) {share}{what}"
+        return f"{int(key[0]):,} × {int(key[1])}: {share}{what}"
 
     return (
-        "The data axis compares networks at different points of their training: they ended "
+        "The data axis compares networks at different points of their training (by S × E): "
         + "; ".join(regime(k, r, " above their validation minimum (they overfit S)") for k, r in over.iterrows())
         + ", "
         + "; ".join(regime(k, r) for k, r in rest.iterrows())
-        + ". So the log S and log E terms measure those regimes together with their overfitting, not S or E alone."
+        + ". So the log S and log E terms measure those regimes with their overfitting, not S or E alone."
     )
 
 
@@ -1526,16 +1537,15 @@ def _sizes(doc: Page, v: _View) -> None:
     flagged = any(row[-1] for row in body)
     past = (networks["past_minimum"] / networks["baseline_loss"]).dropna() if "past_minimum" in networks else []
     past_words = (  # a downloaded model has no pretraining curve: n/a
-        f"; past its minimum: how far above the lowest validation loss of its own pretraining curve it ended (it "
+        f"; past its minimum: how far above its own pretraining curve's lowest validation loss it ended (it "
         f"overfits S; {int((past > eps_min / 4).sum())} of {len(past)} networks by more than ε_min / 4 = "
-        f"{_eps_words(eps_min / 4)}; whether more pretraining would still lower it: the plateau check, §8)"
+        f"{_eps_words(eps_min / 4)}; whether more pretraining would lower it: §8's plateau check)"
         if eps_min is not None and len(past)
         else ""
     )
     doc.p(
         "Validation loss (nats per token); margin over the train split's bigram (interpolated with the unigram, "
-        f"weight λ tuned on the validation set; under 0.1 nats flags a network degenerate){past_words}. Unigram, "
-        f"bigram (λ): {grams}."
+        f"λ tuned on validation; under 0.1 nats: degenerate){past_words}. Unigram, bigram (λ): {grams}."
     )
     if every_off:
         doc.p("Every network was still improving at the end of pretraining (off its plateau; §8).")
@@ -1636,11 +1646,10 @@ def _out_of_sample(doc: Page, v: _View) -> None:
         )
         return
     doc.p(
-        "The fit of §3–4, refitted on the size grid (the most common family and (S, E)) without one part of it, "
-        "predicts each left-out layer's median cost; a layer **held** where the predicted and the measured "
-        "intervals overlap (a median beyond the budget lies between the budget and ∞); one whose median is 0 or "
-        "whose kind of cell left the fit (§3) is not tested (per layer: `answer/out_of_sample.parquet`, "
-        f"[plot]({v.plot_links['answer_out_of_sample']}))."
+        "The fit of §3–4, refitted on the size grid without one part of it, predicts each left-out layer's median; "
+        "a layer **held** where the predicted and measured intervals overlap (beyond the budget: between the budget "
+        "and ∞); not tested: a median of 0, or a kind of cell that left the fit (per layer: "
+        f"`answer/out_of_sample.parquet`, [plot]({v.plot_links['answer_out_of_sample']}))."
     )
     verdicts = out_of_sample.verdicts(table)
     items = []
@@ -1713,9 +1722,9 @@ def _family_units(doc: Page, v: _View, setting: tuple) -> None:
             row.append(f"{u['relative'] or 'n/a'} ({u['fraction'] or u['examples']})")
         body.append(row)
     doc.p(
-        f"Each family is trained to its own plateau, on its own S × E, so the families compare in the unit that does "
-        f"not depend on it: the first and the last layer's median cost at ε = {_eps_words(eps)} as a multiple of "
-        "pretraining the same model from scratch to the same loss, with the fraction of its S × E in brackets."
+        "Each family is trained to its own plateau on its own S × E, so the families compare × their own "
+        f"from-scratch cost (the fraction of S × E in brackets): the first and last layer's median at ε = "
+        f"{_eps_words(eps)}."
     )
     doc.table(["model", "family", "S × E", "first layer", "last layer"], body)
 
@@ -1755,13 +1764,12 @@ def _aside(doc: Page, v: _View) -> None:
         ("The headline's answer on the encoder swap comes from this table. " if swap.startswith(SWAP_LEAD) else "")
         + "A swap wipes the cross-attention and re-sizes it to the new encoder, which trains or stays frozen; gated: "
         "the cross-attention's output starts at zero (a tanh gate at 0, as Flamingo's; init `zero_out`). Regime "
-        "`frozen`. Each cell: the median cost over the networks as a multiple of what pretraining from scratch "
-        "needed to reach the same loss, at the smallest ε with its [95 %] and, where it differs, the cost against "
-        "the matched control (`vs. control`: the same tensors retrained from their trained values; for a frozen "
-        "encoder, the intact network's cross-attention); `> r ×`: beyond the budget, with what the cells did there "
-        "and, for those still falling, `(≈ r ×)` where their last rate of fall would reach ε (an optimistic guess). "
-        "The last row: pretraining from scratch, the median over the networks ([least, most] at the smallest ε; "
-        f"`answer/encoder_decoder.parquet`; the curves: [plot]({v.plot_links['answer_aside']}))."
+        "`frozen`. Each cell: the median cost over the networks × what pretraining from scratch needed to reach "
+        "the same loss; at the smallest ε with [95 %] and, where it differs, `vs. control` (the same tensors "
+        "retrained from their trained values; for a frozen encoder, the intact network's cross-attention); "
+        "`> r ×`: beyond the budget, with what the cells did and, if still falling, `(≈ r ×)` where the last rate "
+        "of fall would reach ε (optimistic). Last row: pretraining from scratch in S × E, [least, most] at the "
+        f"smallest ε (`answer/encoder_decoder.parquet`; curves: [plot]({v.plot_links['answer_aside']}))."
     )
     for model, rows in aside.groupby("model", sort=True):
         eps_list = sorted(rows["threshold"].unique())  # every ε: the aside compares its resets at each
@@ -2355,8 +2363,8 @@ def page(
     doc.p(
         "*Reset one layer L of a trained N-layer transformer (width D, trained E epochs on S sequences) to random "
         "weights, freeze the rest, retrain: how much data until it is back within ε of its old validation loss?* "
-        "Every number below is computed by `selfheal.analysis.answer` from the workflow's tables "
-        "(`summary.parquet`, `curves.parquet`, `networks.parquet`; the answer tables are `answer/*.parquet`)."
+        "Every number below comes from the workflow's tables (`answer/*.parquet`, from `summary.parquet`, "
+        "`curves.parquet` and `networks.parquet`)."
     )
     view = _View(tables, summary, networks, plot_links)
     for section in SECTIONS:

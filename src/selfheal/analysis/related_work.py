@@ -102,7 +102,7 @@ def _position_effect(t: dict[str, pd.DataFrame]) -> str:
         r = r.iloc[0]
         words = r["label"]
         if bool(r["determined"]):
-            out.append(f"{words}: cost × {num(r['factor'])} [{num(r['factor_lo'])}, {num(r['factor_hi'])}]")
+            out.append(f"{words}: × {num(r['factor'])} [{num(r['factor_lo'])}, {num(r['factor_hi'])}]")
         else:
             out.append(f"{words}: not determined ({scaling.REASONS.get(r['reason'], r['reason'])})")
     return f"ε = {fit['threshold'].min():g}: " + "; ".join(out) if out else "not determined by this grid"
