@@ -193,7 +193,8 @@ def test_a_frozen_encoder_swap_is_read_against_the_retrained_cross_attention():
     assert aside.loc[aside["item"] == "encoder_swap", "control_median"].isna().all()
 
     md = answer_page.page(tables, summary, networks, LINKS).markdown()
-    assert "against its matched control (the intact network's cross-attention retrained the same way)" in md
+    assert "; against its matched control, " in md  # the swap sentence; what that control is: §6's legend
+    assert "for a frozen encoder, the intact network's cross-attention" in md
     # the single-layer medians against the matched controls leave the swap out
     assert "swap-tinydonor" not in md[md.index("## 1. ") : md.index("## 2. ")]
 

@@ -804,7 +804,8 @@ def test_the_swap_answer_says_each_swap_against_from_scratch_with_its_verdict():
     said = answer_page._swap_answer(SimpleNamespace(tables={"encoder_decoder": none}, networks=networks))
     assert "In bart, no swapped encoder is back within 1 % of the old loss in 2.5 × what pretraining" in said
     # which the swaps then do not repeat: each starts with what its cells did
-    assert "(width 128, wider), trainable: still falling, ≈ 4.4 × at its last rate of fall, within 5 % at" in said
+    assert "(width 128, wider), trainable: still falling (≈ 4.4 ×), within 5 % at" in said
+    assert "; ≈ r ×: where a still-falling swap's last rate of fall would reach 1 %" in said
     assert (
         "frozen: stalled, nor within 5 %" in said
         and "x-narrow's trained encoder (width 64, narrower), trainable: 1 " in said
@@ -957,7 +958,10 @@ def test_related_work_counts_only_cells_the_reset_damaged():
     shares = related_work._share_recovered(tables)
     assert "ε = 0.01: 2 of 4 (50 %)" in shares and "ε = 0.1: 2 of 2 (100 %)" in shares
     costs = related_work._single_layer_costs(tables)
-    assert "(1 of 2 layer groups beyond the budget)" in costs
+    assert "ε = 0.01: " in costs and "(1 of 2 layer groups beyond the budget)" in costs and "ε = 0.1" not in costs
+    # at the smallest ε a group never damaged beyond it has no cost: counted apart, not as beyond the budget
+    undamaged = surv.assign(threshold=surv["threshold"].replace({0.01: 0.5, 0.1: 0.01}))
+    costs = related_work._single_layer_costs({"survival": undamaged})
     assert "(0 of 1 layer groups beyond the budget; 1 never damaged beyond ε)" in costs
 
 
@@ -1114,7 +1118,7 @@ def test_every_single_layer_cell_not_back_is_listed_with_its_verdict():
     assert np.isfinite(stalled_control).all()
     assert "(it refuses, by the stall rule; but it got within 1 % of its matched control, the intact" in refuse
     # the counts: the headline's (one setting: §2 has no table of its own), one stalled, the rest still falling
-    assert "The answer above counts the damaged single-layer cells" in section
+    assert "The (model, layer) medians of §1 (the cells: the answer above;" in section
     assert f"; {len(listed) - 1} were still falling when the budget ran out" in refuse
 
 
@@ -1179,7 +1183,7 @@ def test_refusals_keep_their_table_where_several_single_layer_settings_are_read(
     summary, curves, networks = synthetic(thresholds=(0.01, 0.1), seed=3)
     one = answer_page.page(answer_tables.compute(summary, curves, networks), summary, networks, LINKS).markdown()
     section = one[one.index("## 2.") : one.index("## 3.")]
-    assert "The answer above counts the damaged single-layer cells" in section and "| policy | ε |" not in section
+    assert "(the cells: the answer above; every ε: " in section and "| policy | ε |" not in section
     layers = summary["target"].str.fullmatch(r"L\d")
     again = pd.concat([summary, summary[layers].assign(policy="attn")], ignore_index=True)
     curves2 = pd.concat([curves, curves[curves["target"].str.fullmatch(r"L\d")].assign(policy="attn")])

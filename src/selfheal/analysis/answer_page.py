@@ -801,7 +801,7 @@ def _swap_reach_control(first: pd.Series, eps0: str) -> str:
         return ""
     rel = float(first.get("control_relative_to_scratch", math.nan))
     reach = f"within {eps0} of it at {num(rel)} ×" if math.isfinite(rel) else f"not within {eps0} of it either"
-    return f"; against its matched control (the intact network's cross-attention retrained the same way), {reach}"
+    return f"; against its matched control, {reach}"
 
 
 def _swap_reach_baseline(rows: pd.DataFrame, first: pd.Series, eps0: str, brief: bool = False) -> str:
@@ -810,10 +810,11 @@ def _swap_reach_baseline(rows: pd.DataFrame, first: pd.Series, eps0: str, brief:
         return f"back within {eps0} at {num(rel)} ×"
     budget = float(first["budget_relative_to_scratch"])
     by = f" by {num(budget)} ×" if math.isfinite(budget) else " within the budget"
-    verdict = _verdicts(first) + _projection(first)
-    if brief and verdict:
-        text = verdict
+    if brief:  # the lead said what "(≈ r ×)" is, and that none is back by the budget
+        verdict = _verdicts(first) + _projection(first, short=True)
+        text = verdict or f"not back within {eps0}{by}"
     else:
+        verdict = _verdicts(first) + _projection(first)
         text = f"not back within {eps0}{by}" + (f" ({verdict})" if verdict else "")
     later = rows.iloc[1:]
     reached = later[np.isfinite(later["relative_to_scratch"].astype(float))]
@@ -894,8 +895,8 @@ def _gate_effect(at: pd.DataFrame) -> str:
     else:
         effect = ", ".join(f"{words} in {k}" for k, words in counts) + f" of {among}"
     return (
-        "Starting the wiped cross-attention's output at zero (a closed gate, so the decoder is unchanged at step 0): "
-        f"{effect} (at the smallest ε either reaches)"
+        f"A closed gate (the wiped cross-attention's output starting at zero): {effect} (at the smallest ε either "
+        "reaches)"
     )
 
 
@@ -937,6 +938,9 @@ def _swap_answer(v: _View) -> str:
             )
         if len(scratch) and math.isfinite(float(scratch["median"].iloc[0])):
             lead += f" ({num(float(scratch['median'].iloc[0]))} {_unit_after(scratch['unit'].iloc[0])})"
+        falling = at[at["n_still_falling"].astype(int) > 0] if len(at) and not np.isfinite(rel).any() else at.iloc[:0]
+        if len(falling) and falling["projected_relative"].notna().any():  # the brief verdicts' "(≈ r ×)", once
+            lead += f"; ≈ r ×: where a still-falling swap's last rate of fall would reach {_eps_words(eps)}"
         brief = len(at) > 0 and not np.isfinite(rel).any()  # the lead said that none is back by the budget
         parts = []  # (fresh last, donor width, donor, words): each donor's trainable then frozen swap in one clause
         for (item, target), rows in plain.groupby(["item", "target"], sort=False):
@@ -1138,8 +1142,7 @@ def _cost_section(doc: Page, v: _View) -> None:
     if not settings:
         doc.p("No single-layer cells to estimate.")
     for setting in settings:
-        if setting not in v.layer_settings:
-            doc.p(f"Policy `{CROSS_ATTN}` (a decoder layer's cross-attention, or all of it): in §6, beside the swaps.")
+        if setting not in v.layer_settings:  # the cross-attention's resets: §6, beside the swaps
             continue
         rows = _pick(surv, setting)
         rows = rows[rows["kind"].isin([survival.LAYER]) | (rows["target"] == "all")]
@@ -1231,11 +1234,7 @@ def _refusals(doc: Page, v: _View) -> None:
         doc.p("No single-layer cells to judge.")
         return
     if len(v.layer_settings) == 1:  # the headline's refusal sentence counts the one setting's cells already
-        doc.p(
-            "The answer above counts the damaged single-layer cells that stalled or were still falling at the "
-            "budget (every ε: `answer/survival.parquet`)."
-        )
-        _median_answers(doc, v)
+        _median_answers(doc, v, "the cells: the answer above; every ε: `answer/survival.parquet`")
         _not_back_cells(doc, v)
         return
     doc.p(
@@ -1285,7 +1284,7 @@ def median_answers(medians: pd.DataFrame) -> dict[str, int]:
     }
 
 
-def _median_answers(doc: Page, v: _View) -> None:
+def _median_answers(doc: Page, v: _View, where: str = "") -> None:
     """At the smallest and the largest ε, as §1 shows them: how the (model, layer) medians end
     (``median_answers``), one sentence per setting."""
     lines = []
@@ -1311,7 +1310,7 @@ def _median_answers(doc: Page, v: _View) -> None:
         lead = f"{_setting_words(setting)}: " if len(v.layer_settings) > 1 else ""
         lines.append(lead + "; ".join(said))
     if lines:
-        doc.p("The (model, layer) medians of §1: " + ". ".join(lines) + ".")
+        doc.p(f"The (model, layer) medians of §1{f' ({where})' if where else ''}: " + ". ".join(lines) + ".")
 
 
 NOT_BACK_WORDS = {  # a not-back cell's verdict, as §2's table says it (its legend: stalled refuses, by the rule)
@@ -1773,7 +1772,7 @@ def _aside(doc: Page, v: _View) -> None:
     )
     for model, rows in aside.groupby("model", sort=True):
         eps_list = sorted(rows["threshold"].unique())  # every ε: the aside compares its resets at each
-        body = []
+        body, order = [], []
         for item, g in rows.groupby("item", sort=False):
             if item in PER_LAYER_ITEMS:  # one row per kind of layer: the range over its layers (each: §1)
                 layers = sorted(g["target"].unique())
@@ -1785,6 +1784,7 @@ def _aside(doc: Page, v: _View) -> None:
                         for e in eps_list
                     ]
                 )
+                order.append(_aside_order(v, item, ""))
                 continue
             for _, one in g.groupby(["target", "policy", "init"], sort=False):
                 one = one.set_index("threshold")
@@ -1792,11 +1792,24 @@ def _aside(doc: Page, v: _View) -> None:
                     [one["what"].iloc[0]]
                     + [_aside_cost(one.loc[e], e == eps_list[0]) if e in one.index else "" for e in eps_list]
                 )
+                order.append(_aside_order(v, item, str(one["target"].iloc[0])))
+        body = [row for _, row in sorted(zip(order, body), key=lambda kv: kv[0])]
         doc.h(3, model)
         doc.table(["reset"] + [f"ε = {e:g}" for e in eps_list], body)
 
 
 PER_LAYER_ITEMS = ("encoder_layer", "decoder_layer", "cross_attention")  # aside items with a row per layer
+ITEM_ORDER = [item for item, _, _ in answer_tables.ENCODER_DECODER_ITEMS] + ["scratch"]
+
+
+def _aside_order(v: _View, item: str, target: str) -> tuple:
+    """Where an aside row goes: in the table's order of items, each donor's four swaps together (trainable, gated,
+    frozen, frozen and gated), the narrower donor first."""
+    if item.startswith("donor_swap"):
+        donor = v.networks[v.networks["model"] == target[len("swap-") :]]
+        width = int(donor["d_model"].iloc[0]) if len(donor) else 0
+        return (ITEM_ORDER.index("donor_swap"), width, target, ITEM_ORDER.index(item))
+    return (ITEM_ORDER.index(item) if item in ITEM_ORDER else len(ITEM_ORDER), 0, target, 0)
 
 
 def _aside_range(rows: pd.DataFrame, first: bool) -> str:
@@ -1993,7 +2006,7 @@ def _controls_sentence(v: _View) -> str:
     )
     return (
         f"{more}{onset}: there a healed layer also has to overcome what the retraining itself adds, so its costs at "
-        f"ε = {_eps_words(eps_min)} lean high (§1 sets each cost beside the one against the matched control)."
+        f"ε = {_eps_words(eps_min)} lean high (§1 gives each against its matched control)."
     )
 
 

@@ -29,12 +29,13 @@ def _asked(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def _single_layer_costs(t: dict[str, pd.DataFrame]) -> str:
-    """The per-layer medians at the smallest and largest ε, in fractions of S x E, and the reset-all control."""
+    """The per-layer medians at the smallest ε (the asker's; the others: §1), in fractions of S x E, and the
+    reset-all control."""
     surv = _asked(t["survival"])
     if not len(surv) or surv["median_fraction"].isna().all():
         return "not determined by this grid (no single-layer cells with a known S × E)"
     parts = []
-    for eps in sorted({surv["threshold"].min(), surv["threshold"].max()}):
+    for eps in [surv["threshold"].min()]:
         at = surv[(surv["threshold"] == eps)]
         layers, every = at[at["kind"] == "layer"], at[at["target"] == "all"]
         med = layers["median_fraction"].astype(float)
