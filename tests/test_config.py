@@ -166,6 +166,7 @@ BAD = [
     (("hardware",), {"device": "tpu"}, "hardware.device"),
     (("hardware",), {"precision": "fp16"}, "hardware.precision"),
     (("threads",), 0, "threads"),
+    (("partial",), "models", "partial"),  # true, false or networks
     (("unknown_section",), {}, "unknown_section"),
     (("models", 0, "frozen_random"), [["ffn", "attention", "embeddings"]], "models[0].frozen_random[0]"),
     (("models", 1, "frozen_random"), [["ffn"], ["heads"]], "models[1].frozen_random[1][0]"),

@@ -121,3 +121,51 @@ def test_the_workflow_reads_the_finished_model_and_trains_nothing(tmp_path, corp
     os.utime(recovery, ns=(recovery.stat().st_atime_ns, recovery.stat().st_mtime_ns + 10**9))
     changed = snakemake(tmp_path, configfile, "--config", "partial=True", "-n")
     assert changed.returncode == 0 and "aggregate" in changed.stdout
+
+
+def test_keep_networks_narrows_each_model_to_its_finished_networks():
+    config = {"models": [{"name": n, "pretrain": {"seeds": [0, 1, 2]}} for n in ("a", "b", "c")]}
+    narrowed, left = partial.keep_networks(config, {"a": [0, 1, 2], "b": [2, 1], "c": []})
+    assert [m["pretrain"]["seeds"] for m in narrowed["models"]] == [[0, 1, 2], [1, 2], [0, 1, 2]]
+    assert left == (("b", 0),)  # c keeps its networks: none finished, select leaves it out whole
+    assert config["models"][1]["pretrain"]["seeds"] == [0, 1, 2]  # the config itself is left alone
+    assert partial.with_seeds(config, "a", [2])["models"][0]["pretrain"]["seeds"] == [2]
+    table = partial.left_out_table(["c"], ["b"], left)
+    assert table.values.tolist() == [["c", "model"], ["b", "network p0"], ["b", "lr check"]]
+    note = answer_page.partial_note(table)
+    assert note.startswith("**Read while the study runs** (`partial: networks`)")
+    assert "Not finished yet, and in no number below: `c`; " in note
+    assert " Networks not finished, and in no number below: `b` p0." in note
+    only = answer_page.partial_note(partial.left_out_table([], [], (("b", 0), ("b", 2))))
+    assert "finished. Networks not finished, and in no number below: `b` p0 and p2." in only
+
+
+@pytest.mark.e2e
+def test_partial_networks_reads_the_finished_networks_of_a_model(tmp_path, corpus_seed):
+    """tests/tiny.yaml's tinyB trained and healed with one network; then asked for two: partial: true leaves tinyB
+    out (not every network finished, so nothing to read), partial: networks reads its first network alone, under
+    results/partial/, training nothing, and its page and left-out table name the second."""
+    from snakemake_helpers import snakemake
+
+    corpus_seed(tmp_path)
+    raw = yaml.safe_load((ROOT / "tests" / "tiny.yaml").read_text())
+    raw["models"] = [m for m in raw["models"] if m["name"] == "tinyB"]
+    configfile = tmp_path / "config.yaml"
+    configfile.write_text(yaml.safe_dump(raw))
+    made = snakemake(tmp_path, configfile)
+    assert made.returncode == 0, made.stderr[-4000:]
+    raw["pretrain"]["seeds"] = [0, 1]
+    configfile.write_text(yaml.safe_dump(raw))
+
+    whole = snakemake(tmp_path, configfile, "-n", "--config", "partial=True")
+    assert whole.returncode != 0 and "config key 'partial'" in whole.stderr + whole.stdout
+    read = snakemake(tmp_path, configfile, "--config", "partial=networks")
+    assert read.returncode == 0, read.stderr[-4000:]
+    ran = {line.split("Rule: ")[1].rstrip(")") for line in read.stderr.splitlines() if "(Rule: " in line}
+    assert ran == {"aggregate", "left_out", "answer", "plots", "all"}
+    assert not (tmp_path / "results" / "models" / "tinyB" / "p1").exists()
+    read_dir = tmp_path / "results" / "partial"
+    assert set(pd.read_parquet(read_dir / "networks.parquet")["pretrain_seed"]) == {0}
+    left_out = pd.read_parquet(read_dir / "answer" / "left_out.parquet")
+    assert left_out.values.tolist() == [["tinyB", "network p1"]]
+    assert "Networks not finished, and in no number below: `tinyB` p1." in (read_dir / "answer.md").read_text()

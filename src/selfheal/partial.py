@@ -2,6 +2,8 @@
 the aggregate reads is there (each network's pretraining record and baseline, each cell's result and curve), with
 their lr check where its runs are there too. The workflow then reads only those, writes its tables, figures and
 page beside the study's (``{results_dir}/partial/``) and trains nothing; the page names what it leaves out.
+``partial: networks`` reads finer: each network whose record, baseline and every cell are there, so a model with
+some of its networks finished is read with those (``keep_networks``), and the page names the networks left out.
 
 A job writes the files the aggregate reads last (a cell's ``recovery.json`` is staged last and its outputs are
 linked once it ends), so a file that is there belongs to a finished job.
@@ -21,14 +23,43 @@ from selfheal import results_io
 from selfheal.config.errors import ConfigError
 
 
+NETWORKS = "networks"  # partial: networks, the finished networks of every model
+
+
 @dataclass(frozen=True)
 class Finished:
     """What ``partial: true`` reads: ``models``, the finished models (config order); ``left_out``, the others;
-    ``lr_left_out``, the finished models whose lr check has not finished (read without it)."""
+    ``lr_left_out``, the finished models whose lr check has not finished (read without it); with ``partial:
+    networks``, ``networks_left_out``, the (model, pretraining seed) of each network not finished of a model read
+    with its other networks."""
 
     models: list[str]
     left_out: list[str]
     lr_left_out: list[str]
+    networks_left_out: tuple[tuple[str, int], ...] = ()
+
+
+def with_seeds(config: dict, model: str, seeds: list[int]) -> dict:
+    """``config`` with ``model``'s pretraining seeds (its networks) set to ``seeds``."""
+    out = copy.deepcopy(config)
+    for m in out["models"]:
+        if m["name"] == model:
+            m["pretrain"]["seeds"] = list(seeds)
+    return out
+
+
+def keep_networks(config: dict, finished: dict[str, list[int]]) -> tuple[dict, tuple[tuple[str, int], ...]]:
+    """``partial: networks``: ``config`` with each model's networks narrowed to ``finished`` (per model, the seeds
+    whose network, baseline and every cell are there), and the (model, seed) of each network so left out. A model
+    none of whose networks has finished keeps them all, so that ``select`` leaves it out whole."""
+    out = copy.deepcopy(config)
+    left = []
+    for m in out["models"]:
+        done = [s for s in m["pretrain"]["seeds"] if s in finished.get(m["name"], [])]
+        if done and len(done) < len(m["pretrain"]["seeds"]):
+            left += [(m["name"], s) for s in m["pretrain"]["seeds"] if s not in done]
+            m["pretrain"]["seeds"] = done
+    return out, tuple(left)
 
 
 def select(
@@ -62,18 +93,28 @@ def restrict(config: dict, finished: Finished) -> dict:
     return out
 
 
-LEFT_OUT_COLUMNS = ("model", "part")  # the left-out table's schema (docs/outputs.md): part is "model" or "lr check"
+LEFT_OUT_COLUMNS = ("model", "part")  # the left-out table's schema (docs/outputs.md)
 
 
-def left_out_table(left_out: list[str], lr_left_out: list[str]) -> pd.DataFrame:
-    """What ``partial: true`` leaves out, one row each: a model not finished (``part`` "model"), or the lr check
-    of a finished model (``part`` "lr check"). The answer page names them; zero rows: every model has finished."""
-    rows = [(m, "model") for m in left_out] + [(m, "lr check") for m in lr_left_out]
+def network_part(seed: int) -> str:
+    """The left-out table's ``part`` of one network not finished: 'network p<seed>'."""
+    return f"network p{seed}"
+
+
+def left_out_table(left_out: list[str], lr_left_out: list[str], networks_left_out=()) -> pd.DataFrame:
+    """What ``partial`` leaves out, one row each: a model not finished (``part`` "model"), a network not finished
+    of a model read with its others (``part`` "network p<seed>", ``partial: networks``), or the lr check of a
+    finished model (``part`` "lr check"). The answer page names them; zero rows: every model has finished."""
+    rows = (
+        [(m, "model") for m in left_out]
+        + [(m, network_part(s)) for m, s in networks_left_out]
+        + [(m, "lr check") for m in lr_left_out]
+    )
     return pd.DataFrame(rows, columns=list(LEFT_OUT_COLUMNS)).astype(str)
 
 
-def write_left_out(path: str, left_out: list[str], lr_left_out: list[str]) -> None:
-    results_io.write_parquet(path, left_out_table(left_out, lr_left_out))
+def write_left_out(path: str, left_out: list[str], lr_left_out: list[str], networks_left_out=()) -> None:
+    results_io.write_parquet(path, left_out_table(left_out, lr_left_out, networks_left_out))
 
 
 def stamp(files: list[str]) -> str:

@@ -52,5 +52,6 @@ rule left_out:
     params:
         left_out=PARTIAL.left_out if PARTIAL else [],
         lr_left_out=PARTIAL.lr_left_out if PARTIAL else [],
+        networks_left_out=[list(n) for n in NETWORKS_LEFT_OUT],
     script:
         "../scripts/left_out.py"

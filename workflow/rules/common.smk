@@ -103,10 +103,29 @@ def finished_part(config):
     )
 
 
-# With partial: true the finished models are from here on the only ones: the readout trains nothing (its rules wait
-# for no job) and writes beside the study's outputs, under READOUT.
-PARTIAL = finished_part(CONFIG) if CONFIG["partial"] else None
-CONFIG = selfheal.partial.restrict(CONFIG, PARTIAL) if PARTIAL else CONFIG
+def finished_networks(config):
+    """partial: networks: per model, the pretraining seeds whose network, baseline and every cell are there."""
+    done = {}
+    for m in config["models"]:
+        done[m["name"]] = []
+        for seed in m["pretrain"]["seeds"]:
+            one = selfheal.partial.with_seeds(config, m["name"], [seed])
+            files = sum(aggregate_files(one, selfheal.grid.cells(one), [m["name"]]).values(), [])
+            if all(os.path.exists(f) for f in files):
+                done[m["name"]].append(seed)
+    return done
+
+
+# With partial: true the finished models are from here on the only ones (with partial: networks, the finished
+# networks of each): the readout trains nothing (its rules wait for no job) and writes beside the study's outputs,
+# under READOUT.
+NARROWED, NETWORKS_LEFT_OUT = (
+    selfheal.partial.keep_networks(CONFIG, finished_networks(CONFIG))
+    if CONFIG["partial"] == selfheal.partial.NETWORKS
+    else (CONFIG, ())
+)
+PARTIAL = finished_part(NARROWED) if CONFIG["partial"] else None
+CONFIG = selfheal.partial.restrict(NARROWED, PARTIAL) if PARTIAL else CONFIG
 CELLS = selfheal.grid.cells(CONFIG)
 AGGREGATED = aggregate_files(CONFIG, CELLS)  # what the aggregate reads, by kind
 # with partial: true, what the readout reads, stamped (a param of the aggregate: it waits for no job's outputs)

@@ -1,4 +1,5 @@
-"""Shim: what partial: true leaves out (the models not finished, the lr checks not finished), as a table."""
+"""Shim: what partial leaves out (the models not finished, with partial: networks the networks not finished, the lr
+checks not finished), as a table."""
 
 import sys
 from pathlib import Path
@@ -8,4 +9,9 @@ sys.path.insert(0, str(Path(snakemake.scriptdir).parents[1] / "src"))  # the sel
 from selfheal import logs, partial
 
 logs.to_file(snakemake.log[0])
-partial.write_left_out(snakemake.output[0], snakemake.params.left_out, snakemake.params.lr_left_out)
+partial.write_left_out(
+    snakemake.output[0],
+    snakemake.params.left_out,
+    snakemake.params.lr_left_out,
+    [tuple(n) for n in snakemake.params.networks_left_out],
+)

@@ -2341,9 +2341,9 @@ SECTIONS = [
 
 
 def partial_note(left_out: pd.DataFrame) -> str:
-    """The first thing a page read with ``partial: true`` says: that it reads a study still running, and what it
-    leaves out (``selfheal.partial.left_out_table``: each unfinished model; each finished model's unfinished lr
-    check)."""
+    """The first thing a page read with ``partial`` says: that it reads a study still running, and what it leaves out
+    (``selfheal.partial.left_out_table``: each unfinished model; with ``partial: networks`` each unfinished network
+    of a model read with its others; each finished model's unfinished lr check)."""
 
     def listed(names: list[str]) -> str:
         quoted = [f"`{n}`" for n in names]
@@ -2351,17 +2351,27 @@ def partial_note(left_out: pd.DataFrame) -> str:
 
     models = list(left_out.loc[left_out["part"] == "model", "model"])
     checks = list(left_out.loc[left_out["part"] == "lr check", "model"])
+    networks = left_out[left_out["part"].str.startswith("network ")]
     note = (
-        "**Read while the study runs** (`partial: true`): this page reads only the models whose every network and "
-        "cell has finished. "
+        "**Read while the study runs** (`partial: networks`): this page reads only the networks whose every cell "
+        "has finished. "
+        if len(networks)
+        else "**Read while the study runs** (`partial: true`): this page reads only the models whose every network "
+        "and cell has finished. "
     )
     if models:
         note += (
             f"Not finished yet, and in no number below: {listed(models)}; below, “this grid” and “the grid” mean "
             "the models read here."
         )
-    else:
+    elif not len(networks):
         note += "Every model of the config has finished."
+    if len(networks):
+        each = [
+            f"`{m}` {' and '.join(p.removeprefix('network ') for p in g['part'])}"
+            for m, g in networks.groupby("model", sort=False)
+        ]
+        note += f"{' ' if models else ''}Networks not finished, and in no number below: {'; '.join(each)}."
     if checks:
         note += f" The lr check of {listed(checks)} has not finished: that model is read without it."
     return note
