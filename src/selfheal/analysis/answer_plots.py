@@ -549,6 +549,7 @@ def aside_curves(curves: pd.DataFrame, reference: pd.DataFrame, aside: pd.DataFr
     legend = [
         "x: examples / what pretraining from scratch needed to reach the smallest ε (1 = as slow as from scratch)",
         "gap on a log scale, 0.1 % or less drawn at 0.1 %; dashed rules: the ε levels; dashed lines: gated swaps",
+        "black: pretraining from scratch, each network's own pretraining curve",
     ]
     if not len(aside) or not len(curves) or not len(reference):
         return plots.empty_chart(title, "this grid has no encoder-decoder model in the estimates")
