@@ -551,6 +551,26 @@ def test_an_aside_reset_never_damaged_beyond_eps_says_so():
     assert answer_page._aside_cost(differs).endswith("; vs. control 0.19 ×")
     same = pd.Series({**differs, "control_median": 0.2, "control_relative_to_scratch": 0.25})
     assert "vs. control" not in answer_page._aside_cost(same)
+    # in the aside's unit: × from scratch, its interval only at the smallest ε; a median beyond the budget is the
+    # budget's multiple, with the interval's finite end where there is one
+    assert answer_page._aside_cost(pd.Series({**same, "n_not_damaged": 0})).startswith("0.25 × [0.125, 0.375]")
+    assert answer_page._aside_cost(pd.Series({**same, "n_not_damaged": 0}), first=False) == "0.25 ×"
+    beyond = pd.Series(
+        {
+            **same,
+            "n_not_damaged": 0,
+            "median": np.inf,
+            "median_hi": np.inf,
+            "relative_to_scratch": np.inf,
+            "budget": 0.8,
+            "budget_relative_to_scratch": 1.0,
+            "n_censored": 2,
+            "n_still_falling": 2,
+            "n_stalled": 0,
+        }
+    )
+    assert answer_page._aside_cost(beyond).startswith("> 1 × [0.125, > B]")
+    assert answer_page._aside_cost(beyond, first=False).startswith("> 1 ×, 2 of 3 censored; still falling")
 
 
 def test_a_readme_with_two_headlines_gets_each_from_its_own_page(tmp_path, deeper_costs_more):

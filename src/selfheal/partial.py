@@ -29,14 +29,12 @@ NETWORKS = "networks"  # partial: networks, the finished networks of every model
 @dataclass(frozen=True)
 class Finished:
     """What ``partial: true`` reads: ``models``, the finished models (config order); ``left_out``, the others;
-    ``lr_left_out``, the finished models whose lr check has not finished (read without it); with ``partial:
-    networks``, ``networks_left_out``, the (model, pretraining seed) of each network not finished of a model read
-    with its other networks."""
+    ``lr_left_out``, the finished models whose lr check has not finished (read without it). With ``partial:
+    networks`` the networks left out are ``keep_networks``'s."""
 
     models: list[str]
     left_out: list[str]
     lr_left_out: list[str]
-    networks_left_out: tuple[tuple[str, int], ...] = ()
 
 
 def with_seeds(config: dict, model: str, seeds: list[int]) -> dict:

@@ -938,15 +938,15 @@ def _swap_answer(v: _View) -> str:
             )
         if len(scratch) and math.isfinite(float(scratch["median"].iloc[0])):
             lead += f" ({num(float(scratch['median'].iloc[0]))} {_unit_after(scratch['unit'].iloc[0])})"
-        falling = at[at["n_still_falling"].astype(int) > 0] if len(at) and not np.isfinite(rel).any() else at.iloc[:0]
-        if len(falling) and falling["projected_relative"].notna().any():  # the brief verdicts' "(≈ r ×)", once
-            lead += f"; ≈ r ×: where a still-falling swap's last rate of fall would reach {_eps_words(eps)}"
         brief = len(at) > 0 and not np.isfinite(rel).any()  # the lead said that none is back by the budget
-        parts = []  # (fresh last, donor width, donor, words): each donor's trainable then frozen swap in one clause
+        falling = at[at["n_still_falling"].astype(int) > 0] if brief else at.iloc[:0]
+        if falling["projected_relative"].notna().any():  # the brief verdicts' "(≈ r ×)", said once
+            lead += f"; ≈ r ×: where a still-falling swap's last rate of fall would reach {_eps_words(eps)}"
+        parts = []  # (fresh last, donor width, target, frozen, words): each donor's swaps then share one clause
         for (item, target), rows in plain.groupby(["item", "target"], sort=False):
             reach = _swap_reach(rows, brief)
             if item == "encoder_swap":
-                parts.append((1, 0, target, item, f"a fresh encoder of width {target[len('swap') :]}: {reach}"))
+                parts.append((1, 0, target, False, f"a fresh encoder of width {target[len('swap') :]}: {reach}"))
                 continue
             donor = v.networks[v.networks["model"] == target[len("swap-") :]]
             order = int(donor["d_model"].iloc[0]) if len(donor) else 0
@@ -1329,10 +1329,10 @@ def _not_back_cells(doc: Page, v: _View) -> None:
         return
     eps = float(v.tables["network_costs"]["threshold"].min())
     cells = cells[cells["threshold"] == eps]
-    cells = cells[[setting in v.layer_settings for setting in zip(cells["regime"], cells["policy"], cells["init"])]]
+    cells = cells[[setting in v.layer_settings for setting in zip(*(cells[k] for k in SETTING))]]
     if not len(cells):
         return
-    several = len({(r.regime, r.policy, r.init) for r in cells.itertuples()}) > 1
+    several = len(set(zip(*(cells[k] for k in SETTING)))) > 1
     resets = cells["seed"].nunique() > 1
     doc.p(
         f"The single-layer cells not back within ε = {_eps_words(eps)} (`answer/network_costs.parquet`): whether "
@@ -1833,7 +1833,7 @@ def _aside_range(rows: pd.DataFrame, first: bool) -> str:
     text = ", ".join(parts)
     control = rows["control_relative_to_scratch"].astype(float).dropna()
     if first and len(control) and span(control) != span(finite):
-        text += f"; vs. control {span(control.dropna())} ×"
+        text += f"; vs. control {span(control)} ×"
     return text
 
 
@@ -1859,8 +1859,10 @@ def _aside_cost(r: pd.Series, first: bool = True) -> str:
     def x(v: float) -> str:
         return _one(v * per)
 
-    if math.isinf(value) and math.isinf(lo):
-        text = f"> {num(budget_rel)} ×" if math.isfinite(budget_rel) and not scratch else _one(value) + times
+    if math.isinf(value) and math.isfinite(budget_rel) and not scratch:  # beyond the budget: the budget's multiple
+        text = f"> {num(budget_rel)} ×" + ("" if math.isinf(lo) or not first else f" [{x(lo)}, {x(hi)}]")
+    elif math.isinf(value):
+        text = _one(value) + times
     else:
         text = x(value) + times + ("" if value == lo == hi or not first else f" [{x(lo)}, {x(hi)}]")
     if scratch:
