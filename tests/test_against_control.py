@@ -12,6 +12,7 @@ import pytest
 from answer_helpers import synthetic
 from selfheal.analysis import answer_page, answer_plots, answer_tables
 from selfheal.analysis import tables as summary_tables
+from selfheal.analysis.page import num, signed_pct, span
 
 warnings.filterwarnings("ignore", module="lifelines")
 LINKS = {name: f"plots/{name}.html" for name in answer_plots.FIGURES}
@@ -71,13 +72,13 @@ def test_the_page_sets_them_beside_the_medians_against_the_baseline(lifted):
     assert "Measured against its matched control instead" in head
     against = tables["against_control"]
     at = against[against["threshold"] == 0.01]["median_fraction"].astype(float)
-    assert f"a median {answer_page.span(at[np.isfinite(at)])} of S × E" in head
+    assert f"a median {span(at[np.isfinite(at)])} of S × E" in head
     # §1 sets each layer's median against its matched control beside the one against the baseline, at ε_min
     costs = md[md.index("## 1. ") : md.index("## 2. ")]
     assert "| model | reset | ε = 0.01 | ε = 0.01, vs. matched control | ε = 0.1 |" in costs
     row = next(line for line in costs.splitlines() if line.startswith(f"| {MODEL} | L0 (first) |"))
     cells = [c.strip() for c in row.strip("|").split("|")]
-    assert len(cells) == 5 and cells[3].startswith(answer_page.num(float(at.iloc[0])))
+    assert len(cells) == 5 and cells[3].startswith(num(float(at.iloc[0])))
     every = next(line for line in costs.splitlines() if line.startswith(f"| {MODEL} | every layer |"))
     assert every.split("|")[4].strip() == "—"  # no matched control for resetting every layer
     assert "vs. matched control" not in md[md.index("## 8. ") :]  # said once, in §1
@@ -133,7 +134,7 @@ def test_the_caveat_says_when_the_drift_sets_in(lifted):
     rows = drift.merge(networks[["model", "pretrain_seed", "pretrain_examples"]], on=["model", "pretrain_seed"])
     onset = rows["beyond_examples"] / rows["pretrain_examples"]
     said = f"({int(drift['n_beyond'].sum())} of {int(drift['n_controls'].sum())} controls passed it, after a median "
-    assert said + f"{answer_page.num(float(onset.median()))} of S × E of retraining over the networks" in caveat
+    assert said + f"{num(float(onset.median()))} of S × E of retraining over the networks" in caveat
 
 
 def test_a_control_within_eps_min_over_4_leaves_them_off_the_page():
@@ -214,8 +215,8 @@ def test_the_headline_names_the_drifting_models_or_says_all_of_them():
     head = head[head.index("**How sure?**") :].splitlines()[0]
     worst = tables["control_drift"].groupby("model")["drift_worst"].max()
     assert (
-        f"by more than ε_min / 4 = 0.25 % in all 3 models (their worst: {answer_page.signed_pct(worst.min())} to "
-        f"{answer_page.signed_pct(worst.max())})" in head
+        f"by more than ε_min / 4 = 0.25 % in all 3 models (their worst: {signed_pct(worst.min())} to "
+        f"{signed_pct(worst.max())})" in head
     )
 
 
@@ -223,4 +224,4 @@ def test_a_single_drifting_model_is_named_with_its_worst_move(lifted):
     _, tables, md, _ = lifted
     head = md[md.index("**How sure?**") :].splitlines()[0]
     worst = float(tables["control_drift"]["drift_worst"].max())
-    assert f"0.25 % in {MODEL} (up to {answer_page.signed_pct(worst)}): its costs" in head
+    assert f"0.25 % in {MODEL} (up to {signed_pct(worst)}): its costs" in head

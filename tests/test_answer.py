@@ -65,7 +65,7 @@ def test_page_numbers_and_verdicts_follow_the_tables(deeper_costs_more, deeper_c
     assert "the last layer lowers the cost (× " in answer.headline(less)
     surv = more_tables["survival"]
     l3 = surv[(surv["model"] == "gpt2-n4-d64") & (surv["target"] == "L3")].iloc[0]
-    assert answer_page._cost(l3, "fraction") in _row(more, "gpt2-n4-d64", "L3")
+    assert answer_page.words._cost(l3, "fraction") in _row(more, "gpt2-n4-d64", "L3")
     assert _row(more, "gpt2-n4-d64", "L3") != _row(less, "gpt2-n4-d64", "L3")
     l0_more = float(re.search(r"\| ([0-9.]+)( \[|$| \|)", _row(more, "gpt2-n4-d64", "L0")).group(1))
     l3_more = float(re.search(r"\| ([0-9.]+)( \[|$| \|)", _row(more, "gpt2-n4-d64", "L3")).group(1))
@@ -400,7 +400,7 @@ def test_a_model_you_bring_is_described_as_what_it_is():
     layers = tables["survival"][tables["survival"]["kind"] == "layer"]
     finite = layers["median_examples"][np.isfinite(layers["median_examples"])]
     assert f"a median {span(finite)} examples ({span(finite * 64, compact)} tokens)" in how_much
-    share = span(finite * 64 / 2e12, answer_page._sci)  # the single-layer medians' tokens over its own 2 T
+    share = span(finite * 64 / 2e12, answer_page.words._sci)  # the single-layer medians' tokens over its own 2 T
     assert share.count("e-") == 2, share
     assert (
         "Not pretrained here: smollm2-135m (adaptation: 8,000 sequences × 5; one reset layer needs "
@@ -481,7 +481,7 @@ def test_answer_rule_runs_on_tables_placed_as_inputs(tmp_path):
     md = (folder / "answer.md").read_text()
     surv = loaded["survival"]
     l1 = surv[surv["target"] == "L1"].iloc[0]
-    assert answer_page._cost(l1, "fraction") in md
+    assert answer_page.words._cost(l1, "fraction") in md
 
 
 def test_load_names_a_missing_folder(tmp_path):
@@ -532,7 +532,7 @@ def test_an_aside_reset_never_damaged_beyond_eps_says_so():
             "relative_to_scratch": np.nan,
         }
     )
-    assert answer_page._aside_cost(undamaged) == "not damaged beyond ε (no cost)"
+    assert answer_page.aside._aside_cost(undamaged) == "not damaged beyond ε (no cost)"
     some = pd.Series(
         {
             **row,
@@ -544,17 +544,17 @@ def test_an_aside_reset_never_damaged_beyond_eps_says_so():
             "relative_to_scratch": 0.25,
         }
     )
-    text = answer_page._aside_cost(some)
+    text = answer_page.aside._aside_cost(some)
     assert "n/a" not in text and text.endswith("1 of 3 not damaged beyond ε"), text
     # against its matched control: said where it differs, not repeated where it is the same number
     differs = pd.Series({**some, "n_not_damaged": 0, "control_median": 0.15, "control_relative_to_scratch": 0.19})
-    assert answer_page._aside_cost(differs).endswith("; vs. control 0.19 ×")
+    assert answer_page.aside._aside_cost(differs).endswith("; vs. control 0.19 ×")
     same = pd.Series({**differs, "control_median": 0.2, "control_relative_to_scratch": 0.25})
-    assert "vs. control" not in answer_page._aside_cost(same)
+    assert "vs. control" not in answer_page.aside._aside_cost(same)
     # in the aside's unit: × from scratch, its interval only at the smallest ε; a median beyond the budget is the
     # budget's multiple, with the interval's finite end where there is one
-    assert answer_page._aside_cost(pd.Series({**same, "n_not_damaged": 0})).startswith("0.25 × [0.125, 0.375]")
-    assert answer_page._aside_cost(pd.Series({**same, "n_not_damaged": 0}), first=False) == "0.25 ×"
+    assert answer_page.aside._aside_cost(pd.Series({**same, "n_not_damaged": 0})).startswith("0.25 × [0.125, 0.375]")
+    assert answer_page.aside._aside_cost(pd.Series({**same, "n_not_damaged": 0}), first=False) == "0.25 ×"
     beyond = pd.Series(
         {
             **same,
@@ -569,8 +569,8 @@ def test_an_aside_reset_never_damaged_beyond_eps_says_so():
             "n_stalled": 0,
         }
     )
-    assert answer_page._aside_cost(beyond).startswith("> 1 × [0.125, > B]")
-    assert answer_page._aside_cost(beyond, first=False).startswith("> 1 ×, 2 of 3 censored; still falling")
+    assert answer_page.aside._aside_cost(beyond).startswith("> 1 × [0.125, > B]")
+    assert answer_page.aside._aside_cost(beyond, first=False).startswith("> 1 ×, 2 of 3 censored; still falling")
 
 
 def test_a_readme_with_two_headlines_gets_each_from_its_own_page(tmp_path, deeper_costs_more):
@@ -616,7 +616,7 @@ def test_families_compare_in_their_own_from_scratch_unit():
                 & (surv["policy"] == "full")
                 & (surv["init"] == "fresh")
             ].iloc[0]
-            if cell.strip() == answer_page.BEYOND:
+            if cell.strip() == answer_page.words.BEYOND:
                 assert np.isinf(float(med["median_examples"])), (model, target)
                 continue
             times, fraction = re.match(r" *([0-9.]+) \(([0-9.]+)\)", cell).groups()
@@ -657,14 +657,14 @@ def test_an_encoder_decoder_model_left_out_is_named_not_called_absent():
             "degenerate": [False, False, True, False, False, False],
         }
     )
-    why = answer_page._no_aside(networks)
+    why = answer_page.aside._no_aside(networks)
     assert why == "every network of the encoder-decoder model `bart-n2-d64` is left out of the estimates " + (
         "(not fully trained or degenerate: §8)"
     )
     usable = networks.assign(degenerate=False)  # the third network stays: the grid made no aside cell of it
-    assert answer_page._no_aside(usable) == "the encoder-decoder model `bart-n2-d64` has no cell in the estimates"
-    assert answer_page._no_aside(networks[networks["model"] == "gpt2-n2-d64"]) == ""  # none in the grid
-    assert answer_page._no_aside(networks.iloc[:0]) == ""
+    assert answer_page.aside._no_aside(usable) == "the encoder-decoder model `bart-n2-d64` has no cell in the estimates"
+    assert answer_page.aside._no_aside(networks[networks["model"] == "gpt2-n2-d64"]) == ""  # none in the grid
+    assert answer_page.aside._no_aside(networks.iloc[:0]) == ""
 
 
 def test_a_fit_with_no_more_settings_than_coefficients_is_not_read():
@@ -685,7 +685,7 @@ def test_a_fit_with_no_more_settings_than_coefficients_is_not_read():
 
 
 def test_terms_not_determined_for_one_reason_are_said_once():
-    said = answer_page._not_determined(
+    said = answer_page.position._not_determined(
         [("the first layer", "confounded"), ("the last layer", "confounded"), ("the middle depth", "unbounded")]
     )
     assert said == [
@@ -693,7 +693,7 @@ def test_terms_not_determined_for_one_reason_are_said_once():
         "the middle depth is not determined (every cell that would bound it is beyond the budget (its coefficient "
         "is unbounded))",
     ]
-    both = answer_page._not_determined([("a", "unbounded"), ("b", "unbounded")])
+    both = answer_page.position._not_determined([("a", "unbounded"), ("b", "unbounded")])
     assert both == [
         "a and b are not determined (every cell that would bound them is beyond the budget (their coefficients "
         "are unbounded))"
@@ -798,7 +798,7 @@ def test_the_swap_answer_says_each_swap_against_from_scratch_with_its_verdict():
     wide = (aside["target"] == "swap-wide") & (aside["policy"] == "full") & (aside["init"] == "fresh")
     aside.loc[wide & (aside["threshold"] == 0.01), "projected_relative"] = 4.44  # its last rate of fall's guess
     view = SimpleNamespace(tables={"encoder_decoder": aside}, networks=networks, healed=networks)
-    said = answer_page._swap_answer(view)
+    said = answer_page.aside._swap_answer(view)
     assert said.startswith("**The encoder swap.** In bart, the fastest swap is back within 1 % of the old loss at 2 × ")
     assert "(0.8 of S × E)" in said
     narrow = said.index("x-narrow's trained encoder (width 64, narrower), trainable: not back within 1 % by 2.5 × ")
@@ -821,7 +821,7 @@ def test_the_swap_answer_says_each_swap_against_from_scratch_with_its_verdict():
     none = aside.assign(median=np.where(aside["threshold"] == 0.01, inf, aside["median"]))
     none["relative_to_scratch"] = none["median"] / 0.8
     none.loc[none["item"] == "scratch", ["median", "relative_to_scratch"]] = [0.8, 1.0]
-    said = answer_page._swap_answer(SimpleNamespace(tables={"encoder_decoder": none}, networks=networks))
+    said = answer_page.aside._swap_answer(SimpleNamespace(tables={"encoder_decoder": none}, networks=networks))
     assert "In bart, no swapped encoder is back within 1 % of the old loss in 2.5 × what pretraining" in said
     # which the swaps then do not repeat: each starts with what its cells did
     assert "(width 128, wider), trainable: still falling (≈ 4.4 ×), within 5 % at" in said
@@ -841,7 +841,7 @@ def test_the_swap_answer_says_each_swap_against_from_scratch_with_its_verdict():
             "fraction_of_pretrain": [1.2, math.nan],
         }
     )
-    with_lr = answer_page._swap_answer(
+    with_lr = answer_page.aside._swap_answer(
         SimpleNamespace(tables={"encoder_decoder": aside, "lr_sensitivity": lr}, networks=networks)
     )
     assert (
@@ -851,7 +851,7 @@ def test_the_swap_answer_says_each_swap_against_from_scratch_with_its_verdict():
     assert "The lr check" not in said
     # the aside's table gives the same verdicts
     row = aside[(aside["item"] == "donor_swap_frozen") & (aside["threshold"] == 0.01)].iloc[0]
-    assert answer_page._aside_cost(row) == "> 2.5 ×; stalled"
+    assert answer_page.aside._aside_cost(row) == "> 2.5 ×; stalled"
 
 
 def test_the_size_grid_is_the_most_common_family_s():
@@ -986,7 +986,7 @@ def test_related_work_counts_only_cells_the_reset_damaged():
 
 
 def test_each_median_is_a_cost_a_refusal_not_answered_or_no_cost():
-    """answer_page.median_answers: a (model, layer) median beyond the budget refuses when its cells stalled (or
+    """answer_page.refusal.median_answers: a (model, layer) median beyond the budget refuses when its cells stalled (or
     diverged) at least as often as they were still falling, and is not answered otherwise; one never damaged has
     no cost. §2 says how the grid's medians end at the smallest and the largest ε."""
     inf, nan = float("inf"), float("nan")
@@ -998,7 +998,12 @@ def test_each_median_is_a_cost_a_refusal_not_answered_or_no_cost():
             "n_still_falling": [0, 1, 2, 1, 0],
         }
     )
-    assert answer_page.median_answers(medians) == {"finite": 1, "refuses": 2, "not_answered": 1, "not_damaged": 1}
+    assert answer_page.refusal.median_answers(medians) == {
+        "finite": 1,
+        "refuses": 2,
+        "not_answered": 1,
+        "not_damaged": 1,
+    }
     summary, curves, networks = synthetic(thresholds=(0.01, 0.1), budget_fraction=0.05, seed=5)
     tables = answer_tables.compute(summary, curves, networks)
     section = answer_page.page(tables, summary, networks, LINKS).markdown().split("## 2.")[1].split("## 3.")[0]
@@ -1007,9 +1012,9 @@ def test_each_median_is_a_cost_a_refusal_not_answered_or_no_cost():
     for eps in (0.01, 0.1):
         at = surv[(surv["kind"] == "layer") & (surv["threshold"] == eps) & (surv["init"] == "fresh")]
         at = at[(at["regime"] == "frozen") & (at["policy"] == "full")]
-        counts[eps] = n = answer_page.median_answers(at)
+        counts[eps] = n = answer_page.refusal.median_answers(at)
         assert sum(n.values()) == len(at)
-        said = f"at ε = {answer_page._eps_words(eps)}, {n['finite']} of {len(at)} finite"
+        said = f"at ε = {answer_page.words._eps_words(eps)}, {n['finite']} of {len(at)} finite"
         said += f", {n['not_answered']} not answered (beyond the budget, still falling)"
         assert said in section, (said, section)
     assert counts[0.1]["finite"] and counts[0.1]["not_answered"]  # this short budget: some back, some still falling
@@ -1034,7 +1039,7 @@ def test_single_layers_still_falling_are_projected_in_the_refusal_sentence():
     mine = costs[(costs["outcome"] == "still_falling") & (costs["kind"] == "layer") & (costs["init"] == "fresh")]
     assert sorted(mine["projected_relative"]) == pytest.approx(sorted(rel))
     assert sorted(mine["projected"]) == pytest.approx(sorted(guess))
-    words = span(rel, answer_page._two_digits)
+    words = span(rel, answer_page.words._two_digits)
     assert (
         f"{len(cells)} were still falling when the budget ran out (not answered: the budget ended first; at their "
         in refuse
@@ -1061,7 +1066,7 @@ def test_a_position_verdict_the_same_at_both_eps_is_said_once_with_each_factor(s
     position = next(line for line in head.splitlines() if "Does the position of L matter?" in line)
     assert "At ε = 1 % and 10 %, the costliest layer is the first in 3 of 3 models" in position
     fit = tables["fit"].set_index(["threshold", "term"])
-    factors = [answer_page._factor(fit.loc[(eps, "first_layer")]) for eps in (0.01, 0.1)]
+    factors = [answer_page.fit._factor(fit.loc[(eps, "first_layer")]) for eps in (0.01, 0.1)]
     if merged:
         assert position.count("In the fit") == 1 and position.count("no clear effect of the last layer") == 1
         assert (
@@ -1108,8 +1113,8 @@ def test_every_single_layer_cell_not_back_is_listed_with_its_verdict():
     for r in listed.itertuples():
         mine = (cells["model"] == r.model) & (cells["pretrain_seed"] == r.pretrain_seed) & (cells["seed"] == r.seed)
         cell = cells[mine & (cells["target"] == r.target)].iloc[0]
-        verdict = answer_page.NOT_BACK_WORDS[r.outcome]
-        ended = answer_page._two_digits(cell["examples"] / cell["scratch_examples"])
+        verdict = answer_page.refusal.NOT_BACK_WORDS[r.outcome]
+        ended = answer_page.words._two_digits(cell["examples"] / cell["scratch_examples"])
         gap = f"{100 * (cell['final_loss'] / cell['baseline_loss'] - 1):+.2f} %"
         network = f"seed {r.pretrain_seed}, reset seed {r.seed}"  # two reset seeds per network here
         row = f"| {r.model} | {r.target} ({r.position}) | {network} | {verdict} | {gap} | {ended} × |"
@@ -1120,10 +1125,10 @@ def test_every_single_layer_cell_not_back_is_listed_with_its_verdict():
         elif pd.isna(cell["control_examples_hi"]):
             assert line.endswith("| not back |") and np.isinf(r.control_upper)
         else:
-            at = answer_page._two_digits(cell["control_examples_hi"] / cell["scratch_examples"])
+            at = answer_page.words._two_digits(cell["control_examples_hi"] / cell["scratch_examples"])
             assert line.endswith(f"| back at {at} × |") and r.control_upper == cell["control_examples_hi"]
         if r.outcome == "stalled":
-            assert ended == answer_page._two_digits(cell["budget_examples"] // 2 / cell["scratch_examples"])
+            assert ended == answer_page.words._two_digits(cell["budget_examples"] // 2 / cell["scratch_examples"])
     assert set(listed["outcome"]) == {"stalled", "still_falling"}
     surv = tables["survival"]
     beyond = surv[(surv["threshold"] == 0.01) & (surv["init"] == "fresh") & np.isinf(surv["median_fraction"])]
@@ -1167,7 +1172,7 @@ def test_every_single_layer_cell_not_back_is_listed_with_its_verdict():
 def test_stalled_cells_within_eps_of_their_matched_control_are_said_so(stalled, counts, words):
     """The refusal sentence: of the stalled cells, those that got within ε of their matched control (the intact
     network retrained the same way) are counted, said apart from the stall verdict; none back, nothing is said."""
-    got = answer_page._near_control(0.01, stalled, counts)
+    got = answer_page.refusal._near_control(0.01, stalled, counts)
     assert got.startswith(words) if words else got == ""
 
 
@@ -1178,13 +1183,13 @@ def test_the_control_clause_is_explained_once_per_sentence():
         [{"threshold": 0.01, "n_cells": 10, "n_not_damaged": 0, "n_diverged": 0, "n_stalled": 2, "n_still_falling": 1}]
     )
     control = {"stalled": {0.01: (2, 2)}, "still_falling": {0.01: (1, 1)}}
-    said = answer_page._refusal_answer(rows, [0.01], {0.01: "about 3 ×"}, control)
+    said = answer_page.refusal._refusal_answer(rows, [0.01], {0.01: "about 3 ×"}, control)
     assert said.count("the intact network retrained the same way") == 1, said
     assert (
         "(they refuse, by the stall rule; but all of them got within 1 % of their matched control, the intact" in said
     )
     assert "about 3 × what pretraining from scratch needed; but it got within 1 % of its matched control)." in said
-    alone = answer_page._refusal_answer(rows, [0.01], {}, {"still_falling": {0.01: (1, 1)}})
+    alone = answer_page.refusal._refusal_answer(rows, [0.01], {}, {"still_falling": {0.01: (1, 1)}})
     assert "; but it got within 1 % of its matched control, the intact network retrained the same way: the " in alone
 
 

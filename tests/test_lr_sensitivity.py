@@ -68,7 +68,7 @@ def test_the_sentence_names_a_further_target_after_the_layers():
         + _rows("L0", 0, 0.31, [(3.0, 0.25)])
         + _rows("swap-d64", None, None, [(3.0, 0.8)])
     )
-    said = answer_page.lr_sensitivity_sentence(table, "fraction")
+    said = answer_page.lr.lr_sensitivity_sentence(table, "fraction")
     assert (
         said.index("the first layer (`L0`)")
         < said.index("the last layer (`L3`)")
@@ -115,7 +115,7 @@ def test_sentence_states_each_layer_at_each_multiple_and_censoring():
     table = pd.DataFrame(
         _rows("L3", 3, 0.2, [(3.0, None), (0.3333, 0.5)]) + _rows("L0", 0, 0.31, [(3.0, 0.25), (0.3333, 0.52)])
     )
-    assert answer_page.lr_sensitivity_sentence(table, "fraction") == (
+    assert answer_page.lr.lr_sensitivity_sentence(table, "fraction") == (
         "m: at ε = 0.01 the cost of the first layer (`L0`) moves from 0.31 of S × E at the chosen lr (0.002) to "
         "0.52 at ÷3 and to 0.25 at ×3; of the last layer (`L3`) from 0.2 to 0.5 at ÷3 and to beyond the budget "
         "at ×3. **The chosen lr is not the fastest measured** (×3 on `L0`): its costs are upper bounds on how fast "
@@ -127,11 +127,11 @@ def test_sentence_flags_a_faster_lr_only_beyond_the_crossings_resolution():
     """A multiple that recovers where the chosen lr did not, or at under 0.9 of its cost, is named; one within
     the resolution of a crossing (0.30 against 0.31) is not."""
     close = pd.DataFrame(_rows("L0", 0, 0.31, [(3.0, 0.30), (0.3333, 0.52)]))
-    assert "not the fastest" not in answer_page.lr_sensitivity_sentence(close, "fraction")
+    assert "not the fastest" not in answer_page.lr.lr_sensitivity_sentence(close, "fraction")
     censored = pd.DataFrame(_rows("L0", 0, None, [(3.0, 0.9), (0.3333, None)]))
-    assert "(×3 on `L0`)" in answer_page.lr_sensitivity_sentence(censored, "fraction")
+    assert "(×3 on `L0`)" in answer_page.lr.lr_sensitivity_sentence(censored, "fraction")
     neither = pd.DataFrame(_rows("L0", 0, None, [(3.0, None), (0.3333, None)]))
-    assert "not the fastest" not in answer_page.lr_sensitivity_sentence(neither, "fraction")
+    assert "not the fastest" not in answer_page.lr.lr_sensitivity_sentence(neither, "fraction")
 
 
 # ---- a real run -------------------------------------------------------------------------------------------------
@@ -275,9 +275,9 @@ def test_nothing_on_the_page_when_the_check_is_off():
     rows["pretrain_examples"] = 1000
     for tables, blocks in (({}, 0), ({"lr_sensitivity": rows.iloc[:0]}, 0), ({"lr_sensitivity": rows}, 2)):
         doc = Page()
-        answer_page._lr_sensitivity(doc, types.SimpleNamespace(tables=tables, networks=networks))
+        answer_page.lr.section(doc, types.SimpleNamespace(tables=tables, networks=networks))
         assert len(doc.blocks) == blocks
-    assert doc.blocks[1] == ("ul", [answer_page.lr_sensitivity_sentence(rows, "fraction")])
+    assert doc.blocks[1] == ("ul", [answer_page.lr.lr_sensitivity_sentence(rows, "fraction")])
 
 
 @pytest.mark.e2e
@@ -324,18 +324,20 @@ def test_the_headline_says_how_much_sooner_another_lr_heals():
         _rows("L3", 3, 0.2, [(3.0, 0.05), (0.3333, 0.5)]) + _rows("L0", 0, None, [(3.0, 0.9), (0.3333, None)])
     )
     same = pd.DataFrame(_rows("L0", 0, 0.31, [(3.0, 0.30), (0.3333, 0.52)])).assign(model="n")
-    words = answer_page.lr_headline_words(pd.concat([sooner, same]), lambda rows: "fraction")
+    words = answer_page.lr.lr_headline_words(pd.concat([sooner, same]), lambda rows: "fraction")
     assert words == (
         " **The retraining lr moves these costs:** on `m`'s first network at ε = 1 %, ×3 the lr heals `L0` in 0.9 "
         "of S × E instead of beyond the budget and `L3` in 0.05 of S × E instead of 0.2 (§8), so the costs above "
         "are upper bounds on how fast a layer heals. No other lr measured heals faster on `n` (§8)."
     )
-    assert answer_page.lr_headline_words(None, lambda rows: "fraction") == ""
-    assert "in 900 examples instead of beyond the budget" in answer_page.lr_headline_words(sooner, lambda r: "examples")
+    assert answer_page.lr.lr_headline_words(None, lambda rows: "fraction") == ""
+    assert "in 900 examples instead of beyond the budget" in answer_page.lr.lr_headline_words(
+        sooner, lambda r: "examples"
+    )
 
 
 def test_the_unit_follows_the_first_number_not_the_budget():
     table = pd.DataFrame(_rows("L0", 0, None, [(3.0, 0.9)]) + _rows("L3", 3, 0.2, [(3.0, 0.1)]))
-    said = answer_page.lr_sensitivity_sentence(table, "fraction")
+    said = answer_page.lr.lr_sensitivity_sentence(table, "fraction")
     assert "moves from beyond the budget at the chosen lr (0.002) to 0.9 at ×3" in said
     assert "of the last layer (`L3`) from 0.2 of S × E to 0.1 at ×3" in said  # the unit after the first number

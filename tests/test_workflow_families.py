@@ -122,7 +122,7 @@ def test_a_brought_models_costs_as_a_share_of_its_own_pretraining(finished):
     stated = 0
     for eps in (layers.threshold.min(), layers.threshold.max()):
         at = layers[(layers.threshold == eps) & layers.recovered & (layers.damaged_loss > layers.threshold_loss)]
-        share = span(at["tokens"] / OWN, answer_page._sci)
+        share = span(at["tokens"] / OWN, answer_page.words._sci)
         if share:
             assert f"{share} of its own {compact(OWN)} pretraining tokens within {100 * eps:g} %" in how_much, eps
             stated += 1
