@@ -337,3 +337,25 @@ def test_every_figure_on_the_tiny_run(tiny_run, tmp_path):
     for name in ("answer_cost_depth", "answer_damage_cost", "recovery_cost", "recovery_examples"):
         plots.save(kept_charts[name], tmp_path / f"{name}.html", tmp_path / f"{name}.png")
         assert_drawn_png(tmp_path / f"{name}.png")
+
+
+def test_recovery_curves_and_damage_draw_one_setting(synthetic_grid):
+    """A layer healed under a second policy (the aside's cross-attention) has the same target, depth and seeds as
+    the asker's cell: drawn in the same panel it would share its colour and its line. The recovery curves and the
+    damage scatter draw the asker's setting only, its matched controls with it, and say which."""
+    summary, curves, networks, tables = synthetic_grid
+    layer = curves[(curves["kind"] == "recovery") & curves["layer"].notna()]
+    assert (layer["init"] == "trained").any()  # matched controls, drawn grey beside the cells
+
+    def gaps(chart) -> list[float]:
+        return sorted(v for a in axes(chart) if a["mark"] == "line" and a["field"] == "gap" for v in a["values"])
+
+    other = layer.assign(policy="cross_attn", val_loss=layer["val_loss"] * 7.0)  # far above anything asked
+    chart = answer_plots.FIGURES["answer_curves"](tables, pd.concat([curves, other]))
+    assert gaps(chart) == gaps(answer_plots.FIGURES["answer_curves"](tables, curves))  # the same lines, no other
+    assert "policy full" in str(chart.to_dict()["title"])
+    cells = tables["damage_cells"]
+    assert len(cells)
+    twice = answer_plots.damage_cost(pd.concat([cells, cells.assign(policy="cross_attn", damage=cells["damage"] + 50)]))
+    drawn = [v for a in axes(twice) if a["channel"] == "x" and a["field"] == "damage" for v in a["values"]]
+    assert max(drawn) == pytest.approx(cells["damage"].max()) and "policy full" in str(twice.to_dict()["title"])

@@ -12,11 +12,14 @@ the panel columns.
 - ``answer_recovered``: the NPMLE share of cells recovered against examples seen (symlog x, 0 included), one line
   per layer.
 - ``answer_curves``: recovery curves against examples seen or the fraction of S x E (symlog x, 0 included), with
-  the matched no-reset controls (grey) and pretraining's own curve (black); one panel per model.
+  the matched no-reset controls (grey) and pretraining's own curve (black); one panel per model, in one setting (the
+  asker's where the grid has it: a layer's curves under another policy, such as the aside's cross-attention, are not
+  drawn here).
 - ``answer_effects``: the scaling fit's coefficients on log cost, with intervals and a rule at 0 (terms not
   determined are listed in the answer table, not drawn).
 - ``answer_cka``: CKA between the original and the healed layer against L, with the unhealed floor (dashed).
-- ``answer_damage_cost``: zero-step damage against cost per cell, censored cells as open triangles at the budget.
+- ``answer_damage_cost``: zero-step damage against cost per cell, censored cells as open triangles at the budget, in
+  one setting (the asker's where the grid has it).
 - ``answer_aside``: the encoder-decoder aside's recovery curves (the encoder swaps, all cross-attention, every
   layer) against examples as a multiple of pretraining from scratch to the smallest ε, beside that pretraining;
   one panel per encoder-decoder model.
@@ -258,8 +261,15 @@ def log_curves(curves: pd.DataFrame, reference: pd.DataFrame, survival: pd.DataF
         "colour: relative depth; grey: matched no-reset controls; black: pretraining",
     ]
     rec = curves[(curves["kind"] == "recovery") & curves["layer"].notna()].copy() if len(curves) else curves
-    if not len(rec) or not len(reference):
+    if not len(rec) or not len(reference) or not (rec["init"] != "trained").any():
         return plots.empty_chart(title, "no single-layer recovery curves in this grid")
+    # one setting, the asker's where the grid has it: its reset cells and their matched controls (the same regime
+    # and policy, init trained); a layer's curves under another policy would share its colour and run
+    reset, setting = _asked(rec[rec["init"] != "trained"])
+    regime, policy = reset["regime"].iloc[0], reset["policy"].iloc[0]
+    controls = rec[(rec["init"] == "trained") & (rec["regime"] == regime) & (rec["policy"] == policy)]
+    rec = pd.concat([reset, controls])
+    legend.append(setting)
     baselines = reference.drop_duplicates(["model", "pretrain_seed"])[["model", "pretrain_seed", "baseline_loss"]]
     x_col = "fraction_of_pretrain" if curves["fraction_of_pretrain"].notna().all() else "examples"
     rec = _gap(rec, baselines)
@@ -392,6 +402,7 @@ def damage_cost(cells: pd.DataFrame) -> alt.Chart:
     data = cells.copy()
     if not len(data):
         return plots.empty_chart(title, NO_LAYER_CELLS)
+    data, setting = _asked(data)
     data["status"] = np.where(data["recovered"].astype(bool), CELL_STATUS[0], CELL_STATUS[1])
     data = _eps(data)
     scale, axis = plots.cost_axis(data["cost"])
@@ -414,7 +425,7 @@ def damage_cost(cells: pd.DataFrame) -> alt.Chart:
     return (
         points.properties(width=220, height=200)
         .facet(column=alt.Column("eps:N", title="within ε of baseline"))
-        .properties(title=title)
+        .properties(title=alt.TitleParams(title, subtitle=[setting]))
     )
 
 
