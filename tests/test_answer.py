@@ -800,7 +800,7 @@ def test_the_swap_answer_says_each_swap_against_from_scratch_with_its_verdict():
     view = SimpleNamespace(tables={"encoder_decoder": aside}, networks=networks, healed=networks)
     said = answer_page.aside._swap_answer(view)
     assert said.startswith("**The encoder swap.** In bart, the fastest swap is back within 1 % of the old loss at 2 × ")
-    assert "(0.8 of S × E)" in said
+    assert "(0.8 of S × E): no swap is faster than pretraining the model from scratch. " in said
     narrow = said.index("x-narrow's trained encoder (width 64, narrower), trainable: not back within 1 % by 2.5 × ")
     wide = said.index(
         "wide's trained encoder (width 128, wider), trainable: not back within 1 % by 2.5 × (still falling, ≈ 4.4 × "
@@ -823,6 +823,17 @@ def test_the_swap_answer_says_each_swap_against_from_scratch_with_its_verdict():
     none.loc[none["item"] == "scratch", ["median", "relative_to_scratch"]] = [0.8, 1.0]
     said = answer_page.aside._swap_answer(SimpleNamespace(tables={"encoder_decoder": none}, networks=networks))
     assert "In bart, no swapped encoder is back within 1 % of the old loss in 2.5 × what pretraining" in said
+    assert "(0.8 of S × E), so every swap is slower than pretraining the model from scratch; ≈ r ×" in said
+    # the fastest swap under 1 × from scratch: faster; a budget that ends before 1 × cannot tell
+    fast = aside.assign(relative_to_scratch=np.where(aside["target"] == "swap96", 0.7, aside["relative_to_scratch"]))
+    fast_said = answer_page.aside._swap_answer(SimpleNamespace(tables={"encoder_decoder": fast}, networks=networks))
+    assert (
+        "at 0.7 × what pretraining from scratch needed (0.8 of S × E): faster than pretraining the model" in fast_said
+    )
+    short = none.assign(budget_relative_to_scratch=0.6)
+    short_said = answer_page.aside._swap_answer(SimpleNamespace(tables={"encoder_decoder": short}, networks=networks))
+    assert "(a budget shorter than pretraining from scratch: it cannot tell slower from never)" in short_said
+    assert "slower than pretraining" not in short_said
     # which the swaps then do not repeat: each starts with what its cells did
     assert "(width 128, wider), trainable: still falling (≈ 4.4 ×), within 5 % at" in said
     assert "; ≈ r ×: where a still-falling swap's last rate of fall would reach 1 %" in said

@@ -174,6 +174,7 @@ def _swap_answer(v: View) -> str:
             )
         if len(scratch) and math.isfinite(float(scratch["median"].iloc[0])):
             lead += f" ({num(float(scratch['median'].iloc[0]))} {_unit_after(scratch['unit'].iloc[0])})"
+        lead += _than_scratch(at)
         brief = len(at) > 0 and not np.isfinite(rel).any()  # the lead said that none is back by the budget
         falling = at[at["n_still_falling"].astype(int) > 0] if brief else at.iloc[:0]
         if falling["projected_relative"].notna().any():  # the brief verdicts' "(≈ r ×)", said once
@@ -203,6 +204,29 @@ def _swap_answer(v: View) -> str:
         gate = _gate_effect(g)
         out.append(text + (". " + gate if gate else ""))
     return SWAP_LEAD + ". ".join(out) + "."
+
+
+def _than_scratch(at: pd.DataFrame) -> str:
+    """The swap against pretraining the model from scratch, in words: ': faster than ...' where the fastest swap is
+    back within the smallest ε at under 1 ×; ': no swap is faster than ...' at 1 × or more; ', so every swap is slower
+    than ...' where none is back by a budget past 1 ×; where a budget ends before 1 ×, that it cannot tell."""
+    if not len(at):
+        return ""
+    rel = at["relative_to_scratch"].astype(float)
+    if np.isfinite(rel).any():
+        fastest = float(rel[np.isfinite(rel)].min())
+        return (
+            ": faster than pretraining the model from scratch"
+            if fastest < 1
+            else ": no swap is faster than pretraining the model from scratch"
+        )
+    budget = at["budget_relative_to_scratch"].astype(float)
+    known = budget[np.isfinite(budget)]
+    if len(known) and float(known.min()) > 1:
+        return ", so every swap is slower than pretraining the model from scratch"
+    if len(known):
+        return " (a budget shorter than pretraining from scratch: it cannot tell slower from never)"
+    return ""
 
 
 def _no_aside(networks: pd.DataFrame) -> str:

@@ -219,12 +219,10 @@ def _not_back_cells(doc: Page, v: View) -> None:
     several = len(set(zip(*(cells[k] for k in SETTING)))) > 1
     resets = cells["seed"].nunique() > 1
     doc.p(
-        f"The single-layer cells not back within ε = {_eps_words(eps)} (`answer/network_costs.parquet`): whether "
-        "each stalled (it refuses, by the stall rule) or was still falling at the budget, how far above its "
-        "baseline it ended, how long it was retrained (to its budget, or until it stalled past "
-        "`retrain.stop_stalled`), where a still-falling curve's last rate of fall would reach ε (an optimistic "
-        "guess), and where it got within ε of its matched control (— without one), all × its network's "
-        "from-scratch cost."
+        f"The single-layer cells not back within ε = {_eps_words(eps)} (`answer/network_costs.parquet`), × its "
+        "network's from-scratch cost: stalled: it refuses, by the stall rule; retrained for: to its budget, or until "
+        "it stalled (`retrain.stop_stalled`); at its last rate of fall: where a still-falling curve would reach ε "
+        "(optimistic); against its matched control: where it got within ε of it (— without one)."
     )
     body = []
     for r in cells.sort_values(["regime", "policy", "init", "model", "depth", "pretrain_seed", "seed"]).itertuples():
