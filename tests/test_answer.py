@@ -248,7 +248,7 @@ def test_page_states_the_cost_in_three_units(deeper_costs_more):
     assert row.count("|") == 7  # model, N x D, S x E, one ε here: one layer and from scratch beside it, reset-all
     assert row.split(" | ")[4] == num(scratch["fraction"].mean())
     assert "| model | examples, ε = 0.05 |" in md
-    assert "baseline × (1 + ε) (the mean over the model's networks" in md  # the page says how × from scratch is made
+    assert "baseline × (1 + ε), the mean over the model's networks" in md  # the page says how × from scratch is made
     assert ref["coarse"].all() and ref["examples"].notna().all()
 
 
@@ -1231,3 +1231,38 @@ def test_refusals_keep_their_table_where_several_single_layer_settings_are_read(
         for line in section.splitlines()
         if line.startswith("| full | ") or line.startswith("| attn | ")
     } == {"| full", "| attn"}
+
+
+def test_the_short_answer_says_back_the_sentences_below_it(deeper_costs_more):
+    """The headline opens with a paragraph a reader can say back: the single-layer medians' range at the asker's ε
+    (and × from scratch), how many pairs do not get back, the costliest layer, N and D, the swap. Each clause is the
+    one its sub-question's sentence gives, so the two cannot disagree."""
+    from types import SimpleNamespace
+
+    tables, md = deeper_costs_more
+    head = answer.headline(md)
+    short = next(line for line in head.splitlines() if line.startswith("**In short**"))
+    assert head.index("**In short**") < head.index("- **How much data?**")  # first, before the detail
+    layers = tables["survival"][tables["survival"]["kind"] == "layer"]
+    med = layers["median_fraction"].astype(float)
+    finite = med[np.isfinite(med)]
+    assert f"after a median {num(finite.min())} to {num(finite.max())} of S × E (" in short
+    how_much = next(line for line in head.splitlines() if line.startswith("- **How much data?**"))
+    assert f"a median {num(finite.min())} to {num(finite.max())} of S × E" in how_much  # the same numbers
+    costliest = re.search(r"the costliest layer is [^.]*", head.split("**In short**")[1].split("\n")[0], re.I)
+    position = next(line for line in head.splitlines() if line.startswith("- **Does the position of L matter?**"))
+    assert costliest and costliest.group(0).lower() in position.lower()
+    assert "D: not determined." in short and len(short.split()) < 120  # said back in a breath, not a page
+    assert "encoder swap" not in short  # no encoder-decoder here: nothing to say of a swap
+    # the swap's clause, from the aside table: slower when none is back by a budget past the from-scratch cost
+    inf = math.inf
+    none = _aside_rows("bart", [("donor_swap", "swap-wide", "full", "fresh", {0.01: (inf, 2.0, 0, 3)})])
+    networks = pd.DataFrame({"model": ["bart", "wide"], "d_model": [96, 128]})
+    clause = answer_page.aside._swap_short(SimpleNamespace(tables={"encoder_decoder": none}, networks=networks))
+    assert (
+        clause
+        == "the encoder swap in bart is slower than pretraining it from scratch (no swap back by 2.5 × that cost)"
+    )
+    back = none.assign(relative_to_scratch=0.75)
+    clause = answer_page.aside._swap_short(SimpleNamespace(tables={"encoder_decoder": back}, networks=networks))
+    assert "faster than pretraining it from scratch (its fastest swap: 0.75 × that cost)" in clause

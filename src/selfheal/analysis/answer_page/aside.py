@@ -174,7 +174,7 @@ def _swap_answer(v: View) -> str:
             )
         if len(scratch) and math.isfinite(float(scratch["median"].iloc[0])):
             lead += f" ({num(float(scratch['median'].iloc[0]))} {_unit_after(scratch['unit'].iloc[0])})"
-        lead += _than_scratch(at)
+        lead += THAN_SCRATCH[_swap_verdict(at)[0]]
         brief = len(at) > 0 and not np.isfinite(rel).any()  # the lead said that none is back by the budget
         falling = at[at["n_still_falling"].astype(int) > 0] if brief else at.iloc[:0]
         if falling["projected_relative"].notna().any():  # the brief verdicts' "(≈ r ×)", said once
@@ -206,27 +206,53 @@ def _swap_answer(v: View) -> str:
     return SWAP_LEAD + ". ".join(out) + "."
 
 
-def _than_scratch(at: pd.DataFrame) -> str:
-    """The swap against pretraining the model from scratch, in words: ': faster than ...' where the fastest swap is
-    back within the smallest ε at under 1 ×; ': no swap is faster than ...' at 1 × or more; ', so every swap is slower
-    than ...' where none is back by a budget past 1 ×; where a budget ends before 1 ×, that it cannot tell."""
+def _swap_verdict(at: pd.DataFrame) -> tuple[str, float]:
+    """The swap against pretraining the model from scratch, from one model's swaps at the smallest ε: ``faster``
+    (the fastest swap is back at under 1 ×), ``not_faster`` (at 1 × or more), ``slower`` (none back by a budget past
+    1 ×), ``cannot_tell`` (none back, and a budget ends before 1 ×) or '' (no swap), with the fastest multiple or the
+    shortest budget's."""
     if not len(at):
-        return ""
+        return "", math.nan
     rel = at["relative_to_scratch"].astype(float)
     if np.isfinite(rel).any():
         fastest = float(rel[np.isfinite(rel)].min())
-        return (
-            ": faster than pretraining the model from scratch"
-            if fastest < 1
-            else ": no swap is faster than pretraining the model from scratch"
-        )
+        return ("faster" if fastest < 1 else "not_faster"), fastest
     budget = at["budget_relative_to_scratch"].astype(float)
     known = budget[np.isfinite(budget)]
-    if len(known) and float(known.min()) > 1:
-        return ", so every swap is slower than pretraining the model from scratch"
-    if len(known):
-        return " (a budget shorter than pretraining from scratch: it cannot tell slower from never)"
-    return ""
+    if not len(known):
+        return "", math.nan
+    return ("slower" if float(known.min()) > 1 else "cannot_tell"), float(known.min())
+
+
+THAN_SCRATCH = {  # the swap sentence's words for each verdict of ``_swap_verdict``
+    "faster": ": faster than pretraining the model from scratch",
+    "not_faster": ": no swap is faster than pretraining the model from scratch",
+    "slower": ", so every swap is slower than pretraining the model from scratch",
+    "cannot_tell": " (a budget shorter than pretraining from scratch: it cannot tell slower from never)",
+    "": "",
+}
+
+
+def _swap_short(v: View) -> str:
+    """The swap in one clause per encoder-decoder model, for the short answer: 'the encoder swap in m is slower than
+    pretraining it from scratch (none back by 2.5 × its cost)'; '' where the grid swaps no encoder."""
+    aside = v.tables.get("encoder_decoder")
+    if aside is None or not len(aside):
+        return ""
+    swaps = aside[aside["item"].isin(answer_tables.SWAP_ITEMS) & (aside["init"] == "fresh")]
+    out = []
+    for model, g in swaps.groupby("model", sort=True):
+        eps = float(g["threshold"].min())
+        verdict, r = _swap_verdict(g[g["threshold"] == eps])
+        words = {
+            "faster": f"faster than pretraining it from scratch (its fastest swap: {num(r)} × that cost)",
+            "not_faster": f"no faster than pretraining it from scratch (its fastest swap: {num(r)} × that cost)",
+            "slower": f"slower than pretraining it from scratch (no swap back by {num(r)} × that cost)",
+            "cannot_tell": "not determined (its budget ends before the cost of pretraining it from scratch)",
+        }.get(verdict)
+        if words:
+            out.append(f"the encoder swap in {model} is {words}")
+    return "; ".join(out)
 
 
 def _no_aside(networks: pd.DataFrame) -> str:

@@ -165,11 +165,24 @@ def section(doc: Page, v: View) -> None:
     bnc = int(flags["n_baseline_not_converged"].sum()) if len(flags) else 0
     moved = int(flags["n_control_moved"].sum()) if len(flags) else 0
     rows_total = int(flags["n_rows"].sum()) if len(flags) else 0
-    items.append(
-        f"{bnc} of {rows_total} (cell, ε) rows are flagged `baseline_not_converged` (their matched control fell more "
-        f"than ε_min/2 below the baseline: partly further training; kept); {moved} have a matched control that moved "
-        f"more than ε from the baseline by the cell's crossing."
+    flagged = (  # only what was found: a count of none says nothing
+        [
+            f"{bnc} of {rows_total} (cell, ε) rows are flagged `baseline_not_converged` (their matched control fell "
+            "more than ε_min/2 below the baseline: partly further training; kept)"
+        ]
+        if bnc
+        else []
     )
+    flagged += (
+        [
+            f"{moved} of {rows_total}{'' if flagged else ' (cell, ε) rows'} have a matched control that moved more than "
+            "ε from the baseline by the cell's crossing"
+        ]
+        if moved
+        else []
+    )
+    if flagged:
+        items.append("; ".join(flagged) + ".")
     controls = _controls_sentence(v)
     items += [controls] if controls else []
     if len(flags):

@@ -12,6 +12,7 @@ from selfheal.analysis.answer_page.cost import _how_much
 from selfheal.analysis.answer_page.lr import lr_headline_words
 from selfheal.analysis.answer_page.position import _position_answer
 from selfheal.analysis.answer_page.refusal import _control_counts, _falling_projections, _refusal_answer
+from selfheal.analysis.answer_page.short import in_short
 from selfheal.analysis.answer_page.size import _size_answer
 from selfheal.analysis.answer_page.units import _scratch_reference, _share_span, _three_units
 from selfheal.analysis.answer_page.view import (
@@ -121,6 +122,7 @@ def section(doc: Page, v: View) -> None:
         return
     unit = _unit(rows, v.networks)
     eps_pair = sorted({float(rows["threshold"].min()), float(rows["threshold"].max())})
+    doc.p(in_short(v, rows, unit, eps_pair[0], setting))
     items = [
         _how_much(v, rows, unit, eps_pair),
         _refusal_answer(
@@ -157,8 +159,8 @@ def section(doc: Page, v: View) -> None:
     doc.ul(items)
     here, brought = _origins(v, rows)
     legend = {
-        "scratch": "from scratch: what pretraining needed to first reach the same loss, baseline × (1 + ε) (the mean "
-        "over the model's networks; `answer/pretrain_reference.parquet`), and `r ×` a cost over it",
+        "scratch": "from scratch: what pretraining needed to first reach baseline × (1 + ε), the mean over the "
+        "model's networks, and `r ×` a cost over it",
         "share": f"share of own pretraining: {SHARE_WORDS}",
     }
     last = " or ".join(k for k, on in (("from scratch", here), ("one layer's share of own pretraining", brought)) if on)

@@ -53,22 +53,33 @@ def _same_loss(v: View, column: str) -> str:
     )
 
 
+SIZE_TERMS = (("log_n_layer", "N", "n_layer"), ("log_d_model", "D", "d_model"))
+
+
+def _size_term(v: View, fit: pd.DataFrame, term: str, letter: str, column: str, eps: list[float]):
+    """One size term's fit rows at ``eps``, the size grid's values of it, and why it is not determined where the grid
+    does not vary it ('' where it does)."""
+    rows = fit[(fit["term"] == term) & fit["threshold"].isin(eps)] if len(fit) else fit
+    values = sorted(_size_family(v)[0][column].astype(int).unique())
+    unvaried = not len(rows) or (rows["reason"] == "not_varied").all()
+    if unvaried or (len(values) < 2 and not rows["determined"].astype(bool).any()):
+        across = len(v.healed) and v.healed[column].nunique() > 1  # only another family differs in it
+        why = (
+            "the size grid does not vary it; only another family's networks differ in it"
+            if across and len(values) < 2
+            else "the grid does not vary it"
+        )
+        return rows, values, f"{letter} is not determined ({why})"
+    return rows, values, ""
+
+
 def _size_answer(v: View, setting: tuple, eps_pair: list[float]) -> str:
     fit = _pick(v.fit, setting) if len(v.fit) else v.fit
     out = []
-    for term, letter in (("log_n_layer", "N"), ("log_d_model", "D")):
-        rows = fit[(fit["term"] == term) & fit["threshold"].isin(eps_pair)] if len(fit) else fit
-        column = {"N": "n_layer", "D": "d_model"}[letter]
-        values = sorted(_size_family(v)[0][column].astype(int).unique())
-        unvaried = not len(rows) or (rows["reason"] == "not_varied").all()
-        if unvaried or (len(values) < 2 and not rows["determined"].astype(bool).any()):
-            across = len(v.healed) and v.healed[column].nunique() > 1  # only another family differs in it
-            out.append(
-                f"{letter} is not determined (the size grid does not vary it; only another family's networks "
-                "differ in it)"
-                if across and len(values) < 2
-                else f"{letter} is not determined (the grid does not vary it)"
-            )
+    for term, letter, column in SIZE_TERMS:
+        rows, values, undetermined = _size_term(v, fit, term, letter, column, eps_pair)
+        if undetermined:
+            out.append(undetermined)
             continue
         words = []
         for _, r in rows.sort_values("threshold").iterrows():
@@ -81,6 +92,20 @@ def _size_answer(v: View, setting: tuple, eps_pair: list[float]) -> str:
                 words.append(f"not determined at ε = {_eps_words(r['threshold'])} ({scaling.REASONS[r['reason']]})")
         out.append(f"larger {letter} ({', '.join(map(str, values))}): " + ", ".join(words) + _same_loss(v, column))
     return "**Do N and D matter?** " + "; ".join(p[0].upper() + p[1:] if i == 0 else p for i, p in enumerate(out)) + "."
+
+
+def _size_short(v: View, setting: tuple, eps: float) -> str:
+    """N and D at one ε in a clause, for the short answer: 'larger N (3, 4, 6): no clear effect; D: not
+    determined'."""
+    fit = _pick(v.fit, setting) if len(v.fit) else v.fit
+    out = []
+    for term, letter, column in SIZE_TERMS:
+        rows, values, undetermined = _size_term(v, fit, term, letter, column, [eps])
+        if undetermined or not len(rows) or not bool(rows["determined"].iloc[0]):
+            out.append(f"{letter}: not determined")
+        else:
+            out.append(f"larger {letter} ({', '.join(map(str, values))}): {_direction(rows.iloc[0])}")
+    return "; ".join(out)
 
 
 def _data_axis_overfit(networks: pd.DataFrame, eps_min: float | None) -> str:

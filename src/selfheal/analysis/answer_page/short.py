@@ -1,0 +1,51 @@
+"""The answer in short: one paragraph at the asker's ε, before the headline's sentences, that a reader can say back:
+how much one reset layer needs (and × what pretraining from scratch needed), how many (model, layer) pairs do not get
+back, which layer costs most, whether N and D matter, and the encoder swap against pretraining from scratch. Each
+clause comes from the same helpers as its sub-question's sentence, so the two cannot disagree."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from selfheal.analysis.answer_page.aside import _swap_short
+from selfheal.analysis.answer_page.position import _costliest, _costliest_words
+from selfheal.analysis.answer_page.refusal import median_answers
+from selfheal.analysis.answer_page.size import _size_short
+from selfheal.analysis.answer_page.units import _times_scratch_span
+from selfheal.analysis.answer_page.view import View
+from selfheal.analysis.answer_page.words import _eps_words, _median_span, _unit_after
+
+
+def _cost_short(v: View, at: pd.DataFrame, unit: str, eps: float) -> str:
+    """'one reset layer is back within 1 % of its old validation loss after a median a to b of S × E (c to d × what
+    pretraining from scratch needed); 1 of 20 (model, layer) pairs refuses (stalled short of it)'."""
+    finite, _, total = _median_span(at, unit)
+    e = _eps_words(eps)
+    if not total:
+        return f"no reset layer was damaged beyond {e}"
+    if not finite:
+        return f"no reset layer is back within {e} of its old validation loss by the end of the budget"
+    times = _times_scratch_span(v, at, eps)
+    words = f"one reset layer is back within {e} of its old validation loss after a median {finite} {_unit_after(unit)}"
+    words += f" ({times} × what pretraining from scratch needed)" if times else ""
+    counts = median_answers(at)
+    refuses, falling = counts["refuses"], counts["not_answered"]
+    not_back = [f"{refuses} {'refuses' if refuses == 1 else 'refuse'} (stalled short of it)"] if refuses else []
+    not_back += [f"{falling} {'is' if falling == 1 else 'are'} still falling at the budget"] if falling else []
+    if not_back:
+        words += f"; of the {total} (model, layer) pairs, " + " and ".join(not_back)
+    return words
+
+
+def in_short(v: View, rows: pd.DataFrame, unit: str, eps: float, setting: tuple) -> str:
+    """The short answer at ``eps`` (the asker's, the smallest) over the headline's single-layer rows."""
+    at = rows[rows["threshold"] == eps]
+    counts, models = _costliest(at, unit)
+    clauses = [
+        _cost_short(v, at, unit, eps),
+        _costliest_words(counts, models),
+        _size_short(v, setting, eps),
+        _swap_short(v),
+    ]
+    said = " ".join(c[0].upper() + c[1:] + "." for c in clauses if c)
+    return f"**In short** (medians over each model's networks): {said}"
