@@ -7,7 +7,7 @@ README. Then the detail, in the asker's order: cost per layer; refusals; the pos
 the size ordering of the baselines, the out-of-sample check); families; the encoder-decoder aside; damage and
 similarity; caveats; related work. ``page`` calls each module's ``section`` in ``SECTIONS``, each reading the tables
 through ``view.View``; a module per sub-question holds its headline sentence beside its section (``cost``, ``refusal``,
-``position``, ``size``, ``aside``), ``headline`` puts the sentences together, and ``words``, ``units`` and ``fit`` hold
+``position``, ``size``, ``aside``), ``headline`` puts the sentences together after ``short``'s opening paragraph, and ``words``, ``units`` and ``fit`` hold
 the vocabulary the sections share (their underscored helpers are the package's own).
 
 Costs are in one unit per table (``stats.cost_unit``): the fraction of S x E for networks pretrained here, else
