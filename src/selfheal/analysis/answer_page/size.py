@@ -105,6 +105,8 @@ def _size_short(v: View, setting: tuple, eps: float) -> str:
             out.append(f"{letter}: not determined")
         else:
             out.append(f"larger {letter} ({', '.join(map(str, values))}): {_direction(rows.iloc[0])}")
+    if all(o.endswith(": not determined") for o in out):
+        return "N and D: not determined"
     return "; ".join(out)
 
 
