@@ -16,7 +16,7 @@ import pytest
 from answer_helpers import synthetic, toy_networks
 from conftest import assert_drawn_png
 from selfheal import results
-from selfheal.analysis import answer, answer_page, answer_plots, answer_tables, scaling
+from selfheal.analysis import answer, answer_page, answer_plots, answer_tables, scaling, survival
 from selfheal.analysis import tables as summary_tables
 from selfheal.analysis.page import compact, num, span
 from snakemake_helpers import pythonpath
@@ -1266,3 +1266,29 @@ def test_the_short_answer_says_back_the_sentences_below_it(deeper_costs_more):
     back = none.assign(relative_to_scratch=0.75)
     clause = answer_page.aside._swap_short(SimpleNamespace(tables={"encoder_decoder": back}, networks=networks))
     assert "faster than pretraining it from scratch (its fastest swap: 0.75 × that cost)" in clause
+
+
+def test_the_short_answer_says_when_a_stall_is_the_retrainings_drift():
+    """A pair that refuses (its cells stalled short of ε) is said to be within ε of its matched control only when
+    every stalled cell got there: then the gap to the baseline is what retraining alone adds."""
+    from types import SimpleNamespace
+
+    def cells(*uppers):
+        return pd.DataFrame(
+            {
+                "kind": survival.LAYER,
+                "outcome": "stalled",
+                "threshold": 0.01,
+                "control_upper": list(uppers),
+                "regime": "frozen",
+                "policy": "full",
+                "init": "fresh",
+            }
+        )
+
+    setting = ("frozen", "full", "fresh")
+    drift = answer_page.short._drift_only
+    assert drift(SimpleNamespace(tables={"network_costs": cells(1200.0, 800.0)}), setting, 0.01)
+    assert not drift(SimpleNamespace(tables={"network_costs": cells(1200.0, math.inf)}), setting, 0.01)
+    assert not drift(SimpleNamespace(tables={"network_costs": cells(math.nan)}), setting, 0.01)  # no control
+    assert not drift(SimpleNamespace(tables={}), setting, 0.01)

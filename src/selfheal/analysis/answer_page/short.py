@@ -5,6 +5,7 @@ clause comes from the same helpers as its sub-question's sentence, so the two ca
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from selfheal.analysis.answer_page.aside import _swap_short
@@ -12,11 +13,19 @@ from selfheal.analysis.answer_page.position import _costliest, _costliest_words
 from selfheal.analysis.answer_page.refusal import median_answers
 from selfheal.analysis.answer_page.size import _size_short
 from selfheal.analysis.answer_page.units import _times_scratch_span
-from selfheal.analysis.answer_page.view import View
+from selfheal.analysis.answer_page.view import View, _layer_cells
 from selfheal.analysis.answer_page.words import _eps_words, _median_span, _unit_after
 
 
-def _cost_short(v: View, at: pd.DataFrame, unit: str, eps: float) -> str:
+def _drift_only(v: View, setting: tuple, eps: float) -> bool:
+    """Whether every stalled single-layer cell at ``eps`` got within ε of its matched control (the intact network
+    retrained the same way): then what keeps it from the baseline is the retraining's own drift."""
+    cells = _layer_cells(v, setting, "stalled")
+    control = cells.loc[cells["threshold"] == eps, "control_upper"].astype(float)
+    return bool(len(control)) and bool(np.isfinite(control).all())
+
+
+def _cost_short(v: View, at: pd.DataFrame, unit: str, eps: float, setting: tuple) -> str:
     """'one reset layer is back within 1 % of its old validation loss after a median a to b of S × E (c to d × what
     pretraining from scratch needed); 1 of 20 (model, layer) pairs refuses (stalled short of it)'."""
     finite, _, total = _median_span(at, unit)
@@ -30,7 +39,8 @@ def _cost_short(v: View, at: pd.DataFrame, unit: str, eps: float) -> str:
     words += f" ({times} × what pretraining from scratch needed)" if times else ""
     counts = median_answers(at)
     refuses, falling = counts["refuses"], counts["not_answered"]
-    not_back = [f"{refuses} {'refuses' if refuses == 1 else 'refuse'} (stalled short of it)"] if refuses else []
+    drift = ", though within it of its matched control" if refuses and _drift_only(v, setting, eps) else ""
+    not_back = [f"{refuses} {'refuses' if refuses == 1 else 'refuse'} (stalled short of it{drift})"] if refuses else []
     not_back += [f"{falling} {'is' if falling == 1 else 'are'} still falling at the budget"] if falling else []
     if not_back:
         words += f"; of the {total} (model, layer) pairs, " + " and ".join(not_back)
@@ -42,7 +52,7 @@ def in_short(v: View, rows: pd.DataFrame, unit: str, eps: float, setting: tuple)
     at = rows[rows["threshold"] == eps]
     counts, models = _costliest(at, unit)
     clauses = [
-        _cost_short(v, at, unit, eps),
+        _cost_short(v, at, unit, eps, setting),
         _costliest_words(counts, models),
         _size_short(v, setting, eps),
         _swap_short(v),
