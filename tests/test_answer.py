@@ -1292,3 +1292,21 @@ def test_the_short_answer_says_when_a_stall_is_the_retrainings_drift():
     assert not drift(SimpleNamespace(tables={"network_costs": cells(1200.0, math.inf)}), setting, 0.01)
     assert not drift(SimpleNamespace(tables={"network_costs": cells(math.nan)}), setting, 0.01)  # no control
     assert not drift(SimpleNamespace(tables={}), setting, 0.01)
+
+
+def test_the_short_answer_where_nothing_is_back_says_how_many_pairs_are_not():
+    """A budget too short for any layer: the short answer says none is back, and of how many pairs each verdict is;
+    with one model the costliest layer is named without '1 of 1 models'."""
+    summary, curves, networks = synthetic(thresholds=(0.01, 0.1), budget_fraction=0.01, seed=2)
+    tables = answer_tables.compute(summary, curves, networks)
+    short = next(
+        l for l in answer_page.page(tables, summary, networks, LINKS).markdown().splitlines() if "In short" in l
+    )
+    at = tables["survival"][(tables["survival"]["kind"] == "layer") & (tables["survival"]["threshold"] == 0.01)]
+    counts = answer_page.refusal.median_answers(at)
+    assert "No reset layer is back within 1 % of its old validation loss by the end of the budget; " in short
+    assert f"of the {len(at) - counts['not_damaged']} (model, layer) pairs" in short
+    assert answer_page.position._costliest_words({"last": 1}, 1) == "the costliest layer is the last"
+    assert answer_page.position._costliest_words({"first": 2, "last": 1}, 3).endswith(
+        "first in 2 of 3 models, the last in 1"
+    )

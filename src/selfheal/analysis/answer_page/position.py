@@ -37,6 +37,8 @@ def _costliest_words(counts: dict[str, int], models: int, lead: str = "the costl
     fewer than half the models have a single costliest layer."""
     if not models or sum(counts.values()) * 2 <= models:
         return ""
+    if models == 1:
+        return f"{lead} the {next(iter(counts))}"
     found = [f"the {p} in {counts[p]}" for p in ("first", "middle", "last") if counts.get(p)]
     return f"{lead} {found[0]} of {models} models" + "".join(f", {f}" for f in found[1:])
 

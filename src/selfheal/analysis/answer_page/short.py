@@ -27,21 +27,24 @@ def _drift_only(v: View, setting: tuple, eps: float) -> bool:
 
 def _cost_short(v: View, at: pd.DataFrame, unit: str, eps: float, setting: tuple) -> str:
     """'one reset layer is back within 1 % of its old validation loss after a median a to b of S × E (c to d × what
-    pretraining from scratch needed); 1 of 20 (model, layer) pairs refuses (stalled short of it)'."""
+    pretraining from scratch needed); of the 20 (model, layer) pairs, 1 refuses (stalled short of it)'."""
     finite, _, total = _median_span(at, unit)
     e = _eps_words(eps)
     if not total:
         return f"no reset layer was damaged beyond {e}"
-    if not finite:
-        return f"no reset layer is back within {e} of its old validation loss by the end of the budget"
-    times = _times_scratch_span(v, at, eps)
-    words = f"one reset layer is back within {e} of its old validation loss after a median {finite} {_unit_after(unit)}"
-    words += f" ({times} × what pretraining from scratch needed)" if times else ""
     counts = median_answers(at)
     refuses, falling = counts["refuses"], counts["not_answered"]
     drift = ", though within it of its matched control" if refuses and _drift_only(v, setting, eps) else ""
     not_back = [f"{refuses} {'refuses' if refuses == 1 else 'refuse'} (stalled short of it{drift})"] if refuses else []
     not_back += [f"{falling} {'is' if falling == 1 else 'are'} still falling at the budget"] if falling else []
+    if finite:
+        times = _times_scratch_span(v, at, eps)
+        words = (
+            f"one reset layer is back within {e} of its old validation loss after a median {finite} {_unit_after(unit)}"
+        )
+        words += f" ({times} × what pretraining from scratch needed)" if times else ""
+    else:
+        words = f"no reset layer is back within {e} of its old validation loss by the end of the budget"
     if not_back:
         words += f"; of the {total} (model, layer) pairs, " + " and ".join(not_back)
     return words
