@@ -184,7 +184,7 @@ def recovered(curves_table: pd.DataFrame) -> alt.Chart:
         f"{x_col}:Q",
         scale=scale,
         axis=axis,
-        title=("examples / (S × E)" if x_col == "fraction" else "examples") + " retrained on (symlog)",
+        title=("examples / (S × E)" if x_col == "fraction" else "examples") + " (symlog)",  # retrained on: the title
     )
     y = alt.Y(
         "recovered_share:Q",
