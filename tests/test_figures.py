@@ -359,3 +359,30 @@ def test_recovery_curves_and_damage_draw_one_setting(synthetic_grid):
     twice = answer_plots.damage_cost(pd.concat([cells, cells.assign(policy="cross_attn", damage=cells["damage"] + 50)]))
     drawn = [v for a in axes(twice) if a["channel"] == "x" and a["field"] == "damage" for v in a["values"]]
     assert max(drawn) == pytest.approx(cells["damage"].max()) and "policy full" in str(twice.to_dict()["title"])
+
+
+def test_cka_is_one_panel_where_each_cell_was_measured_once():
+    """CKA is measured once per cell, at the end of retraining; a larger ε only counts fewer cells (those damaged
+    beyond it). Where the ε with as many cells agree, the figure draws one panel from the smallest ε's cells; where
+    they differ (a CKA measured per ε), one panel per ε."""
+
+    def table(cka_at_005: float) -> pd.DataFrame:
+        rows = []
+        for eps, n, value in ((0.01, 3, 0.9), (0.02, 3, 0.9), (0.05, 2, cka_at_005), (0.1, 2, 0.7)):
+            rows.append(
+                {"model": "m", "target": "L0", "depth": 0, "regime": "frozen", "policy": "full", "init": "fresh",
+                 "threshold": eps, "cka": value, "cka_lo": value - 0.01, "cka_hi": value + 0.01,
+                 "cka_floor": 0.5, "n_cells": n, "n_clusters": n}
+            )  # fmt: skip
+        return pd.DataFrame(rows)
+
+    def panels(chart) -> set:
+        spec = chart.to_dict()
+        return {d["eps"] for rows in spec["datasets"].values() for d in rows if "eps" in d}
+
+    once = answer_plots.cka(table(0.7))  # two cells agree at 0.05 and 0.1, three at 0.01 and 0.02
+    assert panels(once) == {"every ε"} and "measured once per cell" in str(once.to_dict()["title"])
+    drawn = [v for a in axes(once) if a["field"] == "cka" for v in a["values"]]
+    assert drawn == [0.9]  # the smallest ε's cells
+    per_eps = answer_plots.cka(table(0.8))  # the same two cells, another value: measured per ε
+    assert panels(per_eps) == {"ε = 0.01", "ε = 0.02", "ε = 0.05", "ε = 0.1"}

@@ -358,11 +358,15 @@ def cka(table: pd.DataFrame) -> alt.Chart:
         return plots.empty_chart(title, "no CKA measured (the tables have no cka values)")
     data, setting = _asked(data)
     subtitle = [setting]
-    per_layer = data.groupby(["model", "target"])
-    if (per_layer["cka"].nunique() <= 1).all() and (per_layer["cka_floor"].nunique(dropna=False) <= 1).all():
-        # measured once per cell, at the end of retraining: the same at every ε, so one panel
+    # a layer's cells damaged beyond a larger ε are a subset of those beyond a smaller one, so two ε with as many
+    # cells read the same cells: where those agree, each cell's CKA was measured once (at the end of retraining)
+    # and the ε differ only in which cells they count; one panel then shows all of them (the smallest ε's)
+    same_cells = data.groupby(["model", "target", "n_cells"])
+    if (same_cells["cka"].nunique() <= 1).all() and (same_cells["cka_floor"].nunique(dropna=False) <= 1).all():
         data = data[data["threshold"] == data["threshold"].min()].assign(threshold=math.nan)
-        subtitle.append("measured at the end of retraining: the same at every ε")
+        subtitle.append(
+            "measured once per cell, at the end of retraining: one panel, every cell damaged beyond the smallest ε"
+        )
     data = _eps(data).assign(eps=lambda d: d["eps"].where(d["threshold"].notna(), "every ε"))
     scale = alt.Scale(
         domain=plots.linear_domain(
@@ -384,7 +388,7 @@ def cka(table: pd.DataFrame) -> alt.Chart:
     )
     bars = (
         alt.Chart()
-        .mark_errorbar(ticks=True)
+        .mark_errorbar(ticks={"size": 8})  # short ticks: a band-wide one reads as a line
         .encode(x=x, y=alt.Y("cka_lo:Q", title="", scale=scale), y2="cka_hi:Q", color=color)
     )
     floor = alt.Chart().mark_line(strokeDash=[4, 3]).encode(x=x, y=alt.Y("cka_floor:Q", scale=scale), color=color)
