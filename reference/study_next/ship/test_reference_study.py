@@ -80,7 +80,7 @@ def test_at_the_askers_eps_nearly_every_median_has_an_answer(study):
     surv = study["survival"]
     layers = surv[(surv["kind"] == "layer") & (surv["threshold"] == EPS) & (surv["regime"] == "frozen")]
     layers = layers[(layers["policy"] == "full") & (layers["init"] == "fresh")]
-    unanswered = answer_page.median_answers(layers)["not_answered"]
+    unanswered = answer_page.refusal.median_answers(layers)["not_answered"]
     assert len(layers) and unanswered <= 0.1 * len(layers), layers[np.isinf(layers["median_examples"])]
 
 
@@ -94,9 +94,9 @@ def test_every_censored_cell_has_a_verdict_on_the_page(study):
     """Each single-layer cell not back within ε = 0.01 is listed in §2 with its verdict."""
     costs = study["network_costs"]
     layers = costs[(costs["threshold"] == EPS) & (costs["kind"] == "layer")]
-    censored = layers[layers["outcome"].isin(answer_page.NOT_BACK_WORDS)]
+    censored = layers[layers["outcome"].isin(answer_page.refusal.NOT_BACK_WORDS)]
     assert (
-        layers["outcome"].isin(["recovered", "not_damaged"]) | layers["outcome"].isin(answer_page.NOT_BACK_WORDS)
+        layers["outcome"].isin(["recovered", "not_damaged"]) | layers["outcome"].isin(answer_page.refusal.NOT_BACK_WORDS)
     ).all()
     page = (STUDY / "answer.md").read_text()
     section = page[page.index("## 2.") : page.index("## 3.")]
