@@ -1266,6 +1266,14 @@ def test_the_short_answer_says_back_the_sentences_below_it(deeper_costs_more):
     back = none.assign(relative_to_scratch=0.75)
     clause = answer_page.aside._swap_short(SimpleNamespace(tables={"encoder_decoder": back}, networks=networks))
     assert "faster than pretraining it from scratch (its fastest swap: 0.75 × that cost)" in clause
+    # beside it, every layer reset with the same retraining: how much of the swap's cost is the retraining's own
+    every = _aside_rows("bart", [("reset_all", "all", "full", "fresh", {0.01: (inf, 2.0, 0, 3)})])
+    slow = pd.concat([none, every])
+    clause = answer_page.aside._swap_short(SimpleNamespace(tables={"encoder_decoder": slow}, networks=networks))
+    assert clause.endswith("(no swap back by 2.5 × that cost), as is resetting every layer with the same retraining")
+    quick = pd.concat([none, every.assign(relative_to_scratch=1.5)])
+    clause = answer_page.aside._swap_short(SimpleNamespace(tables={"encoder_decoder": quick}, networks=networks))
+    assert clause.endswith("; resetting every layer with the same retraining takes 1.5 ×")
 
 
 def test_the_short_answer_says_when_a_stall_is_the_retrainings_drift():

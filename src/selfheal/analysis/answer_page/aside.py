@@ -235,7 +235,9 @@ THAN_SCRATCH = {  # the swap sentence's words for each verdict of ``_swap_verdic
 
 def _swap_short(v: View) -> str:
     """The swap in one clause per encoder-decoder model, for the short answer: 'the encoder swap in m is slower than
-    pretraining it from scratch (none back by 2.5 × its cost)'; '' where the grid swaps no encoder."""
+    pretraining it from scratch (no swap back by 2.5 × that cost), as is resetting every layer with the same
+    retraining' (the reset-all control says how much of that is the retraining's own); '' where the grid swaps no
+    encoder."""
     aside = v.tables.get("encoder_decoder")
     if aside is None or not len(aside):
         return ""
@@ -250,8 +252,15 @@ def _swap_short(v: View) -> str:
             "slower": f"slower than pretraining it from scratch (no swap back by {num(r)} × that cost)",
             "cannot_tell": "not determined (its budget ends before the cost of pretraining it from scratch)",
         }.get(verdict)
-        if words:
-            out.append(f"the encoder swap in {model} is {words}")
+        if not words:
+            continue
+        every = aside[(aside["model"] == model) & (aside["item"] == "reset_all") & (aside["threshold"] == eps)]
+        same, r_all = _swap_verdict(every)  # the same retraining from every layer reset: how much is the retraining's
+        if same == "slower" and verdict == "slower":
+            words += ", as is resetting every layer with the same retraining"
+        elif same in ("faster", "not_faster"):
+            words += f"; resetting every layer with the same retraining takes {num(r_all)} ×"
+        out.append(f"the encoder swap in {model} is {words}")
     return "; ".join(out)
 
 
