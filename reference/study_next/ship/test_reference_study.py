@@ -96,7 +96,8 @@ def test_every_censored_cell_has_a_verdict_on_the_page(study):
     layers = costs[(costs["threshold"] == EPS) & (costs["kind"] == "layer")]
     censored = layers[layers["outcome"].isin(answer_page.refusal.NOT_BACK_WORDS)]
     assert (
-        layers["outcome"].isin(["recovered", "not_damaged"]) | layers["outcome"].isin(answer_page.refusal.NOT_BACK_WORDS)
+        layers["outcome"].isin(["recovered", "not_damaged"])
+        | layers["outcome"].isin(answer_page.refusal.NOT_BACK_WORDS)
     ).all()
     page = (STUDY / "answer.md").read_text()
     section = page[page.index("## 2.") : page.index("## 3.")]
