@@ -74,8 +74,8 @@ def select(
     if not any(heals[m] for m in models):
         raise ConfigError(
             "partial",
-            "no model of the config that heals has finished (every network, baseline and cell of one): there is "
-            "nothing to read yet; run the study, or leave partial out",
+            "no model of the config that heals has finished (every network, baseline and cell of one; with "
+            "`partial: networks`, of one network): there is nothing to read yet; run the study, or leave partial out",
         )
     lr_left_out = [m for m in models if lr_files.get(m) and not all(exists(f) for f in lr_files[m])]
     return Finished(models, [m for m in read_files if m not in models], lr_left_out)
