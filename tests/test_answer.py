@@ -1318,3 +1318,23 @@ def test_the_short_answer_where_nothing_is_back_says_how_many_pairs_are_not():
     assert answer_page.position._costliest_words({"first": 2, "last": 1}, 3).endswith(
         "first in 2 of 3 models, the last in 1"
     )
+
+
+def test_how_sure_names_a_model_read_with_a_single_network():
+    """A model read with one pretrained network (a study still running, read network by network) is named: its
+    intervals cover retrain seeds only. The others' intervals are said as before, with their counts."""
+    sentence = answer_page.view._clusters_sentence
+
+    def nets(**per_model):
+        rows = [(m, s) for m, n in per_model.items() for s in range(n)]
+        return pd.DataFrame(rows, columns=["model", "pretrain_seed"]).assign(degenerate=False, off_plateau=False)
+
+    mixed = sentence(nets(bart=1, gpt=3, other=3))
+    assert mixed.startswith("`bart` has a single pretrained network here: its intervals resample retrain seeds only")
+    assert "The other models' intervals (95 %) resample the pretrained networks, only 3 per model" in mixed
+    assert sentence(nets(a=1, b=1, c=2)).startswith("Each of `a`, `b` has a single pretrained network here")
+    assert sentence(nets(a=1, b=1)).startswith("Every model has a single pretrained network here")
+    assert sentence(nets(a=2, b=3)) == (
+        "Intervals (95 %) resample the pretrained networks, only 2 to 3 per model: read directions, not digits. "
+        "With two, a median is the faster network's cost."
+    )

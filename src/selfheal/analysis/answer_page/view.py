@@ -28,22 +28,31 @@ def _estimated(networks: pd.DataFrame) -> pd.DataFrame:
 
 def _clusters_sentence(networks: pd.DataFrame) -> str:
     """How many pretrained networks per model the intervals resample: those the estimates use, or every network
-    where none is usable (the page then answers nothing)."""
+    where none is usable (the page then answers nothing). A model with a single network is named: its intervals
+    cover retrain seeds only."""
     used = _estimated(networks)
     per_model = (used if len(used) else networks).groupby("model")["pretrain_seed"].nunique()
-    least = int(per_model.min()) if len(per_model) else 0
-    if least <= 1:
-        return (
-            "Some model has a single pretrained network: its intervals resample retrain seeds only and do "
-            "**not** cover the variation between independently pretrained networks."
-        )
-    counts = span(per_model.astype(float))
+    if not len(per_model):
+        return ""
+    single, rest = per_model[per_model <= 1], per_model[per_model > 1]
+    if not len(single):
+        return _resampled(rest, "Intervals (95 %)")
+    named = "Every model" if not len(rest) else ", ".join(f"`{m}`" for m in sorted(single.index))
+    return (
+        f"{'Each of ' if len(single) > 1 and len(rest) else ''}{named} has a single pretrained network here: its "
+        "intervals resample retrain seeds only and do **not** cover the variation between independently pretrained "
+        "networks." + (" " + _resampled(rest, "The other models' intervals (95 %)") if len(rest) else "")
+    )
+
+
+def _resampled(per_model: pd.Series, lead: str) -> str:
+    """'<lead> resample the pretrained networks, only a to b per model: read directions, not digits.'"""
+    counts, least = span(per_model.astype(float)), int(per_model.min())
     if least < 5:
-        return (
-            f"Intervals (95 %) resample the pretrained networks, only {counts} per model: read directions, not digits."
-            + (" With two, a median is the faster network's cost." if least == 2 else "")
+        return f"{lead} resample the pretrained networks, only {counts} per model: read directions, not digits." + (
+            " With two, a median is the faster network's cost." if least == 2 else ""
         )
-    return f"Intervals (95 %) resample the pretrained networks ({counts} per model)."
+    return f"{lead} resample the pretrained networks ({counts} per model)."
 
 
 def _usable(networks: pd.DataFrame) -> pd.DataFrame:
