@@ -150,7 +150,7 @@ def section(doc: Page, v: View) -> None:
     """8. caveats"""
     flags, degenerate, summary, tables = v.flags, v.degenerate, v.summary, v.tables
     doc.h(2, "8. Caveats the data shows")
-    items = [_clusters_sentence(v.healed)]
+    items = [s for s in [_clusters_sentence(v.healed)] if s]  # none where no network is healed
     for _, r in degenerate.iterrows():
         reasons = [DEGENERATE_WORDS.get(k, k) for k in str(r.get("degenerate_reason") or "").split(",") if k]
         why = (

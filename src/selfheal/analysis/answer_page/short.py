@@ -5,12 +5,11 @@ clause comes from the same helpers as its sub-question's sentence, so the two ca
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 
 from selfheal.analysis.answer_page.aside import _swap_short
 from selfheal.analysis.answer_page.position import _costliest, _costliest_words
-from selfheal.analysis.answer_page.refusal import median_answers
+from selfheal.analysis.answer_page.refusal import _control_counts, median_answers
 from selfheal.analysis.answer_page.size import _size_short
 from selfheal.analysis.answer_page.units import _times_scratch_span
 from selfheal.analysis.answer_page.view import View, _layer_cells
@@ -19,10 +18,11 @@ from selfheal.analysis.answer_page.words import _eps_words, _median_span, _unit_
 
 def _drift_only(v: View, setting: tuple, eps: float) -> bool:
     """Whether every stalled single-layer cell at ``eps`` got within ε of its matched control (the intact network
-    retrained the same way): then what keeps it from the baseline is the retraining's own drift."""
-    cells = _layer_cells(v, setting, "stalled")
-    control = cells.loc[cells["threshold"] == eps, "control_upper"].astype(float)
-    return bool(len(control)) and bool(np.isfinite(control).all())
+    retrained the same way; ``_control_counts``, as the refusal sentence reads it): then what keeps it from the
+    baseline is the retraining's own drift."""
+    within = _control_counts(v, setting, [eps], "stalled").get(eps)
+    stalled = _layer_cells(v, setting, "stalled")
+    return within is not None and within[0] == within[1] == int((stalled["threshold"] == eps).sum())
 
 
 def _cost_short(v: View, at: pd.DataFrame, unit: str, eps: float, setting: tuple) -> str:
