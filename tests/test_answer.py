@@ -567,10 +567,11 @@ def test_an_aside_reset_never_damaged_beyond_eps_says_so():
             "n_censored": 2,
             "n_still_falling": 2,
             "n_stalled": 0,
+            "projected_relative": np.nan,
         }
     )
     assert answer_page.aside._aside_cost(beyond).startswith("> 1 × [0.125, > B]")
-    assert answer_page.aside._aside_cost(beyond, first=False).startswith("> 1 ×, 2 of 3 censored; still falling")
+    assert answer_page.aside._aside_cost(beyond, first=False).startswith("> 1 ×, 2 of 3 censored (still falling)")
 
 
 def test_a_readme_with_two_headlines_gets_each_from_its_own_page(tmp_path, deeper_costs_more):
@@ -862,7 +863,9 @@ def test_the_swap_answer_says_each_swap_against_from_scratch_with_its_verdict():
     assert "The lr check" not in said
     # the aside's table gives the same verdicts
     row = aside[(aside["item"] == "donor_swap_frozen") & (aside["threshold"] == 0.01)].iloc[0]
-    assert answer_page.aside._aside_cost(row) == "> 2.5 ×; stalled"
+    assert answer_page.aside._aside_cost(row) == "> 2.5 × (stalled)"
+    projected = {"n_stalled": 0, "n_still_falling": 1, "projected_relative": 3.26}
+    assert answer_page.aside._aside_cost(pd.Series({**row, **projected})) == "> 2.5 × (≈ 3.3 ×)"
 
 
 def test_the_size_grid_is_the_most_common_family_s():
@@ -1062,7 +1065,7 @@ def test_single_layers_still_falling_are_projected_in_the_refusal_sentence():
 def test_a_position_verdict_the_same_at_both_eps_is_said_once_with_each_factor(seed, merged):
     """Where the fit's position verdicts read the same at ε = 1 % and 10 % (seed 0 of the synthetic grid), the
     headline says them once, with both ε's factors; where they differ (seed 1: depth among the middle layers lowers
-    the cost at 1 % only), one sentence per ε. Either way each ε's first-layer factor is the fit table's."""
+    the cost at 1 % only), the asker's ε's, and that §3 has the other. Each factor said is the fit table's."""
     summary, curves, networks = synthetic(
         depth_effect=0.0,
         first_layer_effect=2.0,
@@ -1086,9 +1089,8 @@ def test_a_position_verdict_the_same_at_both_eps_is_said_once_with_each_factor(s
         )
     else:
         assert "In the fit at ε = 1 %, the first layer raises the cost" in position
-        assert "In the fit at ε = 10 %, the first layer raises the cost" in position
-        assert f"({factors[0]} against the middle layers)" in position
-        assert f"({factors[1]} against the middle layers)" in position
+        assert "In the fit at ε = 10 %" not in position and "(at ε = 10 % it reads otherwise: §3)" in position
+        assert f"({factors[0]} against the middle layers)" in position and factors[1] not in position
         assert "depth among the middle layers lowers the cost" in position
 
 

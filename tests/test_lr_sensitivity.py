@@ -317,18 +317,27 @@ def test_the_lr_check_heals_a_donor_swap(tmp_path, corpus_seed):
 
 
 def test_the_headline_says_how_much_sooner_another_lr_heals():
-    """The headline's "How sure?" words: per model, each target a multiple of the lr healed sooner (by the same
-    rule as the §8 sentence), with both costs; a model where none did is named as having the fastest lr; none
-    without the check."""
+    """The headline's "How sure?" words: per model, each layer a multiple of the lr healed sooner (by the same
+    rule as the §8 sentence), with both costs; a model where none did is named as having the fastest lr; a further
+    target (the swap) left to the aside; none without the check."""
     sooner = pd.DataFrame(
         _rows("L3", 3, 0.2, [(3.0, 0.05), (0.3333, 0.5)]) + _rows("L0", 0, None, [(3.0, 0.9), (0.3333, None)])
     )
     same = pd.DataFrame(_rows("L0", 0, 0.31, [(3.0, 0.30), (0.3333, 0.52)])).assign(model="n")
     words = answer_page.lr.lr_headline_words(pd.concat([sooner, same]), lambda rows: "fraction")
     assert words == (
-        " **The retraining lr moves these costs:** on `m`'s first network at ε = 1 %, ×3 the lr heals `L0` in 0.9 "
-        "of S × E instead of beyond the budget and `L3` in 0.05 of S × E instead of 0.2 (§8), so the costs above "
-        "are upper bounds on how fast a layer heals. No other lr measured heals faster on `n` (§8)."
+        " **The retraining lr moves these costs** (first networks, ε = 1 %; §8): ×3 the lr heals `m`'s `L0` in 0.9 "
+        "of S × E instead of beyond the budget and `L3` in 0.05 instead of 0.2, so the costs above are upper bounds "
+        "on how fast a layer heals. No other lr measured heals faster on `n` (§8)."
+    )
+    # a further target (the asker's swap, depth unset) is the aside's; a second model faster by the same multiple
+    # is joined under one "×3 the lr heals"
+    swap = pd.DataFrame(_rows("L0", 0, 0.31, [(3.0, 0.30)])).assign(target="swap-x", depth=pd.NA)
+    other = sooner.assign(model="o")
+    joined = answer_page.lr.lr_headline_words(pd.concat([sooner, other, swap]), lambda rows: "fraction")
+    assert "swap-x" not in joined and joined.count("×3 the lr heals") == 1
+    assert (
+        "`m`'s `L0` in 0.9 of S × E instead of beyond the budget and `L3` in 0.05 instead of 0.2; `o`'s `L0`" in joined
     )
     assert answer_page.lr.lr_headline_words(None, lambda rows: "fraction") == ""
     assert "in 900 examples instead of beyond the budget" in answer_page.lr.lr_headline_words(

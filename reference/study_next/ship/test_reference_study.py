@@ -146,7 +146,7 @@ def test_the_aside_has_the_askers_swaps_and_every_comparison(study):
 
 def test_the_page_is_generated_from_the_shipped_tables_and_short(study):
     page = (STUDY / "answer.md").read_text()
-    tables = {name: study[name] for name in answer.TABLES}
+    tables = {name: study[name] for name in [*answer.TABLES, answer.LR_SENSITIVITY] if name in study}
     links = {name: f"plots/{name}.png" for name in answer_plots.FIGURES}
     assert answer_page.page(tables, study["summary"], study["networks"], links).markdown() == page
     head = answer.headline(page)

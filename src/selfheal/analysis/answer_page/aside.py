@@ -302,8 +302,8 @@ def section(doc: Page, v: View) -> None:
         "`frozen`. Each cell: the median cost over the networks × what pretraining from scratch needed to reach "
         "the same loss; at the smallest ε with [95 %] and, where it differs, `vs. control` (the same tensors "
         "retrained from their trained values; for a frozen encoder, the intact network's cross-attention); "
-        "`> r ×`: beyond the budget, with what the cells did and, if still falling, `(≈ r ×)` where the last rate "
-        "of fall would reach ε (optimistic). Last row: pretraining from scratch in S × E, [least, most] at the "
+        "`> r ×`: beyond the budget, with `(≈ r ×)` where the still-falling cells' last rate of fall would reach ε "
+        "(optimistic), else what the cells did. Last row: pretraining from scratch in S × E, [least, most] at the "
         f"smallest ε (`answer/encoder_decoder.parquet`; curves: [plot]({v.plot_links['answer_aside']}))."
     )
     for model, rows in aside.groupby("model", sort=True):
@@ -361,7 +361,7 @@ def _aside_range(rows: pd.DataFrame, first: bool) -> str:
     undamaged = int((rows["n_not_damaged"] == rows["n_cells"]).sum())
     parts = [f"{span(finite)} ×"] if len(finite) else []
     if len(beyond):
-        said = dict.fromkeys(_verdicts(r) + _projection(r, short=True) for _, r in beyond.iterrows())
+        said = dict.fromkeys(_cell_verdict(r) for _, r in beyond.iterrows())
         verdicts = "; ".join(w for w in said if w)
         budget = beyond["budget_relative_to_scratch"].astype(float)
         parts.append(f"{len(beyond)} of {len(rows)} > {span(budget)} ×" + (f" ({verdicts})" if verdicts else ""))
@@ -413,7 +413,7 @@ def _aside_cost(r: pd.Series, first: bool = True) -> str:
     return (
         text
         + (f", {int(r['n_censored'])} of {int(r['n_cells'])} censored" if partly else "")
-        + (f"; {_verdicts(r)}{_projection(r, short=True)}" if int(r["n_censored"]) and not scratch else "")
+        + (f" ({_cell_verdict(r)})" if int(r["n_censored"]) and _cell_verdict(r) and not scratch else "")
         + (f", {undamaged} of {int(r['n_cells'])} not damaged beyond ε" if undamaged else "")
         + against
     )
@@ -431,6 +431,15 @@ def _projection(r: pd.Series, short: bool = False) -> str:
     return (
         ", never at its last rate of fall" if math.isinf(rel) else f", ≈ {_two_digits(rel)} × at its last rate of fall"
     )
+
+
+def _cell_verdict(r: pd.Series) -> str:
+    """What the censored cells of an aside row did, as a table cell says it: '≈ r ×' where they were all still
+    falling and have a projection (``_projection``: that says they were), else ``_verdicts`` with the projection."""
+    verdict, projection = _verdicts(r), _projection(r, short=True).strip()
+    if verdict == "still falling" and projection:
+        return projection[1:-1]
+    return verdict + (f"; {projection[1:-1]}" if projection else "")
 
 
 def _verdicts(r: pd.Series) -> str:

@@ -110,9 +110,9 @@ def section(doc: Page, v: View) -> None:
     of = "of S × E" if here else "data"
     doc.h(2, f"1. How much {of} does a single reset layer need to get back within ε?")
     doc.p(
-        f"The median cost to get back within ε [95 %] (Turnbull estimate of the interval-censored crossings; a cell "
-        f"never back is censored at the budget, never averaged; `{BEYOND}` as above, with how many cells stalled or "
-        f"were still falling: §2), at the smallest and largest ε (every ε: `answer/survival.parquet`; figures: "
+        f"The median cost to get back within ε [95 %] (Turnbull estimate of the interval-censored crossings; "
+        f"`{BEYOND}` as above; how many cells stalled or were still falling: §2), at the smallest and largest ε "
+        f"(every ε: `answer/survival.parquet`; figures: "
         f"[cost against depth]({links['answer_cost_depth']}), [share of cells back]({links['answer_recovered']}), "
         f"[recovery curves]({links['answer_curves']}))."
     )

@@ -85,35 +85,39 @@ def _faster_lrs(at: pd.DataFrame, column: str) -> str:
 
 
 def lr_headline_words(table: pd.DataFrame | None, unit_of) -> str:
-    """The headline's words on the lr check (``retrain.lr_sensitivity``), per model at ε = LR_EPS (else its
-    smallest): where another multiple of the lr healed a target sooner, how much sooner, and that the costs are
-    then upper bounds; where none did, that the chosen lr is the fastest measured. ``unit_of(rows)`` gives a
-    model's cost unit. '' without the check."""
+    """The headline's words on the lr check (``retrain.lr_sensitivity``) over each model's layers (a further
+    target, such as the asker's swap, is the aside's), at ε = LR_EPS (else the model's smallest): where another
+    multiple of the lr healed a layer sooner, both costs, and that the costs are then upper bounds; the models where
+    none did, as having the fastest lr measured. ``unit_of(rows)`` gives a model's cost unit. '' without the
+    check."""
     if table is None or not len(table):
         return ""
-    faster, fastest = [], []
+    table = table[table["depth"].notna()]
+    phrases, fastest, eps_said, lead = [], [], set(), None
     for model, rows in table.groupby("model", sort=True):
         unit = unit_of(rows)
         eps, at, column = _lr_at(rows, unit)
+        eps_said.add(eps)
         found = _faster_rows(at, column)
         if not len(found):
             fastest.append(f"`{model}`")
             continue
-        by_lr = []
         for multiplier, g in found.groupby("lr_multiplier", sort=False):
             heals = " and ".join(
-                f"`{r['target']}` in {num(float(r[column]))} {_unit_after(unit)} instead of "
+                f"`{r['target']}` in {num(float(r[column]))}{f' {_unit_after(unit)}' if i == 0 else ''} instead of "
                 f"{_lr_cost(r, f'chosen_{column}', 'chosen_recovered')}"
-                for _, r in g.iterrows()
+                for i, (_, r) in enumerate(g.iterrows())
             )
-            by_lr.append(f"{_multiplier_words(multiplier)} the lr heals {heals}")
-        faster.append(f"on `{model}`'s first network at ε = {_eps_words(eps)}, " + "; ".join(by_lr))
+            said = _multiplier_words(multiplier)
+            phrases.append(("" if said == lead else f"{said} the lr heals ") + f"`{model}`'s {heals}")
+            lead = said
+    at_eps = f"ε = {_eps_words(next(iter(eps_said)))}" if len(eps_said) == 1 else "each model's ε"
     words = ""
-    if faster:
+    if phrases:
         words += (
-            " **The retraining lr moves these costs:** "
-            + "; ".join(faster)
-            + " (§8), so the costs above are upper bounds on how fast a layer heals."
+            f" **The retraining lr moves these costs** (first networks, {at_eps}; §8): "
+            + "; ".join(phrases)
+            + ", so the costs above are upper bounds on how fast a layer heals."
         )
     if fastest:
         words += f" No other lr measured heals faster on {', '.join(fastest)} (§8)."

@@ -151,7 +151,7 @@ def _position_verdicts(at: pd.DataFrame) -> list[tuple[str, str | None, str]]:
 
 def _fit_sentences(verdicts: dict[float, list[tuple[str, str | None, str]]]) -> list[str]:
     """The fit's position verdicts: one sentence for every ε where they read the same but for their factors (each
-    ε's factor named in it), else one sentence per ε."""
+    ε's factor named in it), else the asker's ε's (the first) and where the others' are (§3's table)."""
     verdicts = {eps: found for eps, found in verdicts.items() if found}
     if not verdicts:
         return []
@@ -166,10 +166,12 @@ def _fit_sentences(verdicts: dict[float, list[tuple[str, str | None, str]]]) -> 
             each = ", ".join(f"{verdicts[e][i][1]} at ε = {_eps_words(e)}" for e in eps_all)
             parts.append(f"{w} ({each}, {against})")
         return [f"in the fit at ε = {' and '.join(_eps_words(e) for e in eps_all)}, " + "; ".join(parts)]
+    eps, found = next(iter(verdicts.items()))
+    others = [_eps_words(e) for e in verdicts if e != eps]
     return [
         f"in the fit at ε = {_eps_words(eps)}, "
         + "; ".join(f"{w} ({factor} {against})" if factor is not None else w for w, factor, against in found)
-        for eps, found in verdicts.items()
+        + (f" (at ε = {' and '.join(others)} it reads otherwise: §3)" if others else "")
     ]
 
 
