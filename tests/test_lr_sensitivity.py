@@ -72,9 +72,9 @@ def test_the_sentence_names_a_further_target_after_the_layers():
     assert (
         said.index("the first layer (`L0`)")
         < said.index("the last layer (`L3`)")
-        < said.index("the reset (`swap-d64`)")
+        < said.index("the encoder swap (`swap-d64`)")
     )
-    assert "of the reset (`swap-d64`) from beyond the budget to 0.8 at ×3" in said and "×3 on `swap-d64`" in said
+    assert "of the encoder swap (`swap-d64`) from beyond the budget to 0.8 at ×3" in said and "×3 on `swap-d64`" in said
 
 
 def test_the_key_changes_no_network_or_cell_settings():

@@ -9,6 +9,7 @@ import pandas as pd
 from selfheal.analysis.answer_page.view import View
 from selfheal.analysis.answer_page.words import _eps_words, _multiplier_words, _unit, _unit_after
 from selfheal.analysis.page import Page, num
+from selfheal.grid import SWAP_KIND, Target
 
 LR_EPS = 0.01  # the ε the lr-sensitivity sentence states (the table's smallest where it lacks this one)
 
@@ -36,7 +37,7 @@ def lr_sensitivity_sentence(rows: pd.DataFrame, unit: str) -> str:
         g = at[at["target"] == target].sort_values("lr_multiplier")
         first = g.iloc[0]
         which = (
-            "the reset"
+            ("the encoder swap" if Target.parse(target).kind == SWAP_KIND else "the reset")
             if target in others
             else "its one layer"
             if len(layers) == 1
