@@ -326,7 +326,7 @@ def test_the_headline_says_how_much_sooner_another_lr_heals():
     same = pd.DataFrame(_rows("L0", 0, 0.31, [(3.0, 0.30), (0.3333, 0.52)])).assign(model="n")
     words = answer_page.lr.lr_headline_words(pd.concat([sooner, same]), lambda rows: "fraction")
     assert words == (
-        " **The retraining lr moves these costs** (first networks, ε = 1 %; §8): ×3 the lr heals `m`'s `L0` in 0.9 "
+        " **The retraining lr moves these costs** (first network, ε = 1 %; §8): ×3 the lr heals `m`'s `L0` in 0.9 "
         "of S × E instead of beyond the budget and `L3` in 0.05 instead of 0.2, so the costs above are upper bounds "
         "on how fast a layer heals. No other lr measured heals faster on `n` (§8)."
     )
@@ -335,7 +335,7 @@ def test_the_headline_says_how_much_sooner_another_lr_heals():
     swap = pd.DataFrame(_rows("L0", 0, 0.31, [(3.0, 0.30)])).assign(target="swap-x", depth=pd.NA)
     other = sooner.assign(model="o")
     joined = answer_page.lr.lr_headline_words(pd.concat([sooner, other, swap]), lambda rows: "fraction")
-    assert "swap-x" not in joined and joined.count("×3 the lr heals") == 1
+    assert "swap-x" not in joined and joined.count("×3 the lr heals") == 1 and "(first networks, ε = 1 %; §8)" in joined
     assert (
         "`m`'s `L0` in 0.9 of S × E instead of beyond the budget and `L3` in 0.05 instead of 0.2; `o`'s `L0`" in joined
     )

@@ -94,7 +94,7 @@ def lr_headline_words(table: pd.DataFrame | None, unit_of) -> str:
     if table is None or not len(table):
         return ""
     table = table[table["depth"].notna()]
-    phrases, fastest, eps_said, lead = [], [], set(), None
+    phrases, fastest, eps_said, lead, models = [], [], set(), None, set()
     for model, rows in table.groupby("model", sort=True):
         unit = unit_of(rows)
         eps, at, column = _lr_at(rows, unit)
@@ -111,12 +111,13 @@ def lr_headline_words(table: pd.DataFrame | None, unit_of) -> str:
             )
             said = _multiplier_words(multiplier)
             phrases.append(("" if said == lead else f"{said} the lr heals ") + f"`{model}`'s {heals}")
+            models.add(model)
             lead = said
     at_eps = f"ε = {_eps_words(next(iter(eps_said)))}" if len(eps_said) == 1 else "each model's ε"
     words = ""
     if phrases:
         words += (
-            f" **The retraining lr moves these costs** (first networks, {at_eps}; §8): "
+            f" **The retraining lr moves these costs** (first network{'s' if len(models) > 1 else ''}, {at_eps}; §8): "
             + "; ".join(phrases)
             + ", so the costs above are upper bounds on how fast a layer heals."
         )
