@@ -1276,6 +1276,29 @@ def test_the_short_answer_says_back_the_sentences_below_it(deeper_costs_more):
     quick = pd.concat([none, every.assign(relative_to_scratch=1.5)])
     clause = answer_page.aside._swap_short(SimpleNamespace(tables={"encoder_decoder": quick}, networks=networks))
     assert clause.endswith("; resetting every layer with the same retraining takes 1.5 ×")
+    # the lr check on a swap says whether the verdict is the lr's: none back at another lr, or the fastest that is
+    scratch = _aside_rows("bart", [("scratch", "scratch", "", "", {0.01: (0.8, 0.8, 0, 0)})])
+    lr = pd.DataFrame(
+        {
+            "model": ["bart"] * 2,
+            "target": ["swap-wide"] * 2,
+            "threshold": [0.01] * 2,
+            "lr_multiplier": [3.0, 0.3333],
+            "recovered": [False, False],
+            "fraction_of_pretrain": [math.nan, math.nan],
+        }
+    )
+    tables = {"encoder_decoder": pd.concat([slow, scratch]), "lr_sensitivity": lr}
+    clause = answer_page.aside._swap_short(SimpleNamespace(tables=tables, networks=networks))
+    assert clause.endswith(
+        "(no swap back by 2.5 × that cost, nor at ×3 or ÷3 the lr on its first network), as is resetting every "
+        "layer with the same retraining"
+    )
+    tables["lr_sensitivity"] = lr.assign(recovered=[True, False], fraction_of_pretrain=[0.4, math.nan])
+    clause = answer_page.aside._swap_short(SimpleNamespace(tables=tables, networks=networks))
+    assert (
+        "(no swap back by 2.5 × that cost; at ×3 the lr, `swap-wide` on its first network is back at 0.5 ×)" in clause
+    )
 
 
 def test_the_short_answer_says_when_a_stall_is_the_retrainings_drift():

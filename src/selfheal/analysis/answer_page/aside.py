@@ -63,29 +63,57 @@ def _swap_reach_baseline(rows: pd.DataFrame, first: pd.Series, eps0: str, brief:
     return text
 
 
-def _swap_at_other_lrs(v: View, model: str, eps: float, scratch: pd.DataFrame) -> str:
-    """What the lr check (``retrain.lr_sensitivity_targets``) measured of a swap of ``model`` at ε: 'At ×3 the
-    retraining lr, the swap `t` is back within 1 % at r × from scratch; at ÷3 not back by the budget.' ('' when the
-    check has no swap)."""
+def _swap_lr_costs(v: View, model: str, eps: float, scratch: pd.DataFrame) -> list[tuple[str, float, float]]:
+    """What the lr check (``retrain.lr_sensitivity_targets``) measured of ``model``'s swaps at ε: (target, lr
+    multiple, cost × pretraining from scratch, inf where not back by the budget), by target then the larger multiple
+    first; [] where the check has no swap or the from-scratch cost is unknown."""
     table = v.tables.get("lr_sensitivity")
     if table is None or not len(table) or not len(scratch):
-        return ""
+        return []
     rows = table[(table["model"] == model) & (table["threshold"] == eps) & table["target"].str.startswith("swap")]
     per = float(scratch["median"].iloc[0])
     column = "fraction_of_pretrain" if scratch["unit"].iloc[0] == "fraction" else "examples"
     out = []
-    for target, g in rows.groupby("target", sort=True):
-        said = []
-        for _, r in g.sort_values("lr_multiplier", ascending=False).iterrows():
-            cost = float(r[column]) if bool(r["recovered"]) and pd.notna(r[column]) else math.inf
-            reach = (
-                f"back within {_eps_words(eps)} at {num(cost / per)} × from scratch"
-                if math.isfinite(cost) and per > 0
+    for _, r in rows.sort_values(["target", "lr_multiplier"], ascending=[True, False]).iterrows():
+        cost = float(r[column]) if bool(r["recovered"]) and pd.notna(r[column]) else math.inf
+        out.append(
+            (r["target"], float(r["lr_multiplier"]), cost / per if math.isfinite(cost) and per > 0 else math.inf)
+        )
+    return out
+
+
+def _swap_at_other_lrs(v: View, model: str, eps: float, scratch: pd.DataFrame) -> str:
+    """What the lr check measured of a swap of ``model`` at ε (``_swap_lr_costs``): 'The lr check on `t` (its
+    trainable swap): at ×3 the retraining lr, back within 1 % at r × from scratch; at ÷3 the retraining lr, not
+    back within 1 % by the budget' ('' when the check has no swap)."""
+    out = []
+    for target, costs in itertools.groupby(_swap_lr_costs(v, model, eps, scratch), key=lambda c: c[0]):
+        said = [
+            f"at {_multiplier_words(m)} the retraining lr, "
+            + (
+                f"back within {_eps_words(eps)} at {num(r)} × from scratch"
+                if math.isfinite(r)
                 else f"not back within {_eps_words(eps)} by the budget"
             )
-            said.append(f"at {_multiplier_words(float(r['lr_multiplier']))} the retraining lr, {reach}")
+            for _, m, r in costs
+        ]
         out.append(f"The lr check on `{target}` (its trainable swap): " + "; ".join(said))
     return ". ".join(out)
+
+
+def _swap_lr_short(v: View, model: str, eps: float, aside: pd.DataFrame) -> str:
+    """The lr check's swaps in the short answer's words: ', nor at ×3 or ÷3 the lr (its first network)' where none
+    is back at another lr, else '; at ×3 the lr, `t` is back at r ×' for the fastest; '' without the check."""
+    scratch = aside[(aside["model"] == model) & (aside["item"] == "scratch") & (aside["threshold"] == eps)]
+    costs = _swap_lr_costs(v, model, eps, scratch)
+    if not costs:
+        return ""
+    back = [c for c in costs if math.isfinite(c[2])]
+    if not back:
+        lrs = " or ".join(_multiplier_words(m) for m in dict.fromkeys(m for _, m, _ in costs))
+        return f", nor at {lrs} the lr on its first network"
+    target, m, r = min(back, key=lambda c: c[2])
+    return f"; at {_multiplier_words(m)} the lr, `{target}` on its first network is back at {num(r)} ×"
 
 
 def _donor_words(v: View, target: str, width: int | None) -> str:
@@ -246,10 +274,11 @@ def _swap_short(v: View) -> str:
     for model, g in swaps.groupby("model", sort=True):
         eps = float(g["threshold"].min())
         verdict, r = _swap_verdict(g[g["threshold"] == eps])
+        other_lr = _swap_lr_short(v, model, eps, aside)  # the lr check's swaps: is the verdict the lr's?
         words = {
-            "faster": f"faster than pretraining it from scratch (its fastest swap: {num(r)} × that cost)",
-            "not_faster": f"no faster than pretraining it from scratch (its fastest swap: {num(r)} × that cost)",
-            "slower": f"slower than pretraining it from scratch (no swap back by {num(r)} × that cost)",
+            "faster": f"faster than pretraining it from scratch (its fastest swap: {num(r)} × that cost{other_lr})",
+            "not_faster": f"no faster than pretraining it from scratch (its fastest swap: {num(r)} × that cost{other_lr})",
+            "slower": f"slower than pretraining it from scratch (no swap back by {num(r)} × that cost{other_lr})",
             "cannot_tell": "not determined (its budget ends before the cost of pretraining it from scratch)",
         }.get(verdict)
         if not words:
