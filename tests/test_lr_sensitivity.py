@@ -332,7 +332,7 @@ def test_the_headline_says_how_much_sooner_another_lr_heals():
     )
     # a further target (the asker's swap, depth unset) is the aside's; a second model faster by the same multiple
     # is joined under one "×3 the lr heals"
-    swap = pd.DataFrame(_rows("L0", 0, 0.31, [(3.0, 0.30)])).assign(target="swap-x", depth=pd.NA)
+    swap = pd.DataFrame(_rows("L0", 0, 0.31, [(3.0, 0.30)])).assign(target="swap-x", depth=None)
     other = sooner.assign(model="o")
     joined = answer_page.lr.lr_headline_words(pd.concat([sooner, other, swap]), lambda rows: "fraction")
     assert "swap-x" not in joined and joined.count("×3 the lr heals") == 1 and "(first networks, ε = 1 %; §8)" in joined

@@ -86,14 +86,14 @@ def _faster_lrs(at: pd.DataFrame, column: str) -> str:
 
 
 def lr_headline_words(table: pd.DataFrame | None, unit_of) -> str:
-    """The headline's words on the lr check (``retrain.lr_sensitivity``) over each model's layers (a further
-    target, such as the asker's swap, is the aside's), at ε = LR_EPS (else the model's smallest): where another
-    multiple of the lr healed a layer sooner, both costs, and that the costs are then upper bounds; the models where
+    """The headline's words on the lr check (``retrain.lr_sensitivity``) over each model's targets but its encoder
+    swaps (the swap sentence says those), at ε = LR_EPS (else the model's smallest): where another multiple of the
+    lr healed a target sooner, both costs, and that the costs are then upper bounds; the models where
     none did, as having the fastest lr measured. ``unit_of(rows)`` gives a model's cost unit. '' without the
     check."""
     if table is None or not len(table):
         return ""
-    table = table[table["depth"].notna()]
+    table = table[table["target"].map(lambda t: Target.parse(t).kind != SWAP_KIND)]  # the swap sentence says those
     phrases, fastest, eps_said, lead, models = [], [], set(), None, set()
     for model, rows in table.groupby("model", sort=True):
         unit = unit_of(rows)
