@@ -774,6 +774,20 @@ def _aside_rows(model, rows):
     return pd.DataFrame(out, columns=answer_tables.ENCODER_DECODER_COLUMNS)
 
 
+def _swap_lr_rows(fractions):
+    """The lr check's rows of bart's swap `swap-wide` at ε = 1 %, at ×3 and ÷3: its cost (NaN: not back)."""
+    return pd.DataFrame(
+        {
+            "model": ["bart"] * 2,
+            "target": ["swap-wide"] * 2,
+            "threshold": [0.01] * 2,
+            "lr_multiplier": [3.0, 0.3333],
+            "recovered": [not math.isnan(f) for f in fractions],
+            "fraction_of_pretrain": fractions,
+        }
+    )
+
+
 def test_the_swap_answer_says_each_swap_against_from_scratch_with_its_verdict():
     """The headline's swap sentence, from the aside table alone: whether any swap is back within the smallest ε by
     its budget (as × from scratch), each swap by donor (its width against the model's, narrower first) with what it
@@ -843,16 +857,7 @@ def test_the_swap_answer_says_each_swap_against_from_scratch_with_its_verdict():
         and "x-narrow's trained encoder (width 64, narrower), trainable: 1 " in said
     )
     # the lr check on a swap (retrain.lr_sensitivity_targets) is said with it, × from scratch
-    lr = pd.DataFrame(
-        {
-            "model": ["bart"] * 2,
-            "target": ["swap-wide"] * 2,
-            "threshold": [0.01] * 2,
-            "lr_multiplier": [3.0, 0.3333],
-            "recovered": [True, False],
-            "fraction_of_pretrain": [1.2, math.nan],
-        }
-    )
+    lr = _swap_lr_rows([1.2, math.nan])
     with_lr = answer_page.aside._swap_answer(
         SimpleNamespace(tables={"encoder_decoder": aside, "lr_sensitivity": lr}, networks=networks)
     )
@@ -1278,23 +1283,14 @@ def test_the_short_answer_says_back_the_sentences_below_it(deeper_costs_more):
     assert clause.endswith("; resetting every layer with the same retraining takes 1.5 ×")
     # the lr check on a swap says whether the verdict is the lr's: none back at another lr, or the fastest that is
     scratch = _aside_rows("bart", [("scratch", "scratch", "", "", {0.01: (0.8, 0.8, 0, 0)})])
-    lr = pd.DataFrame(
-        {
-            "model": ["bart"] * 2,
-            "target": ["swap-wide"] * 2,
-            "threshold": [0.01] * 2,
-            "lr_multiplier": [3.0, 0.3333],
-            "recovered": [False, False],
-            "fraction_of_pretrain": [math.nan, math.nan],
-        }
-    )
+    lr = _swap_lr_rows([math.nan, math.nan])
     tables = {"encoder_decoder": pd.concat([slow, scratch]), "lr_sensitivity": lr}
     clause = answer_page.aside._swap_short(SimpleNamespace(tables=tables, networks=networks))
     assert clause.endswith(
         "(no swap back by 2.5 × that cost, nor at ×3 or ÷3 the lr on its first network), as is resetting every "
         "layer with the same retraining"
     )
-    tables["lr_sensitivity"] = lr.assign(recovered=[True, False], fraction_of_pretrain=[0.4, math.nan])
+    tables["lr_sensitivity"] = _swap_lr_rows([0.4, math.nan])
     clause = answer_page.aside._swap_short(SimpleNamespace(tables=tables, networks=networks))
     assert (
         "(no swap back by 2.5 × that cost; at ×3 the lr, `swap-wide` on its first network is back at 0.5 ×)" in clause
