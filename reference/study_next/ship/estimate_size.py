@@ -19,6 +19,7 @@ SCALED = [  # the summary's costs, scaled per copied network
     *("fraction_of_pretrain", "fraction_lo", "fraction_hi", "relative_to_scratch", "relative_lo", "relative_hi"),
 ]
 MODEL = "bart-n2-d96"
+SWAP = "swap-bart-n2-d64"  # the swap its lr check also heals (retrain.lr_sensitivity_targets)
 
 
 def copy_network(path: Path, scaled: list[str]) -> None:
@@ -43,7 +44,7 @@ def main(dest: str) -> None:
     copy_network(dst / "networks.parquet", [])
     lr = pd.read_parquet(dst / "answer" / "lr_sensitivity.parquet")
     bart = lr.assign(model=MODEL, pretrain_seed=1, target=lr["target"].map({"L0": "enc.0", "L2": "dec.1"}))
-    swap = bart[bart["target"] == "dec.1"].assign(target=f"swap-{MODEL.replace('d96', 'd64')}", depth=pd.NA)
+    swap = bart[bart["target"] == "dec.1"].assign(target=SWAP, depth=pd.NA)
     pd.concat([lr, bart, swap], ignore_index=True).to_parquet(dst / "answer" / "lr_sensitivity.parquet")
     results.reread(dst)
 

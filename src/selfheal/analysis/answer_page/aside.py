@@ -449,26 +449,33 @@ def _aside_cost(r: pd.Series, first: bool = True) -> str:
 
 
 def _projection(r: pd.Series, short: bool = False) -> str:
-    """', ≈ r × at its last rate of fall' (short: ' (≈ r ×)') for an aside row beyond the budget with a cell still
-    falling (``answer_tables.projected_examples``, over the from-scratch cost: a guess, and an optimistic one), else
-    ''."""
+    """', ≈ r × at its last rate of fall' (short: ' (≈ r ×)', ``_projected``'s words) for an aside row beyond the
+    budget with a cell still falling, else ''."""
+    words = _projected(r)
+    if not words:
+        return ""
+    if short:
+        return f" ({words})"
+    return ", never at its last rate of fall" if words.startswith("never") else f", {words} at its last rate of fall"
+
+
+def _projected(r: pd.Series) -> str:
+    """Where an aside row's still-falling cells would reach ε at their last rate of fall
+    (``answer_tables.projected_examples``, over the from-scratch cost: a guess, and an optimistic one): '≈ r ×',
+    'never, at its last rate', or '' where none is still falling or there is no projection."""
     rel = float(r.get("projected_relative", math.nan))
     if not int(r.get("n_still_falling", 0)) or math.isnan(rel):
         return ""
-    if short:
-        return " (never, at its last rate)" if math.isinf(rel) else f" (≈ {_two_digits(rel)} ×)"
-    return (
-        ", never at its last rate of fall" if math.isinf(rel) else f", ≈ {_two_digits(rel)} × at its last rate of fall"
-    )
+    return "never, at its last rate" if math.isinf(rel) else f"≈ {_two_digits(rel)} ×"
 
 
 def _cell_verdict(r: pd.Series) -> str:
     """What the censored cells of an aside row did, as a table cell says it: '≈ r ×' where they were all still
-    falling and have a projection (``_projection``: that says they were), else ``_verdicts`` with the projection."""
-    verdict, projection = _verdicts(r), _projection(r, short=True).strip()
-    if verdict == "still falling" and projection:
-        return projection[1:-1]
-    return verdict + (f"; {projection[1:-1]}" if projection else "")
+    falling and have a projection (``_projected``: that says they were), else ``_verdicts`` with the projection."""
+    verdict, projected = _verdicts(r), _projected(r)
+    if verdict == "still falling" and projected:
+        return projected
+    return verdict + (f"; {projected}" if projected else "")
 
 
 def _verdicts(r: pd.Series) -> str:
