@@ -277,6 +277,26 @@ def test_an_encoder_swap_donor_that_cannot_give_its_encoder():
     assert "context 32" in str(err) and "'bart'" in str(err)
     ok = grid.cells(config.resolve(_with_barts("grid: {encoder_swap: [wide]}", bart, {**donor, "context": 64})))
     assert {c.target for c in ok if c.model == "bart" and c.target.startswith("swap")} == {"swap-wide"}
+    # the other side of each conflict is named too: the user may have renamed the donor or changed its context
+    last = len(_over_default("{}")["models"]) + 1
+    assert (
+        f"models[{last}].name"
+        in _refused(_with_barts("grid: {encoder_swap: [wyde]}", bart, donor), "grid.encoder_swap[0]").keys
+    )
+    assert {f"models[{last}].context", f"models[{last - 1}].context"} <= set(err.keys)
+
+
+def test_an_lr_check_of_a_target_the_grid_no_longer_makes_names_the_grid_key():
+    """Dropping the swap an lr check heals again, or the layer it names, is refused at the lr target, naming the
+    grid or model key that made the target too (either may be the one the user meant to change)."""
+    bart = {"name": "bart", "d_model": 16, "retrain": {"lr_sensitivity": [3.0], "lr_sensitivity_targets": ["swap32"]}}
+    assert config.resolve(_with_barts("grid: {encoder_swap: [32]}", bart))
+    i = len(_over_default("{}")["models"])  # the bart, after the default models
+    err = _refused(_with_barts("grid: {encoder_swap: []}", bart), f"models[{i}].retrain.lr_sensitivity_targets[0]")
+    assert "grid.encoder_swap" in err.keys and "'swap32' is no target of 'bart'" in str(err)
+    bart["retrain"]["lr_sensitivity_targets"] = ["dec.1"]
+    err = _refused(_with_barts("{}", bart), f"models[{i}].retrain.lr_sensitivity_targets[0]")
+    assert {"grid.layers", f"models[{i}].n_dec_layer"} <= set(err.keys)
 
 
 def test_a_grid_that_makes_no_cell():

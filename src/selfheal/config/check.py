@@ -105,6 +105,7 @@ def resolve(raw: dict) -> dict:
                         f"grid.layers[{j}]",
                         f"layer {layer!r} is out of range for model {model['name']!r} (its layers: "
                         f"{valid[0]} .. {valid[-1]}{'' if len(valid) < 2 or '.' not in valid[-1] else ' and enc.*/dec.*'})",
+                        related=_keys_making(grid.layer_id(layer), i)[1:],
                     )
         for j, multiplier in enumerate(model["retrain"]["lr_sensitivity"]):
             if multiplier == 1:
@@ -149,7 +150,22 @@ def _check_lr_targets(config: dict, raw: dict) -> None:
             f"models[{i}].retrain.lr_sensitivity_targets[{j}]" if own else f"retrain.lr_sensitivity_targets[{j}]",
             f"{missing[0]!r} is no target of {model['name']!r}'s cells in the grid's first policy, init, regime and "
             f"retrain seed (its targets there: {', '.join(have) or 'none'})",
+            related=(*_keys_making(missing[0], i), "grid.policies", "grid.inits", "grid.regimes"),
         )
+
+
+def _keys_making(target: str, i: int) -> tuple[str, ...]:
+    """The keys that put a target into model ``i``'s cells: the grid entry of its kind and, for a layer, the model's
+    depth in that layer's stack."""
+    try:
+        parsed = grid.Target.parse(target)
+    except ValueError:  # not a target at all: its own key is the one to fix
+        return ()
+    if parsed.kind == grid.LAYER:
+        return ("grid.layers", f"models[{i}].n_dec_layer" if parsed.stack == "dec" else f"models[{i}].n_layer")
+    if parsed.kind == grid.SWAP_KIND:
+        return ("grid.encoder_swap",)
+    return ("grid.targets", "grid.controls")
 
 
 def _check_finite(value, path=()) -> None:
@@ -219,27 +235,45 @@ def _check_grid_entries(config: dict) -> None:
 def _check_donors(config: dict, encdec: list[dict]) -> None:
     """A donor of ``grid.encoder_swap`` is another encoder-decoder model of ``models``, of the same family and
     context as a model that receives it, built here (its encoder is read from its trained networks)."""
-    by_name = {m["name"]: m for m in config["models"]}
+    models = config["models"]
+    by_name = {m["name"]: m for m in models}
     for j, entry in enumerate(config["grid"]["encoder_swap"]):
         if isinstance(entry, int):
             continue
         key = f"grid.encoder_swap[{j}]"
         donor = by_name.get(entry)
         if donor is None:
-            raise ConfigError(key, f"{entry!r} is neither a width nor a model of `models` ({', '.join(by_name)})")
+            raise ConfigError(
+                key,
+                f"{entry!r} is neither a width nor a model of `models` ({', '.join(by_name)})",
+                related=tuple(f"models[{i}].name" for i in range(len(models))),
+            )
+        at = f"models[{models.index(donor)}]"
         if donor not in encdec:
-            raise ConfigError(key, f"the donor {entry!r} ({donor['arch']}) has no separate encoder to give")
+            raise ConfigError(
+                key, f"the donor {entry!r} ({donor['arch']}) has no separate encoder to give", related=(f"{at}.arch",)
+            )
         if donor["source"] != "scratch":
-            raise ConfigError(key, f"the donor {entry!r} must be built here (source scratch), not downloaded")
+            raise ConfigError(
+                key,
+                f"the donor {entry!r} must be built here (source scratch), not downloaded",
+                related=(f"{at}.source",),
+            )
         receivers = [m for m in encdec if m["name"] != entry and m.get("heal", True)]
         if not receivers:
-            raise ConfigError(key, f"no other encoder-decoder model of `models` is healed to receive {entry!r}")
+            raise ConfigError(
+                key,
+                f"no other encoder-decoder model of `models` is healed to receive {entry!r}",
+                related=tuple(f"models[{models.index(m)}].heal" for m in encdec if m is not donor),
+            )
         for m in receivers:
-            if (m["arch"], m["context"]) != (donor["arch"], donor["context"]):
+            differ = [k for k in ("arch", "context") if m[k] != donor[k]]
+            if differ:
                 raise ConfigError(
                     key,
                     f"the donor {entry!r} ({donor['arch']}, context {donor['context']}) does not fit {m['name']!r} "
                     f"({m['arch']}, context {m['context']}): a swapped-in encoder reads the same inputs",
+                    related=tuple(f"models[{models.index(x)}].{k}" for x in (donor, m) for k in differ),
                 )
 
 
