@@ -74,6 +74,34 @@ def per_model(results: Path) -> pd.DataFrame:
     return pd.DataFrame(rows).sort_values("params")
 
 
+def stall_stops(tables: Path) -> str:
+    """What the stall rule (``retrain.stop_stalled``) saved: the cells it stopped before their budget, where (× their
+    from-scratch cost, against their budgets' multiple), and their retraining core time beside what running them to
+    the budget would have taken (each one's core-s per example, from its curve, carried to its budget)."""
+    summary = pd.read_parquet(tables / "summary.parquet")
+    curves = pd.read_parquet(tables / "curves.parquet")
+    keys = ["model", "pretrain_seed", "target", "policy", "init", "regime", "seed"]
+    ran = (
+        curves[curves["kind"] == "recovery"]
+        .groupby(keys, dropna=False)
+        .agg(ran_examples=("examples", "max"), wall=("wall_s", "max"))
+    )
+    cells = summary.drop_duplicates(keys).set_index(keys).join(ran, how="inner")
+    stopped = cells[cells["stalled_examples"].notna() & (cells["ran_examples"] < cells["budget_examples"])]
+    if stopped.empty:
+        return "The stall rule (`retrain.stop_stalled`) stopped no cell before its budget."
+    at = stopped["ran_examples"] / stopped["scratch_examples"]
+    budget = (stopped["budget_examples"] / stopped["scratch_examples"]).round(1).unique()
+    full = stopped["wall"] * stopped["budget_examples"] / stopped["ran_examples"]
+    n = len(stopped)
+    return (
+        f"The stall rule (`retrain.stop_stalled`) stopped {n} cell{'s' * (n != 1)} at {at.min():.1f} to {at.max():.1f} "
+        f"× their from-scratch cost (budgets {' and '.join(f'{b:g} ×' for b in sorted(budget))}): "
+        f"{stopped['wall'].sum() / 3600:.1f} core-hours of retraining where running them to the budget would take "
+        f"about {full.sum() / 3600:.1f} (each cell's time per example carried to its budget)."
+    )
+
+
 def block(workdir: Path, results: Path, cores: int, tables: Path) -> str:
     """The breakdown of the study's jobs in ``workdir`` (its results_dir ``results``), for the models in the
     aggregate's tables under ``tables`` (``results``, or the readout of its finished part)."""
@@ -96,7 +124,7 @@ def block(workdir: Path, results: Path, cores: int, tables: Path) -> str:
         f"Measured on {machine()} (`.venv/bin/python benchmarks/study.py`): **{wall / 60:.0f} min** of wall time "
         f"with a job running ({how}; target 5 hours) for {b['cells']} cells on "
         f"{int(table['networks'].sum())} networks, `--cores {cores}`. From Snakemake's job timestamps: "
-        f"{describe(b, wall, cores)}.",
+        f"{describe(b, wall, cores)}. {stall_stops(tables)}",
         "",
         "| model | parameters | networks | pretraining core-min (with checks) | ms per pretraining step | cells | "
         "retraining core-min |",

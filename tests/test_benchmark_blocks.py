@@ -212,3 +212,38 @@ def test_a_run_whose_jobs_resumed_is_told_by_its_records():
     assert "fixed per-job cost not measured" in text and "-40" not in text
     whole = {**b, "training_job_core_s": 150.0, "fixed_s": 10.0}
     assert not jobs.resumed(whole) and "fixed per-job cost of the 2 training jobs 10 s" in jobs.describe(whole, 80, 2)
+
+
+def test_the_study_breakdown_says_what_the_stall_rule_saved(tmp_path):
+    """benchmarks/study.py: a cell the stall rule stopped before its budget counts, with where it stopped (× its
+    from-scratch cost) and its core time carried to the budget; a stalled cell that ran to its budget, and a cell
+    that recovered, do not."""
+    spec = importlib.util.spec_from_file_location("study_benchmark", ROOT / "benchmarks" / "study.py")
+    study = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    sys.modules["snakemake_jobs"] = _snakemake_jobs()
+    try:
+        spec.loader.exec_module(study)
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+        del sys.modules["snakemake_jobs"]
+    keys = {"model": "m", "pretrain_seed": 0, "policy": "full", "init": "fresh", "regime": "frozen", "seed": 0}
+    cells = {"L0": (3_000, 1_800.0, 2_000), "L1": (12_000, 3_600.0, 11_000), "all": (400, 60.0, None)}
+    summary, curves = [], []
+    for target, (ran, wall, stalled) in cells.items():
+        for threshold in (0.01, 0.1):
+            summary.append(
+                {**keys, "target": target, "threshold": threshold, "budget_examples": 12_000,
+                 "scratch_examples": 1_000, "stalled_examples": stalled}
+            )  # fmt: skip
+        curves += [
+            {**keys, "target": target, "kind": "recovery", "examples": e, "wall_s": w}
+            for e, w in ((0, 0.0), (ran, wall))
+        ]
+    pd.DataFrame(summary).to_parquet(tmp_path / "summary.parquet")
+    pd.DataFrame(curves).to_parquet(tmp_path / "curves.parquet")
+    text = study.stall_stops(tmp_path)
+    assert "stopped 1 cell at 3.0 to 3.0 × their from-scratch cost (budgets 12 ×)" in text
+    assert "0.5 core-hours of retraining where running them to the budget would take about 2.0" in text
+    pd.DataFrame(summary).assign(stalled_examples=None).to_parquet(tmp_path / "summary.parquet")
+    assert "stopped no cell" in study.stall_stops(tmp_path)
