@@ -1094,7 +1094,7 @@ def test_a_position_verdict_the_same_at_both_eps_is_said_once_with_each_factor(s
         )
     else:
         assert "In the fit at ε = 1 %, the first layer raises the cost" in position
-        assert "In the fit at ε = 10 %" not in position and "(at ε = 10 % it reads otherwise: §3)" in position
+        assert "In the fit at ε = 10 %" not in position and "; at ε = 10 % it reads otherwise (§3)." in position
         assert f"({factors[0]} against the middle layers)" in position and factors[1] not in position
         assert "depth among the middle layers lowers the cost" in position
 

@@ -171,7 +171,7 @@ def _fit_sentences(verdicts: dict[float, list[tuple[str, str | None, str]]]) -> 
     return [
         f"in the fit at ε = {_eps_words(eps)}, "
         + "; ".join(f"{w} ({factor} {against})" if factor is not None else w for w, factor, against in found)
-        + (f" (at ε = {' and '.join(others)} it reads otherwise: §3)" if others else "")
+        + (f"; at ε = {' and '.join(others)} it reads otherwise (§3)" if others else "")
     ]
 
 
