@@ -1323,6 +1323,18 @@ def test_the_short_answer_says_when_a_stall_is_the_retrainings_drift():
     assert not drift(SimpleNamespace(tables={}), setting, 0.01)
 
 
+@pytest.mark.parametrize(
+    "refuses, drift_only, words",
+    [
+        (1, True, "1 refuses (stalled short of 1 %, though within 1 % of its matched control)"),
+        (3, True, "3 refuse (stalled short of 1 %, though within 1 % of their matched control)"),
+        (2, False, "2 refuse (stalled short of 1 %)"),
+    ],
+)
+def test_the_short_answer_names_the_eps_a_refusal_falls_short_of(refuses, drift_only, words):
+    assert answer_page.short._refuse_words(refuses, "1 %", drift_only) == words
+
+
 def test_the_short_answer_where_nothing_is_back_says_how_many_pairs_are_not():
     """A budget too short for any layer: the short answer says none is back, and of how many pairs each verdict is;
     with one model the costliest layer is named without '1 of 1 models'."""

@@ -25,17 +25,24 @@ def _drift_only(v: View, setting: tuple, eps: float) -> bool:
     return within is not None and within[0] == within[1] == int((stalled["threshold"] == eps).sum())
 
 
+def _refuse_words(refuses: int, eps_words: str, drift_only: bool) -> str:
+    """'1 refuses (stalled short of 1 %, though within 1 % of its matched control)': the pairs that refuse, and
+    whether the retraining's own drift accounts for their gap (``_drift_only``)."""
+    its = "its" if refuses == 1 else "their"
+    drift = f", though within {eps_words} of {its} matched control" if drift_only else ""
+    return f"{refuses} {'refuses' if refuses == 1 else 'refuse'} (stalled short of {eps_words}{drift})"
+
+
 def _cost_short(v: View, at: pd.DataFrame, unit: str, eps: float, setting: tuple) -> str:
     """'one reset layer is back within 1 % of its old validation loss after a median a to b of S × E (c to d × what
-    pretraining from scratch needed); of the 20 (model, layer) pairs, 1 refuses (stalled short of it)'."""
+    pretraining from scratch needed); of the 20 (model, layer) pairs, 1 refuses (stalled short of 1 %)'."""
     finite, _, total = _median_span(at, unit)
     e = _eps_words(eps)
     if not total:
         return f"no reset layer was damaged beyond {e}"
     counts = median_answers(at)
     refuses, falling = counts["refuses"], counts["not_answered"]
-    drift = ", though within it of its matched control" if refuses and _drift_only(v, setting, eps) else ""
-    not_back = [f"{refuses} {'refuses' if refuses == 1 else 'refuse'} (stalled short of it{drift})"] if refuses else []
+    not_back = [_refuse_words(refuses, e, _drift_only(v, setting, eps))] if refuses else []
     not_back += [f"{falling} {'is' if falling == 1 else 'are'} still falling at the budget"] if falling else []
     if finite:
         times = _times_scratch_span(v, at, eps)
