@@ -853,7 +853,7 @@ def test_the_swap_answer_says_each_swap_against_from_scratch_with_its_verdict():
     assert "(width 128, wider), trainable: still falling (≈ 4.4 ×), within 5 % at" in said
     assert "; ≈ r ×: where a still-falling swap's last rate of fall would reach 1 %" in said
     assert (
-        "frozen: stalled, nor within 5 %" in said
+        "frozen: stalled, not even within 5 %" in said
         and "x-narrow's trained encoder (width 64, narrower), trainable: 1 " in said
     )
     # the lr check on a swap (retrain.lr_sensitivity_targets) is said with it, × from scratch

@@ -58,8 +58,9 @@ def _swap_reach_baseline(rows: pd.DataFrame, first: pd.Series, eps0: str, brief:
     if len(reached):
         r = reached.iloc[0]
         return text + f", within {_eps_words(float(r['threshold']))} at {num(float(r['relative_to_scratch']))} ×"
-    if len(later):
-        return text + f", nor within {_eps_words(float(later['threshold'].max()))}"
+    if len(later):  # "nor" only after a "not": a brief verdict ("still falling (≈ 4 ×)") has none
+        nor = "nor" if text.startswith("not ") else "not even"
+        return text + f", {nor} within {_eps_words(float(later['threshold'].max()))}"
     return text
 
 
