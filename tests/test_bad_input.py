@@ -279,10 +279,8 @@ def test_an_encoder_swap_donor_that_cannot_give_its_encoder():
     assert {c.target for c in ok if c.model == "bart" and c.target.startswith("swap")} == {"swap-wide"}
     # the other side of each conflict is named too: the user may have renamed the donor or changed its context
     last = len(_over_default("{}")["models"]) + 1
-    assert (
-        f"models[{last}].name"
-        in _refused(_with_barts("grid: {encoder_swap: [wyde]}", bart, donor), "grid.encoder_swap[0]").keys
-    )
+    misspelt = _refused(_with_barts("grid: {encoder_swap: [wyde]}", bart, donor), "grid.encoder_swap[0]")
+    assert misspelt.keys == ("grid.encoder_swap[0]", "models")
     assert {f"models[{last}].context", f"models[{last - 1}].context"} <= set(err.keys)
 
 

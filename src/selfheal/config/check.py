@@ -246,7 +246,7 @@ def _check_donors(config: dict, encdec: list[dict]) -> None:
             raise ConfigError(
                 key,
                 f"{entry!r} is neither a width nor a model of `models` ({', '.join(by_name)})",
-                related=tuple(f"models[{i}].name" for i in range(len(models))),
+                related=("models",),  # a model renamed, or the entry misspelt
             )
         at = f"models[{models.index(donor)}]"
         if donor not in encdec:
