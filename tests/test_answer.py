@@ -1039,6 +1039,15 @@ def test_each_median_is_a_cost_a_refusal_not_answered_or_no_cost():
     assert counts[0.1]["finite"] and counts[0.1]["not_answered"]  # this short budget: some back, some still falling
 
 
+@pytest.mark.parametrize(
+    "refuses, words",
+    [(1, "19 of 20 finite, 1 refuses (beyond the budget, stalled)"), (2, "18 of 20 finite, 2 refuse (beyond")],
+)
+def test_the_medians_that_refuse_are_counted_in_words(refuses, words):
+    n = {"finite": 20 - refuses, "refuses": refuses, "not_answered": 0, "not_damaged": 0}
+    assert answer_page.refusal._median_answer_words(n, 20).startswith(words)
+
+
 def test_single_layers_still_falling_are_projected_in_the_refusal_sentence():
     """The headline's refusal bullet: the damaged single-layer cells still falling at their budget, where their last
     rate of fall would reach ε, over their network's own from-scratch cost (summary's scratch_examples), to two

@@ -180,21 +180,21 @@ def _median_answers(doc: Page, v: View, where: str = "") -> None:
         said = []
         for e in dict.fromkeys([eps[0], eps[-1]]):
             at = rows[rows["threshold"] == e]
-            n = median_answers(at)
-            parts = [f"{n['finite']} of {len(at)} finite"] + [
-                f"{n[k]} {word}"
-                for k, word in (
-                    ("refuses", "refuse (beyond the budget, stalled)"),
-                    ("not_answered", "not answered (beyond the budget, still falling)"),
-                    ("not_damaged", "never damaged beyond ε (no cost)"),
-                )
-                if n[k]
-            ]
-            said.append(f"at ε = {_eps_words(e)}, " + ", ".join(parts))
+            said.append(f"at ε = {_eps_words(e)}, " + _median_answer_words(median_answers(at), len(at)))
         lead = f"{_setting_words(setting)}: " if len(v.layer_settings) > 1 else ""
         lines.append(lead + "; ".join(said))
     if lines:
         doc.p(f"The (model, layer) medians of §1{f' ({where})' if where else ''}: " + ". ".join(lines) + ".")
+
+
+def _median_answer_words(n: dict[str, int], total: int) -> str:
+    """'19 of 20 finite, 1 refuses (beyond the budget, stalled)': how the medians of ``median_answers`` end."""
+    words = (
+        ("refuses", f"refuse{'s' * (n['refuses'] == 1)} (beyond the budget, stalled)"),
+        ("not_answered", "not answered (beyond the budget, still falling)"),
+        ("not_damaged", "never damaged beyond ε (no cost)"),
+    )
+    return ", ".join([f"{n['finite']} of {total} finite"] + [f"{n[k]} {word}" for k, word in words if n[k]])
 
 
 NOT_BACK_WORDS = {  # a not-back cell's verdict, as §2's table says it (its legend: stalled refuses, by the rule)
