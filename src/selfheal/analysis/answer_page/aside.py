@@ -53,14 +53,14 @@ def _swap_reach_baseline(rows: pd.DataFrame, first: pd.Series, eps0: str, brief:
     else:
         verdict = _verdicts(first) + _projection(first)
         text = f"not back within {eps0}{by}" + (f" ({verdict})" if verdict else "")
+    negated = not (brief and verdict)  # the text says "not back": a later ε follows as "nor within"
     later = rows.iloc[1:]
     reached = later[np.isfinite(later["relative_to_scratch"].astype(float))]
     if len(reached):
         r = reached.iloc[0]
         return text + f", within {_eps_words(float(r['threshold']))} at {num(float(r['relative_to_scratch']))} ×"
-    if len(later):  # "nor" only after a "not": a brief verdict ("still falling (≈ 4 ×)") has none
-        nor = "nor" if text.startswith("not ") else "not even"
-        return text + f", {nor} within {_eps_words(float(later['threshold'].max()))}"
+    if len(later):  # a brief verdict ("still falling (≈ 4 ×)") has no "not" for a "nor" to follow
+        return text + f", {'nor' if negated else 'not even'} within {_eps_words(float(later['threshold'].max()))}"
     return text
 
 

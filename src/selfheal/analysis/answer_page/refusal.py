@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from selfheal.analysis.answer_page.view import View, _layer_cells
-from selfheal.analysis.answer_page.words import SETTING, _eps_words, _pick, _setting_words, _two_digits
+from selfheal.analysis.answer_page.words import SETTING, _eps_words, _pick, _refuses, _setting_words, _two_digits
 from selfheal.analysis.page import Page, pct, signed_pct, span
 
 
@@ -190,7 +190,7 @@ def _median_answers(doc: Page, v: View, where: str = "") -> None:
 def _median_answer_words(n: dict[str, int], total: int) -> str:
     """'19 of 20 finite, 1 refuses (beyond the budget, stalled)': how the medians of ``median_answers`` end."""
     words = (
-        ("refuses", f"refuse{'s' * (n['refuses'] == 1)} (beyond the budget, stalled)"),
+        ("refuses", f"{_refuses(n['refuses'])} (beyond the budget, stalled)"),
         ("not_answered", "not answered (beyond the budget, still falling)"),
         ("not_damaged", "never damaged beyond ε (no cost)"),
     )

@@ -13,7 +13,7 @@ from selfheal.analysis.answer_page.refusal import _control_counts, median_answer
 from selfheal.analysis.answer_page.size import _size_short
 from selfheal.analysis.answer_page.units import _times_scratch_span
 from selfheal.analysis.answer_page.view import View, _layer_cells
-from selfheal.analysis.answer_page.words import _eps_words, _median_span, _unit_after
+from selfheal.analysis.answer_page.words import _eps_words, _median_span, _refuses, _unit_after
 
 
 def _drift_only(v: View, setting: tuple, eps: float) -> bool:
@@ -30,7 +30,7 @@ def _refuse_words(refuses: int, eps_words: str, drift_only: bool) -> str:
     whether the retraining's own drift accounts for their gap (``_drift_only``)."""
     its = "its" if refuses == 1 else "their"
     drift = f", though within {eps_words} of {its} matched control" if drift_only else ""
-    return f"{refuses} {'refuses' if refuses == 1 else 'refuse'} (stalled short of {eps_words}{drift})"
+    return f"{refuses} {_refuses(refuses)} (stalled short of {eps_words}{drift})"
 
 
 def _cost_short(v: View, at: pd.DataFrame, unit: str, eps: float, setting: tuple) -> str:

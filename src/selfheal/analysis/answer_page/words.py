@@ -89,6 +89,11 @@ def _eps_words(eps: float) -> str:
     return f"{100 * eps:g} %"
 
 
+def _refuses(n: int) -> str:
+    """The verb for n (model, layer) pairs that refuse: 'refuses' for one, else 'refuse'."""
+    return "refuses" if n == 1 else "refuse"
+
+
 def _unit_after(unit: str) -> str:
     return "of S × E" if unit == "fraction" else "examples"
 
