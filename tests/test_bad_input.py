@@ -4,12 +4,14 @@ only a job can know fails there with a clear message naming the key.
 Most cases call ``selfheal.config.resolve``, which is exactly what the Snakefile runs before it schedules any job
 (workflow/rules/common.smk); a few run the real Snakemake to show that no job ran and no results folder was made.
 A property test (hypothesis) mutates the shipped configs and checks every mutation is either accepted and expands
-to cells, or refused with a ConfigError naming a real key, never another exception.
+to cells, or refused with a ConfigError naming a real key, never another exception; with SELFHEAL_MUTATION_SWEEP=1
+the same check walks every single-key mutation of every shipped config.
 """
 
 import copy
 import json
 import math
+import os
 from pathlib import Path
 
 import pytest
@@ -493,10 +495,9 @@ def _split(key: str) -> list[str]:
     return parts
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(mutated_configs())
-def test_every_mutation_is_accepted_with_cells_or_refused_naming_the_changed_key(case):
-    name, raw, changed = case
+def check_mutation(name: str, raw: dict, changed: list[tuple]) -> None:
+    """A mutated config is accepted and makes something to run, or refused with a ConfigError naming real keys,
+    one of them a changed key (or a key inside, above or beside one); any other exception fails."""
     try:
         resolved = config.resolve(raw)
     except config.ConfigError as err:
@@ -508,6 +509,54 @@ def test_every_mutation_is_accepted_with_cells_or_refused_naming_the_changed_key
     assert grid.cells(resolved) or resolved["frozen_random"] or resolved["transfer"], f"{name}: nothing to run"
     if resolved["models"] and not resolved["frozen_random"]:
         assert len(grid.cells(resolved)) > 0, f"{name}: accepted but makes no cell"
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(mutated_configs())
+def test_every_mutation_is_accepted_with_cells_or_refused_naming_the_changed_key(case):
+    check_mutation(*case)
+
+
+def single_mutations(name: str):
+    """Every single-key mutation of one shipped config: each key deleted (where its parent is a mapping) and
+    replaced by each distinct value ``_replacement`` makes of it."""
+    base = VALID[name]
+    for path, value in list(_paths(base)):
+        seen = set()
+        for choice in ["delete", *range(20)]:
+            raw = copy.deepcopy(base)
+            parent = raw
+            for part in path[:-1]:
+                parent = parent[part]
+            if choice == "delete":
+                if not isinstance(parent, dict):
+                    continue
+                del parent[path[-1]]
+            else:
+                replacement = _replacement(value, choice, 7.5)
+                if repr(replacement) in seen:
+                    continue
+                seen.add(repr(replacement))
+                parent[path[-1]] = replacement
+            yield raw, [path]
+
+
+SWEEP = "SELFHEAL_MUTATION_SWEEP"
+
+
+@pytest.mark.skipif(not os.environ.get(SWEEP), reason=f"the exhaustive sweep (minutes) runs with {SWEEP}=1")
+def test_every_single_mutation_of_every_shipped_config():
+    """The property test draws a hundred mutations a run; this walks every single-key mutation of every shipped
+    config (about 13,500), for a change to selfheal.config.check (CONTRIBUTING.md). Every failure is listed."""
+    failures = []
+    for name in sorted(VALID):
+        for raw, changed in single_mutations(name):
+            try:
+                check_mutation(name, raw, changed)
+            except Exception as err:  # an assertion, or any other exception the check let through
+                first = (str(err).splitlines() or [""])[0][:300]
+                failures.append(f"{name} {_dotted(changed[0])}: {type(err).__name__}: {first}")
+    assert not failures, f"{len(failures)} mutations fail:\n" + "\n".join(failures)
 
 
 def test_the_key_check_of_the_property_test_can_fail():
