@@ -175,6 +175,17 @@ from selfheal.models import families  # noqa: E402
 from selfheal.training import objectives  # noqa: E402
 
 
+def default_models() -> list[dict]:
+    """The models of the default grid (config/config.yaml), resolved: what the benchmarks that read a default run's
+    networks measure unless told otherwise, so that they follow the default config."""
+    return config.load(ROOT / "config" / "config.yaml")["models"]
+
+
+def default_model() -> str:
+    """The default grid's last (widest) model."""
+    return default_models()[-1]["name"]
+
+
 def load_setup(results: Path, model_name: str | None, pretrain_seed: int | None = None):
     """(network config, eval config, trained dir, tokens path, baseline loss) of one network of the default grid
     (a model and a pretraining seed: the model's first seed unless given)."""

@@ -3,12 +3,11 @@
 against the rule it replaced (regula falsi on the loss itself, a bisection after a probe that left more than half
 the bracket), replayed on the same per-step validation curves.
 
-    .venv/bin/python benchmarks/probe_rules.py RESULTS [--cells gpt2-n4-d64:0:0:0 ...] [--curves FILE] [--no-write]
+    .venv/bin/python benchmarks/probe_rules.py RESULTS [--cells gpt2-n2-d64:0:0:0 ...] [--curves FILE] [--no-write]
 
 RESULTS: a finished default run's results folder (its trained networks, baselines and tokens). For each cell
-(model:layer:retrain seed:pretraining seed; default: every layer of both retrain seeds of one network per size of
-config/config.yaml)
-the reset layer is retrained as a heal job does (policy full, fresh init, frozen regime, the prefix cache below
+(model:layer:retrain seed:pretraining seed; default: every layer, retrain seeds 0 and 1, of the first network of
+each model of config/config.yaml) the reset layer is retrained as a heal job does (policy full, fresh init, frozen regime, the prefix cache below
 it), but evaluated after every step, until it is below the tightest threshold; those curves (cached in
 ``--curves``, by default beside the results) are then located with the default cadence (16 steps), resolution
 (10 %) and thresholds, both rules counting the evaluations of kept weights they need. Both rules bracket a real
@@ -25,7 +24,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import add_write_flag, publish  # noqa: E402
+from common import add_write_flag, default_models, publish  # noqa: E402
 
 from selfheal.training import loop  # noqa: E402
 from selfheal.training.state import CurvePoint  # noqa: E402
@@ -34,11 +33,12 @@ MARKER = "probe-rules"
 
 EPS = [0.01, 0.02, 0.05, 0.10]
 EVERY, RESOLUTION, BATCH = 16, 0.1, 32
-DEFAULT_CELLS = (
-    [f"gpt2-n4-d64:{l}:{s}:0" for l in range(4) for s in (0, 1)]
-    + [f"gpt2-n2-d64:{l}:{s}:1" for l in range(2) for s in (0, 1)]
-    + [f"gpt2-n2-d128:{l}:{s}:0" for l in range(2) for s in (0, 1)]
-)
+DEFAULT_CELLS = [  # every layer, retrain seeds 0 and 1, of the first network of each model of the default grid
+    f"{m['name']}:{layer}:{seed}:{m['pretrain']['seeds'][0]}"
+    for m in default_models()
+    for layer in range(m["n_layer"])
+    for seed in (0, 1)
+]
 
 
 def per_step_curve(results: Path, spec: str) -> dict:

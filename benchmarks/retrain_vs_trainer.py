@@ -5,7 +5,7 @@ size, optimizer (AdamW, betas 0.9/0.95, no weight decay, warmup then constant lr
 cadence. Measured side by side in one run, for every layer L of the model.
 
     .venv/bin/snakemake --cores 2                     # the default grid: trained models and data
-    .venv/bin/python benchmarks/retrain_vs_trainer.py  # [--model gpt2-n4-d64] [--threshold 0.01] [--threads 2]
+    .venv/bin/python benchmarks/retrain_vs_trainer.py  # [--model MODEL] [--threshold 0.01] [--threads 2]
                                                        # [--layers 0,2] [--no-write]
 
 Prints, per L: wall seconds to the threshold for both, their ratio, and the examples each needed (which must
@@ -24,7 +24,17 @@ import time
 from pathlib import Path
 
 import torch
-from common import ROOT, add_write_flag, data_for, load_setup, machine, prefix_cache_for, publish, reset_model
+from common import (
+    ROOT,
+    add_write_flag,
+    data_for,
+    default_model,
+    load_setup,
+    machine,
+    prefix_cache_for,
+    publish,
+    reset_model,
+)
 
 from selfheal.heal import thresholds
 from selfheal.heal import prefix_cache
@@ -32,7 +42,7 @@ from selfheal.training import loop
 from selfheal.training import state, setup
 
 MARKER = "retrain-vs-trainer"
-DOCUMENTED = {"model": "gpt2-n4-d64", "threshold": 0.01, "threads": 2, "layers": None}
+DOCUMENTED = {"model": default_model(), "threshold": 0.01, "threads": 2, "layers": None}
 
 
 def selfheal_run(model_cfg, eval_cfg, trained, tokens, target, baseline, threshold, workdir, sharing):

@@ -3,7 +3,7 @@
 variant runs in its own process (the heap setting is process-wide), the variants interleaved and repeated; medians
 are printed side by side, with the ratio to the plain variant, and one call of each GELU at the model's MLP width.
 
-    .venv/bin/python benchmarks/step_costs.py [RESULTS] [--model gpt2-n4-d64] [--layer 0] [--repeats 3] [--threads 1]
+    .venv/bin/python benchmarks/step_costs.py [RESULTS] [--model MODEL] [--layer 0] [--repeats 3] [--threads 1]
                                               [--no-write]
 
 RESULTS: a default run's results folder (default `results/`). The step is one AdamW step of a freshly reset layer L
@@ -25,6 +25,7 @@ from common import (
     ROOT,
     add_write_flag,
     data_for,
+    default_model,
     interleaved,
     json_child,
     load_setup,
@@ -35,7 +36,7 @@ from common import (
 )
 
 MARKER = "step-costs"
-DOCUMENTED = {"model": "gpt2-n4-d64", "layer": 0, "repeats": 3, "threads": 1}
+DOCUMENTED = {"model": default_model(), "layer": 0, "repeats": 3, "threads": 1}
 
 VARIANTS = {  # name: (keep freed memory, activation)
     "plain heap, tanh GELU": (False, "gelu_pytorch_tanh"),

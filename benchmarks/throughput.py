@@ -4,7 +4,7 @@ regime, L = N/2, prefix cache) of the default model, reported as tokens/s, FLOP/
 with a per-step breakdown (forward, backward, optimizer) and the cost of one evaluation, plain and cached.
 
     .venv/bin/snakemake --cores 2                    # the default grid: trained models and data
-    .venv/bin/python benchmarks/throughput.py        # [--model gpt2-n4-d64] [--threads 2] [--steps 150] [--no-write]
+    .venv/bin/python benchmarks/throughput.py        # [--model MODEL] [--threads 2] [--steps 150] [--no-write]
 
 With the documented options (the defaults) it writes block `throughput` of docs/performance.md.
 """
@@ -16,14 +16,24 @@ import time
 from pathlib import Path
 
 import torch
-from common import ROOT, add_write_flag, data_for, load_setup, machine, prefix_cache_for, publish, reset_model
+from common import (
+    ROOT,
+    add_write_flag,
+    data_for,
+    default_model,
+    load_setup,
+    machine,
+    prefix_cache_for,
+    publish,
+    reset_model,
+)
 
 from selfheal.training import flops
 from selfheal.training import loop
 from selfheal.training import state, evaluation
 
 MARKER = "throughput"
-DOCUMENTED = {"model": "gpt2-n4-d64", "threads": 2, "steps": 150}
+DOCUMENTED = {"model": default_model(), "threads": 2, "steps": 150}
 
 
 def gemm_rate(m: int, k: int, n: int, seconds: float = 2.0) -> float:

