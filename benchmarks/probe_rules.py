@@ -32,7 +32,7 @@ from selfheal.training.state import CurvePoint  # noqa: E402
 MARKER = "probe-rules"
 
 EPS = [0.01, 0.02, 0.05, 0.10]
-EVERY, RESOLUTION, BATCH = 16, 0.1, 32
+EVERY, RESOLUTION, BATCH, MAX_EXAMPLES = 16, 0.1, 32, 8000
 DEFAULT_CELLS = [  # every layer, retrain seeds 0 and 1, of the first network of each model of the default grid
     f"{m['name']}:{layer}:{seed}:{m['pretrain']['seeds'][0]}"
     for m in default_models()
@@ -69,7 +69,7 @@ def per_step_curve(results: Path, spec: str) -> dict:
         weight_decay=0.0,
         grad_clip=1.0,
         eval_every_examples=BATCH,
-        max_examples=8000,
+        max_examples=MAX_EXAMPLES,
         warmup_steps=10,
         data_seed=seed,
         hardware=job.hardware,
@@ -83,7 +83,7 @@ def per_step_curve(results: Path, spec: str) -> dict:
         job.val_batches,
         set(names),
         s,
-        should_stop=lambda p: p.val_loss <= thresholds.threshold_loss(baseline, tight),
+        should_stop=lambda curve: curve[-1].val_loss <= thresholds.threshold_loss(baseline, tight),
         cache=cache,
         start_loss=damaged,
     )

@@ -79,7 +79,7 @@ def selfheal_run(model_cfg, eval_cfg, trained, tokens, target, baseline, thresho
         val_batches,
         set(names),
         settings,
-        should_stop=lambda p: thresholds.all_reached(p.val_loss, baseline, [threshold]),
+        should_stop=lambda curve: thresholds.all_reached(curve[-1].val_loss, baseline, [threshold]),
         cache=cache,
     )
     (rec,) = thresholds.recoveries(result.curve, baseline, [threshold])

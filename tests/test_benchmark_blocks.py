@@ -3,6 +3,7 @@ the documentation is named by a script in benchmarks/ (which writes it through `
 `write_block` replaces a block and nothing else. Reads files only; no training."""
 
 import importlib.util
+import math
 import re
 import sys
 from pathlib import Path
@@ -247,3 +248,21 @@ def test_the_study_breakdown_says_what_the_stall_rule_saved(tmp_path):
     assert "0.5 core-hours of retraining where running them to the budget would take about 2.0" in text
     pd.DataFrame(summary).assign(stalled_examples=None).to_parquet(tmp_path / "summary.parquet")
     assert "stopped no cell" in study.stall_stops(tmp_path)
+
+
+@pytest.mark.e2e
+def test_the_probe_benchmark_retrains_a_real_cell(tiny_run):
+    """benchmarks/probe_rules.py drives the training loop itself (``loop.run`` with its own stop rule), so a change
+    to the loop's interface breaks it where no workflow run would notice: it retrains a real cell of the shared tiny
+    run, evaluating after every step, and stops at the first evaluation within the tightest threshold."""
+    spec = importlib.util.spec_from_file_location("probe_rules", ROOT / "benchmarks" / "probe_rules.py")
+    probe_rules = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(probe_rules)
+    curve = probe_rules.per_step_curve(tiny_run[0] / "results", "tinyA:0:0:0")
+    val, level = curve["val"], curve["baseline"] * (1 + min(probe_rules.EPS))
+    assert val and all(math.isfinite(v) for v in val), val
+    assert all(v > level for v in val[:-1]), (val, level)  # it ran while above the threshold ...
+    assert val[-1] <= level or len(val) > probe_rules.MAX_EXAMPLES // probe_rules.BATCH, (
+        val,
+        level,
+    )  # ... and stopped within it
