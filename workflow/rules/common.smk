@@ -1,6 +1,7 @@
 # The pre-run check and the grid. No job starts unless the config passes selfheal.config.resolve: the JSON schema
 # (kept in the package, src/selfheal/config/schema.yaml, validated there once) and the semantic checks (layer in
 # range, corpus present, ...); errors name the offending key. Paths are spelled here and in the rules only.
+import functools
 import os
 import types
 
@@ -161,6 +162,7 @@ NETWORK_JOB_MODELS = list(dict.fromkeys(n.model for n in JOB_NETWORKS)) if JOB_U
 MADE_NETWORK_MODELS = list(dict.fromkeys(n.model for n in JOB_NETWORKS)) if JOB_UNIT == "cell" else []
 CELL_JOB_MODELS = list(dict.fromkeys(c.model for c in CELLS)) if JOB_UNIT == "cell" else []
 UNIT_CELLS = selfheal.grid.by_unit(CELLS)  # each heal unit's cells (a cell's job plans its prefix cache over them)
+UNIT_CELL_DICTS = {unit: [c.as_dict() for c in cells] for unit, cells in UNIT_CELLS.items()}  # made once per unit
 MATCHED = selfheal.grid.matched_with(CELLS)  # each matched control's cells (its job waits for theirs)
 
 
@@ -201,8 +203,13 @@ def network_params(wildcards):
     """Each network's settings (pretrain.seed set; the seed list left out, so adding a seed never changes an
     existing network's settings). Editing one model's settings re-runs only that model's jobs, which keep every
     staged network and cell whose own settings and inputs did not change."""
-    m = model_cfg(wildcards)
-    return [selfheal.config.canonical(selfheal.grid.network_config(m, s)) for s in job_seeds(wildcards)]
+    return [network_settings(wildcards.model, s) for s in job_seeds(wildcards)]
+
+
+@functools.cache
+def network_settings(model, seed):
+    """One network's settings (network_params), made once per network: every cell job of the network asks for them."""
+    return selfheal.config.canonical(selfheal.grid.network_config(selfheal.grid.model_by_name(CONFIG, model), seed))
 
 
 def tokens(wildcards):
@@ -308,7 +315,7 @@ def cell_work(wildcards):
     return types.SimpleNamespace(
         network=network,
         cell=cell.as_dict(),
-        unit_cells=[c.as_dict() for c in UNIT_CELLS[cell.unit]],
+        unit_cells=UNIT_CELL_DICTS[cell.unit],
         earlier=[(c.as_dict(), f) for c, f in zip(MATCHED.get(cell, []), matched_curves(wildcards))],
         summary=summary,
     )
