@@ -7,9 +7,9 @@ the bracket), replayed on the same per-step validation curves.
 
 RESULTS: a finished default run's results folder (its trained networks, baselines and tokens). For each cell
 (model:layer:retrain seed:pretraining seed; default: every layer, retrain seeds 0 and 1, of the first network of
-each model of config/config.yaml) the reset layer is retrained as a heal job does (policy full, fresh init, frozen regime, the prefix cache below
-it), but evaluated after every step, until it is below the tightest threshold; those curves (cached in
-``--curves``, by default beside the results) are then located with the default cadence (16 steps), resolution
+each model of config/config.yaml) the reset layer is retrained as a heal job does (policy full, fresh init, frozen
+regime, the prefix cache below it), but evaluated after every step, until it is below the tightest threshold;
+those curves (cached in ``--curves``, by default beside the results) are then located with the default cadence (16 steps), resolution
 (10 %) and thresholds, both rules counting the evaluations of kept weights they need. Both rules bracket a real
 crossing; the rule of the loop ends at least as narrow as the rule asks. With the default cells it writes block
 `probe-rules` of docs/performance.md.

@@ -254,7 +254,8 @@ def test_the_study_breakdown_says_what_the_stall_rule_saved(tmp_path):
 def test_the_probe_benchmark_retrains_a_real_cell(tiny_run):
     """benchmarks/probe_rules.py drives the training loop itself (``loop.run`` with its own stop rule), so a change
     to the loop's interface breaks it where no workflow run would notice: it retrains a real cell of the shared tiny
-    run, evaluating after every step, and stops at the first evaluation within the tightest threshold."""
+    run, evaluating after every step, and stops at the first evaluation within the tightest threshold (the tiny
+    network's reset leaves it within 1 % already, so that is the first: the stop rule is called on the curve)."""
     spec = importlib.util.spec_from_file_location("probe_rules", ROOT / "benchmarks" / "probe_rules.py")
     probe_rules = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(probe_rules)
@@ -262,7 +263,5 @@ def test_the_probe_benchmark_retrains_a_real_cell(tiny_run):
     val, level = curve["val"], curve["baseline"] * (1 + min(probe_rules.EPS))
     assert val and all(math.isfinite(v) for v in val), val
     assert all(v > level for v in val[:-1]), (val, level)  # it ran while above the threshold ...
-    assert val[-1] <= level or len(val) > probe_rules.MAX_EXAMPLES // probe_rules.BATCH, (
-        val,
-        level,
-    )  # ... and stopped within it
+    stopped = val[-1] <= level or len(val) > probe_rules.MAX_EXAMPLES // probe_rules.BATCH
+    assert stopped, (val, level)  # ... and stopped within it, or at the budget
