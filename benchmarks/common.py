@@ -19,6 +19,7 @@ from typing import TypeVar
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 PERFORMANCE = ROOT / "docs" / "performance.md"
+DEFAULT_CONFIG = ROOT / "config" / "config.yaml"
 T = TypeVar("T")
 
 
@@ -50,6 +51,16 @@ def read_block(marker: str, page: Path = PERFORMANCE) -> str:
     if match is None:
         raise ValueError(f"{page} lacks block {marker!r}")
     return match.group(1).strip()
+
+
+def add_config_flag(parser: argparse.ArgumentParser) -> None:
+    """``--configfile``: the config whose run RESULTS holds (default: config/config.yaml, the documented run's)."""
+    parser.add_argument(
+        "--configfile",
+        type=Path,
+        default=DEFAULT_CONFIG,
+        help="the config of the run whose results are read (default: config/config.yaml)",
+    )
 
 
 def add_write_flag(parser: argparse.ArgumentParser) -> None:
@@ -175,21 +186,23 @@ from selfheal.models import families  # noqa: E402
 from selfheal.training import objectives  # noqa: E402
 
 
-def default_models() -> list[dict]:
-    """The models of the default grid (config/config.yaml), resolved: what the benchmarks that read a default run's
-    networks measure unless told otherwise, so that they follow the default config."""
-    return config.load(ROOT / "config" / "config.yaml")["models"]
+def default_models(configfile: Path = DEFAULT_CONFIG) -> list[dict]:
+    """The models of the default grid (config/config.yaml, or ``configfile``), resolved: what the benchmarks that
+    read a default run's networks measure unless told otherwise, so that they follow the default config."""
+    return config.load(configfile)["models"]
 
 
-def default_model() -> str:
-    """The default grid's last (widest) model."""
-    return default_models()[-1]["name"]
+def default_model(configfile: Path = DEFAULT_CONFIG) -> str:
+    """The default grid's (or ``configfile``'s) last (widest) model."""
+    return default_models(configfile)[-1]["name"]
 
 
-def load_setup(results: Path, model_name: str | None, pretrain_seed: int | None = None):
+def load_setup(
+    results: Path, model_name: str | None, pretrain_seed: int | None = None, configfile: Path = DEFAULT_CONFIG
+):
     """(network config, eval config, trained dir, tokens path, baseline loss) of one network of the default grid
-    (a model and a pretraining seed: the model's first seed unless given)."""
-    cfg = config.load(ROOT / "config" / "config.yaml")
+    (or of ``configfile``'s run: a model and a pretraining seed, the model's first seed unless given)."""
+    cfg = config.load(configfile)
     model = grid.model_by_name(cfg, model_name) if model_name else cfg["models"][-1]
     seed = model["pretrain"]["seeds"][0] if pretrain_seed is None else pretrain_seed
     model_cfg = grid.network_config(model, seed)
@@ -197,7 +210,7 @@ def load_setup(results: Path, model_name: str | None, pretrain_seed: int | None 
     tokens = results / "corpus" / "bpe" / "tokens.safetensors"
     baseline = results / "baselines" / model_cfg["name"] / f"p{seed}.json"
     if not (trained.is_dir() and tokens.is_file() and baseline.is_file()):
-        sys.exit(f"{results} lacks the default workflow's outputs: run `.venv/bin/snakemake --cores 2` first")
+        sys.exit(f"{results} lacks the outputs of {configfile}'s run: run `.venv/bin/snakemake --cores 2` first")
     return model_cfg, cfg["eval"], trained, tokens, results_io.read_json(baseline)["val_loss"]
 
 

@@ -12,7 +12,8 @@ Prints, per L: wall seconds to the threshold for both, their ratio, and the exam
 agree within one evaluation interval, or neither reach it: a correctness check of the fast path). selfheal's time
 includes building the frozen-prefix cache where the workflow would build it for the default grid's retrain seeds
 (prefix_cache.worth_building), and separately shows it amortised over the cells that share it. With the
-documented options (the defaults) it writes block `retrain-vs-trainer` of docs/performance.md.
+documented options (the defaults) it writes block `retrain-vs-trainer` of docs/performance.md. `--results` and
+`--configfile` point it at another run (its config's widest model unless `--model`).
 """
 
 from __future__ import annotations
@@ -25,7 +26,9 @@ from pathlib import Path
 
 import torch
 from common import (
+    DEFAULT_CONFIG,
     ROOT,
+    add_config_flag,
     add_write_flag,
     data_for,
     default_model,
@@ -173,17 +176,19 @@ def trainer_run(model_cfg, eval_cfg, trained, tokens, target, baseline, threshol
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--results", type=Path, default=ROOT / "results")
-    parser.add_argument("--model", default=DOCUMENTED["model"], help="a model of config/config.yaml")
+    add_config_flag(parser)
+    parser.add_argument("--model", default=None, help="a model of the config (default: its widest)")
     parser.add_argument("--threshold", type=float, default=DOCUMENTED["threshold"])
     parser.add_argument("--threads", type=int, default=DOCUMENTED["threads"])
     parser.add_argument("--layers", default=DOCUMENTED["layers"], help="comma-separated layer indices (default: all)")
     add_write_flag(parser)
     a = parser.parse_args()
+    a.model = a.model or default_model(a.configfile)
     torch.set_num_threads(a.threads)
-    model_cfg, eval_cfg, trained, tokens, baseline = load_setup(a.results, a.model)
+    model_cfg, eval_cfg, trained, tokens, baseline = load_setup(a.results, a.model, configfile=a.configfile)
     n = model_cfg["n_layer"]
     layers = [int(x) for x in a.layers.split(",")] if a.layers else list(range(n))
-    sharing = len(config_seeds())
+    sharing = len(config_seeds(a.configfile))
     print(
         f"model {model_cfg['name']} (N={n}, D={model_cfg['d_model']}), threshold {a.threshold:g}, "
         f"baseline {baseline:.4f}, {a.threads} threads, eval every {model_cfg['retrain']['eval_every_examples']} "
@@ -225,13 +230,14 @@ def main():
         f"{a.threshold:g}, {a.threads} threads; the Trainer's time over selfheal's: " + "; ".join(rows) + "."
     )
     documented = {"model": a.model, "threshold": a.threshold, "threads": a.threads, "layers": a.layers} == DOCUMENTED
+    documented = documented and a.configfile == DEFAULT_CONFIG
     publish(MARKER, text, not a.no_write, why_not=None if documented else f"options other than {DOCUMENTED}")
 
 
-def config_seeds():
+def config_seeds(configfile: Path):
     from selfheal import config
 
-    return config.load(ROOT / "config" / "config.yaml")["grid"]["seeds"]
+    return config.load(configfile)["grid"]["seeds"]
 
 
 if __name__ == "__main__":

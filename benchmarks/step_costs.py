@@ -4,9 +4,10 @@ variant runs in its own process (the heap setting is process-wide), the variants
 are printed side by side, with the ratio to the plain variant, and one call of each GELU at the model's MLP width.
 
     .venv/bin/python benchmarks/step_costs.py [RESULTS] [--model MODEL] [--layer 0] [--repeats 3] [--threads 1]
-                                              [--no-write]
+                                              [--configfile config/config.yaml] [--no-write]
 
-RESULTS: a default run's results folder (default `results/`). The step is one AdamW step of a freshly reset layer L
+RESULTS: a default run's results folder (default `results/`), or with `--configfile` that config's run (its widest
+model unless `--model`). The step is one AdamW step of a freshly reset layer L
 (frozen regime: layers below L run without autograd, the head and layers above give activation gradients) on 32
 training sequences; the evaluation batch is 64 validation sequences, as the default config evaluates them. With
 the documented options (the defaults) it writes block `step-costs` of docs/performance.md.
@@ -22,7 +23,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import (
+    DEFAULT_CONFIG,
     ROOT,
+    add_config_flag,
     add_write_flag,
     data_for,
     default_model,
@@ -57,7 +60,7 @@ def child(a) -> None:
     torch.set_num_threads(a.threads)
     from transformers.activations import ACT2FN
 
-    model_cfg, eval_cfg, trained, tokens, _ = load_setup(Path(a.results), a.model)
+    model_cfg, eval_cfg, trained, tokens, _ = load_setup(Path(a.results), a.model, configfile=a.configfile)
     model, family, names = reset_model(trained, f"L{a.layer}")
     for block in family.stack_modules(model, ""):
         block.mlp.act = ACT2FN[activation]
@@ -98,13 +101,15 @@ def per_call_ms(fn, calls: int) -> float:
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("results", nargs="?", default=str(ROOT / "results"))
-    parser.add_argument("--model", default=DOCUMENTED["model"])
+    add_config_flag(parser)
+    parser.add_argument("--model", default=None, help="a model of the config (default: its widest)")
     parser.add_argument("--layer", type=int, default=DOCUMENTED["layer"])
     parser.add_argument("--repeats", type=int, default=DOCUMENTED["repeats"])
     parser.add_argument("--threads", type=int, default=DOCUMENTED["threads"])
     parser.add_argument("--variant", default=None, help=argparse.SUPPRESS)
     add_write_flag(parser)
     a = parser.parse_args()
+    a.model = a.model or default_model(a.configfile)
     if a.variant:
         return child(a)
 
@@ -114,6 +119,8 @@ def main():
                 sys.executable,
                 __file__,
                 a.results,
+                "--configfile",
+                str(a.configfile),
                 "--model",
                 a.model,
                 "--layer",
@@ -151,7 +158,9 @@ def main():
         f"on a step's MLP activations took {tanh_ms:.2f} ms, the exact one {exact_ms:.2f} ms "
         f"({tanh_ms / exact_ms:.1f}×)."
     )
-    documented = {"model": a.model, "layer": a.layer, "repeats": a.repeats, "threads": a.threads} == DOCUMENTED
+    documented = {"model": a.model, "layer": a.layer, "repeats": a.repeats, "threads": a.threads} == DOCUMENTED and (
+        a.configfile == DEFAULT_CONFIG
+    )
     publish(MARKER, text, not a.no_write, why_not=None if documented else f"options other than {DOCUMENTED}")
 
 

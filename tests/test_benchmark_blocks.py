@@ -265,3 +265,32 @@ def test_the_probe_benchmark_retrains_a_real_cell(tiny_run):
     assert all(v > level for v in val[:-1]), (val, level)  # it ran while above the threshold ...
     stopped = val[-1] <= level or len(val) > probe_rules.MAX_EXAMPLES // probe_rules.BATCH
     assert stopped, (val, level)  # ... and stopped within it, or at the budget
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize(
+    "script,args",
+    [
+        ("throughput.py", ["--results", "{results}", "--steps", "3"]),
+        ("step_costs.py", ["{results}", "--repeats", "1"]),
+        ("retrain_vs_trainer.py", ["--results", "{results}", "--layers", "1"]),
+    ],
+)
+def test_the_benchmarks_of_a_run_measure_the_shared_tiny_run(tiny_run, script, args):
+    """The benchmarks that read a run's networks (throughput, step costs, retrain vs Trainer) take the run's config,
+    so they are exercised on the shared tiny run as on the default one: each measures tinyA and prints its block,
+    with finite figures, and leaves docs/performance.md alone (not the documented options)."""
+    import subprocess
+
+    workdir, configfile = tiny_run
+    page = (ROOT / "docs" / "performance.md").read_text()
+    args = [a.format(results=workdir / "results") for a in args]
+    cmd = [sys.executable, str(ROOT / "benchmarks" / script), *args, "--configfile", str(configfile)]
+    out = subprocess.run([*cmd, "--model", "tinyA", "--threads", "1"], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    marker = {"throughput.py": "throughput", "step_costs.py": "step-costs"}.get(script, "retrain-vs-trainer")
+    block = out.stdout.split(f"<!-- {marker}: begin -->")[1].split(f"<!-- {marker}: end -->")[0]
+    assert "tinyA" in block and not re.search(r"\b(nan|inf)\b", block, re.I), block
+    assert re.search(r"\d+(\.\d+)?(×| ms| tokens/s)", block), block
+    assert "NOT within one evaluation interval" not in block, block  # retrain vs Trainer: both agree
+    assert "not written" in out.stdout and (ROOT / "docs" / "performance.md").read_text() == page
