@@ -179,17 +179,28 @@ def json_child(cmd: list[str], env: dict | None = None) -> dict:
 
 # ---------------------------------------------------------------------------------------------------- the default run
 
+import yaml  # noqa: E402
+
 from selfheal import config, grid, models, results_io  # noqa: E402
+from selfheal.config.merge import merge  # noqa: E402
 from selfheal.data import streams  # noqa: E402
 from selfheal.heal import reset  # noqa: E402
 from selfheal.models import families  # noqa: E402
 from selfheal.training import objectives  # noqa: E402
 
 
+def workflow_config(raw: dict | Path = DEFAULT_CONFIG) -> dict:
+    """A config as the workflow sees it, resolved: ``raw`` (a config file, or its contents) merged over
+    config/config.yaml, as Snakemake merges a ``--configfile`` over the one the Snakefile names."""
+    if not isinstance(raw, dict):
+        raw = yaml.safe_load(Path(raw).read_text()) or {}
+    return config.resolve(merge(yaml.safe_load(DEFAULT_CONFIG.read_text()), raw))
+
+
 def default_models(configfile: Path = DEFAULT_CONFIG) -> list[dict]:
-    """The models of the default grid (config/config.yaml, or ``configfile``), resolved: what the benchmarks that
+    """The models of the default grid (config/config.yaml, or ``configfile``'s), resolved: what the benchmarks that
     read a default run's networks measure unless told otherwise, so that they follow the default config."""
-    return config.load(configfile)["models"]
+    return workflow_config(configfile)["models"]
 
 
 def default_model(configfile: Path = DEFAULT_CONFIG) -> str:
@@ -202,7 +213,7 @@ def load_setup(
 ):
     """(network config, eval config, trained dir, tokens path, baseline loss) of one network of the default grid
     (or of ``configfile``'s run: a model and a pretraining seed, the model's first seed unless given)."""
-    cfg = config.load(configfile)
+    cfg = workflow_config(configfile)
     model = grid.model_by_name(cfg, model_name) if model_name else cfg["models"][-1]
     seed = model["pretrain"]["seeds"][0] if pretrain_seed is None else pretrain_seed
     model_cfg = grid.network_config(model, seed)

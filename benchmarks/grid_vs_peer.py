@@ -60,12 +60,11 @@ from transformers import Trainer, TrainerCallback, TrainingArguments
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(ROOT / "src"))
-from common import add_write_flag, machine, publish, snakemake_env  # noqa: E402
+from common import add_write_flag, machine, publish, snakemake_env, workflow_config  # noqa: E402
 from snakemake_jobs import breakdown, describe  # noqa: E402
 
-from selfheal import config, grid, models  # noqa: E402
+from selfheal import grid, models  # noqa: E402
 from selfheal.config.defaults import DEFAULTS  # noqa: E402
-from selfheal.config.merge import merge  # noqa: E402
 from selfheal.data import streams  # noqa: E402
 from selfheal.heal import reset  # noqa: E402
 from selfheal.models import families  # noqa: E402
@@ -124,7 +123,7 @@ def grid_config(base: Path, names: list[str], threads: int, seeds: list[int] | N
 
 def shortened(chosen: dict) -> dict:
     """``chosen`` with a hundredth of its retraining budget (for the untimed run that trains the networks)."""
-    resolved = config.resolve(merge(yaml.safe_load((ROOT / "config" / "config.yaml").read_text()), chosen))
+    resolved = workflow_config(chosen)
     retrain = dict(chosen["retrain"])
     if resolved["retrain"].get("budget_scratch"):
         retrain["budget_scratch"] = resolved["retrain"]["budget_scratch"] / 100
@@ -147,13 +146,7 @@ def peer(args) -> None:
     """The peer loop, run in its own process: every cell of one model, Trainer + threshold callback."""
     torch.set_num_threads(args.threads)
     job = json.loads(args.peer)
-    # the config the workflow ran: its own config file merged over config/config.yaml, as Snakemake merges them
-    cfg = config.resolve(
-        merge(
-            yaml.safe_load((ROOT / "config" / "config.yaml").read_text()),
-            yaml.safe_load(Path(job["config"]).read_text()),
-        )
-    )
+    cfg = workflow_config(Path(job["config"]))  # the config the workflow ran
     model_cfg = grid.model_by_name(cfg, job["model"])
     r, ev = model_cfg["retrain"], cfg["eval"]
     tokens = job["tokens"]
@@ -322,12 +315,7 @@ def main():
         snakemake(workdir, "--until", "model", "--cores", "2")
         (workdir / "config.yaml").write_text(yaml.safe_dump(chosen))
         results = workdir / "results"
-        resolved = config.resolve(
-            merge(
-                yaml.safe_load((ROOT / "config" / "config.yaml").read_text()),
-                yaml.safe_load((workdir / "config.yaml").read_text()),
-            )
-        )
+        resolved = workflow_config(workdir / "config.yaml")
         cadences = ("geometric", "interval") if a.one_threshold_peer else ("geometric",)
         ratios, walls = {c: [] for c in cadences}, {c: [] for c in ("selfheal", *cadences)}
         for pair in range(a.pairs):

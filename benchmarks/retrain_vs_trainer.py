@@ -217,7 +217,7 @@ def main():
         print(
             f"{layer:>3} {ours:>10.1f} {cache_s:>9.1f} {amortised:>11.1f} {peer['wall_s']:>9.1f} "
             f"{peer['wall_s'] / ours:>6.2f} {peer['wall_s'] / amortised:>11.2f} "
-            f"{rec.examples if rec.recovered else 'cens.':>8} {peer['examples'] or 'cens.':>8} {str(agree):>5}"
+            f"{rec.examples if rec.recovered else 'cens.':>8} {'cens.' if peer['examples'] is None else peer['examples']:>8} {str(agree):>5}"
             f"{marker}"
         )
         rows.append(
