@@ -37,6 +37,7 @@ from common import (
     prefix_cache_for,
     publish,
     reset_model,
+    workflow_config,
 )
 
 from selfheal.heal import thresholds
@@ -235,9 +236,7 @@ def main():
 
 
 def config_seeds(configfile: Path):
-    from selfheal import config
-
-    return config.load(configfile)["grid"]["seeds"]
+    return workflow_config(configfile)["grid"]["seeds"]
 
 
 if __name__ == "__main__":
