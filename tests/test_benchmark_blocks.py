@@ -272,25 +272,44 @@ def test_the_probe_benchmark_retrains_a_real_cell(tiny_run):
     "script,args",
     [
         ("throughput.py", ["--results", "{results}", "--steps", "3"]),
-        ("step_costs.py", ["{results}", "--repeats", "1"]),
         ("retrain_vs_trainer.py", ["--results", "{results}", "--layers", "1"]),
     ],
 )
 def test_the_benchmarks_of_a_run_measure_the_shared_tiny_run(tiny_run, script, args):
-    """The benchmarks that read a run's networks (throughput, step costs, retrain vs Trainer) take the run's config,
-    so they are exercised on the shared tiny run as on the default one: each measures tinyA and prints its block,
-    with finite figures, and leaves docs/performance.md alone (not the documented options)."""
-    import subprocess
-
+    """The benchmarks that read a run's networks (throughput, retrain vs Trainer) take the run's config, so they are
+    exercised on the shared tiny run as on the default one: each measures tinyA and prints its block, with finite
+    figures, and leaves docs/performance.md alone (not the documented options)."""
     workdir, configfile = tiny_run
     page = (ROOT / "docs" / "performance.md").read_text()
-    args = [a.format(results=workdir / "results") for a in args]
-    cmd = [sys.executable, str(ROOT / "benchmarks" / script), *args, "--configfile", str(configfile)]
-    out = subprocess.run([*cmd, "--model", "tinyA", "--threads", "1"], capture_output=True, text=True, timeout=600)
-    assert out.returncode == 0, out.stderr[-3000:]
-    marker = {"throughput.py": "throughput", "step_costs.py": "step-costs"}.get(script, "retrain-vs-trainer")
-    block = out.stdout.split(f"<!-- {marker}: begin -->")[1].split(f"<!-- {marker}: end -->")[0]
+    out = _benchmark(script, [a.format(results=workdir / "results") for a in args], configfile)
+    marker = {"throughput.py": "throughput"}.get(script, "retrain-vs-trainer")
+    block = out.split(f"<!-- {marker}: begin -->")[1].split(f"<!-- {marker}: end -->")[0]
     assert "tinyA" in block and not re.search(r"\b(nan|inf)\b", block, re.I), block
     assert re.search(r"\d+(\.\d+)?(×| ms| tokens/s)", block), block
     assert "NOT within one evaluation interval" not in block, block  # retrain vs Trainer: both agree
-    assert "not written" in out.stdout and (ROOT / "docs" / "performance.md").read_text() == page
+    assert "not written" in out and (ROOT / "docs" / "performance.md").read_text() == page
+
+
+@pytest.mark.e2e
+def test_the_step_cost_benchmark_times_a_step_of_the_shared_tiny_run(tiny_run):
+    """benchmarks/step_costs.py's measuring process (one variant: the kept heap and the exact GELU, what jobs run;
+    the script runs four such processes and only prints their medians) resets a layer of tinyA and times a training
+    step, an evaluation batch and both GELUs: finite, positive milliseconds."""
+    import json
+
+    workdir, configfile = tiny_run
+    variant = "kept heap, exact GELU (what jobs run)"
+    out = _benchmark("step_costs.py", [str(workdir / "results"), "--variant", variant], configfile)
+    times = json.loads(out.strip().splitlines()[-1])
+    assert set(times) == {"step_ms", "eval_batch_ms", "gelu_ms", "gelu_pytorch_tanh_ms"}, times
+    assert all(math.isfinite(t) and t > 0 for t in times.values()), times
+
+
+def _benchmark(script: str, args: list[str], configfile) -> str:
+    """The standard output of a benchmark script run on tinyA of the run of ``configfile``, one thread."""
+    import subprocess
+
+    cmd = [sys.executable, str(ROOT / "benchmarks" / script), *args, "--configfile", str(configfile)]
+    out = subprocess.run([*cmd, "--model", "tinyA", "--threads", "1"], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return out.stdout
