@@ -25,6 +25,7 @@ RENAMES = [  # plain references, longest first
     ("reference/study_next/finished/", "reference/study/"),
     ("config/study_next.yaml", "config/study.yaml"),
     ("results/study_next", "results/study"),
+    ("study.md#the-re-run-under-the-method", "study.md"),  # that section becomes the page's top
 ]
 SKIP = {"CHANGELOG.md"}
 
