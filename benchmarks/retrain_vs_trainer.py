@@ -218,11 +218,15 @@ def main():
         print(
             f"{layer:>3} {ours:>10.1f} {cache_s:>9.1f} {amortised:>11.1f} {peer['wall_s']:>9.1f} "
             f"{peer['wall_s'] / ours:>6.2f} {peer['wall_s'] / amortised:>11.2f} "
-            f"{rec.examples if rec.recovered else 'cens.':>8} {'cens.' if peer['examples'] is None else peer['examples']:>8} {str(agree):>5}"
-            f"{marker}"
+            f"{rec.examples if rec.recovered else 'cens.':>8} "
+            f"{'cens.' if peer['examples'] is None else peer['examples']:>8} {str(agree):>5}{marker}"
         )
+        at = f"at L = {layer}{' = N/2' if layer == n // 2 else ''}"
+        if rec.recovered and rec.examples == 0 and peer["examples"] == 0:  # within the threshold at the reset
+            rows.append(f"nothing to time {at} (the reset leaves it within the threshold: no retraining)")
+            continue
         rows.append(
-            f"{peer['wall_s'] / ours:.2f}× at L = {layer}{' = N/2' if layer == n // 2 else ''} "
+            f"{peer['wall_s'] / ours:.2f}× {at} "
             f"({peer['wall_s'] / amortised:.2f}× with the cache amortised over the cells that share it)"
             + ("" if agree else ", examples to the threshold NOT within one evaluation interval")
         )

@@ -285,8 +285,11 @@ def test_the_benchmarks_of_a_run_measure_the_shared_tiny_run(tiny_run, script, a
     marker = {"throughput.py": "throughput"}.get(script, "retrain-vs-trainer")
     block = out.split(f"<!-- {marker}: begin -->")[1].split(f"<!-- {marker}: end -->")[0]
     assert "tinyA" in block and not re.search(r"\b(nan|inf)\b", block, re.I), block
-    assert re.search(r"\d+(\.\d+)?(×| ms| tokens/s)", block), block
-    assert "NOT within one evaluation interval" not in block, block  # retrain vs Trainer: both agree
+    if script == "throughput.py":
+        assert re.search(r"[\d,]+ tokens/s = [\d.]+ GFLOP/s", block) and re.search(r"optimizer [\d.]+ ms", block), block
+    else:  # tinyA's reset is within 1 % already (both loops stop at once), or the loops are timed and agree
+        assert re.search(r"(\d+\.\d+× |nothing to time )at L = 1", block), block
+        assert "NOT within one evaluation interval" not in block, block
     assert "not written" in out and (ROOT / "docs" / "performance.md").read_text() == page
 
 
