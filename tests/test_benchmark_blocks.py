@@ -316,3 +316,25 @@ def _benchmark(script: str, args: list[str], configfile) -> str:
     out = subprocess.run([*cmd, "--model", "tinyA", "--threads", "1"], capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
     return out.stdout
+
+
+def test_the_benchmarks_read_a_config_as_the_workflow_merges_it():
+    """benchmarks/common.workflow_config merges a config over config/config.yaml, as Snakemake merges a --configfile
+    over the Snakefile's: a grid that names no pretraining seeds has the default's, so dag_dry_run's grid is 1,116
+    cells on one network per size (what its target names) and three times that on the default's three networks."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        spec = importlib.util.spec_from_file_location("dag_dry_run", ROOT / "benchmarks" / "dag_dry_run.py")
+        dag = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(dag)
+        from common import workflow_config
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    from selfheal import config, grid
+
+    default_seeds = config.load(ROOT / "config" / "config.yaml")["pretrain"]["seeds"]
+    assert len(default_seeds) == 3
+    no_seeds = {k: v for k, v in dag.grid_config(1).items() if k != "pretrain"}
+    assert len(grid.cells(workflow_config(no_seeds))) == 3 * len(grid.cells(config.resolve(no_seeds)))
+    assert len(grid.cells(workflow_config(dag.grid_config(1)))) == 1116
+    assert len(grid.cells(workflow_config(dag.grid_config(3)))) == 3348
