@@ -63,6 +63,19 @@ def add_config_flag(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def run_options(parser: argparse.ArgumentParser):
+    """The parsed options of a benchmark that reads a run (``add_config_flag``, a ``--model`` that defaults to
+    None): ``model`` set to its config's widest model when not given."""
+    a = parser.parse_args()
+    a.model = a.model or default_model(a.configfile)
+    return a
+
+
+def is_documented(a: argparse.Namespace, documented: dict) -> bool:
+    """Whether options ``a`` are the documented run's: each of ``documented``, on the default config."""
+    return all(getattr(a, k) == v for k, v in documented.items()) and a.configfile.resolve() == DEFAULT_CONFIG
+
+
 def add_write_flag(parser: argparse.ArgumentParser) -> None:
     """``--no-write``: print the figure block without writing it into its page."""
     parser.add_argument(

@@ -26,10 +26,10 @@ from pathlib import Path
 
 import torch
 from common import (
-    DEFAULT_CONFIG,
     ROOT,
     add_config_flag,
     add_write_flag,
+    is_documented,
     data_for,
     default_model,
     load_setup,
@@ -37,6 +37,7 @@ from common import (
     prefix_cache_for,
     publish,
     reset_model,
+    run_options,
     workflow_config,
 )
 
@@ -183,8 +184,7 @@ def main():
     parser.add_argument("--threads", type=int, default=DOCUMENTED["threads"])
     parser.add_argument("--layers", default=DOCUMENTED["layers"], help="comma-separated layer indices (default: all)")
     add_write_flag(parser)
-    a = parser.parse_args()
-    a.model = a.model or default_model(a.configfile)
+    a = run_options(parser)
     torch.set_num_threads(a.threads)
     model_cfg, eval_cfg, trained, tokens, baseline = load_setup(a.results, a.model, configfile=a.configfile)
     n = model_cfg["n_layer"]
@@ -234,9 +234,12 @@ def main():
         f"`.venv/bin/python benchmarks/retrain_vs_trainer.py` on {machine()}, {model_cfg['name']}, threshold "
         f"{a.threshold:g}, {a.threads} threads; the Trainer's time over selfheal's: " + "; ".join(rows) + "."
     )
-    documented = {"model": a.model, "threshold": a.threshold, "threads": a.threads, "layers": a.layers} == DOCUMENTED
-    documented = documented and a.configfile == DEFAULT_CONFIG
-    publish(MARKER, text, not a.no_write, why_not=None if documented else f"options other than {DOCUMENTED}")
+    publish(
+        MARKER,
+        text,
+        not a.no_write,
+        why_not=None if is_documented(a, DOCUMENTED) else f"options other than {DOCUMENTED}",
+    )
 
 
 def config_seeds(configfile: Path):

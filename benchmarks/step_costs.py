@@ -23,10 +23,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import (
-    DEFAULT_CONFIG,
     ROOT,
     add_config_flag,
     add_write_flag,
+    is_documented,
     data_for,
     default_model,
     interleaved,
@@ -36,6 +36,7 @@ from common import (
     medians,
     publish,
     reset_model,
+    run_options,
 )
 
 MARKER = "step-costs"
@@ -108,8 +109,7 @@ def main():
     parser.add_argument("--threads", type=int, default=DOCUMENTED["threads"])
     parser.add_argument("--variant", default=None, help=argparse.SUPPRESS)
     add_write_flag(parser)
-    a = parser.parse_args()
-    a.model = a.model or default_model(a.configfile)
+    a = run_options(parser)
     if a.variant:
         return child(a)
 
@@ -158,10 +158,12 @@ def main():
         f"on a step's MLP activations took {tanh_ms:.2f} ms, the exact one {exact_ms:.2f} ms "
         f"({tanh_ms / exact_ms:.1f}×)."
     )
-    documented = {"model": a.model, "layer": a.layer, "repeats": a.repeats, "threads": a.threads} == DOCUMENTED and (
-        a.configfile == DEFAULT_CONFIG
+    publish(
+        MARKER,
+        text,
+        not a.no_write,
+        why_not=None if is_documented(a, DOCUMENTED) else f"options other than {DOCUMENTED}",
     )
-    publish(MARKER, text, not a.no_write, why_not=None if documented else f"options other than {DOCUMENTED}")
 
 
 def median_over_variants(med: dict, key: str) -> float:

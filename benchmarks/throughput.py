@@ -18,10 +18,10 @@ from pathlib import Path
 
 import torch
 from common import (
-    DEFAULT_CONFIG,
     ROOT,
     add_config_flag,
     add_write_flag,
+    is_documented,
     data_for,
     default_model,
     load_setup,
@@ -29,6 +29,7 @@ from common import (
     prefix_cache_for,
     publish,
     reset_model,
+    run_options,
 )
 
 from selfheal.training import flops
@@ -84,8 +85,7 @@ def main():
     parser.add_argument("--threads", type=int, default=DOCUMENTED["threads"])
     parser.add_argument("--steps", type=int, default=DOCUMENTED["steps"])
     add_write_flag(parser)
-    a = parser.parse_args()
-    a.model = a.model or default_model(a.configfile)
+    a = run_options(parser)
     torch.set_num_threads(a.threads)
     model_cfg, eval_cfg, trained, tokens, _ = load_setup(a.results, a.model, configfile=a.configfile)
     r, d, t = model_cfg["retrain"], model_cfg["d_model"], model_cfg["context"]
@@ -149,10 +149,12 @@ def main():
         f"{cached['fwd']:.1f} ms from the cache (the frozen prefix: the difference); backward through the layers "
         f"above L and the LM head {cached['bwd']:.1f} ms; optimizer {cached['opt']:.1f} ms."
     )
-    documented = {"model": a.model, "threads": a.threads, "steps": a.steps} == DOCUMENTED and (
-        a.configfile == DEFAULT_CONFIG
+    publish(
+        MARKER,
+        text,
+        not a.no_write,
+        why_not=None if is_documented(a, DOCUMENTED) else f"options other than {DOCUMENTED}",
     )
-    publish(MARKER, text, not a.no_write, why_not=None if documented else f"options other than {DOCUMENTED}")
 
 
 if __name__ == "__main__":
