@@ -16,6 +16,7 @@ import hashlib
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import pandas as pd
 
@@ -116,10 +117,25 @@ def write_left_out(path: str, left_out: list[str], lr_left_out: list[str], netwo
 
 
 def stamp(files: list[str]) -> str:
-    """The read files' sizes and modification times as one hash: a param of the readout, so that a finished file
-    that changes (a cell healed again) makes the readout again, as its inputs would where it waits for the jobs."""
+    """The read files' sizes and modification times as one hash."""
     h = hashlib.sha256()
     for f in files:
         st = os.stat(f)
         h.update(f"{f}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
     return h.hexdigest()[:16]
+
+
+def write_stamp(path: str, files: list[str]) -> str:
+    """Writes the read files' ``stamp`` to ``path`` when it differs from what is there, else leaves the file (and
+    its modification time) alone; returns ``path``. The readout's input (it waits for no job's outputs): a
+    finished file that changes (a cell healed again, a network finished since) makes the readout again under any
+    ``--rerun-triggers``, ``mtime`` alone (as the study runs) included, as its inputs would where it waits for the
+    jobs."""
+    value = stamp(files) + "\n"
+    target = Path(path)
+    if not target.exists() or target.read_text() != value:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(target.name + ".tmp")
+        tmp.write_text(value)
+        os.replace(tmp, target)
+    return path

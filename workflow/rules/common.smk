@@ -49,6 +49,7 @@ LR_RUN_IN_MODEL = f"{{multiplier}}/{UNIT_IN_MODEL}"
 LR_SENSITIVITY_WORK = f"{WORK}/lr_sensitivity"
 LR_SENSITIVITY_TABLE = f"{READOUT}/answer/lr_sensitivity.parquet"
 LEFT_OUT_TABLE = f"{READOUT}/answer/left_out.parquet"  # partial: true: what the readout leaves out
+READ_STAMP_FILE = f"{READOUT}/read_stamp.txt"  # partial: true: the stamp of the files it reads
 
 
 def network_files(name, networks):
@@ -129,8 +130,9 @@ PARTIAL = finished_part(NARROWED) if CONFIG["partial"] else None
 CONFIG = selfheal.partial.restrict(NARROWED, PARTIAL) if PARTIAL else CONFIG
 CELLS = selfheal.grid.cells(CONFIG)
 AGGREGATED = aggregate_files(CONFIG, CELLS)  # what the aggregate reads, by kind
-# with partial: true, what the readout reads, stamped (a param of the aggregate: it waits for no job's outputs)
-READ_STAMP = selfheal.partial.stamp(sum(AGGREGATED.values(), [])) if PARTIAL else None
+# with partial: true, the stamp of what the readout reads (an input of the aggregate, which waits for no job's
+# outputs), rewritten when a read file changes
+READ_STAMP = [selfheal.partial.write_stamp(READ_STAMP_FILE, sum(AGGREGATED.values(), []))] if PARTIAL else []
 PLOTS = list(selfheal.analysis.plots.FIGURES)
 THREADS = CONFIG["threads"]
 EVAL = selfheal.config.canonical(CONFIG["eval"])

@@ -5,6 +5,7 @@ rule aggregate:
         baselines=awaited(trained(BASELINES, BASELINE, MODEL_NAMES)),
         cells=awaited(healed(MODEL_NAMES)),
         unadapted=awaited(expand(f"{IMPORTED}/pretrain.json", model=UNADAPTED_MODELS)),
+        stamp=READ_STAMP,  # partial: true: the read files' sizes and times, as one hash
     output:
         summary=f"{READOUT}/summary.parquet",
         curves=f"{READOUT}/curves.parquet",
@@ -15,7 +16,6 @@ rule aggregate:
         "../../envs/analysis.yaml"
     params:
         files=AGGREGATED,
-        stamp=READ_STAMP,  # partial: true: the finished files' sizes and times
         thresholds={m["name"]: m["retrain"]["thresholds"] for m in CONFIG["models"]},
         pretraining_tokens={m["name"]: m.get("pretraining_tokens") for m in CONFIG["models"]},
     script:
