@@ -105,6 +105,32 @@ def test_all_censored_and_all_at_zero_groups_do_not_crash():
     assert fit["note"].str.contains("24 cell\\(s\\) within eps before any training left out").all()
 
 
+def test_a_repeated_npmle_is_lifelines_fit_bit_for_bit_and_not_shared():
+    """The Turnbull fit of intervals already fitted (same intervals, weights and order) comes from the first fit:
+    the same numbers as lifelines' own fit of them, zero-weight rows dropped and exact zeros read back as 0, in a
+    Series of the caller's own (changing it changes no later fit); other weights or order are fitted anew."""
+    import lifelines
+
+    lower = np.array([0.0, 2048.0, 4096.0, 4096.0, 8192.0])
+    upper = np.array([0.0, 4096.0, 6144.0, np.inf, np.inf])
+    weights = np.array([1, 2, 1, 0, 1])
+    fitter = lifelines.KaplanMeierFitter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        keep = weights > 0
+        fitter.fit_interval_censoring(lower[keep], np.where(upper[keep] == 0, 0.5, upper[keep]), weights=weights[keep])
+    expected = fitter.survival_function_["NPMLE_estimate_lower"]
+    expected.index = np.where(expected.index == 0.5, 0.0, expected.index)
+    expected = expected.groupby(level=0).min()
+    first = survival._npmle(lower, upper, weights)
+    pd.testing.assert_series_equal(first, expected, check_exact=True)
+    first.iloc[:] = -1.0  # the caller's copy
+    again = survival._npmle(lower.copy(), upper.copy(), weights.copy())
+    pd.testing.assert_series_equal(again, expected, check_exact=True)
+    reweighted = survival._npmle(lower, upper, np.array([1, 1, 1, 0, 1]))
+    assert survival._median(reweighted) != survival._median(again) or not reweighted.equals(again)
+
+
 def _at_one_cost(cells: pd.DataFrame, networks) -> pd.DataFrame:
     """``cells`` with every single-layer reset cell of the given (model, pretrain seed) networks recovered at
     exactly 1,000 examples (a zero-width interval): no spread of log cost at all there."""

@@ -20,6 +20,7 @@ right-censored at the budget (hi = null). Nothing here averages a censored budge
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import warnings
@@ -321,10 +322,20 @@ def weighted_interval(values: Sequence[float], probs: Sequence[float], level: fl
 
 def _npmle(lower: np.ndarray, upper: np.ndarray, weights: np.ndarray) -> pd.Series:
     """The Turnbull NPMLE of the survival function, indexed by examples, read so that a crossing counts at the
-    evaluation that saw it (lifelines' lower column: at a Turnbull interval's right end its mass has fallen). Exact zeros (recovered at the first evaluation) are fitted as
-    (0, 0.5] and mapped back to 0."""
+    evaluation that saw it (lifelines' lower column: at a Turnbull interval's right end its mass has fallen). Exact
+    zeros (recovered at the first evaluation) are fitted as (0, 0.5] and mapped back to 0. The fit of the same
+    intervals with the same weights, in the same order, is made once (``_npmle_of``): a group's bootstrap draws and
+    its groups at neighbouring ε often repeat one (about half the fits of a grid's answer), and a repeat returns
+    the same numbers bit for bit."""
     keep = weights > 0
-    lower, upper, weights = lower[keep], upper[keep], weights[keep]
+    lower, upper, weights = (np.ascontiguousarray(a[keep]) for a in (lower, upper, weights))
+    key = tuple((a.dtype.str, a.tobytes()) for a in (lower, upper, weights))
+    return _npmle_of(key).copy()
+
+
+@functools.lru_cache(maxsize=4096)
+def _npmle_of(key: tuple[tuple[str, bytes], ...]) -> pd.Series:
+    lower, upper, weights = (np.frombuffer(data, dtype=dtype).copy() for dtype, data in key)
     upper = np.where(upper == 0, 0.5, upper)
     fitter = lifelines.KaplanMeierFitter()
     with warnings.catch_warnings():
