@@ -77,13 +77,14 @@ def test_the_stamp_file_is_rewritten_only_when_the_stamp_changes(tmp_path):
     so Snakemake's mtime trigger alone remakes the readout."""
     f, path = tmp_path / "recovery.json", tmp_path / "partial" / "read_stamp.txt"
     f.write_text("{}")
-    assert partial.write_stamp(str(path), [str(f)]) == str(path)
+    assert partial.write_stamp(str(path), partial.stamp([str(f)])) == str(path)
     first = path.read_text()
+    assert first == partial.stamp([str(f)]) + "\n"
     os.utime(path, ns=(0, 0))
-    partial.write_stamp(str(path), [str(f)])
+    partial.write_stamp(str(path), partial.stamp([str(f)]))
     assert path.read_text() == first and path.stat().st_mtime_ns == 0
     os.utime(f, ns=(f.stat().st_atime_ns, f.stat().st_mtime_ns + 10**9))
-    partial.write_stamp(str(path), [str(f)])
+    partial.write_stamp(str(path), partial.stamp([str(f)]))
     assert path.read_text() != first and path.stat().st_mtime_ns > 0
 
 
@@ -93,7 +94,7 @@ def test_the_workflow_reads_the_finished_model_and_trains_nothing(tmp_path, corp
     key; with tinyB's networks and cells made (its lr check not run) and tinyA not run at all, partial: true reads
     tinyB alone, under results/partial/, starting no training job, and its page names tinyA and tinyB's lr check
     as left out, also once shipped and re-derived; asked again it is up to date, and a finished file that changes
-    makes it again, also under --rerun-triggers mtime."""
+    makes it again, also under --rerun-triggers mtime or params alone."""
     from snakemake_helpers import snakemake
 
     corpus_seed(tmp_path)
@@ -134,7 +135,7 @@ def test_the_workflow_reads_the_finished_model_and_trains_nothing(tmp_path, corp
     assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr
     recovery = next((results / "cells" / "tinyB").rglob("recovery.json"))
     os.utime(recovery, ns=(recovery.stat().st_atime_ns, recovery.stat().st_mtime_ns + 10**9))
-    for triggers in ([], ["--rerun-triggers", "mtime"]):  # the study runs under mtime alone
+    for triggers in ([], ["--rerun-triggers", "mtime"], ["--rerun-triggers", "params"]):  # the study: mtime alone
         changed = snakemake(tmp_path, configfile, "--config", "partial=True", "-n", *triggers)
         assert changed.returncode == 0 and "aggregate" in changed.stdout, (triggers, changed.stdout[-2000:])
 

@@ -125,17 +125,17 @@ def stamp(files: list[str]) -> str:
     return h.hexdigest()[:16]
 
 
-def write_stamp(path: str, files: list[str]) -> str:
-    """Writes the read files' ``stamp`` to ``path`` when it differs from what is there, else leaves the file (and
-    its modification time) alone; returns ``path``. The readout's input (it waits for no job's outputs): a
-    finished file that changes (a cell healed again, a network finished since) makes the readout again under any
-    ``--rerun-triggers``, ``mtime`` alone (as the study runs) included, as its inputs would where it waits for the
-    jobs."""
-    value = stamp(files) + "\n"
+def write_stamp(path: str, value: str) -> str:
+    """Writes a ``stamp`` to ``path`` when it differs from what is there, else leaves the file (and its
+    modification time) alone; returns ``path``. The readout (which waits for no job's outputs) reads the file and
+    takes the stamp as a param too, so a finished file that changes (a cell healed again, a network finished since)
+    makes it again under Snakemake's mtime trigger (alone, as the study runs, or among the default triggers) and
+    under its params trigger, as its inputs would where it waits for the jobs."""
+    content = value + "\n"
     target = Path(path)
-    if not target.exists() or target.read_text() != value:
+    if not target.exists() or target.read_text() != content:
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = target.with_name(target.name + ".tmp")
-        tmp.write_text(value)
+        tmp.write_text(content)
         os.replace(tmp, target)
     return path

@@ -130,9 +130,10 @@ PARTIAL = finished_part(NARROWED) if CONFIG["partial"] else None
 CONFIG = selfheal.partial.restrict(NARROWED, PARTIAL) if PARTIAL else CONFIG
 CELLS = selfheal.grid.cells(CONFIG)
 AGGREGATED = aggregate_files(CONFIG, CELLS)  # what the aggregate reads, by kind
-# with partial: true, the stamp of what the readout reads (an input of the aggregate, which waits for no job's
-# outputs), rewritten when a read file changes
-READ_STAMP = [selfheal.partial.write_stamp(READ_STAMP_FILE, sum(AGGREGATED.values(), []))] if PARTIAL else []
+# with partial: true, the stamp of what the readout reads: a param of the aggregate (which waits for no job's
+# outputs) and a file it reads, rewritten when a read file changes (for the params and the mtime triggers)
+READ_STAMP = selfheal.partial.stamp(sum(AGGREGATED.values(), [])) if PARTIAL else None
+READ_STAMPED = [selfheal.partial.write_stamp(READ_STAMP_FILE, READ_STAMP)] if PARTIAL else []
 PLOTS = list(selfheal.analysis.plots.FIGURES)
 THREADS = CONFIG["threads"]
 EVAL = selfheal.config.canonical(CONFIG["eval"])

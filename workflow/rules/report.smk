@@ -5,7 +5,7 @@ rule aggregate:
         baselines=awaited(trained(BASELINES, BASELINE, MODEL_NAMES)),
         cells=awaited(healed(MODEL_NAMES)),
         unadapted=awaited(expand(f"{IMPORTED}/pretrain.json", model=UNADAPTED_MODELS)),
-        stamp=READ_STAMP,  # partial: true: the read files' sizes and times, as one hash
+        stamp=READ_STAMPED,  # partial: true: the file of the stamp below
     output:
         summary=f"{READOUT}/summary.parquet",
         curves=f"{READOUT}/curves.parquet",
@@ -16,6 +16,7 @@ rule aggregate:
         "../../envs/analysis.yaml"
     params:
         files=AGGREGATED,
+        stamp=READ_STAMP,  # partial: true: the read files' sizes and times, as one hash
         thresholds={m["name"]: m["retrain"]["thresholds"] for m in CONFIG["models"]},
         pretraining_tokens={m["name"]: m.get("pretraining_tokens") for m in CONFIG["models"]},
     script:
