@@ -11,8 +11,7 @@ def section(doc: Page, v: View) -> None:
     """9. What is already known, beside this grid's numbers."""
     doc.h(2, "9. What is already known")
     doc.p(
-        "The published experiments nearest to the question, each finding in short, and this grid's number beside it "
-        "(from the answer tables); their findings in full and how each setting differs: docs/experiments.md, "
-        "'What is already known'."
+        "The published experiments nearest to the question, each finding in short beside this grid's number; their "
+        "findings in full and how each setting differs: docs/experiments.md, 'What is already known'."
     )
     doc.table(["work", "finding", "this grid"], related_work.comparisons(v.tables))
