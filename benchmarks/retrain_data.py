@@ -4,13 +4,12 @@ with nothing reset, has a layer retrained from its trained values (a matched no-
 outside S, each for the same number of examples. The validation loss against the baseline along the way says
 whether the drift comes from the retraining itself or from more passes over S.
 
-    .venv/bin/python benchmarks/retrain_data.py results/study_next    # where config/study_next.yaml ran
+    .venv/bin/python benchmarks/retrain_data.py results/study    # where config/study.yaml ran
     # [--model gpt2-n3-d64] [--seed 0] [--targets L0,L2] [--fraction 0.5] [--no-write]
 
 Needs the network's folder (``models/<model>/p<seed>``), its baseline and the corpus under the results folder (the
-study's own, or `reference/study_next/run` after `keep.py resume`). Prints a markdown table (per layer and data: the
-drift at a few points and at the end, in % of the baseline) and writes it into block `retrain-data` of
-docs/method.md.
+study's own). Prints a markdown table (per layer and data: the drift at a few points and at the end, in % of the
+baseline) and writes it into block `retrain-data` of docs/method.md.
 """
 
 from __future__ import annotations
@@ -32,7 +31,7 @@ from selfheal.records import Baseline, PretrainSummary
 from selfheal.training import setup
 
 MARKER, PAGE = "retrain-data", ROOT / "docs" / "method.md"
-CONFIG = ROOT / "config" / "study_next.yaml"
+CONFIG = ROOT / "config" / "study.yaml"
 POINTS = (0.05, 0.1, 0.25)  # fractions of S x E at which the table reads the drift, beside the end
 
 

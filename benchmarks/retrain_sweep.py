@@ -58,7 +58,7 @@ DOCUMENTED = dict(
     n_dec_layer=0,
     val_sequences=128,
 )
-# --study: the reference study's regime (config/study_next.yaml: its central size, S x E and validation set) and the
+# --study: the reference study's regime (config/study.yaml: its central size, S x E and validation set) and the
 # retraining candidates it chose between, over budgets of 3 x the from-scratch cost
 STUDY = dict(
     DOCUMENTED,

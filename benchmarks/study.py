@@ -3,7 +3,7 @@
 
     .venv/bin/python benchmarks/study.py            # the breakdown of the study run in this checkout
     .venv/bin/python benchmarks/study.py --run      # run (or finish) the study first, then the breakdown
-    # [--config config/study_next.yaml]             # another study config (its results_dir); printed, not written
+    # [--config config/study.yaml]                   # another study config (its results_dir); printed, not written
     # [--partial]                                    # its finished part (partial: true); printed, not written
 
 The wall time is the time some job of the study was running (the union of the jobs' intervals from Snakemake's own

@@ -155,7 +155,7 @@ def test_readme_is_short_and_keeps_the_headline_markers():
 
     text = (ROOT / "README.md").read_text()
     assert len(text.splitlines()) <= 260
-    pages = ("reference/fully_trained/answer.md", "reference/study_next/finished/answer.md")
+    pages = ("reference/fully_trained/answer.md", "reference/study/answer.md")
     assert text.count("<!-- answer:headline -->") == text.count("<!-- /answer:headline -->") == len(pages)
     for page in pages:
         after = text.index(answer.source_marker(page))
