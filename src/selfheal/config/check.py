@@ -23,7 +23,8 @@ from selfheal.models.families import FAMILIES
 
 
 def resolve(raw: dict) -> dict:
-    """Validate a raw config and return it with defaults filled in and per-model settings merged.
+    """Validate a raw config and return it with defaults filled in (the schema's, ``schema.defaults``) and
+    per-model settings merged.
 
     Each model gets its effective ``pretrain`` and ``retrain`` sections (top level overridden by the model's own).
     """
@@ -65,8 +66,6 @@ def resolve(raw: dict) -> dict:
                     f"({model['name']!r}) does not have",
                 )
             inputs.check_model_source(model, key)
-        elif model["arch"] == "llama" and model.get("n_kv_head") and model["n_head"] % model["n_kv_head"]:
-            raise ConfigError(f"{key}.n_kv_head", "n_head must be a multiple of n_kv_head")
         if "mask_probability" in model and model["arch"] != "bert":
             raise ConfigError(
                 f"{key}.mask_probability",
@@ -88,7 +87,7 @@ def resolve(raw: dict) -> dict:
                 "a model built here has its own pretraining tokens (networks.parquet's pretrain_tokens)",
             )
         if model["source"] == "pretrained":
-            model.setdefault("adapt", True)
+            model.setdefault("adapt", True)  # the one conditional default: only a downloaded model is adapted
             if not model["adapt"] and len(model["pretrain"]["seeds"]) > 1:
                 raise ConfigError(
                     f"{key}.adapt",

@@ -1,8 +1,10 @@
 """The JSON schema of a config (``schema.yaml`` beside this file, kept in the package so the check runs wherever
-the package is installed): types, ranges and allowed keys. Validated once, by ``check.resolve``."""
+the package is installed): types, ranges, allowed keys and each key's default (``default:``, read by
+``defaults``). Validated once, by ``check.resolve``."""
 
 from __future__ import annotations
 
+import copy
 import functools
 from pathlib import Path
 
@@ -10,6 +12,7 @@ import jsonschema
 import yaml
 
 from selfheal.config.errors import ConfigError, key_path
+from selfheal.config.merge import merge
 
 SCHEMA_PATH = Path(__file__).with_name("schema.yaml")
 
@@ -21,14 +24,42 @@ _TYPES = jsonschema.Draft202012Validator.TYPE_CHECKER.redefine(
 _Validator = jsonschema.validators.extend(jsonschema.Draft202012Validator, type_checker=_TYPES)
 
 
-def load_schema() -> dict:
+@functools.cache
+def _schema() -> dict:
     return yaml.safe_load(SCHEMA_PATH.read_text())
+
+
+def load_schema() -> dict:
+    return copy.deepcopy(_schema())
 
 
 @functools.lru_cache(maxsize=1)
 def _validator() -> jsonschema.Validator:
     """The schema parsed once per process (parsing its YAML costs more than validating a config)."""
-    return _Validator(load_schema())
+    return _Validator(_schema())
+
+
+def defaults(section: str | None = None) -> dict:
+    """The defaults the schema gives: of the whole config (``section`` None: every top-level key with a
+    ``default:``, a mapping's default filled with its own keys' defaults, so a config without ``eval`` gets every
+    eval default) or of one model entry (``section="models"``). A property without a ``default:`` stays out: a
+    model's own ``pretrain``/``retrain`` (overrides of the top-level ones), ``models``, ``transfer``."""
+    root = _schema()
+    node = root["properties"]["models"]["items"] if section == "models" else root
+    return _defaults(node, root)
+
+
+def _defaults(node: dict, root: dict) -> dict:
+    out = {}
+    for key, sub in node.get("properties", {}).items():
+        if "default" not in sub:
+            continue
+        value = copy.deepcopy(sub["default"])
+        if isinstance(value, dict):
+            target = root["$defs"][sub["$ref"].rsplit("/", 1)[1]] if "$ref" in sub else sub
+            value = merge(_defaults(target, root), value)
+        out[key] = value
+    return out
 
 
 def check_schema(config: dict) -> None:

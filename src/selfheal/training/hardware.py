@@ -1,4 +1,5 @@
-"""Where and how training runs: device, bf16 autocast, TF32 matmuls, fused AdamW, optional torch.compile.
+"""Where and how training runs: device, bf16 autocast, optional torch.compile; on a GPU always TF32 matmuls, and
+AdamW always fused (``TF32``, ``FUSED_ADAMW``: no config key turns them off).
 
 Defaults suit both a CPU laptop and a GPU node: ``device: auto`` takes CUDA when present; ``precision: fp32``
 keeps CPU runs bit-reproducible, ``bf16`` autocasts the forward (weights and optimizer state stay fp32).
@@ -24,12 +25,14 @@ class DeviceUnavailable(RuntimeError):
     config time: the workflow is often planned on a login node without one."""
 
 
+TF32 = True  # TF32 tensor-core matmuls on Ampere+ GPUs (no effect on CPU)
+FUSED_ADAMW = True  # torch.optim.AdamW(fused=True)
+
+
 @dataclass(frozen=True)
 class Hardware:
     device: str = "auto"  # auto | cpu | cuda
     precision: str = "fp32"  # fp32 | bf16
-    tf32: bool = True  # TF32 tensor-core matmuls on Ampere+ GPUs (no effect on CPU)
-    fused_adamw: bool = True
     compile: str | None = None  # a torch.compile backend for the trainable layers ("inductor", "eager"), or None
 
     @classmethod
@@ -53,8 +56,8 @@ class Hardware:
         """Move the model to the device and set the matmul precision; returns the device."""
         device = self.torch_device()
         if device.type == "cuda":
-            torch.backends.cuda.matmul.allow_tf32 = self.tf32
-            torch.backends.cudnn.allow_tf32 = self.tf32
+            torch.backends.cuda.matmul.allow_tf32 = TF32
+            torch.backends.cudnn.allow_tf32 = TF32
         model.to(device)
         return device
 
@@ -69,8 +72,8 @@ class Hardware:
                 module.compile(backend=self.compile)
 
     def adamw(self, groups: list[dict], lr: float, betas=(0.9, 0.95), **defaults) -> torch.optim.Optimizer:
-        """AdamW over ``groups`` (fused when configured); ``defaults`` (e.g. weight_decay) for groups without."""
-        kwargs = {"fused": True} if self.fused_adamw else {}
+        """AdamW over ``groups`` (fused: ``FUSED_ADAMW``); ``defaults`` (e.g. weight_decay) for groups without."""
+        kwargs = {"fused": True} if FUSED_ADAMW else {}
         return torch.optim.AdamW(groups, lr=lr, betas=betas, **defaults, **kwargs)
 
 

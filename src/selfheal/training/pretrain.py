@@ -28,6 +28,9 @@ from selfheal.records import PretrainSummary
 from selfheal.training import checkpoints, evaluation, loop, setup
 from selfheal.training.state import Settings
 
+WEIGHT_DECAY = 0.1  # AdamW's, on tensors of 2 or more dimensions
+GRAD_CLIP = 1.0  # the global gradient norm is clipped to this
+
 log = logging.getLogger("selfheal")
 
 
@@ -63,8 +66,8 @@ def pretrain(
     settings = Settings(
         lr=p["lr"],
         batch_size=p["batch_size"],
-        weight_decay=p["weight_decay"],
-        grad_clip=p["grad_clip"],
+        weight_decay=WEIGHT_DECAY,
+        grad_clip=GRAD_CLIP,
         eval_every_examples=p["eval_every_examples"],
         max_examples=max_examples,
         warmup_steps=max(1, round(p["warmup_fraction"] * math.ceil(max_examples / p["batch_size"]))),

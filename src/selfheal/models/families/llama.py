@@ -38,6 +38,8 @@ class Llama(SingleStack):
             intermediate_size=d_ff,
             num_hidden_layers=model_cfg["n_layer"],
             num_attention_heads=model_cfg["n_head"],
+            # no config key: a model built here has as many key/value heads as heads; a test builds a grouped-query
+            # checkpoint (SmolLM2's kind) with n_kv_head
             num_key_value_heads=model_cfg.get("n_kv_head") or model_cfg["n_head"],
             max_position_embeddings=model_cfg["context"],
             pad_token_id=special["pad"],
