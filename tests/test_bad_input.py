@@ -53,10 +53,10 @@ NON_FINITE = [
     ("pretrain: {lr: .inf}", "pretrain.lr"),
     ("retrain: {budget_fraction: .inf}", "retrain.budget_fraction"),
     ("retrain: {budget_scratch: .inf}", "retrain.budget_scratch"),
-    ("retrain: {prefix_cache_mb: .inf}", "retrain.prefix_cache_mb"),
+    ("retrain: {stop_stalled: .inf}", "retrain.stop_stalled"),
     ("retrain: {thresholds: [0.01, .nan]}", "retrain.thresholds[1]"),
     ("corpus: {source: shakespeare, val_fraction: .nan}", "corpus.val_fraction"),
-    ("pretrain: {weight_decay: -.inf}", "pretrain.weight_decay"),
+    ("pretrain: {min_lr_fraction: -.inf}", "pretrain.min_lr_fraction"),
     ("models: [{name: m, n_layer: 2, d_model: 32, n_head: 2, dropout: .nan}]", "models[0].dropout"),
     ("transfer: {lr: .nan}", "transfer.lr"),
 ]

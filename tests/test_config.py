@@ -92,7 +92,7 @@ def test_default_sizes_share_data_and_schedule():
     """Vary one thing at a time: every size of the default trains on the same S, E, context and schedule, so no
     size axis is confounded with training length (docs/method.md, "Choosing the default")."""
     resolved = config.resolve(_default())
-    keys = ("epochs", "train_sequences", "batch_size", "lr", "warmup_fraction", "min_lr_fraction", "weight_decay")
+    keys = ("epochs", "train_sequences", "batch_size", "lr", "warmup_fraction", "min_lr_fraction")
     schedules = {tuple(m["pretrain"][k] for k in keys) + (m["context"],) for m in resolved["models"]}
     assert len(schedules) == 1, schedules
     sizes = sorted({(m["n_layer"], m["d_model"]) for m in resolved["models"]})
@@ -165,6 +165,8 @@ BAD = [
     (("pretrain", "lr"), 0, "pretrain.lr"),
     (("hardware",), {"device": "tpu"}, "hardware.device"),
     (("hardware",), {"precision": "fp16"}, "hardware.precision"),
+    (("hardware",), {"tf32": False}, "hardware.tf32"),  # no longer a key: TF32 is always on (training.hardware)
+    (("retrain", "resolution"), 0.0, "retrain.resolution"),  # no longer a key: heal.retrain.RESOLUTION
     (("threads",), 0, "threads"),
     (("partial",), "models", "partial"),  # true, false or networks
     (("unknown_section",), {}, "unknown_section"),
@@ -197,10 +199,6 @@ def _rules(local: str) -> list[tuple[dict, str]]:
         (over(corpus={"source": "hf"}), "corpus.hf"),
         (over(models=[{**gpt2, "name": "bpe"}]), "models[0].name"),
         (over(models=[gpt2, dict(gpt2)]), "models[1].name"),
-        (
-            over(models=[{"name": "l", "arch": "llama", "n_layer": 2, "d_model": 32, "n_head": 4, "n_kv_head": 3}]),
-            "models[0].n_kv_head",
-        ),
         (over(models=[{**gpt2, "adapt": True}]), "models[0].adapt"),
         (over(models=[{**gpt2, "pretraining_tokens": 10**9}]), "models[0].pretraining_tokens"),
         (over(models=[{**mine, "pretraining_tokens": 0}]), "models[0].pretraining_tokens"),
@@ -331,6 +329,29 @@ def test_per_model_overrides_merge_over_top_level():
     assert resolved["models"][1]["retrain"]["lr"] == 0.5
     assert resolved["models"][1]["retrain"]["thresholds"] == raw["retrain"]["thresholds"]
     assert resolved["models"][0]["retrain"]["lr"] == raw["retrain"]["lr"]
+
+
+def test_defaults_come_from_the_schema_and_never_override_a_setting():
+    """A key the config leaves out takes the schema's ``default:`` (values written here by hand); a model's own
+    ``pretrain``/``retrain`` overrides only what it names, so a top-level setting is not reset to its default
+    under it; a section left out is filled whole."""
+    raw = {
+        "models": [{"name": "m", "n_layer": 1, "d_model": 16, "n_head": 2, "pretrain": {"epochs": 5}}],
+        "pretrain": {"lr": 0.01},
+    }
+    resolved = config.resolve(raw)
+    (model,) = resolved["models"]
+    assert model["pretrain"]["epochs"] == 5 and model["pretrain"]["lr"] == 0.01  # own, then top-level
+    assert model["pretrain"]["batch_size"] == 32 and model["pretrain"]["seeds"] == [0]  # the schema's
+    assert (model["arch"], model["context"], model["dropout"], model["source"]) == ("gpt2", 64, 0.0, "scratch")
+    assert "adapt" not in model and "n_dec_layer" not in model  # no default: only where they apply
+    assert model["retrain"]["lr"] == 1e-3 and model["retrain"]["thresholds"] == [0.01, 0.02, 0.05, 0.10]
+    assert resolved["eval"] == {"val_sequences": 256, "batch_size": 64, "confirm_sequences": None}
+    assert resolved["hardware"] == {"device": "auto", "precision": "fp32", "compile": None}
+    assert resolved["grid"]["seeds"] == [0, 1] and resolved["grid"]["layers"] == "all"
+    assert resolved["corpus"]["source"] == "shakespeare" and resolved["tokenizer"]["vocab_size"] == 2048
+    assert resolved["results_dir"] == "results" and resolved["threads"] == 1
+    assert check.DEFAULTS["pretrain"]["lr"] == 3e-3  # resolving changed no default
 
 
 def test_resolve_does_not_mutate_input():

@@ -57,10 +57,8 @@ def test_hf_source_on_a_local_dataset_folder(tmp_path):
             "hf": {
                 "name": str(tmp_path),
                 "config": None,
-                "train_split": "train",
-                "val_split": "validation",
-                "text_column": "text",
-            },
+            },  # its splits train and validation (corpus.HF_SPLITS), its text in column text
+
         }
     )
     assert list(table[table.split == "val"]["text"]) == ["all the world's a stage"]

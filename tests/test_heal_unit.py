@@ -13,7 +13,7 @@ from conftest import CPU, TINY_MODEL, write_trained_and_tokens
 
 from selfheal import models, records
 from selfheal.grid import Cell
-from selfheal.heal import reset, staging, unit
+from selfheal.heal import prefix_cache, reset, staging, unit
 from selfheal.training import evaluation, setup
 from selfheal.records import CellResult, Damage
 
@@ -35,16 +35,12 @@ def inputs(tmp_path):
         "retrain": {
             "lr": 1e-2,
             "batch_size": 16,
-            "weight_decay": 0.0,
-            "grad_clip": 1.0,
             "eval_every_examples": 32,
             "warmup_steps": 2,
             "optimizer": "adamw",
             "budget_fraction": 0.5,
             "thresholds": [0.01],
             "checkpoint_every_steps": 0,
-            "prefix_cache_mb": 100,
-            "resolution": 0.1,
         },
     }
     eval_cfg = {"val_sequences": 32, "batch_size": 16}
@@ -120,16 +116,11 @@ def test_unit_heals_every_cell_like_a_cell_alone(inputs):
     assert alone.final_loss == together[CELLS[1]].final_loss
 
 
-def test_prefix_cache_budget_changes_speed_not_numbers(inputs):
+def test_prefix_cache_budget_changes_speed_not_numbers(inputs, monkeypatch):
     tmp_path, model_cfg, eval_cfg = inputs
     cached = _run(tmp_path, model_cfg, eval_cfg, [CELLS[1]], out="cached")[CELLS[1]]
-    plain = _run(
-        tmp_path,
-        {**model_cfg, "retrain": {**model_cfg["retrain"], "prefix_cache_mb": 0}},
-        eval_cfg,
-        [CELLS[1]],
-        out="plain",
-    )[CELLS[1]]
+    monkeypatch.setattr(prefix_cache, "PREFIX_CACHE_MB", 0)  # no cache fits: the plain forward
+    plain = _run(tmp_path, model_cfg, eval_cfg, [CELLS[1]], out="plain")[CELLS[1]]
     assert cached.prefix_cache_depth == 2 and plain.prefix_cache_depth is None
     assert plain.final_loss == pytest.approx(cached.final_loss, rel=1e-5)
 

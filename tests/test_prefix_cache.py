@@ -152,10 +152,10 @@ def test_plan_respects_the_memory_budget():
         "dropout": 0.0,
         "n_layer": 4,
         "pretrain": {"epochs": 5},
-        "retrain": {"budget_fraction": 0.5, "prefix_cache_mb": 100},
+        "retrain": {"budget_fraction": 0.5},
     }
     cells = [Cell("m", f"L{i}", "full", "fresh", "frozen", 0) for i in range(4)]
     cells.append(Cell("m", "none", "none", "none", "frozen", 0))
-    assert prefix_cache.plan(model_cfg, cells, mb=99) == {cells[1]: 1, cells[2]: 2, cells[3]: 3}
-    assert prefix_cache.plan(model_cfg, cells, mb=101) == {}  # over budget: the plain forward
+    assert prefix_cache.plan(model_cfg, cells, mb=4095) == {cells[1]: 1, cells[2]: 2, cells[3]: 3}
+    assert prefix_cache.plan(model_cfg, cells, mb=4097) == {}  # over PREFIX_CACHE_MB (4,096): the plain forward
     assert prefix_cache.footprint_mb(8000 + 256, 64, 64) == pytest.approx(135.3, abs=0.1)
