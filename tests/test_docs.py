@@ -144,6 +144,54 @@ def test_every_schema_key_is_in_the_key_reference():
     assert not missing, f"not documented in {KEY_REFERENCE.relative_to(ROOT)}: {missing}"
 
 
+def _default_cells(text: str) -> dict[str, str]:
+    """The default column of the reference's key tables (header ``| key | default | meaning |``), by dotted key:
+    the section heading's key (``## `retrain` `` -> ``retrain.lr``; ``models`` -> ``models[].context``) before the
+    row's, each of a row's keys (``d_model``, ``n_head``) given the same cell."""
+    cells, section, in_table = {}, None, False
+    for line in text.splitlines():
+        if line.startswith("## "):
+            heading = re.findall(r"`([^`]+)`", line)
+            section = (heading[0] + ("[]" if heading[0] == "models" else "")) if heading else None
+        if line.startswith("| key | default |"):
+            in_table = True
+        elif not line.startswith("|"):
+            in_table = False
+        elif in_table and line.startswith("| `") and section:
+            first, default = (cell.strip() for cell in line.split(" | ")[:2])
+            for key in re.findall(r"`([^`]+)`", first):
+                cells[key if key == section else f"{section}.{key}"] = default
+    return cells
+
+
+def test_the_key_reference_gives_each_default_the_schema_gives():
+    """Each default of the key tables is the schema's ``default:`` (read as YAML: `3.0e-3` is 0.003), and a key the
+    schema gives no default to has none there (``—``): a default written twice cannot drift apart."""
+    from selfheal.config import schema
+
+    def flat(values, prefix=""):
+        for key, value in values.items():
+            path = f"{prefix}.{key}" if prefix else key
+            if isinstance(value, dict) and value:
+                yield from flat(value, path)
+            else:
+                yield path, value
+
+    given = dict(flat(schema.defaults())) | {f"models[].{k}": v for k, v in schema.defaults("models").items()}
+    cells = _default_cells(KEY_REFERENCE.read_text())
+    assert {"retrain.lr", "models[].context", "corpus.hf.config", "threads"} <= set(cells), sorted(cells)
+    wrong = []
+    for key, cell in sorted(cells.items()):
+        if key in given:
+            spans = re.fullmatch(r"`([^`]+)`", cell)
+            if not spans or yaml.safe_load(spans.group(1)) != given[key]:
+                wrong.append(f"{key}: {cell} (schema: {given[key]!r})")
+        elif cell != "—":
+            wrong.append(f"{key}: {cell} (schema: no default)")
+    core = {k for k in given if not k.startswith(("job_unit", "partial"))}
+    assert not wrong and core <= set(cells), (wrong, sorted(core - set(cells)))
+
+
 def test_config_readme_points_to_the_key_reference():
     text = (ROOT / "config" / "README.md").read_text()
     assert "../docs/configuration.md" in text and len(text.splitlines()) <= 5
