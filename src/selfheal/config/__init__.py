@@ -1,5 +1,6 @@
-"""Config: defaults (``defaults``), the JSON schema (``schema.yaml``, ``schema``), and the pre-run check
-(``check.resolve``) that every config passes before any job starts; errors name the key (``ConfigError``).
+"""Config: the JSON schema with each key's default (``schema.yaml``; ``schema`` validates a config and reads the
+defaults), and the pre-run check (``check.resolve``) that every config passes before any job starts, filling in the
+defaults; errors name the key (``ConfigError``).
 
 Jobs never import this package: they get their settings as Snakemake params, and the grid's run-time vocabulary
 lives in ``selfheal.grid``.
