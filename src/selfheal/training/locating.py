@@ -9,7 +9,7 @@ one of two sources:
 - ``Kept``: copies of the trainable tensors kept after every step of the interval, evaluated without training;
 - ``Replayed``: the interval replayed from the state saved at its latest evaluation before the step (weights,
   optimizer, RNGs, position), for a run whose copies would exceed ``SNAPSHOT_BUDGET_MB`` (trainable bytes x steps
-  per interval; e.g. the regime ``full`` cells of ``config/full.yaml``: 168 MB x 32 steps).
+  per interval; the regime ``full`` cells of 6 of ``config/full.yaml``'s 8 models: up to 161 MB x 32 steps).
 
 Either way the evaluations made after the fact join the curve in step order (``CurvePoint.replay``, no train loss),
 their time counts in ``result.eval_s`` (a replay's training in ``result.replay_s`` / ``replay_train_s``), and the
