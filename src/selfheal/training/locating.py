@@ -1,19 +1,16 @@
 """Locating a threshold crossing inside the evaluation interval that closed it (``loop.run`` with ``levels``).
 
-When an evaluation is the first at or below one or more levels, each new crossing (loosest level first) is narrowed
-to a bracket (a, b] between two evaluations of that interval, the one at b the first at or below the level, with
-b - a <= resolution x b or one optimizer step (``narrow_enough``). One rule picks the step to evaluate next
-(``probe_step``) and one loop narrows the bracket (``bracket``), on the weights of a step inside the interval from
-one of two sources:
-
-- ``Kept``: copies of the trainable tensors kept after every step of the interval, evaluated without training;
-- ``Replayed``: the interval replayed from the state saved at its latest evaluation before the step (weights,
-  optimizer, RNGs, position), for a run whose copies would exceed ``SNAPSHOT_BUDGET_MB`` (trainable bytes x steps
-  per interval; the regime ``full`` cells of 6 of ``config/full.yaml``'s 8 models: up to 161 MB x 32 steps).
-
-Either way the evaluations made after the fact join the curve in step order (``CurvePoint.replay``, no train loss),
-their time counts in ``result.eval_s`` (a replay's training in ``result.replay_s`` / ``replay_train_s``), and the
-training state is put back, so the regular evaluations and the final weights are those of a run without ``levels``.
+When an evaluation is the first at or below one or more levels, each new crossing (loosest first) is narrowed to a
+bracket (a, b] of that interval's evaluations, the one at b the first at or below the level, until b - a <=
+resolution x b or one optimizer step (``narrow_enough``): one rule picks the step to probe (``probe_step``), one
+loop narrows (``bracket``), on the weights of a step from one of two sources, which give the same probes and curve:
+``Kept`` (copies of the trainable tensors after every step of the interval: nothing trains) or, for a run whose
+copies would exceed ``SNAPSHOT_BUDGET_MB`` (trainable bytes x steps per interval; the regime ``full`` cells of 6
+of ``config/full.yaml``'s 8 models: up to 161 MB x 32 steps), ``Replayed`` (the interval trained again from the
+state saved at its latest evaluation before the step). The evaluations made after the fact join the curve in step
+order (``CurvePoint.replay``), their time counts in ``result.eval_s`` (a replay's training in ``replay_s`` /
+``replay_train_s``), and the training state is put back: the regular evaluations and final weights are those of a
+run without ``levels``.
 """
 
 from __future__ import annotations

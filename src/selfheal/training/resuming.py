@@ -1,19 +1,12 @@
 """Resuming a run (``loop.run``) from a saved state of the same settings, with the numbers of an uninterrupted run.
 
-One way in (``Saved.resume``: the first saved state that matches, read by ``checkpoints.restore``), from one of two
-files the run writes:
-
-- the *checkpoint* of a killed job (``s.checkpoint_path``): the full training state, every
-  ``s.checkpoint_every_steps`` steps (when the run locates crossings, at the first evaluation that many steps after
-  the last, where no kept weights are held, so a resumed run starts at an evaluation); dropped by the caller once the
-  job's outputs are written;
-- the *extension point* (``s.extension_path``): the state of the run's last regular evaluation, written when the run
-  ends, under a fingerprint that leaves out the run's length, so that a run with a larger budget and otherwise the
-  same settings continues from it (exact only where the lr schedule has no horizon: not with ``s.cosine``). Dropped
-  once the run settled (``should_stop``): any larger budget gives the same run.
-
-Both are needed: a killed job resumes mid-interval and under a cosine schedule (pretraining), where an extension
-point does not apply; a raised budget continues a finished cell whose checkpoint is gone.
+One way in (``Saved.resume``: the first saved state that matches, read by ``checkpoints.restore``) from the two
+files a run writes: the *checkpoint* of a killed job (``s.checkpoint_path``, every ``s.checkpoint_every_steps``
+steps; at evaluations only when the run locates crossings, where no kept weights are held), and the *extension
+point* (``s.extension_path``: the state of its last regular evaluation, written at its end, for a run with a larger
+budget to continue from; not under a cosine schedule, whose horizon is the budget). Both are needed: a killed job
+resumes mid-interval and under a cosine schedule (pretraining), where no extension point applies; a raised budget
+continues a finished cell, whose checkpoint is gone.
 """
 
 from __future__ import annotations
