@@ -1,26 +1,20 @@
-"""What the benchmarks share: writing a figure into its page (``write_block``), timing, and the default workflow's
-trained model, data and a reset cell."""
+"""What the benchmarks share: writing a figure into its page (``write_block``, ``publish``), the machine in words,
+and starting and timing Snakemake."""
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import shutil
-import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TypeVar
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 PERFORMANCE = ROOT / "docs" / "performance.md"
-DEFAULT_CONFIG = ROOT / "config" / "config.yaml"
-T = TypeVar("T")
 
 
 def block_markers(marker: str) -> tuple[str, str]:
@@ -51,29 +45,6 @@ def read_block(marker: str, page: Path = PERFORMANCE) -> str:
     if match is None:
         raise ValueError(f"{page} lacks block {marker!r}")
     return match.group(1).strip()
-
-
-def add_config_flag(parser: argparse.ArgumentParser) -> None:
-    """``--configfile``: the config whose run RESULTS holds (default: config/config.yaml, the documented run's)."""
-    parser.add_argument(
-        "--configfile",
-        type=Path,
-        default=DEFAULT_CONFIG,
-        help="the config of the run whose results are read (default: config/config.yaml)",
-    )
-
-
-def run_options(parser: argparse.ArgumentParser):
-    """The parsed options of a benchmark that reads a run (``add_config_flag``, a ``--model`` that defaults to
-    None): ``model`` set to its config's widest model when not given."""
-    a = parser.parse_args()
-    a.model = a.model or default_model(a.configfile)
-    return a
-
-
-def is_documented(a: argparse.Namespace, documented: dict) -> bool:
-    """Whether options ``a`` are the documented run's: each of ``documented``, on the default config."""
-    return all(getattr(a, k) == v for k, v in documented.items()) and a.configfile.resolve() == DEFAULT_CONFIG
 
 
 def add_write_flag(parser: argparse.ArgumentParser) -> None:
@@ -167,99 +138,3 @@ def timed_process(
     if check and proc.returncode:
         sys.exit(f"{' '.join(map(str, cmd))} failed:\n{(proc.stderr or proc.stdout)[-3000:]}")
     return wall, proc
-
-
-def interleaved(variants: dict[str, Callable[[], T]], repeats: int) -> dict[str, list[T]]:
-    """Every variant run once per round, in order, for ``repeats`` rounds (so slow drifts of the machine hit all
-    variants alike); per variant, its results in round order."""
-    runs: dict[str, list[T]] = {name: [] for name in variants}
-    for _ in range(repeats):
-        for name, run in variants.items():
-            runs[name].append(run())
-    return runs
-
-
-def medians(runs: dict[str, list[dict]], keys: Iterable[str]) -> dict[str, dict[str, float]]:
-    """Per variant, the median of each of ``keys`` over its runs (dicts, e.g. one per process)."""
-    return {name: {k: statistics.median(r[k] for r in rs) for k in keys} for name, rs in runs.items()}
-
-
-def json_child(cmd: list[str], env: dict | None = None) -> dict:
-    """Run a child process that prints its measurement as JSON on its last line; that dict."""
-    _, proc = timed_process(cmd, env=env)
-    return json.loads(proc.stdout.strip().splitlines()[-1])
-
-
-# ---------------------------------------------------------------------------------------------------- the default run
-
-import yaml  # noqa: E402
-
-from selfheal import config, grid, models, results_io  # noqa: E402
-from selfheal.config.merge import merge  # noqa: E402
-from selfheal.data import streams  # noqa: E402
-from selfheal.heal import reset  # noqa: E402
-from selfheal.models import families  # noqa: E402
-from selfheal.training import objectives  # noqa: E402
-
-
-def workflow_config(raw: dict | Path = DEFAULT_CONFIG) -> dict:
-    """A config as the workflow sees it, resolved: ``raw`` (a config file, or its contents) merged over
-    config/config.yaml, as Snakemake merges a ``--configfile`` over the one the Snakefile names."""
-    if not isinstance(raw, dict):
-        raw = yaml.safe_load(Path(raw).read_text()) or {}
-    return config.resolve(merge(yaml.safe_load(DEFAULT_CONFIG.read_text()), raw))
-
-
-def default_models(configfile: Path = DEFAULT_CONFIG) -> list[dict]:
-    """The models of the default grid (config/config.yaml, or ``configfile``'s), resolved: what the benchmarks that
-    read a default run's networks measure unless told otherwise, so that they follow the default config."""
-    return workflow_config(configfile)["models"]
-
-
-def default_model(configfile: Path = DEFAULT_CONFIG) -> str:
-    """The default grid's (or ``configfile``'s) last (widest) model."""
-    return default_models(configfile)[-1]["name"]
-
-
-def load_setup(
-    results: Path, model_name: str | None, pretrain_seed: int | None = None, configfile: Path = DEFAULT_CONFIG
-):
-    """(network config, eval config, trained dir, tokens path, baseline loss) of one network of the default grid
-    (or of ``configfile``'s run: a model and a pretraining seed, the model's first seed unless given)."""
-    cfg = workflow_config(configfile)
-    model = grid.model_by_name(cfg, model_name) if model_name else cfg["models"][-1]
-    seed = model["pretrain"]["seeds"][0] if pretrain_seed is None else pretrain_seed
-    model_cfg = grid.network_config(model, seed)
-    trained = results / "models" / model_cfg["name"] / f"p{seed}" / "trained"
-    tokens = results / "corpus" / "bpe" / "tokens.safetensors"
-    baseline = results / "baselines" / model_cfg["name"] / f"p{seed}.json"
-    if not (trained.is_dir() and tokens.is_file() and baseline.is_file()):
-        sys.exit(f"{results} lacks the outputs of {configfile}'s run: run `.venv/bin/snakemake --cores 2` first")
-    return model_cfg, cfg["eval"], trained, tokens, results_io.read_json(baseline)["val_loss"]
-
-
-def reset_model(trained: Path, target: str, seed: int = 0):
-    """The trained model with layer ``target`` freshly reset (fresh init, ``seed``)."""
-    model = models.load(trained)
-    family = families.for_model(model)
-    names = reset.target_names(model, family, target, "full")
-    reset.apply(model, family, names, "fresh", reset.generator_for(seed, target, "full"))
-    return model, family, names
-
-
-def data_for(model_cfg: dict, eval_cfg: dict, tokens: Path):
-    p = model_cfg["pretrain"]
-    train_seqs = streams.train_sequences(tokens, model_cfg["context"], p["train_sequences"], p["seed"])
-    val_seqs = streams.val_sequences(tokens, model_cfg["context"], eval_cfg["val_sequences"])
-    objective = objectives.for_family(families.for_arch(model_cfg["arch"]), streams.vocabulary(tokens))
-    return train_seqs, val_seqs, objective
-
-
-def prefix_cache_for(model_cfg: dict, eval_cfg: dict, trained: Path, tokens: Path, depth: int):
-    """The in-memory frozen-prefix cache a heal job builds for layer depth ``depth``."""
-    from selfheal.heal.prefix_cache import PrefixCache
-    from selfheal.training import setup
-
-    job = setup.prepare(models.load(trained), model_cfg, eval_cfg, str(tokens))
-    train_seqs = setup.train_sequences(model_cfg, str(tokens))
-    return PrefixCache.build(job.model, job.family, train_seqs, job.val_batches, depth, job.device)

@@ -3,7 +3,6 @@ the documentation is named by a script in benchmarks/ (which writes it through `
 `write_block` replaces a block and nothing else. Reads files only; no training."""
 
 import importlib.util
-import math
 import re
 import sys
 from pathlib import Path
@@ -30,17 +29,9 @@ def _blocks() -> list[tuple[Path, str]]:
 
 def test_the_figures_have_blocks():
     names = {name for _, name in _blocks()}
-    assert {
-        "default-grid",
-        "test-suite",
-        "step-costs",
-        "probe-rules",
-        "grid-vs-peer",
-        "retrain-vs-trainer",
-        "throughput",
-        "dag-dry-run",
-        "pretrain-sweep",
-    } <= names, names
+    assert {"default-grid", "job-start-up", "families-config", "test-suite", "gpu-check", "pretrain-sweep"} <= names, (
+        names
+    )
 
 
 @pytest.mark.parametrize("doc,name", _blocks(), ids=lambda x: x if isinstance(x, str) else x.name)
@@ -248,93 +239,3 @@ def test_the_study_breakdown_says_what_the_stall_rule_saved(tmp_path):
     assert "0.5 core-hours of retraining where running them to the budget would take about 2.0" in text
     pd.DataFrame(summary).assign(stalled_examples=None).to_parquet(tmp_path / "summary.parquet")
     assert "stopped no cell" in study.stall_stops(tmp_path)
-
-
-@pytest.mark.e2e
-def test_the_probe_benchmark_retrains_a_real_cell(tiny_run):
-    """benchmarks/probe_rules.py drives the training loop itself (``loop.run`` with its own stop rule), so a change
-    to the loop's interface breaks it where no workflow run would notice: it retrains a real cell of the shared tiny
-    run, evaluating after every step, and stops at the first evaluation within the tightest threshold (the tiny
-    network's reset leaves it within 1 % already, so that is the first: the stop rule is called on the curve)."""
-    spec = importlib.util.spec_from_file_location("probe_rules", ROOT / "benchmarks" / "probe_rules.py")
-    probe_rules = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(probe_rules)
-    curve = probe_rules.per_step_curve(tiny_run[0] / "results", "tinyA:0:0:0")
-    val, level = curve["val"], curve["baseline"] * (1 + min(probe_rules.EPS))
-    assert val and all(math.isfinite(v) for v in val), val
-    assert all(v > level for v in val[:-1]), (val, level)  # it ran while above the threshold ...
-    stopped = val[-1] <= level or len(val) > probe_rules.MAX_EXAMPLES // probe_rules.BATCH
-    assert stopped, (val, level)  # ... and stopped within it, or at the budget
-
-
-@pytest.mark.e2e
-@pytest.mark.parametrize(
-    "script,args",
-    [
-        ("throughput.py", ["--results", "{results}", "--steps", "3"]),
-        ("retrain_vs_trainer.py", ["--results", "{results}", "--layers", "1"]),
-    ],
-)
-def test_the_benchmarks_of_a_run_measure_the_shared_tiny_run(tiny_run, script, args):
-    """The benchmarks that read a run's networks (throughput, retrain vs Trainer) take the run's config, so they are
-    exercised on the shared tiny run as on the default one: each measures tinyA and prints its block, with finite
-    figures, and leaves docs/performance.md alone (not the documented options)."""
-    workdir, configfile = tiny_run
-    page = (ROOT / "docs" / "performance.md").read_text()
-    out = _benchmark(script, [a.format(results=workdir / "results") for a in args], configfile)
-    marker = {"throughput.py": "throughput"}.get(script, "retrain-vs-trainer")
-    block = out.split(f"<!-- {marker}: begin -->")[1].split(f"<!-- {marker}: end -->")[0]
-    assert "tinyA" in block and not re.search(r"\b(nan|inf)\b", block, re.I), block
-    if script == "throughput.py":
-        assert re.search(r"[\d,]+ tokens/s = [\d.]+ GFLOP/s", block) and re.search(r"optimizer [\d.]+ ms", block), block
-    else:  # tinyA's reset is within 1 % already (both loops stop at once), or the loops are timed and agree
-        assert re.search(r"(\d+\.\d+× |nothing to time )at L = 1", block), block
-        assert "NOT within one evaluation interval" not in block, block
-    assert "not written" in out and (ROOT / "docs" / "performance.md").read_text() == page
-
-
-@pytest.mark.e2e
-def test_the_step_cost_benchmark_times_a_step_of_the_shared_tiny_run(tiny_run):
-    """benchmarks/step_costs.py's measuring process (one variant: the kept heap and the exact GELU, what jobs run;
-    the script runs four such processes and only prints their medians) resets a layer of tinyA and times a training
-    step, an evaluation batch and both GELUs: finite, positive milliseconds."""
-    import json
-
-    workdir, configfile = tiny_run
-    variant = "kept heap, exact GELU (what jobs run)"
-    out = _benchmark("step_costs.py", [str(workdir / "results"), "--variant", variant], configfile)
-    times = json.loads(out.strip().splitlines()[-1])
-    assert set(times) == {"step_ms", "eval_batch_ms", "gelu_ms", "gelu_pytorch_tanh_ms"}, times
-    assert all(math.isfinite(t) and t > 0 for t in times.values()), times
-
-
-def _benchmark(script: str, args: list[str], configfile) -> str:
-    """The standard output of a benchmark script run on tinyA of the run of ``configfile``, one thread."""
-    import subprocess
-
-    cmd = [sys.executable, str(ROOT / "benchmarks" / script), *args, "--configfile", str(configfile)]
-    out = subprocess.run([*cmd, "--model", "tinyA", "--threads", "1"], capture_output=True, text=True, timeout=600)
-    assert out.returncode == 0, out.stderr[-3000:]
-    return out.stdout
-
-
-def test_the_benchmarks_read_a_config_as_the_workflow_merges_it():
-    """benchmarks/common.workflow_config merges a config over config/config.yaml, as Snakemake merges a --configfile
-    over the Snakefile's: a grid that names no pretraining seeds has the default's, so dag_dry_run's grid is 1,116
-    cells on one network per size (what its target names) and three times that on the default's three networks."""
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        spec = importlib.util.spec_from_file_location("dag_dry_run", ROOT / "benchmarks" / "dag_dry_run.py")
-        dag = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(dag)
-        from common import workflow_config
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
-    from selfheal import config, grid
-
-    default_seeds = config.load(ROOT / "config" / "config.yaml")["pretrain"]["seeds"]
-    assert len(default_seeds) == 3
-    no_seeds = {k: v for k, v in dag.grid_config(1).items() if k != "pretrain"}
-    assert len(grid.cells(workflow_config(no_seeds))) == 3 * len(grid.cells(config.resolve(no_seeds)))
-    assert len(grid.cells(workflow_config(dag.grid_config(1)))) == 1116
-    assert len(grid.cells(workflow_config(dag.grid_config(3)))) == 3348

@@ -1,4 +1,4 @@
-"""Locating a threshold crossing inside one evaluation interval (``training.loop.bracket``) on arbitrary validation
+"""Locating a threshold crossing inside one evaluation interval (``training.locating.bracket``) on arbitrary validation
 curves: it ends on a bracket that meets the resolution rule and holds a real crossing, probes each step at most
 once and only strictly inside the interval, and on a smooth recovery curve needs few probes."""
 
@@ -7,7 +7,7 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from selfheal.training import loop
+from selfheal.training import locating
 from selfheal.training.state import CurvePoint
 
 BATCH = 32
@@ -27,7 +27,7 @@ def locate(losses: list[float], start: int, level: float, resolution: float):
         return point(step, losses[step - start], replay=True)
 
     known = [point(start, losses[0]), point(end, losses[-1])]
-    loop.bracket(known, level, evaluate_at, lambda step: step * BATCH, resolution)
+    locating.bracket(known, level, evaluate_at, lambda step: step * BATCH, resolution)
     known.sort(key=lambda p: p.steps)
     i = next(i for i, p in enumerate(known) if p.val_loss <= level)
     return known[i - 1], known[i], probed
@@ -47,7 +47,7 @@ def test_bracket_holds_a_crossing_and_meets_the_rule(start, middle, resolution, 
     # below the rule's floor of 0.9 x level; inf: a damage that overflowed)
     lo, hi, probed = locate(losses, start, level, resolution)
     assert lo.val_loss > level >= hi.val_loss  # a real crossing: above, then at or below
-    assert loop.narrow_enough(lo, hi, resolution)
+    assert locating.narrow_enough(lo, hi, resolution)
     assert len(probed) == len(set(probed)) <= len(losses) - 2
     assert all(start < s < start + len(losses) - 1 for s in probed)
 

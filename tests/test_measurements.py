@@ -16,7 +16,7 @@ from selfheal.analysis import tables
 from selfheal.data import ngrams
 from selfheal.heal import reset, retrain, similarity, thresholds
 from selfheal.records import Baseline, PretrainSummary
-from selfheal.training import evaluation, loop, setup
+from selfheal.training import evaluation, locating, loop, setup
 from selfheal.training.evaluation import evaluate
 from selfheal.training.state import CurvePoint, Settings
 
@@ -194,10 +194,14 @@ def test_crossings_are_located_on_kept_weights_without_changing_the_run(job, mon
     model, kept = run(levels, 0.1)
     check(model, kept)
     assert kept.replay_s == 0 and kept.replay_train_s == 0  # located without training
-    monkeypatch.setattr(loop, "SNAPSHOT_BUDGET_MB", 0)  # the kept weights would not fit: replays
+    monkeypatch.setattr(locating, "SNAPSHOT_BUDGET_MB", 0)  # the kept weights would not fit: replays
     model, replayed = run(levels, 0.1)
     check(model, replayed)
     assert replayed.replay_train_s > 0
+    # the same probes either way: the source of a step's weights does not change where a crossing is located
+    assert [(p.steps, p.val_loss, p.replay) for p in replayed.curve] == [
+        (p.steps, p.val_loss, p.replay) for p in kept.curve
+    ]
 
 
 def test_matched_control_trains_from_trained_values_and_only_its_tensors(job):

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from selfheal.heal import reset
-from selfheal.training import evaluation, loop, objectives, state
+from selfheal.training import evaluation, locating, loop, objectives, state
 from selfheal.training.hardware import Hardware
 from conftest import CPU
 
@@ -106,11 +106,11 @@ def test_evaluating_more_often_does_not_change_training(trained_model, adapter, 
         assert all(torch.equal(finals[0][n], other[n]) for n in finals[0])
 
 
-@pytest.mark.parametrize("snapshot_mb", [loop.SNAPSHOT_BUDGET_MB, 0], ids=["kept", "replayed"])
+@pytest.mark.parametrize("snapshot_mb", [locating.SNAPSHOT_BUDGET_MB, 0], ids=["kept", "replayed"])
 def test_crossings_are_located_at_averaged_weights(trained_model, adapter, sequences, monkeypatch, snapshot_mb):
     """A located evaluation at step k is the averaged weights after step k: the same number a run that evaluates
     after every step records at k; the regular evaluations equal those of a run without levels."""
-    monkeypatch.setattr(loop, "SNAPSHOT_BUDGET_MB", snapshot_mb)
+    monkeypatch.setattr(locating, "SNAPSHOT_BUDGET_MB", snapshot_mb)
     train, val = sequences
     model, names = _reset_copy(trained_model, adapter)
     dense = loop.run(model, adapter, CAUSAL, train, val, names, _settings(eval_every_examples=16))
