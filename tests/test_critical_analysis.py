@@ -248,6 +248,15 @@ def test_a_recovery_exactly_at_the_budget_counts_in_p_recover():
     assert est["p_recover_hi"] == pytest.approx(1.0, abs=1e-9)
 
 
+def test_a_crossing_at_an_evaluation_and_a_bracket_starting_there_do_not_share_it():
+    """Two networks' cells: one crosses in (100, 200], the other in (200, 300] (its loss at 200 still above). Half
+    have recovered by 200: the median is 200. Fitted as closed intervals, both would sit at 200 and the median read
+    300."""
+    est = _estimate([_summary_row(0, 0, 100, 200), _summary_row(1, 0, 200, 300)], [0, 1]).iloc[0]
+    assert est["median_examples"] == 200.0
+    assert (est["median_examples_lo"], est["median_examples_hi"]) == (200.0, 300.0)
+
+
 # -- the coarse bracket: wider than 10 % of the interpolated crossing ---------------------------------------------------
 
 
