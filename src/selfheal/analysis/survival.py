@@ -322,7 +322,8 @@ def weighted_interval(values: Sequence[float], probs: Sequence[float], level: fl
 
 def _npmle(lower: np.ndarray, upper: np.ndarray, weights: np.ndarray) -> pd.Series:
     """The Turnbull NPMLE of the survival function, indexed by examples, read so that a crossing counts at the
-    evaluation that saw it (lifelines' lower column: at a Turnbull interval's right end its mass has fallen). Exact
+    evaluation that saw it (lifelines' lower column: at a Turnbull interval's right end its mass has fallen); each
+    interval is open below (``OPEN_BELOW``). Exact
     zeros (recovered at the first evaluation) are fitted as (0, 0.5] and mapped back to 0. The fit of the same
     intervals with the same weights, in the same order, is made once (``_npmle_of``): a group's bootstrap draws and
     its groups at neighbouring ε often repeat one (about half the fits of a grid's answer), and a repeat returns
@@ -333,16 +334,25 @@ def _npmle(lower: np.ndarray, upper: np.ndarray, weights: np.ndarray) -> pd.Seri
     return _npmle_of(key).copy()
 
 
+# lifelines fits closed intervals [lower, upper]; a crossing lies in (examples_lo, examples_hi] and a censored cell
+# beyond its last evaluation, so a lower bound is fitted this far above itself (examples are whole numbers) and read
+# back: one cell's crossing at an evaluation and another's bracket starting there do not overlap
+OPEN_BELOW = 0.25
+
+
 @functools.lru_cache(maxsize=4096)
 def _npmle_of(key: tuple[tuple[str, bytes], ...]) -> pd.Series:
     lower, upper, weights = (np.frombuffer(data, dtype=dtype).copy() for dtype, data in key)
     upper = np.where(upper == 0, 0.5, upper)
+    opened = np.where(lower > 0, lower + OPEN_BELOW, lower)
     fitter = lifelines.KaplanMeierFitter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        fitter.fit_interval_censoring(lower, upper, weights=weights)
+        fitter.fit_interval_censoring(opened, upper, weights=weights)
     curve = fitter.survival_function_["NPMLE_estimate_lower"]
-    curve.index = np.where(curve.index == 0.5, 0.0, curve.index)
+    index = np.asarray(curve.index, dtype=float)
+    index = np.where(np.isin(index, opened[lower > 0]), index - OPEN_BELOW, index)
+    curve.index = np.where(index == 0.5, 0.0, index)
     return curve.groupby(level=0).min()
 
 
