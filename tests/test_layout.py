@@ -42,7 +42,7 @@ def test_rules_use_public_snakemake_and_the_schema_s_vocabulary():
 def test_a_snakemake_start_imports_no_model_or_figure_library():
     """The Snakefile imports the config checks, the grid, the lr check's cells, the plan and the figure names at
     every start (a dry run included); none of them may import torch, transformers, altair, scipy.stats or lifelines
-    (selfheal.lazy defers them to first use: benchmarks/parse_time.py measures the difference)."""
+    (selfheal.lazy defers them to first use: benchmarks/parse_time.py of commit a557299 measured the difference)."""
     import re
     import subprocess
     import sys

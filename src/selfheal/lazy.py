@@ -2,7 +2,7 @@
 
 The Snakefile imports the config checks, the grid and the figure names at every start (``snakemake -n`` included),
 and those name the model families, whose code needs torch, and the figures, whose code needs altair and scipy.
-Importing those there costs seconds per start (``benchmarks/parse_time.py``); a module named through ``Module`` is
+Importing those there costs seconds per start (``benchmarks/parse_time.py`` of commit a557299); a module named through ``Module`` is
 imported at its first attribute access instead, so a start that never builds a model or draws a figure never
 imports them. Python 3.11 has no lazy import of its own. ``importlib.util.LazyLoader`` (what the ``lazy_loader``
 package builds on) cannot defer a submodule (finding ``torch.nn`` imports ``torch``), and ``lazy_loader`` itself asks

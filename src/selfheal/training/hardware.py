@@ -92,7 +92,7 @@ def keep_freed_memory() -> bool:
     (the profiler showed a zero-fill of 8 MB at 6 ms). Blocks up to 32 MB now come from the heap, which is trimmed
     only beyond 1 GB free. The gain varies with the machine's memory state: 1.05-1.2x a training step of a trained
     gpt2-n4-d64 on one thread of the development machine, 1.2-1.3x an evaluation batch with the exact GELU
-    (benchmarks/step_costs.py). Numbers are unchanged (it only moves where memory comes from); the price is a
+    (benchmarks/step_costs.py of commit 0963a0b). Numbers are unchanged (it only moves where memory comes from); the price is a
     resident size that stays at its peak. A no-op (False) off glibc."""
     if not sys.platform.startswith("linux"):
         return False
