@@ -13,6 +13,7 @@ from test_pretrained import save_local_model
 
 from selfheal import config, grid, models
 from selfheal.models import families
+from selfheal.experiments import config as experiments_config
 from selfheal.experiments import frozen_random
 from selfheal.analysis import plots
 from selfheal.training import pretrain
@@ -151,7 +152,7 @@ def _raw(sets):
 
 
 def test_config_expands_derived_models_that_make_no_cells():
-    resolved = config.resolve(_raw([["ffn", "attention"], ["embeddings"]]))
+    resolved = experiments_config.resolve_whole(_raw([["ffn", "attention"], ["embeddings"]]))
     variants = grid.frozen_random_models(resolved)
     assert [v["name"] for v in variants] == ["b.frozen-attention-ffn", "b.frozen-embeddings"]
     assert variants[0]["frozen_components"] == ["attention", "ffn"] and variants[0]["base_model"] == "b"
@@ -166,7 +167,7 @@ def test_config_expands_derived_models_that_make_no_cells():
 
 
 def test_bogoychev_config_pretrains_frozen_variants_but_no_extra_cells():
-    resolved = config.load(Path(__file__).resolve().parents[1] / "config" / "bogoychev.yaml")
+    resolved = experiments_config.load(Path(__file__).resolve().parents[1] / "config" / "bogoychev.yaml")
     variants = [v["name"] for v in grid.frozen_random_models(resolved)]
     assert variants and all(v.startswith("gpt2-n2-d64.frozen-") for v in variants)
     assert not {c.model for c in grid.cells(resolved)} & set(variants)
@@ -188,7 +189,7 @@ def test_bogoychev_config_pretrains_frozen_variants_but_no_extra_cells():
 )
 def test_bad_frozen_random_names_the_key(sets, key):
     with pytest.raises(config.ConfigError) as err:
-        config.resolve(_raw(sets))
+        experiments_config.resolve_whole(_raw(sets))
     assert err.value.key == key
 
 
@@ -204,11 +205,11 @@ def test_frozen_random_refused_for_a_downloaded_model_and_name_clashes(tmp_path)
         "frozen_random": [["ffn"]],
     }
     with pytest.raises(config.ConfigError, match=r"'models\[1\].frozen_random': .*downloaded"):
-        config.resolve(raw)
+        experiments_config.resolve_whole(raw)
     raw = _raw([["ffn"]])
     raw["models"][0]["name"] = "b.frozen-ffn"
     with pytest.raises(config.ConfigError, match=r"'models\[1\].frozen_random\[0\]': .*already a model name"):
-        config.resolve(raw)
+        experiments_config.resolve_whole(raw)
 
 
 # -- table and plot ----------------------------------------------------------------------------------------------

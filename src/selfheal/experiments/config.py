@@ -81,7 +81,11 @@ def _check_something_runs(core: dict, transfer: dict | None, variants: list[dict
             "grid.layers",
             "the grid makes no cell (no layers, no target sets and controls off) and "
             "no model has frozen_random: nothing to run",
-            related=("grid.targets", "grid.controls", *(f"models[{i}].frozen_random" for i in range(len(core["models"])))),
+            related=(
+                "grid.targets",
+                "grid.controls",
+                *(f"models[{i}].frozen_random" for i in range(len(core["models"]))),
+            ),
         )
 
 
