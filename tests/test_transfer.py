@@ -516,6 +516,6 @@ def test_the_core_check_carries_no_experiment_key():
     assert err.value.key == "transfer"
     raw["models"] = [{"name": "m", "n_layer": 1, "d_model": 16, "n_head": 2, "frozen_random": [["ffn"]]}]
     own = experiments_config.take(raw)
-    assert own == {"transfer": {"tasks": ["rotten_tomatoes"]}, "models": [{"name": "m", "frozen_random": [["ffn"]]}]}
+    assert own == {"transfer": {"tasks": ["rotten_tomatoes"]}, "models": [{"frozen_random": [["ffn"]]}]}
     assert "transfer" not in raw and "frozen_random" not in raw["models"][0]
     assert config.resolve(raw)["models"][0]["name"] == "m"  # the rest is a core config

@@ -35,8 +35,7 @@ def take(config: dict) -> dict:
     models = config.get("models")
     if isinstance(models, list) and any(isinstance(m, dict) and MODEL_KEY in m for m in models):
         own["models"] = [
-            {"name": m.get("name"), MODEL_KEY: m.pop(MODEL_KEY)} if isinstance(m, dict) and MODEL_KEY in m else {}
-            for m in models
+            {MODEL_KEY: m.pop(MODEL_KEY)} if isinstance(m, dict) and MODEL_KEY in m else {} for m in models
         ]
     return own
 
@@ -44,18 +43,19 @@ def take(config: dict) -> dict:
 def resolve(own: dict, core: dict) -> dict:
     """Check the experiments' keys (``take``) against their schema and ``core`` (the core's resolved config), and
     return ``transfer`` (resolved, or None) and ``frozen_random`` (the derived models); refuse a config that runs
-    nothing at all."""
+    nothing at all. With ``partial`` (the readout of a study still running, which runs no experiment) the core's
+    models are the finished ones only: no frozen-random model is derived, and nothing more is checked."""
     _check_finite(own)
     _check_schema(own)
     transfer = transfer_config.resolve(own[SECTION]) if SECTION in own else None
-    by_name = {m["name"]: m for m in core["models"]}
-    taken = set(by_name)
+    if core.get("partial"):
+        return {"transfer": transfer, "frozen_random": []}
+    taken = {m["name"] for m in core["models"]}
     variants = []
-    for i, entry in enumerate(own.get("models", [])):
-        if MODEL_KEY in entry and entry["name"] in by_name:  # (partial: true may have left a model out)
-            variants += _variants(by_name[entry["name"]], entry[MODEL_KEY], f"models[{i}]", taken)
-    if not core.get("partial"):
-        _check_something_runs(core, transfer, variants, own)
+    for i, entry in enumerate(own.get("models", [])):  # the core's models, at the same positions
+        if MODEL_KEY in entry:
+            variants += _variants(core["models"][i], entry[MODEL_KEY], f"models[{i}]", taken)
+    _check_something_runs(core, transfer, variants)
     return {"transfer": transfer, "frozen_random": variants}
 
 
@@ -73,7 +73,7 @@ def load(path: str | Path) -> dict:
         return resolve_whole(yaml.safe_load(f) or {})
 
 
-def _check_something_runs(core: dict, transfer: dict | None, variants: list[dict], own: dict) -> None:
+def _check_something_runs(core: dict, transfer: dict | None, variants: list[dict]) -> None:
     if not core["models"] and transfer is None:
         raise ConfigError("models", "is empty and there is no transfer section: nothing to run")
     if core["models"] and not variants and not grid.cells(core):
@@ -121,11 +121,15 @@ _TYPES = jsonschema.Draft202012Validator.TYPE_CHECKER.redefine(
 )
 
 
+def load_schema() -> dict:
+    return yaml.safe_load(SCHEMA_PATH.read_text())
+
+
 @functools.lru_cache(maxsize=1)
 def _validator() -> jsonschema.Validator:
     """The schema parsed once per process."""
     validator = jsonschema.validators.extend(jsonschema.Draft202012Validator, type_checker=_TYPES)
-    return validator(yaml.safe_load(SCHEMA_PATH.read_text()))
+    return validator(load_schema())
 
 
 def _check_schema(own: dict) -> None:
