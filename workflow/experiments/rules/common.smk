@@ -15,8 +15,10 @@ HARDWARE = selfheal.config.canonical(CORE["hardware"])
 FROZEN_RANDOM_VARIANTS = EXPERIMENTS["frozen_random"]
 FROZEN_RANDOM_REFERENCES = [m for m in CORE["models"] if m["name"] in {v["base_model"] for v in FROZEN_RANDOM_VARIANTS}]
 FROZEN_RANDOM_MODELS = {m["name"]: m for m in FROZEN_RANDOM_REFERENCES + FROZEN_RANDOM_VARIANTS}
-FROZEN_RANDOM_NETWORK = f"{RESULTS}/frozen_random/networks/{{model}}/p{{pretrain_seed}}"
-FROZEN_RANDOM_WORK = f"{RESULTS}/frozen_random/work/{{model}}/p{{pretrain_seed}}"  # staged, kept for a re-run
+# one job per model (its networks, one per pretraining seed, in turn: start-up paid once), staged for a re-run
+FROZEN_RANDOM_NETWORKS = f"{RESULTS}/frozen_random/networks/{{model}}"
+FROZEN_RANDOM_NETWORK_IN_MODEL = "p{pretrain_seed}"  # theta0/, trained/, pretrain_curve.parquet, pretrain.json
+FROZEN_RANDOM_WORK = f"{RESULTS}/frozen_random/work/{{model}}"
 FROZEN_RANDOM_EVAL = selfheal.config.canonical(CORE["eval"])
 FROZEN_RANDOM_OUTPUTS = (
     [f"{RESULTS}/frozen_random.parquet", f"{RESULTS}/plots/frozen_random.html", f"{RESULTS}/plots/frozen_random.png"]
@@ -25,13 +27,18 @@ FROZEN_RANDOM_OUTPUTS = (
 )
 
 
-def frozen_random_networks(models):
-    """The network folders of ``models`` (one per pretraining seed)."""
-    networks = selfheal.grid.columns(selfheal.grid.networks(CORE, models))
-    return expand(FROZEN_RANDOM_NETWORK, zip, **networks) if networks else []
+def frozen_random_summaries(models):
+    """The pretrain.json of each network of ``models`` (one per pretraining seed), inside its model's folder."""
+    return [
+        f"{FROZEN_RANDOM_NETWORKS}/{FROZEN_RANDOM_NETWORK_IN_MODEL}/pretrain.json".format(
+            model=n.model, pretrain_seed=n.pretrain_seed
+        )
+        for n in selfheal.grid.networks(CORE, models)
+    ]
 
 
 def frozen_random_settings(wildcards):
-    """One network's settings (selfheal.grid.network_config: its pretraining seed set, the seed list left out)."""
+    """The settings of a model's networks (selfheal.grid.network_config: each its pretraining seed set, the seed
+    list left out), in the order of its pretraining seeds."""
     model = FROZEN_RANDOM_MODELS[wildcards.model]
-    return selfheal.config.canonical(selfheal.grid.network_config(model, int(wildcards.pretrain_seed)))
+    return [selfheal.config.canonical(selfheal.grid.network_config(model, seed)) for seed in model["pretrain"]["seeds"]]

@@ -1,38 +1,40 @@
 # Frozen random components (Bogoychev 2021), on only when some model has a frozen_random list: each derived model
 # ('<model>.frozen-<components>') and its base model's all-trainable reference (the same settings: same θ0, data
-# and schedule) are pretrained here, one job per network (pretraining seed); they make no cells. One table and one
-# plot compare each variant with its reference. Its paths and settings: rules/common.smk.
+# and schedule) are pretrained here, one job per model (its networks, one per pretraining seed, in turn); they make
+# no cells. One table and one plot compare each variant with its reference. Paths and settings: rules/common.smk.
 rule frozen_random_pretrain:
     input:
         tokens=config["tokens"],
     output:
-        directory(FROZEN_RANDOM_NETWORK),
+        directory(FROZEN_RANDOM_NETWORKS),
     log:
-        f"{LOGS}/frozen_random/{{model}}/p{{pretrain_seed}}.log",
+        f"{LOGS}/frozen_random/{{model}}.log",
     wildcard_constraints:
         model=selfheal.grid.one_of(list(FROZEN_RANDOM_MODELS)),
-        pretrain_seed="[0-9]+",
     conda:
         "../../../envs/training.yaml"
     threads: THREADS
     params:
-        network=frozen_random_settings,
+        networks=frozen_random_settings,
         eval=FROZEN_RANDOM_EVAL,
-        work=lambda w: FROZEN_RANDOM_WORK.format(**w),
+        work=lambda w: FROZEN_RANDOM_WORK.format(model=w.model),
+        network=lambda w: FROZEN_RANDOM_NETWORK_IN_MODEL,  # a pattern, passed as it is (not expanded)
     script:
         "../scripts/frozen_random_pretrain.py"
 
 
 rule frozen_random_table:
     input:
-        references=frozen_random_networks(FROZEN_RANDOM_REFERENCES),
-        variants=frozen_random_networks(FROZEN_RANDOM_VARIANTS),
+        expand(FROZEN_RANDOM_NETWORKS, model=list(FROZEN_RANDOM_MODELS)),
     output:
         f"{RESULTS}/frozen_random.parquet",
     log:
         f"{LOGS}/frozen_random_table.log",
     conda:
         "../../../envs/analysis.yaml"
+    params:
+        references=frozen_random_summaries(FROZEN_RANDOM_REFERENCES),
+        variants=frozen_random_summaries(FROZEN_RANDOM_VARIANTS),
     script:
         "../scripts/frozen_random_table.py"
 

@@ -1,4 +1,5 @@
-"""Shim: pretrain one network of the frozen-random experiment (a derived model, or its base's reference)."""
+"""Shim: pretrain the networks of one model of the frozen-random experiment (a derived model, or its base's
+all-trainable references), one per pretraining seed."""
 
 import sys
 from pathlib import Path
@@ -10,10 +11,11 @@ from selfheal.experiments import frozen_pretrain
 
 logs.to_file(snakemake.log[0])
 frozen_pretrain.make(
-    snakemake.params.network,
+    snakemake.params.networks,
     snakemake.params.eval,
     snakemake.input.tokens,
     snakemake.output[0],
     snakemake.params.work,
+    snakemake.params.network,
     threads=snakemake.threads,
 )

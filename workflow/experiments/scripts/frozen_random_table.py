@@ -1,4 +1,4 @@
-"""Shim: the frozen-random table (results/frozen_random.parquet) from its networks' pretrain.json files."""
+"""Shim: the frozen-random table (results/frozen_random.parquet) from the models' pretrain.json files."""
 
 import sys
 from pathlib import Path
@@ -9,8 +9,4 @@ from selfheal import logs
 from selfheal.experiments import frozen_random
 
 logs.to_file(snakemake.log[0])
-frozen_random.write(
-    [f"{folder}/pretrain.json" for folder in snakemake.input.references],
-    [f"{folder}/pretrain.json" for folder in snakemake.input.variants],
-    snakemake.output[0],
-)
+frozen_random.write(snakemake.params.references, snakemake.params.variants, snakemake.output[0])
