@@ -14,7 +14,7 @@ from test_pretrained import save_local_model
 from selfheal import config, grid, models
 from selfheal.models import families
 from selfheal.experiments import config as experiments_config
-from selfheal.experiments import frozen_random
+from selfheal.experiments import frozen_pretrain, frozen_random
 from selfheal.analysis import plots
 from selfheal.training import pretrain
 
@@ -136,6 +136,36 @@ def test_frozen_tensors_keep_theta0_bit_for_bit(tmp_path, base, components):
     assert summary.frozen_params == sum(theta0[n].numel() for n in frozen) > 0
     assert summary.trainable_params + summary.frozen_params == summary.params
     assert summary.frozen_components == components and summary.base_model == base["name"]
+
+
+def test_the_experiment_keeps_a_models_networks_and_trains_only_an_added_seed(tmp_path):
+    """frozen_pretrain.make (the frozen_random_pretrain job): a model's networks, one per pretraining seed, linked
+    into its folder with the frozen tensors at θ0; asked again with a seed added, it keeps the networks it made (the
+    same files) and pretrains only the new one."""
+    tokens = _tokens(tmp_path)
+    cfg = {**GPT2, "name": "g.frozen-ffn", "base_model": "g", "frozen_components": ["ffn"]}
+    out, work = tmp_path / "networks" / cfg["name"], tmp_path / "work" / cfg["name"]
+
+    def networks(seeds):
+        return [{**cfg, "pretrain": {**TINY_PRETRAIN, "seed": s}} for s in seeds]
+
+    eval_cfg = {"val_sequences": 8, "batch_size": 8}
+    frozen_pretrain.make(networks([0]), eval_cfg, tokens, str(out), str(work), "p{pretrain_seed}")
+    first = (out / "p0" / "trained" / "model.safetensors").stat()
+    frozen_pretrain.make(networks([0, 1]), eval_cfg, tokens, str(out), str(work), "p{pretrain_seed}")
+    again = (out / "p0" / "trained" / "model.safetensors").stat()
+    assert (again.st_ino, again.st_mtime_ns) == (first.st_ino, first.st_mtime_ns)  # kept, not trained again
+    assert sorted(p.name for p in out.iterdir()) == ["p0", "p1"]
+    for seed in (0, 1):
+        theta0 = load_file(str(out / f"p{seed}" / "theta0" / "model.safetensors"))
+        trained = load_file(str(out / f"p{seed}" / "trained" / "model.safetensors"))
+        assert torch.equal(theta0["transformer.h.0.mlp.c_fc.weight"], trained["transformer.h.0.mlp.c_fc.weight"])
+        assert not torch.equal(
+            theta0["transformer.h.0.attn.c_attn.weight"], trained["transformer.h.0.attn.c_attn.weight"]
+        )
+        summary = json.loads((out / f"p{seed}" / "pretrain.json").read_text())
+        assert (summary["pretrain_seed"], summary["base_model"], summary["frozen_components"]) == (seed, "g", ["ffn"])
+    assert not (out / "p0" / "baseline.json").exists()  # the experiment compares losses, not baselines
 
 
 # -- config ------------------------------------------------------------------------------------------------------
