@@ -1,7 +1,8 @@
 """Bad input of every kind, as users write it, is refused before any job with a ConfigError naming the key; what
 only a job can know fails there with a clear message naming the key.
 
-Most cases call ``selfheal.config.resolve``, which is exactly what the Snakefile runs before it schedules any job
+Most cases call ``selfheal.experiments.config.resolve_whole`` (the core check ``selfheal.config.resolve`` and the
+published experiments' check), which is exactly what the Snakefile runs before it schedules any job
 (workflow/rules/common.smk); a few run the real Snakemake to show that no job ran and no results folder was made.
 A property test (hypothesis) mutates the shipped configs and checks every mutation is either accepted and expands
 to cells, or refused with a ConfigError naming a real key, never another exception; with SELFHEAL_MUTATION_SWEEP=1
@@ -24,6 +25,7 @@ from hypothesis import strategies as st
 from selfheal import config, grid
 from selfheal.config.merge import merge
 from selfheal.config.schema import load_schema
+from selfheal.experiments import config as experiments_config  # the whole config, as the Snakefile reads it
 from selfheal.models import imported
 from selfheal.training.hardware import DeviceUnavailable, Hardware
 from snakemake_helpers import run_many
@@ -40,7 +42,7 @@ def _over_default(snippet: str) -> dict:
 
 def _refused(raw: dict, key: str) -> config.ConfigError:
     with pytest.raises(config.ConfigError) as err:
-        config.resolve(raw)
+        experiments_config.resolve_whole(raw)
     assert err.value.key == key, str(err.value)
     assert f"config key '{key}'" in str(err.value)
     return err.value
@@ -149,7 +151,7 @@ def test_a_split_too_small_for_its_count_names_the_share_that_set_it():
     raw = copy.deepcopy(SHIPPED["bogoychev.yaml"])
     raw["corpus"]["val_fraction"] = 1.0
     with pytest.raises(config.ConfigError) as err:
-        config.resolve(raw)
+        experiments_config.resolve_whole(raw)
     assert err.value.key == "pretrain.train_sequences" and "corpus.val_fraction" in err.value.keys, str(err.value)
 
 
@@ -179,7 +181,7 @@ def gpt2_folder(tmp_path_factory):
 
 
 def test_brought_model_folder_is_accepted(gpt2_folder):
-    resolved = config.resolve(_pretrained(str(gpt2_folder)))
+    resolved = experiments_config.resolve_whole(_pretrained(str(gpt2_folder)))
     model = resolved["models"][0]
     targets = {c.target for c in grid.cells(resolved) if c.model == model["name"]}
     assert {"L0", "none"} <= targets and "L1" not in targets, targets  # the grid's layer 0 of the folder's model
@@ -234,7 +236,7 @@ def test_hub_id_is_left_to_the_import_job_which_fails_in_one_sentence(monkeypatc
     """A well-formed hub id passes the pre-run check (the login node may be offline while the import job is not);
     without network the import job ends with one sentence naming the key, not a traceback."""
     raw = _pretrained("selfheal-test/no-such-model")
-    model = config.resolve(raw)["models"][0]
+    model = experiments_config.resolve_whole(raw)["models"][0]
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(SystemExit) as exit_:
         imported.import_model(model, str(tmp_path / "trained"), str(tmp_path / "pretrain.json"))
@@ -252,7 +254,7 @@ def test_cross_attention_policy_on_decoder_only_models():
     # with an encoder-decoder model in the grid it is accepted
     raw = _over_default("grid: {policies: [cross_attn], layers: all}")
     raw["models"].append({"name": "bart", "arch": "bart", "n_layer": 1, "d_model": 16, "n_head": 2})
-    cells = grid.cells(config.resolve(raw))
+    cells = grid.cells(experiments_config.resolve_whole(raw))
     assert {c.target for c in cells if c.policy == "cross_attn"} == {"dec.0"}
 
 
@@ -277,7 +279,9 @@ def test_an_encoder_swap_donor_that_cannot_give_its_encoder():
     donor = {"name": "wide", "d_model": 32, "context": 32}
     err = _refused(_with_barts("grid: {encoder_swap: [wide]}", bart, donor), "grid.encoder_swap[0]")
     assert "context 32" in str(err) and "'bart'" in str(err)
-    ok = grid.cells(config.resolve(_with_barts("grid: {encoder_swap: [wide]}", bart, {**donor, "context": 64})))
+    ok = grid.cells(
+        experiments_config.resolve_whole(_with_barts("grid: {encoder_swap: [wide]}", bart, {**donor, "context": 64}))
+    )
     assert {c.target for c in ok if c.model == "bart" and c.target.startswith("swap")} == {"swap-wide"}
     # the other side of each conflict is named too: the user may have renamed the donor or changed its context
     last = len(_over_default("{}")["models"]) + 1
@@ -290,7 +294,7 @@ def test_an_lr_check_of_a_target_the_grid_no_longer_makes_names_the_grid_key():
     """Dropping the swap an lr check heals again, or the layer it names, is refused at the lr target, naming the
     grid or model key that made the target too (either may be the one the user meant to change)."""
     bart = {"name": "bart", "d_model": 16, "retrain": {"lr_sensitivity": [3.0], "lr_sensitivity_targets": ["swap32"]}}
-    assert config.resolve(_with_barts("grid: {encoder_swap: [32]}", bart))
+    assert experiments_config.resolve_whole(_with_barts("grid: {encoder_swap: [32]}", bart))
     i = len(_over_default("{}")["models"])  # the bart, after the default models
     err = _refused(_with_barts("grid: {encoder_swap: []}", bart), f"models[{i}].retrain.lr_sensitivity_targets[0]")
     assert "grid.encoder_swap" in err.keys and "'swap32' is no target of 'bart'" in str(err)
@@ -309,7 +313,7 @@ def test_a_grid_that_makes_no_cell():
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is visible here")
 def test_cuda_without_a_gpu_fails_in_the_job_not_at_config_time():
     """Planning on a login node without a GPU is fine; the first job that needs the device fails naming the key."""
-    resolved = config.resolve(_over_default("hardware: {device: cuda}"))
+    resolved = experiments_config.resolve_whole(_over_default("hardware: {device: cuda}"))
     assert resolved["hardware"]["device"] == "cuda"
     with pytest.raises(DeviceUnavailable, match="config key 'hardware.device'"):
         Hardware.from_config(resolved["hardware"]).torch_device()
@@ -357,7 +361,7 @@ def _resolves_here(raw: dict) -> bool:
     """Whether a shipped config resolves on this machine unmutated: one whose data or weights package is not
     installed (setup.sh installs them) is refused for that, whatever a mutation changes, so it is not mutated."""
     try:
-        config.resolve(copy.deepcopy(raw))
+        experiments_config.resolve_whole(copy.deepcopy(raw))
     except config.ConfigError:
         return False
     return True
@@ -461,7 +465,9 @@ def _schema_keys(schema: dict, root: dict) -> set[str]:
     return out
 
 
-SCHEMA_KEYS = _schema_keys(load_schema(), load_schema())
+SCHEMA_KEYS = _schema_keys(load_schema(), load_schema()) | _schema_keys(  # the core's keys and the experiments'
+    experiments_config.load_schema(), experiments_config.load_schema()
+)
 
 
 def _real_key(key: str, raw) -> bool:
@@ -499,7 +505,7 @@ def check_mutation(name: str, raw: dict, changed: list[tuple]) -> None:
     """A mutated config is accepted and makes something to run, or refused with a ConfigError naming real keys,
     one of them a changed key (or a key inside, above or beside one); any other exception fails."""
     try:
-        resolved = config.resolve(raw)
+        resolved = experiments_config.resolve_whole(raw)
     except config.ConfigError as err:
         assert err.key and all(_real_key(k, raw) for k in err.keys), f"{name}: {err} names a key that is not real"
         # a conflict between keys names each of them (ConfigError.related): the mutation changed one

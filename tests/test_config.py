@@ -9,6 +9,7 @@ import yaml
 
 from selfheal import config, grid
 from selfheal.config import check
+from selfheal.experiments import config as experiments_config  # a whole config: the core's keys and the experiments'
 from selfheal.experiments import frozen_random
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -22,7 +23,7 @@ def _default():
 def test_shipped_configs_are_valid(name):
     """Each resolves, and its grid is the one it writes: every (layer, policy, init, regime, retrain seed) of every
     network, and a no-reset control per network, regime and seed where it asks for controls."""
-    resolved = config.load(ROOT / "config" / name)
+    resolved = experiments_config.load(ROOT / "config" / name)
     spec = resolved["grid"]
     cells = set(grid.cells(resolved))
     assert spec["layers"] == "all"  # both shipped grids reset every layer
@@ -178,7 +179,7 @@ BAD = [
 @pytest.mark.parametrize("path,value,key", BAD, ids=[b[2] for b in BAD])
 def test_bad_config_names_the_key(path, value, key):
     with pytest.raises(config.ConfigError) as err:
-        config.resolve(_mutate(path, value))
+        experiments_config.resolve_whole(_mutate(path, value))
     assert err.value.key == key
     assert f"'{key}'" in str(err.value)
 
@@ -288,7 +289,7 @@ def test_every_rule_of_the_config_check_is_refused_naming_its_key(local_model):
     for raw, key in cases:
         sys.settrace(trace)
         try:
-            config.resolve(raw)
+            experiments_config.resolve_whole(raw)
             wrong.append((key, "accepted"))
         except config.ConfigError as err:
             if err.key != key:
@@ -369,7 +370,7 @@ def test_a_conflict_between_keys_names_each_of_them():
     for model in bogoychev["models"]:
         model.pop("frozen_random", None)
     with pytest.raises(config.ConfigError) as nothing:
-        config.resolve(bogoychev)
+        experiments_config.resolve_whole(bogoychev)
     assert nothing.value.key == "grid.layers"
     assert "models[0].frozen_random" in nothing.value.keys and "grid.controls" in nothing.value.keys
     assert "(with 'grid.targets', 'grid.controls', 'models[0].frozen_random'" in str(nothing.value)

@@ -13,7 +13,8 @@ from test_pretrained import save_local_model
 
 from selfheal import config, grid, models
 from selfheal.models import families
-from selfheal.experiments import frozen_random
+from selfheal.experiments import config as experiments_config
+from selfheal.experiments import frozen_pretrain, frozen_random
 from selfheal.analysis import plots
 from selfheal.training import pretrain
 
@@ -137,6 +138,36 @@ def test_frozen_tensors_keep_theta0_bit_for_bit(tmp_path, base, components):
     assert summary.frozen_components == components and summary.base_model == base["name"]
 
 
+def test_the_experiment_keeps_a_models_networks_and_trains_only_an_added_seed(tmp_path):
+    """frozen_pretrain.make (the frozen_random_pretrain job): a model's networks, one per pretraining seed, linked
+    into its folder with the frozen tensors at θ0; asked again with a seed added, it keeps the networks it made (the
+    same files) and pretrains only the new one."""
+    tokens = _tokens(tmp_path)
+    cfg = {**GPT2, "name": "g.frozen-ffn", "base_model": "g", "frozen_components": ["ffn"]}
+    out, work = tmp_path / "networks" / cfg["name"], tmp_path / "work" / cfg["name"]
+
+    def networks(seeds):
+        return [{**cfg, "pretrain": {**TINY_PRETRAIN, "seed": s}} for s in seeds]
+
+    eval_cfg = {"val_sequences": 8, "batch_size": 8}
+    frozen_pretrain.make(networks([0]), eval_cfg, tokens, str(out), str(work), "p{pretrain_seed}")
+    first = (out / "p0" / "trained" / "model.safetensors").stat()
+    frozen_pretrain.make(networks([0, 1]), eval_cfg, tokens, str(out), str(work), "p{pretrain_seed}")
+    again = (out / "p0" / "trained" / "model.safetensors").stat()
+    assert (again.st_ino, again.st_mtime_ns) == (first.st_ino, first.st_mtime_ns)  # kept, not trained again
+    assert sorted(p.name for p in out.iterdir()) == ["p0", "p1"]
+    for seed in (0, 1):
+        theta0 = load_file(str(out / f"p{seed}" / "theta0" / "model.safetensors"))
+        trained = load_file(str(out / f"p{seed}" / "trained" / "model.safetensors"))
+        assert torch.equal(theta0["transformer.h.0.mlp.c_fc.weight"], trained["transformer.h.0.mlp.c_fc.weight"])
+        assert not torch.equal(
+            theta0["transformer.h.0.attn.c_attn.weight"], trained["transformer.h.0.attn.c_attn.weight"]
+        )
+        summary = json.loads((out / f"p{seed}" / "pretrain.json").read_text())
+        assert (summary["pretrain_seed"], summary["base_model"], summary["frozen_components"]) == (seed, "g", ["ffn"])
+    assert not (out / "p0" / "baseline.json").exists()  # the experiment compares losses, not baselines
+
+
 # -- config ------------------------------------------------------------------------------------------------------
 
 
@@ -151,7 +182,7 @@ def _raw(sets):
 
 
 def test_config_expands_derived_models_that_make_no_cells():
-    resolved = config.resolve(_raw([["ffn", "attention"], ["embeddings"]]))
+    resolved = experiments_config.resolve_whole(_raw([["ffn", "attention"], ["embeddings"]]))
     variants = grid.frozen_random_models(resolved)
     assert [v["name"] for v in variants] == ["b.frozen-attention-ffn", "b.frozen-embeddings"]
     assert variants[0]["frozen_components"] == ["attention", "ffn"] and variants[0]["base_model"] == "b"
@@ -166,7 +197,7 @@ def test_config_expands_derived_models_that_make_no_cells():
 
 
 def test_bogoychev_config_pretrains_frozen_variants_but_no_extra_cells():
-    resolved = config.load(Path(__file__).resolve().parents[1] / "config" / "bogoychev.yaml")
+    resolved = experiments_config.load(Path(__file__).resolve().parents[1] / "config" / "bogoychev.yaml")
     variants = [v["name"] for v in grid.frozen_random_models(resolved)]
     assert variants and all(v.startswith("gpt2-n2-d64.frozen-") for v in variants)
     assert not {c.model for c in grid.cells(resolved)} & set(variants)
@@ -188,7 +219,7 @@ def test_bogoychev_config_pretrains_frozen_variants_but_no_extra_cells():
 )
 def test_bad_frozen_random_names_the_key(sets, key):
     with pytest.raises(config.ConfigError) as err:
-        config.resolve(_raw(sets))
+        experiments_config.resolve_whole(_raw(sets))
     assert err.value.key == key
 
 
@@ -204,11 +235,11 @@ def test_frozen_random_refused_for_a_downloaded_model_and_name_clashes(tmp_path)
         "frozen_random": [["ffn"]],
     }
     with pytest.raises(config.ConfigError, match=r"'models\[1\].frozen_random': .*downloaded"):
-        config.resolve(raw)
+        experiments_config.resolve_whole(raw)
     raw = _raw([["ffn"]])
     raw["models"][0]["name"] = "b.frozen-ffn"
     with pytest.raises(config.ConfigError, match=r"'models\[1\].frozen_random\[0\]': .*already a model name"):
-        config.resolve(raw)
+        experiments_config.resolve_whole(raw)
 
 
 # -- table and plot ----------------------------------------------------------------------------------------------

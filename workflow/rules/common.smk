@@ -141,11 +141,10 @@ PRETRAINED_MODELS = [m["name"] for m in CONFIG["models"] if m["source"] == "pret
 ADAPTED_MODELS = [m["name"] for m in CONFIG["models"] if m["source"] == "pretrained" and m["adapt"]]
 UNADAPTED_MODELS = [m for m in PRETRAINED_MODELS if m not in ADAPTED_MODELS]
 # The training jobs (job_unit): one per model (the model rule), one per network (the network rule), or one per
-# network (make_network) and one per cell (cell), for the grid's models and the frozen-random variants (which make
-# no cells). `auto` picks the unit from the jobs Snakemake may run at once (--jobs on a cluster, else --cores over
+# network (make_network) and one per cell (cell), for the grid's models. `auto` picks the unit from the jobs Snakemake may run at once (--jobs on a cluster, else --cores over
 # the config's threads) and the grid (selfheal.grid.job_unit); jobs that a cluster starts get the main process's
 # choice.
-ALL_MODELS = CONFIG["models"] + selfheal.grid.frozen_random_models(CONFIG)
+ALL_MODELS = CONFIG["models"]
 MODEL_NAMES = [m["name"] for m in ALL_MODELS]
 TOKENIZER_KEYS = selfheal.grid.tokenizer_keys(ALL_MODELS)  # one tokenize job per downloaded checkpoint
 JOB_UNIT = selfheal.grid.job_unit(
@@ -184,7 +183,7 @@ wildcard_constraints:
 
 
 def model_cfg(wildcards):
-    """The settings of one model (of the grid, or a frozen-random variant)."""
+    """The settings of one model of the grid."""
     return selfheal.grid.model_by_name(CONFIG, wildcards.model)
 
 
@@ -260,8 +259,7 @@ def layout(wildcards):
 
 
 def job_cells(wildcards):
-    """The cells one training job heals (those of its networks; none for a frozen-random variant, nor where each
-    cell is its own job)."""
+    """The cells one training job heals (those of its networks; none where each cell is its own job)."""
     seeds = job_seeds(wildcards)
     mine = [c for c in CELLS if c.model == wildcards.model and c.pretrain_seed in seeds] if JOB_UNIT != "cell" else []
     return [c.as_dict() for c in mine]

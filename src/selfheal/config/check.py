@@ -4,20 +4,18 @@ or a ConfigError naming the offending key. No job starts unless a config passes 
 
 from __future__ import annotations
 
-import copy
 import math
 from pathlib import Path
 
 import yaml
 
 from selfheal import grid
-from selfheal.config import inputs, transfer
+from selfheal.config import inputs
 from selfheal.config.defaults import DEFAULTS, MODEL_DEFAULTS
 from selfheal.config.errors import ConfigError, key_path
 from selfheal.config.merge import merge
 from selfheal.config.schema import check_schema
 from selfheal.data import corpus
-from selfheal.experiments import frozen_random
 from selfheal.heal import lr_sensitivity
 from selfheal.models.families import FAMILIES
 
@@ -38,10 +36,6 @@ def resolve(raw: dict) -> dict:
             corpus.corpus_files(config["corpus"])
         except corpus.CorpusError as err:
             raise ConfigError(err.key, str(err)) from None
-
-    if not config["models"] and "transfer" not in raw:
-        raise ConfigError("models", "is empty and there is no transfer section: nothing to run")
-    config["transfer"] = transfer.resolve(raw["transfer"]) if "transfer" in raw else None
 
     names = [m["name"] for m in config["models"]]
     models = []
@@ -127,10 +121,6 @@ def resolve(raw: dict) -> dict:
     _check_grid_entries(config)
     _check_lr_targets(config, raw)
     inputs.check_corpus_sizes(config, raw)
-    taken = {m["name"] for m in models}
-    config["frozen_random"] = [
-        variant for i, model in enumerate(models) for variant in _frozen_random_variants(model, f"models[{i}]", taken)
-    ]
     return config
 
 
@@ -222,13 +212,6 @@ def _check_grid_entries(config: dict) -> None:
             related=archs,
         )
     _check_donors(config, encdec)
-    if not grid.cells(config) and not any(m.get("frozen_random") for m in models):
-        raise ConfigError(
-            "grid.layers",
-            "the grid makes no cell (no layers, no target sets and controls off) and "
-            "no model has frozen_random: nothing to run",
-            related=("grid.targets", "grid.controls", *(f"models[{i}].frozen_random" for i in range(len(models)))),
-        )
 
 
 def _check_donors(config: dict, encdec: list[dict]) -> None:
@@ -282,41 +265,6 @@ def _targeted_layers(model: dict, spec: dict) -> list[str]:
     chosen = ids if spec["layers"] == "all" else [grid.layer_id(layer) for layer in spec["layers"]]
     sets = [m for t in spec["targets"] for m in grid.Target.parse(t).members(ids)]
     return list(dict.fromkeys(chosen + sets))
-
-
-def _frozen_random_variants(model: dict, key: str, taken: set[str]) -> list[dict]:
-    """Expand a model's ``frozen_random`` sets (removed from the model itself, so editing them never re-runs the
-    model) into derived models: per set, a copy of the model (same size, data, seed and schedule) named
-    '<name>.frozen-<components>' with ``base_model`` and ``frozen_components`` (in canonical order). They are
-    pretrained like any model built here but are not in ``models``, so they make no cells."""
-    sets = model.pop("frozen_random", None)
-    if sets is None:
-        return []
-    if model["source"] != "scratch":
-        raise ConfigError(
-            f"{key}.frozen_random",
-            "frozen-random pretraining needs a model built here from its "
-            "step-0 weights, not a downloaded one (source: pretrained)",
-        )
-    variants, seen = [], []
-    for j, components in enumerate(sets):
-        # the schema already refuses empty, 3-component and repeated entries; a reordered repeat is caught here
-        if not 1 <= len(set(components)) == len(components) <= 2:
-            raise ConfigError(
-                f"{key}.frozen_random[{j}]",
-                f"each entry is one or two distinct components of {', '.join(frozen_random.COMPONENTS)}",
-            )
-        components = frozen_random.canonical(components)
-        if components in seen:
-            raise ConfigError(f"{key}.frozen_random[{j}]", f"repeats {key}.frozen_random[{seen.index(components)}]")
-        seen.append(components)
-        name = frozen_random.variant_name(model["name"], components)
-        if name in taken:
-            raise ConfigError(f"{key}.frozen_random[{j}]", f"its derived model name {name!r} is already a model name")
-        variants.append(
-            {**copy.deepcopy(model), "name": name, "base_model": model["name"], "frozen_components": components}
-        )
-    return variants
 
 
 def load(path: str | Path) -> dict:

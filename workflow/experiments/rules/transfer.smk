@@ -3,14 +3,21 @@
 import selfheal.experiments.transfer.experiments
 import selfheal.experiments.transfer.plots
 import selfheal.experiments.transfer.plan
+import selfheal.grid
 
-TRANSFER = CONFIG["transfer"]
+TRANSFER = EXPERIMENTS["transfer"]
 TRANSFER_RUN = f"{RESULTS}/transfer/runs/{{task}}/n{{size}}/{{spec}}/t{{trial}}.json"
 TRANSFER_PROBE = f"{RESULTS}/transfer/probes/{{task}}/n{{size}}/t{{trial}}.parquet"
+TRANSFER_PLOTS = selfheal.experiments.transfer.plots.names(TRANSFER["experiments"]) if TRANSFER else []
+TRANSFER_OUTPUTS = (
+    [f"{RESULTS}/transfer/{table}.parquet" for table in ("scores", "summary")]
+    + [f"{RESULTS}/plots/{plot}.{ext}" for plot in TRANSFER_PLOTS for ext in ("html", "png")]
+    if TRANSFER
+    else []
+)
 if TRANSFER:
     TRANSFER_RUNS = selfheal.experiments.transfer.plan.runs(TRANSFER)
     TRANSFER_PROBES = selfheal.experiments.transfer.plan.probes(TRANSFER)
-    TRANSFER_PLOTS = selfheal.experiments.transfer.plots.names(TRANSFER["experiments"])
     TRANSFER_CONDITIONS = [
         {"experiment": c.experiment, "label": c.label, "x": c.x, "spec": c.spec.id}
         for c in selfheal.experiments.transfer.plan.conditions(TRANSFER)
@@ -22,7 +29,6 @@ if TRANSFER:
         ).items()
     }
     TRANSFER_RUN_SETTINGS = selfheal.experiments.transfer.plan.run_settings(TRANSFER)
-    HARDWARE = selfheal.config.canonical(CONFIG["hardware"])
 
     wildcard_constraints:
         task="[A-Za-z0-9_-]+",
@@ -34,9 +40,9 @@ if TRANSFER:
         output:
             directory(f"{RESULTS}/transfer/model"),
         log:
-            f"{RESULTS}/logs/transfer/model.log",
+            f"{LOGS}/transfer/model.log",
         conda:
-            "../../envs/training.yaml"
+            "../../../envs/training.yaml"
         params:
             source=TRANSFER["model"],
         script:
@@ -48,9 +54,9 @@ if TRANSFER:
             test=f"{RESULTS}/transfer/data/{{task}}/test.parquet",
             summary=f"{RESULTS}/transfer/data/{{task}}/split.json",
         log:
-            f"{RESULTS}/logs/transfer/{{task}}/split.log",
+            f"{LOGS}/transfer/{{task}}/split.log",
         conda:
-            "../../envs/training.yaml"
+            "../../../envs/training.yaml"
         params:
             task=lambda w: selfheal.config.canonical(selfheal.experiments.transfer.plan.task_by_name(TRANSFER, w.task)),
             test_fraction=TRANSFER["test_fraction"],
@@ -66,9 +72,9 @@ if TRANSFER:
         output:
             TRANSFER_RUN,
         log:
-            f"{RESULTS}/logs/transfer/{{task}}/n{{size}}/{{spec}}/t{{trial}}.log",
+            f"{LOGS}/transfer/{{task}}/n{{size}}/{{spec}}/t{{trial}}.log",
         conda:
-            "../../envs/training.yaml"
+            "../../../envs/training.yaml"
         threads: THREADS
         params:
             settings=selfheal.config.canonical(TRANSFER_RUN_SETTINGS),
@@ -85,9 +91,9 @@ if TRANSFER:
         output:
             TRANSFER_PROBE,
         log:
-            f"{RESULTS}/logs/transfer/{{task}}/n{{size}}/probe-t{{trial}}.log",
+            f"{LOGS}/transfer/{{task}}/n{{size}}/probe-t{{trial}}.log",
         conda:
-            "../../envs/training.yaml"
+            "../../../envs/training.yaml"
         threads: THREADS
         params:
             settings=selfheal.config.canonical(TRANSFER_RUN_SETTINGS),
@@ -104,9 +110,9 @@ if TRANSFER:
             scores=f"{RESULTS}/transfer/scores.parquet",
             summary=f"{RESULTS}/transfer/summary.parquet",
         log:
-            f"{RESULTS}/logs/transfer/aggregate.log",
+            f"{LOGS}/transfer/aggregate.log",
         conda:
-            "../../envs/analysis.yaml"
+            "../../../envs/analysis.yaml"
         params:
             conditions=TRANSFER_CONDITIONS,
         script:
@@ -126,9 +132,9 @@ if TRANSFER:
             ],
             png=[f"{RESULTS}/plots/{name}.png" for name in TRANSFER_PLOTS],
         log:
-            f"{RESULTS}/logs/transfer/plots.log",
+            f"{LOGS}/transfer/plots.log",
         conda:
-            "../../envs/analysis.yaml"
+            "../../../envs/analysis.yaml"
         params:
             names=TRANSFER_PLOTS,
         script:
