@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from selfheal import config
+from selfheal.experiments import config as whole_config
 from selfheal.config.merge import merge
 from conftest import missing_data_packages, skip_without_data_packages
 from snakemake_helpers import run_many
@@ -69,7 +69,7 @@ def test_every_example_writes_to_a_results_folder_of_its_own():
             continue
         raw = yaml.safe_load(path.read_text())
         merged = raw if path.name == "config.yaml" else merge(default, raw)
-        folders[path] = config.resolve(merged)["results_dir"].rstrip("/")
+        folders[path] = whole_config.resolve_whole(merged)["results_dir"].rstrip("/")
     assert folders[ROOT / "config" / "config.yaml"] == "results"
     for path, folder in folders.items():
         if path.name != "config.yaml":
