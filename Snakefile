@@ -1,10 +1,10 @@
 # selfheal: how much data does a trained transformer need to heal one re-initialised layer?
-# Stages: corpus -> tokenizer -> model (one job per model: pretrain -> baseline -> reset and retrain per cell)
-# -> aggregate -> plots;
+# Stages: corpus -> tokenizer -> network (one job per network: pretrain -> baseline -> reset and retrain each cell)
+# -> aggregate -> plots and answer;
 # and, with a `transfer:` section, the Tamkin et al. 2020 finetuning experiments (workflow/rules/transfer.smk).
-# With models[].frozen_random: model (frozen-random variants: pretrain only) -> frozen_random_table -> plot.
-# With partial: true: only aggregate -> plots, answer over the models finished so far, under results_dir/partial/.
-# Every config key is documented in config/README.md; the config is validated before any job runs.
+# With models[].frozen_random: network (frozen-random variants: pretrain only) -> frozen_random_table -> plot.
+# Every config key is documented in docs/configuration.md; the config is validated before any job runs. The readout
+# of a study still running is a command, not a run of this workflow: `python -m selfheal.partial`.
 
 import os
 
@@ -32,15 +32,14 @@ rule all:
     input:
         # The reset-and-retrain grid (when the config has models), the transfer experiments (when it has a
         # transfer section) and the frozen-random comparison (when a model has frozen_random).
-        # With partial: true, only the grid's readout of its finished part (under READOUT), and no training job.
-        expand(f"{READOUT}/{{table}}.parquet", table=["summary", "curves"] if CELLS else []),
-        expand(f"{READOUT}/plots/{{plot}}.{{ext}}", plot=PLOTS if CELLS else [], ext=["html", "png"]),
+        expand(f"{RESULTS}/{{table}}.parquet", table=["summary", "curves"] if CELLS else []),
+        expand(f"{RESULTS}/plots/{{plot}}.{{ext}}", plot=PLOTS if CELLS else [], ext=["html", "png"]),
         ANSWER_OUTPUTS if CELLS else [],  # the answer page, its tables and figures
-        expand(f"{RESULTS}/transfer/{{table}}.parquet", table=["scores", "summary"] if TRANSFER and not PARTIAL else []),
+        expand(f"{RESULTS}/transfer/{{table}}.parquet", table=["scores", "summary"] if TRANSFER else []),
         expand(
             f"{RESULTS}/plots/{{plot}}.{{ext}}",
-            plot=TRANSFER_PLOTS if TRANSFER and not PARTIAL else [],
+            plot=TRANSFER_PLOTS if TRANSFER else [],
             ext=["html", "png"],
         ),
-        [] if PARTIAL else FROZEN_RANDOM_OUTPUTS,
+        FROZEN_RANDOM_OUTPUTS,
         LR_SENSITIVITY_TABLES,  # the lr-sensitivity check (retrain.lr_sensitivity), beside the answer page

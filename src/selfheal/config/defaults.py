@@ -56,8 +56,6 @@ DEFAULTS: dict = {
         "encoder_swap": [],
     },
     "threads": 1,
-    "job_unit": "auto",
-    "partial": False,
     "hardware": {"device": "auto", "precision": "fp32", "tf32": True, "fused_adamw": True, "compile": None},
 }
 MODEL_DEFAULTS = {"source": "scratch", "arch": "gpt2", "context": 64, "dropout": 0.0}
