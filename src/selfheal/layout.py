@@ -70,5 +70,29 @@ def read_files(config: dict, cells: list[grid.Cell], results: str = "") -> dict[
     }
 
 
+def lr_runs(config: dict, results: str = "") -> dict[str, list[dict]]:
+    """Each run of the lr-sensitivity check (a cell of the grid at a multiple of the lr; heal.lr_sensitivity), per
+    model of ``config``: its ``recovery`` file under ``results``, its ``multiplier`` and the ``chosen_lr``."""
+    from selfheal.heal import lr_sensitivity
+
+    return {
+        m["name"]: [
+            {
+                "recovery": _join(
+                    results,
+                    f"{LR_SENSITIVITY}/{LR_RUN}/{CELL_IN_UNIT}/{RECOVERY}".format(
+                        multiplier=lr_sensitivity.label(x), **c.as_dict()
+                    ),
+                ),
+                "multiplier": x,
+                "chosen_lr": m["retrain"]["lr"],
+            }
+            for x in m["retrain"]["lr_sensitivity"]
+            for c in lr_sensitivity.cells(config, m)
+        ]
+        for m in config["models"]
+    }
+
+
 def _join(results: str, path: str) -> str:
     return f"{results.rstrip('/')}/{path}" if results else path

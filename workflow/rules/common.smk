@@ -161,18 +161,7 @@ def corpus_params():
 # The lr-sensitivity check: its cells (cells of the grid) per model, and each run (a cell at a multiple of the lr).
 LR_CELLS = {m["name"]: selfheal.heal.lr_sensitivity.cells(CONFIG, m) for m in CONFIG["models"]}
 LR_MODELS = [name for name, cells in LR_CELLS.items() if cells]
-LR_RUNS = [
-    {
-        "recovery": f"{LR_SENSITIVITY}/{layout.LR_RUN}/{layout.CELL_IN_UNIT}/{layout.RECOVERY}".format(
-            multiplier=selfheal.heal.lr_sensitivity.label(x), **c.as_dict()
-        ),
-        "multiplier": x,
-        "chosen_lr": m["retrain"]["lr"],
-    }
-    for m in CONFIG["models"]
-    for x in m["retrain"]["lr_sensitivity"]
-    for c in LR_CELLS[m["name"]]
-]
+LR_RUNS = [run for runs in layout.lr_runs(CONFIG, RESULTS).values() for run in runs]
 LR_SENSITIVITY_TABLES = [LR_SENSITIVITY_TABLE] if LR_MODELS else []  # the answer rule reads it where it exists
 
 
