@@ -37,4 +37,3 @@ rule answer:
         figures=ANSWER_PLOTS,
     script:
         "../scripts/answer.py"
-
