@@ -77,7 +77,6 @@ def test_a_raised_budget_extends_only_the_cells_that_had_not_crossed(tmp_path, c
     configfile.write_text(yaml.safe_dump(_config(LONG)))
     dry = snakemake(extended, configfile, "-n", *TABLES)  # the job's plan counts the cells under another budget
     assert dry.returncode == 0, dry.stderr[-4000:]
-    n = len(continued)
     assert "network tinyA p0: keeps the network, heals 0 cells (keeps 0, and keeps or continues 6" in dry.stdout
     assert "network tinyB p0: keeps the network, heals 0 cells (keeps 0, and keeps or continues 4" in dry.stdout
     _run(extended, LONG)  # the same folder: its staged cells are kept or continued
