@@ -204,13 +204,11 @@ def networks(config: dict, models: list[dict] | None = None) -> list[Network]:
 # lr-sensitivity side measurement and whether the grid heals the model; a made network leaves out its retrain
 # settings; a healed cell its budget and stall stop (a cell staged under another budget is kept or continued,
 # ``heal.unit``). A downloaded model's import covers only the keys that identify its checkpoint.
+_NO_PIECE = ("pretrain.seeds", "retrain.lr_sensitivity", "retrain.lr_sensitivity_targets", "heal")
 NOT_COVERED = {
-    "job": ("pretrain.seeds", "retrain.lr_sensitivity", "retrain.lr_sensitivity_targets", "heal"),
-    "network": ("pretrain.seeds", "retrain.lr_sensitivity", "retrain.lr_sensitivity_targets", "heal", "retrain"),
-    "cell": (
-        *("pretrain.seeds", "retrain.lr_sensitivity", "retrain.lr_sensitivity_targets", "heal"),
-        *("retrain.budget_fraction", "retrain.budget_scratch", "retrain.stop_stalled"),
-    ),
+    "job": _NO_PIECE,  # a network job's settings (network_config), its recorded params
+    "network": (*_NO_PIECE, "retrain"),
+    "cell": (*_NO_PIECE, "retrain.budget_fraction", "retrain.budget_scratch", "retrain.stop_stalled"),
 }
 IMPORT_COVERS = ("name", "source", "name_or_path", "gguf_file", "arch", "n_layer", "n_dec_layer")
 
