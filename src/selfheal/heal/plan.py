@@ -53,8 +53,12 @@ def summary(source: str, network_cfg: dict, eval_cfg, cells: list[dict], work_di
     ]
     stamp = budget.stamp(network_cfg)
     other = sum(_read(cell_folder(work, c) / budget.STAMP) != stamp for c in staged)
-    text = f"{'keeps' if kept else 'trains'} the network, heals {len(cells) - len(staged)} cells (keeps {len(staged) - other}"
-    return text + (f", and keeps or continues {other} staged under another budget)" if other else ")")
+    text = f"{'keeps' if kept else 'trains'} the network, heals {len(cells) - len(staged)} cells"
+    return (
+        text
+        + f" (keeps {len(staged) - other}"
+        + (f", and keeps or continues {other} staged under another budget)" if other else ")")
+    )
 
 
 def _read(path: Path) -> str | None:
