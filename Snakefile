@@ -1,10 +1,10 @@
 # selfheal: how much data does a trained transformer need to heal one re-initialised layer?
-# Stages: corpus -> tokenizer -> model (one job per model: pretrain -> baseline -> reset and retrain per cell)
-# -> aggregate -> plots;
+# Stages: corpus -> tokenizer -> network (one job per network: pretrain -> baseline -> reset and retrain each cell)
+# -> aggregate -> plots and answer;
 # and the published experiments (Tamkin et al. 2020 with a `transfer:` section, Bogoychev 2021 with
 # models[].frozen_random), a module of their own: workflow/experiments/Snakefile.
-# With partial: true: only aggregate -> plots, answer over the models finished so far, under results_dir/partial/.
-# Every config key is documented in config/README.md; the config is validated before any job runs.
+# Every config key is documented in docs/configuration.md; the config is validated before any job runs. The readout
+# of a study still running is a command, not a run of this workflow: `python -m selfheal.partial`.
 
 import os
 
@@ -46,9 +46,8 @@ rule all:
     input:
         # The reset-and-retrain grid (when the config has models) and the published experiments (their module's
         # outputs: the transfer experiments with a transfer section, the frozen-random comparison with frozen_random).
-        # With partial: true, only the grid's readout of its finished part (under READOUT), and no training job.
-        expand(f"{READOUT}/{{table}}.parquet", table=["summary", "curves"] if CELLS else []),
-        expand(f"{READOUT}/plots/{{plot}}.{{ext}}", plot=PLOTS if CELLS else [], ext=["html", "png"]),
+        expand(f"{RESULTS}/{{table}}.parquet", table=["summary", "curves"] if CELLS else []),
+        expand(f"{RESULTS}/plots/{{plot}}.{{ext}}", plot=PLOTS if CELLS else [], ext=["html", "png"]),
         ANSWER_OUTPUTS if CELLS else [],  # the answer page, its tables and figures
-        [] if PARTIAL else rules.all_experiments.input,
+        rules.all_experiments.input,
         LR_SENSITIVITY_TABLES,  # the lr-sensitivity check (retrain.lr_sensitivity), beside the answer page

@@ -5,7 +5,7 @@ training jobs spent besides training and evaluating: process start, imports, loa
 5 % of the grid's core time = wall x cores). Jobs also log their own start-up (`job start-up:`), summed here too.
 
     .venv/bin/python benchmarks/default_grid.py     # [--cores 2] [--keep DIR] [--configfile config/tamkin_cpu.yaml]
-                                                    # [--config job_unit=model] [--no-write]
+                                                    # [--config KEY=VALUE ...] [--no-write]
 
 Runs in a fresh temporary directory, so it measures a cold run of config/config.yaml (or of that config merged
 over it, e.g. the CPU-sized Tamkin et al. experiments). Writes its figures into docs/performance.md: the default
@@ -28,7 +28,6 @@ from snakemake_jobs import breakdown, describe
 BLOCKS = {
     (None, ()): "default-grid",
     ("config/families.yaml", ()): "families-config",
-    ("config/families.yaml", ("job_unit=model",)): "families-by-model",
     ("config/tamkin_cpu.yaml", ()): "tamkin-cpu-config",
     ("config/pretrained.yaml", ()): "pretrained-config",
 }

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pandas as pd
 
-# model, network, make_network, cell: the training jobs (job_unit); pretrain, adapt, baseline, heal: runs of the layout
-# before them
+# network: the training job; model, make_network, cell (earlier job units) and pretrain, adapt, baseline, heal (an
+# earlier layout) stay so that the shipped study's own job timestamps still read
 TRAINING_RULES = ("model", "network", "make_network", "cell", "pretrain", "adapt", "baseline", "heal")
 PRETRAINING_RULES = ("model", "network", "make_network", "pretrain", "adapt")  # the jobs that pretrain or adapt
 HEALING_RULES = ("model", "network", "cell", "heal")  # the jobs that heal cells

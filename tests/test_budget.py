@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 from conftest import CPU, TINY_MODEL, write_trained_and_tokens
 
-from selfheal import records, results_io
+from selfheal import grid, records, results_io
 from selfheal.grid import Cell
 from selfheal.heal import budget, unit
 from selfheal.records import CellResult, PretrainSummary
@@ -45,7 +45,7 @@ def test_the_budget_unit(tmp_path):
     assert budget.run_examples(b, is_control=True, control_examples=None) == 0
     assert budget.run_examples(b, is_control=False, control_examples=300) == 1000
     cfg = {"name": "m", "retrain": {**RETRAIN, "lr": 1.0}}
-    assert budget.without_budget(cfg) == {"name": "m", "retrain": {"thresholds": [0.05, 0.01], "lr": 1.0}}
+    assert grid.covered("cell", cfg) == {"name": "m", "retrain": {"thresholds": [0.05, 0.01], "lr": 1.0}}
 
 
 # -- a raised budget continues the cells that had not crossed ---------------------------------------------------
@@ -104,7 +104,6 @@ def _run(tmp_path, model_cfg, eval_cfg, out):
         str(tmp_path / "pretrain.json"),
         str(tmp_path / out),
         str(tmp_path / "work" / out),
-        PATTERN,
     )
     folder = {c: tmp_path / out / PATTERN.format(**c.as_dict()) for c in CELLS}
     return (

@@ -234,7 +234,7 @@ def _resolved(name: str) -> dict:
 
 def test_documented_counts_of_the_shipped_configs_are_computed():
     """The numbers the documents state about shipped configs are what the grid makes of them: cells per network of
-    the default config (docs/configuration.md), model jobs of config/full.yaml (README, docs/cluster.md)."""
+    the default config (docs/configuration.md), network jobs of config/full.yaml (README, docs/cluster.md)."""
     from collections import Counter
 
     from selfheal import grid
@@ -253,7 +253,11 @@ def test_documented_counts_of_the_shipped_configs_are_computed():
     full = _resolved("full.yaml")
     frozen, models = len(grid.frozen_random_models(full)), len(full["models"])
     readme = " ".join((ROOT / "README.md").read_text().split())
-    assert f"and {frozen} frozen-random variants of its GPT-2 and BART models: {models + frozen} model jobs" in readme
+    networks = len(grid.networks(full, full["models"] + grid.frozen_random_models(full)))
+    assert f"and {frozen} frozen-random variants of its GPT-2 and BART models: {networks} network jobs" in readme
+    assert f"frozen-random variants) {networks} network jobs" in " ".join(
+        (ROOT / "docs" / "cluster.md").read_text().split()
+    )
     cluster = " ".join((ROOT / "docs" / "cluster.md").read_text().split())
     assert (
         f"plus {frozen} frozen-random pretrains" in cluster

@@ -11,7 +11,7 @@ import pytest
 import torch
 from conftest import CPU, TINY_MODEL, write_trained_and_tokens
 
-from selfheal import models, records
+from selfheal import layout, models, records
 from selfheal.grid import Cell
 from selfheal.heal import prefix_cache, reset, staging, unit
 from selfheal.training import evaluation, setup
@@ -67,7 +67,6 @@ def _run(tmp_path, model_cfg, eval_cfg, cells, out="out"):
         str(tmp_path / "pretrain.json"),
         str(tmp_path / out),
         str(tmp_path / "work" / out),
-        PATTERN,
     )
     return {
         c: records.read(tmp_path / out / PATTERN.format(**c.as_dict()) / "recovery.json", CellResult) for c in cells
@@ -133,7 +132,7 @@ def test_finished_cells_of_a_killed_job_are_kept(inputs):
     unit_folder = tmp_path / "first"
     first = work / PATTERN.format(**CELLS[0].as_dict())
     first.mkdir(parents=True)
-    for name in unit.OUTPUTS:
+    for name in layout.CELL_FILES:
         (first / name).write_bytes((unit_folder / PATTERN.format(**CELLS[0].as_dict()) / name).read_bytes())
     inputs_list = [str(tmp_path / p) for p in ("tokens.safetensors", "trained", "baseline.json", "pretrain.json")]
     (first / staging.FINGERPRINT).write_text(
@@ -148,7 +147,7 @@ def test_finished_cells_of_a_killed_job_are_kept(inputs):
 
     # a changed setting invalidates the staged cell
     first.mkdir(parents=True, exist_ok=True)
-    for name in unit.OUTPUTS:
+    for name in layout.CELL_FILES:
         (first / name).write_bytes((unit_folder / PATTERN.format(**CELLS[0].as_dict()) / name).read_bytes())
     (first / "recovery.json").write_text(json.dumps(marker))
     (first / staging.FINGERPRINT).write_text(

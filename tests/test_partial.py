@@ -1,8 +1,10 @@
-"""Reading the finished part of a study that is still running (config key partial; selfheal.partial): which models
-it reads, what it leaves out and says so on the page, and a real Snakemake run that reads one finished model of
+"""Reading the finished part of a study that is still running (the command ``python -m selfheal.partial``): which
+models it reads, what it leaves out and says so on the page, and real runs that read one finished model of
 tests/tiny.yaml beside one that has not run, training nothing and writing only under results/partial/."""
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -14,7 +16,6 @@ from hypothesis import strategies as st
 from selfheal import partial
 from selfheal import results as results_api
 from selfheal.analysis import answer_page
-from selfheal.config import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -30,7 +31,7 @@ HEALS = {"a": True, "b": True, "donor": False}
 def test_a_model_is_read_exactly_when_every_file_it_needs_is_there(there):
     needed = {m: set(files) for m, files in FILES.items()}
     if not any(HEALS[m] and files <= there for m, files in needed.items()):
-        with pytest.raises(ConfigError, match="'partial'"):
+        with pytest.raises(partial.NothingFinished, match="nothing to read yet"):
             partial.select(FILES, {}, HEALS, exists=there.__contains__)
         return
     got = partial.select(FILES, {}, HEALS, exists=there.__contains__)
@@ -63,38 +64,37 @@ def test_the_page_says_first_what_it_leaves_out():
     assert "Every model of the config has finished." in answer_page.partial_note(partial.left_out_table([], []))
 
 
-def test_the_stamp_changes_when_a_read_file_changes(tmp_path):
-    f = tmp_path / "recovery.json"
-    f.write_text("{}")
-    before = partial.stamp([str(f)])
-    assert partial.stamp([str(f)]) == before
-    os.utime(f, ns=(f.stat().st_atime_ns, f.stat().st_mtime_ns + 10**9))
-    assert partial.stamp([str(f)]) != before
+def _read(workdir: Path, configfile: Path, *args: str) -> subprocess.CompletedProcess:
+    """The readout command, in the study's folder, over the configs the workflow merges (the default, then the
+    study's)."""
+    from snakemake_helpers import pythonpath
+
+    return subprocess.run(
+        [sys.executable, "-m", "selfheal.partial", str(ROOT / "config" / "config.yaml"), str(configfile), *args],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={**os.environ, "PYTHONPATH": pythonpath(), "HF_HUB_OFFLINE": "1"},
+    )
 
 
-def test_the_stamp_file_is_rewritten_only_when_the_stamp_changes(tmp_path):
-    """The readout's input: left as it is (content and time) while the read files are, rewritten when one changes,
-    so Snakemake's mtime trigger alone remakes the readout."""
-    f, path = tmp_path / "recovery.json", tmp_path / "partial" / "read_stamp.txt"
-    f.write_text("{}")
-    assert partial.write_stamp(str(path), partial.stamp([str(f)])) == str(path)
-    first = path.read_text()
-    assert first == partial.stamp([str(f)]) + "\n"
-    os.utime(path, ns=(0, 0))
-    partial.write_stamp(str(path), partial.stamp([str(f)]))
-    assert path.read_text() == first and path.stat().st_mtime_ns == 0
-    os.utime(f, ns=(f.stat().st_atime_ns, f.stat().st_mtime_ns + 10**9))
-    partial.write_stamp(str(path), partial.stamp([str(f)]))
-    assert path.read_text() != first and path.stat().st_mtime_ns > 0
+def _trained(root: Path) -> dict[str, int]:
+    """Every file under the training jobs' folders, with its modification time."""
+    return {
+        str(p): p.stat().st_mtime_ns
+        for part in ("models", "baselines", "cells", "work")
+        for p in (root / part).rglob("*")
+        if p.is_file()
+    }
 
 
 @pytest.mark.e2e
-def test_the_workflow_reads_the_finished_model_and_trains_nothing(tmp_path, corpus_seed):
-    """tests/tiny.yaml with tinyB's lr check on: before any model has finished the readout is refused, naming the
-    key; with tinyB's networks and cells made (its lr check not run) and tinyA not run at all, partial: true reads
-    tinyB alone, under results/partial/, starting no training job, and its page names tinyA and tinyB's lr check
-    as left out, also once shipped and re-derived; asked again it is up to date, and a finished file that changes
-    makes it again, also under --rerun-triggers mtime or params alone."""
+def test_the_readout_reads_the_finished_model_and_trains_nothing(tmp_path, corpus_seed):
+    """tests/tiny.yaml with tinyB's lr check on: before any model has finished the readout is refused; with tinyB's
+    network and cells made (its lr check not run) and tinyA not run at all, the command reads tinyB alone, under
+    results/partial/, touching no file of the study, and its page names tinyA and tinyB's lr check as left out,
+    also once shipped and re-derived."""
     from snakemake_helpers import snakemake
 
     corpus_seed(tmp_path)
@@ -105,21 +105,21 @@ def test_the_workflow_reads_the_finished_model_and_trains_nothing(tmp_path, corp
     configfile.write_text(yaml.safe_dump(raw))
     results = tmp_path / "results"
 
-    refused = snakemake(tmp_path, configfile, "-n", "--config", "partial=True")
-    assert refused.returncode != 0
-    assert "config key 'partial'" in refused.stderr + refused.stdout
+    refused = _read(tmp_path, configfile)
+    assert refused.returncode == 1 and "nothing to read yet" in refused.stderr, refused.stderr[-3000:]
 
-    made = snakemake(tmp_path, configfile, *(f"results/{d}/tinyB" for d in ("models", "baselines", "cells")))
+    made = snakemake(tmp_path, configfile, *(f"results/{d}/tinyB/p0" for d in ("models", "cells")))
     assert made.returncode == 0, made.stderr[-4000:]
-    read = snakemake(tmp_path, configfile, "--config", "partial=True")
+    before = _trained(results)
+    read = _read(tmp_path, configfile)
     assert read.returncode == 0, read.stderr[-4000:]
-    ran = {line.split("Rule: ")[1].rstrip(")") for line in read.stderr.splitlines() if "(Rule: " in line}
-    assert ran == {"aggregate", "left_out", "answer", "plots", "all"}
-    assert not (results / "models" / "tinyA").exists() and not (results / "lr_sensitivity").exists()
+    assert _trained(results) == before  # nothing trained, nothing of the study touched
+    assert not (results / "lr_sensitivity").exists()
     assert not (results / "summary.parquet").exists()  # the study's own readout is never written
 
     read_dir = results / "partial"
     assert set(pd.read_parquet(read_dir / "summary.parquet")["model"]) == {"tinyB"}
+    assert (read_dir / "plots" / "recovery_cost.png").is_file()
     left_out = pd.read_parquet(read_dir / "answer" / "left_out.parquet")
     assert left_out.values.tolist() == [["tinyA", "model"], ["tinyB", "lr check"]]
     page = (read_dir / "answer.md").read_text()
@@ -130,14 +130,6 @@ def test_the_workflow_reads_the_finished_model_and_trains_nothing(tmp_path, corp
     results_api.reread(shipped)
     assert "Not finished yet, and in no number below: `tinyA`;" in (shipped / "answer.md").read_text()
     assert results_api.load(shipped)["left_out"].equals(left_out)
-
-    again = snakemake(tmp_path, configfile, "--config", "partial=True", "-n")
-    assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr
-    recovery = next((results / "cells" / "tinyB").rglob("recovery.json"))
-    os.utime(recovery, ns=(recovery.stat().st_atime_ns, recovery.stat().st_mtime_ns + 10**9))
-    for triggers in ([], ["--rerun-triggers", "mtime"], ["--rerun-triggers", "params"]):  # the study: mtime alone
-        changed = snakemake(tmp_path, configfile, "--config", "partial=True", "-n", *triggers)
-        assert changed.returncode == 0 and "aggregate" in changed.stdout, (triggers, changed.stdout[-2000:])
 
 
 def test_keep_networks_narrows_each_model_to_its_finished_networks():
@@ -158,10 +150,10 @@ def test_keep_networks_narrows_each_model_to_its_finished_networks():
 
 
 @pytest.mark.e2e
-def test_partial_networks_reads_the_finished_networks_of_a_model(tmp_path, corpus_seed):
-    """tests/tiny.yaml's tinyB trained and healed with one network; then asked for two: partial: true leaves tinyB
-    out (not every network finished, so nothing to read), partial: networks reads its first network alone, under
-    results/partial/, training nothing, and its page and left-out table name the second."""
+def test_the_readout_by_networks_reads_the_finished_networks_of_a_model(tmp_path, corpus_seed):
+    """tests/tiny.yaml's tinyB trained and healed with one network; then asked for two: the readout leaves tinyB
+    out (not every network finished, so nothing to read), with --networks it reads its first network alone, under
+    results/partial/, and its page and left-out table name the second."""
     from snakemake_helpers import snakemake
 
     corpus_seed(tmp_path)
@@ -169,17 +161,15 @@ def test_partial_networks_reads_the_finished_networks_of_a_model(tmp_path, corpu
     raw["models"] = [m for m in raw["models"] if m["name"] == "tinyB"]
     configfile = tmp_path / "config.yaml"
     configfile.write_text(yaml.safe_dump(raw))
-    made = snakemake(tmp_path, configfile)
+    made = snakemake(tmp_path, configfile, "results/summary.parquet")
     assert made.returncode == 0, made.stderr[-4000:]
     raw["pretrain"]["seeds"] = [0, 1]
     configfile.write_text(yaml.safe_dump(raw))
 
-    whole = snakemake(tmp_path, configfile, "-n", "--config", "partial=True")
-    assert whole.returncode != 0 and "config key 'partial'" in whole.stderr + whole.stdout
-    read = snakemake(tmp_path, configfile, "--config", "partial=networks")
+    whole = _read(tmp_path, configfile)
+    assert whole.returncode == 1 and "nothing to read yet" in whole.stderr, whole.stderr[-3000:]
+    read = _read(tmp_path, configfile, "--networks")
     assert read.returncode == 0, read.stderr[-4000:]
-    ran = {line.split("Rule: ")[1].rstrip(")") for line in read.stderr.splitlines() if "(Rule: " in line}
-    assert ran == {"aggregate", "left_out", "answer", "plots", "all"}
     assert not (tmp_path / "results" / "models" / "tinyB" / "p1").exists()
     read_dir = tmp_path / "results" / "partial"
     assert set(pd.read_parquet(read_dir / "networks.parquet")["pretrain_seed"]) == {0}

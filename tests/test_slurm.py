@@ -114,14 +114,14 @@ def _jobs(workdir) -> int:
 def test_grouped_workflow_runs_through_slurm_and_matches_a_local_run(cluster, tmp_path, request):
     config = yaml.safe_load((ROOT / "tests" / "tiny.yaml").read_text())
     config["models"] = [config["models"][1]]  # tinyB: one layer
-    config["grid"]["seeds"] = [0, 1]  # two retrain seeds: one heal unit (the network's), in its model's job
+    config["grid"]["seeds"] = [0, 1]  # two retrain seeds: one heal unit (the network's), in its network's job
     local, remote = tmp_path / "local", tmp_path / "slurm"
     for workdir in (local, remote):
         workdir.mkdir()
         (workdir / "config.yaml").write_text(yaml.safe_dump(config))
     # The local reference runs while SLURM works (the SLURM run mostly waits on submissions and polling), and only
     # what the comparison reads: from the session's finished data stages (same corpus and tokenizer) to the summary
-    # table (the model's job, which pretrains the network, writes its baseline and heals its unit; aggregate). The
+    # table (the network's job, which pretrains the network, writes its baseline and heals its unit; aggregate). The
     # SLURM run is the whole workflow.
     request.getfixturevalue("corpus_seed")(local)  # asked for here, so that a machine without SLURM skips first
     local_run = subprocess.Popen(
@@ -169,17 +169,17 @@ def test_grouped_workflow_runs_through_slurm_and_matches_a_local_run(cluster, tm
     submit()
     _, err = local_run.communicate(timeout=600)
     assert local_run.returncode == 0, err[-3000:]
-    # 7 Snakemake jobs (corpus, tokenizer, tokenize, model, aggregate, plots, answer) in 3 sbatch submissions:
-    # data, the model's job (pretraining and its heal unit), report; the local reference ran the 2 of them between
+    # 7 Snakemake jobs (corpus, tokenizer, tokenize, network, aggregate, plots, answer) in 3 sbatch submissions:
+    # data, the network's job (pretraining and its heal unit), report; the local reference ran the 2 of them between
     # the data stages and the summary
     assert _jobs(remote) == 7 and _jobs(local) == 2
-    assert _submissions(remote) == {"data": 1, "model": 1, "report": 1}
+    assert _submissions(remote) == {"data": 1, "network": 1, "report": 1}
 
     want = pd.read_parquet(local / "results" / "summary.parquet")[NUMBERS]
     got = pd.read_parquet(remote / "results" / "summary.parquet")[NUMBERS]
     pd.testing.assert_frame_equal(got, want)
 
-    # an added retrain seed submits the model's job again (it keeps the staged network: no pretraining) and the
+    # an added retrain seed submits the network's job again (it keeps the staged network: no pretraining) and the
     # report; the unit keeps the cells of seeds 0 and 1 (their staged files, untouched) and trains only seed 2's
     pretrained = sorted(
         p.stat().st_mtime_ns
@@ -193,7 +193,7 @@ def test_grouped_workflow_runs_through_slurm_and_matches_a_local_run(cluster, tm
     # up to the summary, which is what the rest compares (the figures and the page were made and submitted above)
     submit("results/summary.parquet")
     assert _jobs(remote) == 7  # the same jobs' logs, rewritten
-    assert _submissions(remote) == {"data": 1, "model": 2, "report": 2}  # the report group: its aggregate job
+    assert _submissions(remote) == {"data": 1, "network": 2, "report": 2}  # the report group: its aggregate job
     assert {p: p.stat().st_mtime_ns for p in kept} == kept
     assert {p.parent.parent.name for p in set(cells.rglob("recovery.json")) - set(kept)} == {"s2"}
     assert (

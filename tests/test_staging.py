@@ -59,3 +59,31 @@ def test_the_digest_follows_content_not_times(tmp_path):
     assert staging.digest([str(tmp_path / "n")]) == before
     (tmp_path / "n" / "pretrain.json").write_text("b")
     assert staging.digest([str(tmp_path / "n")]) != before
+
+
+def test_what_each_fingerprint_covers():
+    """grid.covered, the one place that says what a staged piece depends on: a network job's settings lose the seed
+    list, the lr check and `heal`; a network also its retrain settings; a cell also its budget and stall stop; an
+    import keeps only what identifies the checkpoint. The config itself is left alone."""
+    from selfheal import grid
+    from selfheal.heal import budget
+
+    retrain = {"lr": 2.0, "thresholds": [0.01], "budget_fraction": 0.5, "budget_scratch": None, "stop_stalled": 3}
+    cfg = {
+        "name": "m",
+        "arch": "gpt2",
+        "n_layer": 2,
+        "d_model": 8,
+        "heal": False,
+        "pretrain": {"seeds": [0, 1], "lr": 1.0},
+        "retrain": {**retrain, "lr_sensitivity": [3.0], "lr_sensitivity_targets": ["L0"]},
+    }
+    model = {"name": "m", "arch": "gpt2", "n_layer": 2, "d_model": 8}
+    assert grid.covered("job", cfg) == {**model, "pretrain": {"lr": 1.0}, "retrain": retrain}
+    assert grid.covered("network", cfg) == {**model, "pretrain": {"lr": 1.0}}
+    assert grid.covered("cell", cfg) == {**model, "pretrain": {"lr": 1.0}, "retrain": {"lr": 2.0, "thresholds": [0.01]}}
+    assert grid.covered("import", cfg) == {"name": "m", "arch": "gpt2", "n_layer": 2}
+    assert grid.network_config(cfg, 1)["pretrain"] == {"lr": 1.0, "seed": 1}
+    assert cfg["pretrain"]["seeds"] == [0, 1] and cfg["retrain"]["lr_sensitivity"] == [3.0]
+    # the keys the budget reads are those a cell's fingerprint leaves out
+    assert {f"retrain.{k}" for k in (*budget.KEYS, budget.STOP_KEY)} <= set(grid.NOT_COVERED["cell"])

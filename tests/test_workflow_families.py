@@ -273,7 +273,7 @@ def test_a_donor_swap_takes_the_donors_trained_encoder(finished):
     assert cells.loc[("full", "fresh"), "trainable_params"] > cells.loc[("cross_attn", "fresh"), "trainable_params"]
     assert cells.loc[("full", "zero_out"), "damaged_loss"] == cells.loc[("cross_attn", "zero_out"), "damaged_loss"]
     assert cells.loc[("full", "fresh"), "damaged_loss"] != cells.loc[("full", "zero_out"), "damaged_loss"]
-    log = (results / "logs" / "tinyBart" / "model.log").read_text()
+    log = (results / "logs" / "tinyBart" / "p0" / "network.log").read_text()
     assert "swap-tinyBart16" in log
 
 

@@ -174,8 +174,8 @@ class Cell:
 @dataclass(frozen=True)
 class Unit:
     """A heal unit: every cell of one network (model and pretraining seed) and retrain regime, all retrain seeds,
-    healed together (the trained model, data and prefix caches loaded once; ``heal.unit``) inside its model's job
-    (``heal.job``, the unit of work). A re-run keeps the cells it finished before whose inputs and settings are
+    healed together (the trained model, data and prefix caches loaded once; ``heal.unit``) inside its network's job
+    (``heal.job``). A re-run keeps the cells it finished before whose inputs and settings are
     unchanged and trains only the new ones."""
 
     model: str
@@ -198,16 +198,38 @@ def networks(config: dict, models: list[dict] | None = None) -> list[Network]:
     ]
 
 
+# What a fingerprint covers: the settings a staged piece (``heal.staging``) and a job's recorded params depend on are
+# a model's settings but the keys named here ("section.key", or a whole section), so editing a key left out keeps the
+# piece. Every piece leaves out the network's seed list (adding a seed never changes an existing network), the
+# lr-sensitivity side measurement and whether the grid heals the model; a made network leaves out its retrain
+# settings; a healed cell its budget and stall stop (a cell staged under another budget is kept or continued,
+# ``heal.unit``). A downloaded model's import covers only the keys that identify its checkpoint.
+_NO_PIECE = ("pretrain.seeds", "retrain.lr_sensitivity", "retrain.lr_sensitivity_targets", "heal")
+NOT_COVERED = {
+    "job": _NO_PIECE,  # a network job's settings (network_config), its recorded params
+    "network": (*_NO_PIECE, "retrain"),
+    "cell": (*_NO_PIECE, "retrain.budget_fraction", "retrain.budget_scratch", "retrain.stop_stalled"),
+}
+IMPORT_COVERS = ("name", "source", "name_or_path", "gguf_file", "arch", "n_layer", "n_dec_layer")
+
+
+def covered(piece: str, settings: dict) -> dict:
+    """The part of a model's (or a network's) ``settings`` that the fingerprint of ``piece`` covers: ``import``, or a
+    key of ``NOT_COVERED``."""
+    if piece == "import":
+        return {k: settings[k] for k in IMPORT_COVERS if k in settings}
+    out = copy.deepcopy(settings)
+    for key in NOT_COVERED[piece]:
+        section, _, name = key.rpartition(".")
+        (out.get(section, {}) if section else out).pop(name, None)
+    return out
+
+
 def network_config(model_cfg: dict, pretrain_seed: int) -> dict:
-    """A model's settings for one of its networks: ``pretrain.seed`` set to the pretraining seed (it draws the
-    step-0 weights, the S training sequences and their order) and the list of seeds left out, so adding a seed
-    never changes an existing network's settings; ``retrain.lr_sensitivity`` (and its targets) and ``heal`` left out too, so turning
-    that side measurement or a model's cells on or off never changes a network's or a cell's settings."""
-    cfg = copy.deepcopy(model_cfg)
-    cfg["pretrain"].pop("seeds", None)
-    for side in ("lr_sensitivity", "lr_sensitivity_targets"):  # a side measurement's (heal.lr_sensitivity)
-        cfg.get("retrain", {}).pop(side, None)
-    cfg.pop("heal", None)  # whether the grid heals it: turning it on or off never re-trains a network
+    """A model's settings for one of its networks, as its job gets them: ``pretrain.seed`` set to the pretraining
+    seed (it draws the step-0 weights, the S training sequences and their order), without the keys no fingerprint
+    covers (``NOT_COVERED["job"]``)."""
+    cfg = covered("job", model_cfg)
     cfg["pretrain"]["seed"] = pretrain_seed
     return cfg
 
@@ -234,56 +256,13 @@ def cells_of(cells: list[Cell], unit: Unit) -> list[Cell]:
     return [c for c in cells if c.unit == unit]
 
 
-def by_unit(cells: list[Cell]) -> dict[Unit, list[Cell]]:
-    """Each heal unit's cells, in the grid's order."""
-    out: dict[Unit, list[Cell]] = {}
-    for c in cells:
-        out.setdefault(c.unit, []).append(c)
-    return out
-
-
 def matched_with(cells: list[Cell]) -> dict[Cell, list[Cell]]:
     """For each matched no-reset control, the cells it is matched with (``Cell.matches``): it trains as long as the
-    longest of them, so where cells are their own jobs (``job_unit: cell``) its job waits for theirs."""
+    longest of them, so it is healed after them (``heal.unit``)."""
     groups: dict[tuple, list[Cell]] = {}
     for c in cells:
         groups.setdefault((c.unit, c.seed), []).append(c)
     return {c: [x for x in group if c.matches(x)] for group in groups.values() for c in group if c.is_matched_control}
-
-
-# The training jobs (``job_unit``), coarsest first, and what ``auto`` picks among them.
-JOB_UNITS = ("model", "network", "cell")
-JOBS_PER_WORKER = 2
-
-
-def job_counts(models: list[dict], cells: list[Cell]) -> dict[str, int]:
-    """How many training jobs each unit makes: one per model, one per network, or one per network and one per cell
-    (``models``: every model trained, frozen-random variants included)."""
-    n_networks = sum(len(m["pretrain"]["seeds"]) for m in models)
-    return {"model": len(models), "network": n_networks, "cell": n_networks + len(cells)}
-
-
-def concurrent_jobs(cluster_jobs: int | None, cores: int | None, threads: int) -> int | None:
-    """How many training jobs run at once: a cluster profile's ``--jobs`` (each job gets its own allocation), else
-    the cores over each job's threads (Snakemake gives a job at most every core; ``threads: 2`` on 2 cores runs one
-    job at a time). None when neither is known."""
-    if cluster_jobs:
-        return cluster_jobs
-    return max(1, cores // max(1, min(threads, cores))) if cores else None
-
-
-def job_unit(config: dict, models: list[dict], cells: list[Cell], workers: int | None) -> str:
-    """The config's ``job_unit``, with ``auto`` resolved for ``workers`` (the training jobs that run at once:
-    ``concurrent_jobs``): with one worker (or none known), one job per model, the least start-up;
-    otherwise the coarsest unit that makes at least ``JOBS_PER_WORKER`` jobs per worker (so that jobs of uneven cost
-    pack the workers), and one job per cell when none does."""
-    unit = config["job_unit"]
-    if unit != "auto":
-        return unit
-    if not workers or workers <= 1:
-        return "model"
-    counts = job_counts(models, cells)
-    return next((u for u in JOB_UNITS if counts[u] >= JOBS_PER_WORKER * workers), "cell")
 
 
 def model_by_name(config: dict, name: str) -> dict:

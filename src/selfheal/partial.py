@@ -1,37 +1,45 @@
-"""The finished part of a study that is still running (config key ``partial: true``): the models whose every file
-the aggregate reads is there (each network's pretraining record and baseline, each cell's result and curve), with
-their lr check where its runs are there too. The workflow then reads only those, writes its tables, figures and
-page beside the study's (``{results_dir}/partial/``) and trains nothing; the page names what it leaves out.
-``partial: networks`` reads finer: each network whose record, baseline and every cell are there, so a model with
-some of its networks finished is read with those (``keep_networks``), and the page names the networks left out.
+"""The finished part of a study that is still running, as a command (it starts no job and reads only finished
+files):
 
-A job writes the files the aggregate reads last (a cell's ``recovery.json`` is staged last and its outputs are
-linked once it ends), so a file that is there belongs to a finished job.
+    python -m selfheal.partial config/config.yaml config/full.yaml [--networks]
+
+The config files are those the workflow runs with, merged in order as Snakemake merges them (the default
+config/config.yaml, then each ``--configfile``). It reads the models whose every file the aggregate reads is there
+(each network's pretraining record and baseline, each cell's result and curve), with their lr check where its runs
+are there too, and writes their tables, figures and answer page under ``{results_dir}/partial/`` (the names of a
+whole run's, beside them; a whole run's own are never touched); the page names first what it leaves out
+(``answer/left_out.parquet``). ``--networks`` reads finer: each network whose record, baseline and every cell are
+there, so a model with some of its networks finished is read with those (``keep_networks``), and the page names the
+networks left out.
+
+A network job writes the files the aggregate reads last (a cell's ``recovery.json`` is staged last and its outputs
+are linked once it ends), so a file that is there belongs to a finished cell.
 """
 
 from __future__ import annotations
 
+import argparse
 import copy
-import hashlib
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
+import yaml
 
-from selfheal import results_io
-from selfheal.config.errors import ConfigError
+from selfheal import grid, layout, results_io
 
 
-NETWORKS = "networks"  # partial: networks, the finished networks of every model
+class NothingFinished(RuntimeError):
+    """No model of the config that heals has finished: there is nothing to read yet."""
 
 
 @dataclass(frozen=True)
 class Finished:
-    """What ``partial: true`` reads: ``models``, the finished models (config order); ``left_out``, the others;
-    ``lr_left_out``, the finished models whose lr check has not finished (read without it). With ``partial:
-    networks`` the networks left out are ``keep_networks``'s."""
+    """What the readout reads: ``models``, the finished models (config order); ``left_out``, the others;
+    ``lr_left_out``, the finished models whose lr check has not finished (read without it). With ``--networks`` the
+    networks left out are ``keep_networks``'s."""
 
     models: list[str]
     left_out: list[str]
@@ -48,9 +56,9 @@ def with_seeds(config: dict, model: str, seeds: list[int]) -> dict:
 
 
 def keep_networks(config: dict, finished: dict[str, list[int]]) -> tuple[dict, tuple[tuple[str, int], ...]]:
-    """``partial: networks``: ``config`` with each model's networks narrowed to ``finished`` (per model, the seeds
-    whose network, baseline and every cell are there), and the (model, seed) of each network so left out. A model
-    none of whose networks has finished keeps them all, so that ``select`` leaves it out whole."""
+    """``--networks``: ``config`` with each model's networks narrowed to ``finished`` (per model, the seeds whose
+    network, baseline and every cell are there), and the (model, seed) of each network so left out. A model none of
+    whose networks has finished keeps them all, so that ``select`` leaves it out whole."""
     out = copy.deepcopy(config)
     left = []
     for m in out["models"]:
@@ -69,14 +77,13 @@ def select(
 ) -> Finished:
     """The finished part: ``read_files``, per model (config order), the files the aggregate reads for it;
     ``lr_files``, per model, its lr check's results (empty where the check is off); ``heals``, per model, whether
-    the grid heals it (a donor pretrained only is read too, but does not make a page). Raises a ConfigError
-    where no model that heals has finished, naming ``partial`` (there is nothing to read yet)."""
+    the grid heals it (a donor pretrained only is read too, but does not make a page). Raises ``NothingFinished``
+    where no model that heals has finished."""
     models = [m for m, files in read_files.items() if all(exists(f) for f in files)]
     if not any(heals[m] for m in models):
-        raise ConfigError(
-            "partial",
+        raise NothingFinished(
             "no model of the config that heals has finished (every network, baseline and cell of one; with "
-            "`partial: networks`, of one network): there is nothing to read yet; run the study, or leave partial out",
+            "--networks, of one network): there is nothing to read yet"
         )
     lr_left_out = [m for m in models if lr_files.get(m) and not all(exists(f) for f in lr_files[m])]
     return Finished(models, [m for m in read_files if m not in models], lr_left_out)
@@ -101,9 +108,9 @@ def network_part(seed: int) -> str:
 
 
 def left_out_table(left_out: list[str], lr_left_out: list[str], networks_left_out=()) -> pd.DataFrame:
-    """What ``partial`` leaves out, one row each: a model not finished (``part`` "model"), a network not finished
-    of a model read with its others (``part`` "network p<seed>", ``partial: networks``), or the lr check of a
-    finished model (``part`` "lr check"). The answer page names them; zero rows: every model has finished."""
+    """What the readout leaves out, one row each: a model not finished (``part`` "model"), a network not finished
+    of a model read with its others (``part`` "network p<seed>", ``--networks``), or the lr check of a finished
+    model (``part`` "lr check"). The answer page names them; zero rows: every model has finished."""
     rows = (
         [(m, "model") for m in left_out]
         + [(m, network_part(s)) for m, s in networks_left_out]
@@ -112,30 +119,116 @@ def left_out_table(left_out: list[str], lr_left_out: list[str], networks_left_ou
     return pd.DataFrame(rows, columns=list(LEFT_OUT_COLUMNS)).astype(str)
 
 
-def write_left_out(path: str, left_out: list[str], lr_left_out: list[str], networks_left_out=()) -> None:
-    results_io.write_parquet(path, left_out_table(left_out, lr_left_out, networks_left_out))
+def _files_of(config: dict, results: str, model: str) -> list[str]:
+    one = {**config, "models": [m for m in config["models"] if m["name"] == model]}
+    return sum(layout.read_files(one, grid.cells(one), results).values(), [])
 
 
-def stamp(files: list[str]) -> str:
-    """The read files' sizes and modification times as one hash."""
-    h = hashlib.sha256()
-    for f in files:
-        st = os.stat(f)
-        h.update(f"{f}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
-    return h.hexdigest()[:16]
+def finished_part(config: dict, networks: bool = False) -> tuple[dict, Finished, tuple]:
+    """The resolved ``config`` narrowed to its finished part, what it leaves out, and (``networks``) the networks
+    left out, reading only whether the files are there."""
+    results = config["results_dir"]
+    left = ()
+    if networks:
+        done = {
+            m["name"]: [
+                s
+                for s in m["pretrain"]["seeds"]
+                if all(map(os.path.exists, _files_of(with_seeds(config, m["name"], [s]), results, m["name"])))
+            ]
+            for m in config["models"]
+        }
+        config, left = keep_networks(config, done)
+    runs = layout.lr_runs(config, results)
+    finished = select(
+        {m["name"]: _files_of(config, results, m["name"]) for m in config["models"]},
+        {name: [r["recovery"] for r in rs] for name, rs in runs.items()},
+        {m["name"]: m.get("heal", True) for m in config["models"]},
+    )
+    return restrict(config, finished), finished, left
 
 
-def write_stamp(path: str, value: str) -> str:
-    """Writes a ``stamp`` to ``path`` when it differs from what is there, else leaves the file (and its
-    modification time) alone; returns ``path``. The readout (which waits for no job's outputs) reads the file and
-    takes the stamp as a param too, so a finished file that changes (a cell healed again, a network finished since)
-    makes it again under Snakemake's mtime trigger (alone, as the study runs, or among the default triggers) and
-    under its params trigger, as its inputs would where it waits for the jobs."""
-    content = value + "\n"
-    target = Path(path)
-    if not target.exists() or target.read_text() != content:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(target.name + ".tmp")
-        tmp.write_text(content)
-        os.replace(tmp, target)
-    return path
+def read(config: dict, networks: bool = False, workers: int = 1) -> Path:
+    """Write the readout of the finished part of ``config`` (resolved) under its results_dir's ``partial/``: the
+    tables, the figures, the lr check's table where one has finished, what it leaves out and the answer page.
+    Returns that folder."""
+    from selfheal.analysis import answer, answer_plots, lr_sensitivity, plots, tables
+
+    narrowed, finished, left = finished_part(config, networks)
+    results = config["results_dir"]
+    out = Path(results) / layout.PARTIAL
+    (out / "answer").mkdir(parents=True, exist_ok=True)
+    (out / "plots").mkdir(exist_ok=True)
+    files = layout.read_files(narrowed, grid.cells(narrowed), results)
+    table = {name: str(out / f"{name}.parquet") for name in ("summary", "curves", "networks")}
+    tables.write(
+        files["recoveries"],
+        files["curves"],
+        files["pretrain"],
+        files["pretrain_curves"],
+        files["baselines"],
+        files["unadapted"],
+        {m["name"]: m["retrain"]["thresholds"] for m in narrowed["models"]},
+        summary_out=table["summary"],
+        curves_out=table["curves"],
+        networks_out=table["networks"],
+        pretraining_tokens={m["name"]: m.get("pretraining_tokens") for m in narrowed["models"]},
+    )
+    names = list(plots.FIGURES)
+    plots.write_all(
+        table["summary"],
+        table["curves"],
+        names,
+        [str(out / "plots" / f"{n}.html") for n in names],
+        [str(out / "plots" / f"{n}.png") for n in names],
+    )
+    runs = [r for rs in layout.lr_runs(narrowed, results).values() for r in rs]
+    lr_path = str(out / "answer" / "lr_sensitivity.parquet") if runs else None
+    if runs:
+        lr_sensitivity.write(table["summary"], runs, lr_path)
+    left_out = str(out / "answer" / "left_out.parquet")
+    results_io.write_parquet(left_out, left_out_table(finished.left_out, finished.lr_left_out, left))
+    figures = list(answer_plots.FIGURES)
+    answer.write_all(
+        table["summary"],
+        table["curves"],
+        table["networks"],
+        {name: str(out / "answer" / f"{name}.parquet") for name in answer.TABLES},
+        str(out / "answer.md"),
+        str(out / "answer.html"),
+        {n: str(out / "plots" / f"{n}.html") for n in figures},
+        {n: str(out / "plots" / f"{n}.png") for n in figures},
+        workers=workers,
+        lr_sensitivity_path=lr_path,
+        left_out_path=left_out,
+    )
+    return out
+
+
+def load_config(paths: list[str]) -> dict:
+    """The config files merged in order, as Snakemake merges ``--configfile`` over the Snakefile's, resolved."""
+    from snakemake.utils import update_config
+
+    from selfheal import config as cfg
+
+    merged: dict = {}
+    for path in paths:
+        update_config(merged, yaml.safe_load(Path(path).read_text()) or {})
+    return cfg.resolve(merged)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m selfheal.partial", description=__doc__.splitlines()[0])
+    parser.add_argument("configs", nargs="+", help="config/config.yaml, then each --configfile the study runs with")
+    parser.add_argument("--networks", action="store_true", help="read each finished network, not only whole models")
+    parser.add_argument("--workers", type=int, default=1, help="the scaling fit's parallel refits (default 1)")
+    a = parser.parse_args(argv)
+    try:
+        out = read(load_config(a.configs), a.networks, a.workers)
+    except NothingFinished as e:
+        parser.exit(1, f"{parser.prog}: {e}\n")
+    print(f"read the finished part into {out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -8,8 +8,8 @@
 ``load(path)`` returns a dict of DataFrames: ``summary``, ``curves`` and ``networks`` (``path/*.parquet``) and the
 answer tables (``path/answer/*.parquet``, named as in ``selfheal.analysis.answer.TABLES``, and
 ``lr_sensitivity`` where the run had ``retrain.lr_sensitivity``, ``left_out`` where it read the finished part of a
-study with ``partial: true``). A table that the run did not make (no answer yet, no cells) is left out of the dict.
-Schemas: docs/outputs.md.
+study, ``python -m selfheal.partial``). A table that the run did not make (no answer yet, no cells) is left out of
+the dict. Schemas: docs/outputs.md.
 
 ``python -m selfheal.results ship RESULTS DEST`` copies what a reader of a finished run needs into DEST (the
 reference study ships this way into reference/study/): the three tables, the answer tables, the answer page
@@ -39,7 +39,7 @@ PAGE = "answer.md"
 
 
 # Answer tables made only by some runs, which the page reads where they exist: the lr check's (retrain.lr_sensitivity)
-# and what a readout of a study still running leaves out (partial: true)
+# and what a readout of a study still running leaves out (``python -m selfheal.partial``)
 SIDE_TABLES = (LR_SENSITIVITY, LEFT_OUT)
 
 

@@ -1,6 +1,6 @@
 # The lr-sensitivity check, on only for the models whose retrain.lr_sensitivity lists multipliers: the first and the
 # last layer of each such model's first network healed again at retrain.lr x each multiplier (selfheal.heal
-# .lr_sensitivity), on the network its training job made, in folders of their own (no cell of the grid reads them);
+# .lr_sensitivity), on the network its network job made, in folders of their own (no cell of the grid reads them);
 # one table puts each run beside the same cell's cost at the chosen lr, and the answer page says it in a sentence.
 rule lr_sensitivity:
     input:
@@ -30,12 +30,12 @@ rule lr_sensitivity:
 
 rule lr_sensitivity_table:
     input:
-        summary=f"{READOUT}/summary.parquet",
-        runs=awaited(expand(LR_SENSITIVITY, model=LR_MODELS)),  # the files read in them are named in params
+        summary=f"{RESULTS}/summary.parquet",
+        runs=expand(LR_SENSITIVITY, model=LR_MODELS),  # the files read in them are named in params
     output:
         LR_SENSITIVITY_TABLE,
     log:
-        f"{READOUT_LOGS}/lr_sensitivity_table.log",
+        f"{LOGS}/lr_sensitivity_table.log",
     conda:
         "../../envs/analysis.yaml"
     params:

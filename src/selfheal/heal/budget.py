@@ -13,12 +13,12 @@ It is a multiple of one of three units, recorded in every cell's ``CellResult.bu
   unknown), with whichever key is set.
 
 ``retrain.budget_scratch`` (null: unused) takes precedence over ``retrain.budget_fraction``. The budget is
-computed once per heal unit (``of``). The budget keys are not part of a cell's staged settings (``without_budget``):
+computed once per heal unit (``of``). The budget keys are not part of a cell's staged settings (``grid.covered``):
 a cell staged under another budget is kept or continued (``heal.unit``), never re-run from the start.
 
 ``retrain.stop_stalled`` (null: never) is a multiple of the same unit: from that many examples on, a cell whose curve
 has stalled (``heal.stall``) stops at that evaluation. It does not depend on the budget, so a larger budget gives the
-same run; like the budget keys it is left out of a staged cell's settings, and a cell it stopped is kept only under
+same run; like the budget keys it is left out of a staged cell's settings (``grid.NOT_COVERED``), and a cell it stopped is kept only under
 the same stop (``heal.unit``).
 """
 
@@ -87,11 +87,6 @@ def run_examples(budget: Budget, is_control: bool, control_examples: int | None)
     """How long one cell trains at most: the budget; a matched no-reset control as long as the longest of the cells
     it is matched with (``control_examples``), at most the budget."""
     return min(budget.examples, control_examples or 0) if is_control else budget.examples
-
-
-def without_budget(model_cfg: dict) -> dict:
-    """A network's settings without the budget keys and the stall stop: what a staged cell's fingerprint covers."""
-    return {**model_cfg, "retrain": {k: v for k, v in model_cfg["retrain"].items() if k not in (*KEYS, STOP_KEY)}}
 
 
 STAMP = "budget.txt"  # in a staged cell's folder: the budget keys it was last trained or kept under

@@ -85,7 +85,7 @@ def run(
     """Heal ``cells`` (one unit's) at ``network_cfg``'s retrain lr times each of ``multipliers``, on the network its
     training job made (``network_dir``, ``baseline``), into ``out_dir`` (staged in ``work_dir``): per multiplier,
     the folder ``layout["run"]`` spells (over ``multiplier``, its ``label``, and the unit's fields) and in it each
-    cell's ``layout["cell"]``. ``unit_cells``: every cell of the grid's unit, over which the prefix caches are
+    cell's (``selfheal.layout.CELL_IN_UNIT``). ``unit_cells``: every cell of the grid's unit, over which the prefix caches are
     planned as in the grid's job. ``donors``: each donor's trained folder, for a swap among the cells
     (``retrain.lr_sensitivity_targets``)."""
     trained, theta0, summary, curve = job.network_inputs(source, network_dir, start_dir, imported_summary)
@@ -108,7 +108,6 @@ def run(
                 summary,
                 out_dir=str(Path(out_dir) / folder),
                 work_dir=str(Path(work_dir) / folder),
-                cell_folder=layout["cell"],
                 threads=threads,
                 unit_cells=[c for c in unit_cells if Cell(**c).unit == u],
                 pretrain_curve_path=curve,

@@ -8,15 +8,15 @@ fixed validation set, and the cell retrains to threshold (``retrain.retrain``). 
 cell did not train is checked bit-identical to the trained model's, and for a one-layer target the healed layer's
 outputs are compared with the original's (``similarity.linear_cka``; the reset layer before training is the floor).
 
-Outputs per cell (in the unit's folder, under the layout the rules pass in): ``damage.json`` (``Damage``),
+Outputs per cell (in the unit's folder, ``layout.CELL_IN_UNIT``): ``damage.json`` (``Damage``),
 ``recovery.json`` (``CellResult``) and ``curve.parquet``. Work is never lost (``staging``): a running cell
 checkpoints into the unit's work folder, and each finished cell is staged there with a fingerprint of what it
 depends on (its settings and the content of its input files); the outputs are hard links to the staged files,
 which stay. The next run (killed, or re-run because a retrain seed or a cell was added) keeps every finished cell
 whose fingerprint matches, resumes the cell in progress from its checkpoint and trains only the rest.
 
-The budget (``heal.budget``, once per unit) is not part of a cell's fingerprint. A staged cell whose run is the
-run the new budget gives is kept without training (``_keep``): the same length, or a cell that met every threshold
+The budget (``heal.budget``, once per unit) is not part of a cell's fingerprint (``grid.covered``). A staged cell
+whose run is the run the new budget gives is kept without training (``_keep``, the one place this is decided): the same length, or a cell that met every threshold
 at a regular evaluation within the new budget (its record's budget fields are updated). Any other staged cell
 (censored, diverged, or a matched control whose cells now train longer) continues from its extension point, the
 state of its last regular evaluation (``extend.ckpt``, ``loop.run``), so its curve and crossings are those of a
@@ -34,7 +34,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from selfheal import grid, models, records, results_io
+from selfheal import grid, layout, models, records, results_io
 from selfheal.data import streams
 from selfheal.grid import Cell
 from selfheal.heal import budget as budgets
@@ -47,7 +47,6 @@ from selfheal.training import evaluation
 from selfheal.training.evaluation import evaluate
 
 log = logging.getLogger("selfheal")
-OUTPUTS = ("damage.json", "recovery.json", "curve.parquet")
 EXTENSION = "extend.ckpt"  # a staged cell's extension point (``loop.run``), beside its outputs
 
 
@@ -59,7 +58,7 @@ def _fingerprint(model_cfg: dict, eval_cfg: dict, cell: Cell, inputs_digest: str
     """What a finished cell depends on: its settings but the budget, and the content of its inputs
     (``staging.digest``)."""
     return staging.fingerprint(
-        model=budgets.without_budget(model_cfg), eval=eval_cfg, cell=cell.as_dict(), inputs=inputs_digest
+        model=grid.covered("cell", model_cfg), eval=eval_cfg, cell=cell.as_dict(), inputs=inputs_digest
     )
 
 
@@ -69,7 +68,7 @@ def _keep(folder: Path, length: int, depth: int | None, budget: Budget) -> bool:
     prefix cache depth. A cell the stall rule stopped is that run only under the same ``retrain.stop_stalled``; a cell
     trained to its budget without the stop is kept under one (its curve goes on past where the rule would stop it).
     A kept cell's record gets this budget's fields, as a run given it from the start would."""
-    result = records.read(folder / "recovery.json", records.CellResult)
+    result = records.read(folder / layout.RECOVERY, records.CellResult)
     if result.stalled_examples is not None and result.stop_examples != budget.stop_examples:
         return False
     settled = result.settled_examples is not None and result.settled_examples <= length
@@ -82,7 +81,7 @@ def _keep(folder: Path, length: int, depth: int | None, budget: Budget) -> bool:
         "scratch_cost": budget.scratch_examples,
     }
     if any(getattr(result, k) != v for k, v in fields.items()):
-        records.write(folder / "recovery.json", dataclasses.replace(result, **fields))
+        records.write(folder / layout.RECOVERY, dataclasses.replace(result, **fields))
     return True
 
 
@@ -250,18 +249,15 @@ def run(
     pretrain_summary_path: str,
     out_dir: str,
     work_dir: str,
-    cell_folder: str,
     threads: int = 1,
     unit_cells: list[dict] | None = None,
-    earlier: list[tuple[dict, str]] = (),
     pretrain_curve_path: str | None = None,
     donors: dict[str, str] | None = None,
 ) -> None:
-    """Heal every cell of one unit, or some of them. ``cell_folder``: the per-cell folder inside ``out_dir`` (and
-    ``work_dir``), a pattern over the cell's fields (e.g. ``{target}-{policy}-{init}``). Where the cells of a unit
-    are healed by several jobs (``job_unit: cell``): ``unit_cells``, every cell of the unit (the prefix caches are
-    planned over them, as in one job, so every job unit gives the same numbers), and ``earlier``, the cells healed
-    by other jobs that a matched control among ``cells`` is matched with, each with its ``curve.parquet``.
+    """Heal every cell of one unit, or some of them, each into its folder (``layout.CELL_IN_UNIT``) inside
+    ``out_dir``, staged in the same folder inside ``work_dir``. ``unit_cells``: every cell of the unit, where only
+    some are healed here (the lr check, ``heal.lr_sensitivity``): the prefix caches are planned over them, as in the
+    grid's job, so the numbers are the grid's.
     ``pretrain_curve_path``: the network's pretraining curve (None for a downloaded model healed as downloaded),
     whose from-scratch cost sets the budget under ``retrain.budget_scratch``. ``donors``: each donor model's
     trained folder (the donor network ``grid.donor_network`` picks for this one), for the ``swap-<model>`` cells."""
@@ -309,9 +305,7 @@ def run(
     inputs_of = {None: staging.digest(base_inputs)} | {d: staging.digest([*base_inputs, p]) for d, p in donors.items()}
     work = Path(work_dir)
     cache = None
-    spent: dict[Cell, int] = {  # examples each reset cell trained for: the length of its matched control
-        Cell(**c): int(pd.read_parquet(curve)["examples"].max()) for c, curve in earlier
-    }
+    spent: dict[Cell, int] = {}  # examples each reset cell trained for: the length of its matched control
     confirm_count = eval_cfg.get("confirm_sequences")
     confirm_batches = (
         None
@@ -322,21 +316,21 @@ def run(
     )
     reference = TrainedReference(base, job, confirm_batches)
     for cell in _order(cells, depths):
-        folder = work / cell_folder.format(**cell.as_dict())
+        folder = work / layout.CELL_IN_UNIT.format(**cell.as_dict())
         fingerprint = _fingerprint(model_cfg, eval_cfg, cell, inputs_of[cell.parsed_target.donor])
         depth = depths.get(cell)
         control_examples = max((n for c, n in spent.items() if cell.matches(c)), default=None)
         length = budgets.run_examples(budget, cell.is_matched_control, control_examples)
-        if staging.is_staged(folder, fingerprint, OUTPUTS) and _keep(folder, length, depth, budget):
+        if staging.is_staged(folder, fingerprint, layout.CELL_FILES) and _keep(folder, length, depth, budget):
             log.info("cell %s finished in an earlier run of this job: kept", cell.as_dict())
-            spent[cell] = int(pd.read_parquet(folder / "curve.parquet")["examples"].max())
+            spent[cell] = int(pd.read_parquet(folder / layout.CURVE)["examples"].max())
             (folder / budgets.STAMP).write_text(budgets.stamp(model_cfg))
             continue
         if depth is None:
             cache = None
         elif cache is None or cache.depth != depth:  # deeper than the last one (``_order``): built on it, then freed
             cache = PrefixCache.build(base, job.family, train_seqs, job.val_batches, depth, job.device, cache)
-        staging.begin(folder, fingerprint, OUTPUTS, plan.cell_settings(model_cfg, eval_cfg, cell.as_dict()))
+        staging.begin(folder, fingerprint, layout.CELL_FILES, plan.cell_settings(model_cfg, eval_cfg, cell.as_dict()))
         checkpoint = folder / "retrain.ckpt"
         damage, result, curve = heal_cell(
             base,
@@ -356,15 +350,15 @@ def run(
             donor_models.get(cell.parsed_target.donor),
         )
         spent[cell] = int(curve["examples"].max())
-        records.write(folder / "damage.json", damage)
-        results_io.write_parquet(folder / "curve.parquet", curve)
+        records.write(folder / layout.DAMAGE, damage)
+        results_io.write_parquet(folder / layout.CURVE, curve)
         (folder / budgets.STAMP).write_text(budgets.stamp(model_cfg))
-        records.write(folder / "recovery.json", result)  # last: its presence marks the cell finished
+        records.write(folder / layout.RECOVERY, result)  # last: its presence marks the cell finished
         checkpoint.unlink(missing_ok=True)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     for cell in cells:  # the outputs are hard links to the staged copies, which stay for this job's next run
-        name = cell_folder.format(**cell.as_dict())
-        for o in OUTPUTS:
+        name = layout.CELL_IN_UNIT.format(**cell.as_dict())
+        for o in layout.CELL_FILES:
             staging.link(work / name / o, out / name / o)
     log.info("healed %d cells of %s", len(cells), cells[0].unit if cells else "an empty unit")
