@@ -253,15 +253,19 @@ def test_documented_counts_of_the_shipped_configs_are_computed():
     full = _resolved("full.yaml")
     frozen, models = len(grid.frozen_random_models(full)), len(full["models"])
     readme = " ".join((ROOT / "README.md").read_text().split())
-    networks = len(grid.networks(full, full["models"] + grid.frozen_random_models(full)))
-    assert f"and {frozen} frozen-random variants of its GPT-2 and BART models: {networks} network jobs" in readme
-    assert f"frozen-random variants) {networks} network jobs" in " ".join(
-        (ROOT / "docs" / "cluster.md").read_text().split()
+    networks = len(grid.networks(full, full["models"]))
+    # the experiments module pretrains each variant and each base model's reference, one job per model
+    pretrains = frozen + len({v["base_model"] for v in grid.frozen_random_models(full)})
+    assert (
+        f"and {frozen} frozen-random variants of its GPT-2 and BART models: {networks} network jobs and {pretrains} "
+        "frozen-random pretraining jobs" in readme
+    )
+    assert f"({models} models) {networks} network jobs, and the experiments module's {pretrains} pretraining jobs" in (
+        " ".join((ROOT / "docs" / "cluster.md").read_text().split())
     )
     cluster = " ".join((ROOT / "docs" / "cluster.md").read_text().split())
     assert (
-        f"plus {frozen} frozen-random pretrains" in cluster
-        and f"({models} models and {frozen} frozen-random" in cluster
+        f"plus {frozen} frozen-random pretrains" in cluster and f"({models} models) {networks} network jobs" in cluster
     )
     assert {m["arch"] for m in full["models"]} == {"gpt2", "bart", "bert"}
     assert "a BART and a BERT" in readme
