@@ -10,6 +10,7 @@ baseline (``BASELINE``) and its cells (``CELLS``: a heal unit's folder per regim
 from __future__ import annotations
 
 from selfheal import grid
+from selfheal.heal import lr_sensitivity
 
 CORPUS = "corpus"  # works.parquet, tokenizer.json
 TOKENS = "corpus/{tokenizer}/tokens.safetensors"
@@ -73,8 +74,6 @@ def read_files(config: dict, cells: list[grid.Cell], results: str = "") -> dict[
 def lr_runs(config: dict, results: str = "") -> dict[str, list[dict]]:
     """Each run of the lr-sensitivity check (a cell of the grid at a multiple of the lr; heal.lr_sensitivity), per
     model of ``config``: its ``recovery`` file under ``results``, its ``multiplier`` and the ``chosen_lr``."""
-    from selfheal.heal import lr_sensitivity
-
     return {
         m["name"]: [
             {

@@ -27,8 +27,11 @@ from pathlib import Path
 
 import pandas as pd
 import yaml
+from snakemake.utils import update_config
 
+from selfheal import config as cfg
 from selfheal import grid, layout, results_io
+from selfheal.analysis import answer, answer_plots, lr_sensitivity, plots, tables
 
 
 class NothingFinished(RuntimeError):
@@ -152,8 +155,6 @@ def read(config: dict, networks: bool = False, workers: int = 1) -> Path:
     """Write the readout of the finished part of ``config`` (resolved) under its results_dir's ``partial/``: the
     tables, the figures, the lr check's table where one has finished, what it leaves out and the answer page.
     Returns that folder."""
-    from selfheal.analysis import answer, answer_plots, lr_sensitivity, plots, tables
-
     narrowed, finished, left = finished_part(config, networks)
     results = config["results_dir"]
     out = Path(results) / layout.PARTIAL
@@ -207,10 +208,6 @@ def read(config: dict, networks: bool = False, workers: int = 1) -> Path:
 
 def load_config(paths: list[str]) -> dict:
     """The config files merged in order, as Snakemake merges ``--configfile`` over the Snakefile's, resolved."""
-    from snakemake.utils import update_config
-
-    from selfheal import config as cfg
-
     merged: dict = {}
     for path in paths:
         update_config(merged, yaml.safe_load(Path(path).read_text()) or {})

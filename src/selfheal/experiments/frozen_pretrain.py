@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from selfheal import layout
 from selfheal.heal import job, staging
 
 
@@ -20,7 +21,7 @@ def make(
         folder = network.format(pretrain_seed=network_cfg["pretrain"]["seed"])
         staged = Path(work_dir) / folder
         job.make_network("scratch", network_cfg, eval_cfg, tokens_path, None, inputs, staged, threads)
-        for name in job.MADE["scratch"]:
-            if name != job.BASELINE:  # the experiment compares validation losses, not baselines
+        for name in layout.NETWORK_MADE["scratch"]:
+            if name != layout.STAGED_BASELINE:  # the experiment compares validation losses, not baselines
                 staging.link(staged / name, Path(out_dir) / folder / name)
     Path(out_dir).mkdir(parents=True, exist_ok=True)
