@@ -21,8 +21,8 @@ import math
 import numpy as np
 import pandas as pd
 
-from selfheal.analysis import out_of_sample, scaling, survival
-from selfheal.analysis.stats import budget_column, cost_unit, first_crossing
+from selfheal.analysis import out_of_sample, scaling, survival, verdicts
+from selfheal.analysis.stats import DRIFT_TOLERANCE, budget_column, cost_unit, first_crossing
 from selfheal.heal.thresholds import threshold_loss
 
 ZERO_OUT = "zero_out"  # grid.ZERO_OUT: the init whose output projections start at zero (no training stack here)
@@ -123,6 +123,7 @@ FLAG_COLUMNS = [
     "degenerate",
     "degenerate_reason",
     "off_plateau",
+    "source",
     "n_rows",
     "n_baseline_not_converged",
     "n_control_moved",
@@ -431,6 +432,8 @@ def flags(cells: pd.DataFrame, networks: pd.DataFrame) -> pd.DataFrame:
     for column in ("pretrain_tokens", "pretraining_tokens"):
         if column not in nets:
             nets[column] = pd.NA
+    if "source" not in nets:
+        nets["source"] = "scratch"
     if "degenerate_reason" not in nets:  # tables written before the reason was recorded
         nets["degenerate_reason"] = ""
     nets["degenerate_reason"] = nets["degenerate_reason"].fillna("").astype(str)
@@ -538,7 +541,7 @@ def compute(
     surv = survival.estimate(cells)
     ref = pretrain_reference(curves, networks, thresholds)
     against = against_control(cells)
-    return {
+    tables = {
         "survival": surv,
         "recovered_curves": survival.recovered_curves(cells),
         "fit": scaling.fit(cells, workers=workers),
@@ -555,6 +558,7 @@ def compute(
         "network_costs": network_costs(cells),
         "validation_error": validation_error(summary),
     }
+    return verdicts.add(tables, networks, float(min(thresholds)) if thresholds else None)
 
 
 def projected_examples(cells: pd.DataFrame) -> pd.Series:
@@ -614,7 +618,7 @@ def encoder_decoder(
     models = [m for m, k in kinds.items() if k == "encoder-decoder"]
     rows = surv[surv["model"].isin(models) & (surv["regime"] == "frozen")] if len(surv) else surv
     for (model, eps), group in rows.groupby(["model", "threshold"], sort=True):
-        unit = cost_unit(group["pretrain_examples"])
+        unit = cost_unit(group, networks)
         scratch = ref[(ref["model"] == model) & (ref["threshold"] == eps)] if len(ref) else ref
         scratch_median = float(scratch[unit].astype(float).fillna(math.inf).median()) if len(scratch) else math.nan
         for item, what, pick in ENCODER_DECODER_ITEMS:
@@ -735,7 +739,7 @@ def control_drift(curves: pd.DataFrame, networks: pd.DataFrame, eps_min: float |
     (the reset cells' tensors trained from their trained values, init ``trained``) at the end of their runs, as
     val loss / baseline − 1 (negative: training alone went below the baseline). A network off its plateau shows
     here how much of a cell's "recovery" further training could account for. With ``eps_min`` (the smallest ε):
-    how many controls ever moved beyond ± eps_min / 4 (the method's bound), and the median of the examples at
+    how many controls ever moved beyond ± DRIFT_TOLERANCE x eps_min (the method's bound), and the median of the examples at
     which each of them first did (when the drift sets in)."""
     rec = curves[(curves["kind"] == "recovery") & (curves["init"] == survival.MATCHED_CONTROL_INIT)]
     out = []
@@ -749,7 +753,7 @@ def control_drift(curves: pd.DataFrame, networks: pd.DataFrame, eps_min: float |
         # every evaluation after the start, not only the ends: the largest move either way
         after = group[group["examples"].astype(float) > 0]
         along = after["val_loss"].astype(float) / baseline - 1
-        beyond = after[np.abs(along) > eps_min / 4] if eps_min is not None else after.iloc[:0]
+        beyond = after[np.abs(along) > DRIFT_TOLERANCE * eps_min] if eps_min is not None else after.iloc[:0]
         onsets = beyond.groupby(["target", "policy", "seed"])["examples"].min().astype(float)
         out.append(
             {
