@@ -330,7 +330,7 @@ def context(tables: dict[str, pd.DataFrame], summary: pd.DataFrame, networks: pd
         span(pd.to_numeric(flags["pretrain_tokens"], errors="coerce"), compact),
     )
     c["reference_sizes"] = REFERENCE_SIZES
-    lr = t.get("lr_sensitivity")
+    lr, c["lr"] = t.get("lr_sensitivity"), None
     if lr is not None and len(lr):
         lr = verdicts.lr_verdicts(lr)
         col = "fraction_of_pretrain" if unit == "fraction" else "examples"

@@ -66,10 +66,11 @@ def scratch_means(ref: pd.DataFrame, networks: pd.DataFrame) -> pd.DataFrame:
 
 def survival_verdicts(table: pd.DataFrame, scratch: pd.DataFrame, networks: pd.DataFrame) -> pd.DataFrame:
     """``verdict``, ``costliest`` and the from-scratch columns of a survival-shaped table."""
-    out = table.drop(columns=["scratch_examples", "scratch_fraction"], errors="ignore").merge(
-        scratch, on=["model", "threshold"], how="left"
-    )
-    out.index = table.index
+    out = table.copy()
+    keys = pd.MultiIndex.from_arrays([table["model"], table["threshold"]])
+    means = scratch.set_index(["model", "threshold"])
+    for column in ("scratch_examples", "scratch_fraction"):
+        out[column] = means[column].reindex(keys).to_numpy(dtype=float) if len(means) else math.nan
     unit = cost_unit(table, networks)
     out["verdict"] = [median_verdict(m, f) for m, f in zip(out[f"median_{unit}"], out["n_still_falling"])]
     base = out["scratch_examples"].where(out["scratch_examples"] > 0)
