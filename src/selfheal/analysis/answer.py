@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from selfheal import results_io
-from selfheal.analysis import answer_plots, answer_tables, page, plots, verdicts
+from selfheal.analysis import answer_plots, answer_tables, page, plots
 
 TABLES = answer_tables.TABLES
 LR_SENSITIVITY = "lr_sensitivity"  # answer/lr_sensitivity.parquet: written by its own rule, only when the check is on
@@ -47,7 +47,7 @@ def write_all(
     for name in TABLES:
         results_io.write_parquet(table_paths[name], tables[name])
     if lr_sensitivity_path:
-        tables[LR_SENSITIVITY] = verdicts.lr_verdicts(pd.read_parquet(lr_sensitivity_path))
+        tables[LR_SENSITIVITY] = pd.read_parquet(lr_sensitivity_path)
     if left_out_path:
         tables[LEFT_OUT] = pd.read_parquet(left_out_path)
     folder = Path(md_path).parent

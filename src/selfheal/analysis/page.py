@@ -14,7 +14,7 @@ import jinja2
 import pandas as pd
 from markdown_it import MarkdownIt
 
-from selfheal.analysis import related_work, scaling, survival, verdicts
+from selfheal.analysis import out_of_sample, related_work, scaling, survival, verdicts
 from selfheal.analysis.formats import compact, eps, num, pct, signed_pct, span
 from selfheal.analysis.stats import DRIFT_TOLERANCE, UNIT_WORDS, cost_unit, flag
 
@@ -205,6 +205,11 @@ def context(tables: dict[str, pd.DataFrame], summary: pd.DataFrame, networks: pd
         (g["label"].iloc[0], ", ".join(f"{x:g}" for x in sorted(g["threshold"])), scaling.REASONS.get(r, r))
         for (term, r), g in undetermined.groupby(["term", "reason"], sort=False)
     ]
+    at_min = fits[(fits["threshold"] == eps_min) & fits["term"].isin(position_terms + ["log_n_layer", "log_d_model"])]
+    c["fit_headline"] = [(r["label"], r["verdict"]) for _, r in at_min[flag(at_min["determined"])].iterrows()] + [
+        (", ".join(g["label"]), f"not determined ({scaling.REASONS.get(why, why)})")
+        for why, g in at_min[~flag(at_min["determined"])].groupby("reason", sort=False)
+    ]
     c["fit_left_out"] = sorted(
         {x.removeprefix("family[").removesuffix("]") for x in fits["left_out"].dropna() if x} if len(fits) else []
     )
@@ -234,20 +239,17 @@ def context(tables: dict[str, pd.DataFrame], summary: pd.DataFrame, networks: pd
     ]
     c["ordering"] = _records(t["size_ordering"])
     oos = t["out_of_sample"]
-    c["oos"] = (
-        [
-            {
-                "left_out": lo,
-                "model": ", ".join(sorted(set(g["model"]))),
-                "n": int(g["held"].notna().sum()),
-                "held": int(flag(g["held"]).sum()),
-                "eps": ", ".join(f"{x:g}" for x in sorted(g.loc[flag(g["held"]), "threshold"].unique())),
-            }
-            for lo, g in oos.groupby("left_out", sort=False)
-        ]
-        if len(oos)
-        else []
-    )
+    said = out_of_sample.verdicts(oos) if len(oos) else pd.DataFrame(columns=["left_out"])
+    c["oos"] = [
+        {
+            "left_out": lo,
+            "models": g["models"].iloc[0],
+            "verdicts": [(v, ", ".join(f"{x:g}" for x in h["threshold"])) for v, h in g.groupby("verdict", sort=False)],
+            "held": int(oos.loc[oos["left_out"] == lo, "held"].astype("boolean").fillna(False).sum()),
+            "tested": int(oos.loc[oos["left_out"] == lo, "held"].notna().sum()),
+        }
+        for lo, g in said.groupby("left_out", sort=False)
+    ]
     # families: the first and last layer at ε_min, × their own from-scratch cost
     at_min = rows[rows["threshold"] == eps_min]
     c["families"] = [
@@ -308,6 +310,9 @@ def context(tables: dict[str, pd.DataFrame], summary: pd.DataFrame, networks: pd
     per_model = (healed[~survival.left_out(healed)] if len(healed) else healed).groupby("model")["pretrain_seed"]
     c["clusters"] = per_model.nunique().astype(float).tolist()
     c["moved"] = (int(flags["n_control_moved"].sum()), int(flags["n_rows"].sum()))
+    if len(drift):
+        usable = healed.loc[~survival.left_out(healed), ["model", "pretrain_seed"]]
+        drift = drift.merge(usable, on=["model", "pretrain_seed"])
     worst = drift.loc[drift["drift_worst"].abs().groupby(drift["model"]).idxmax()] if len(drift) else drift
     c["drift"] = [
         (r["model"], r["drift_worst"], bool(drift.loc[drift["model"] == r["model"], "beyond_tolerance"].any()))
@@ -351,6 +356,7 @@ def context(tables: dict[str, pd.DataFrame], summary: pd.DataFrame, networks: pd
                 for (m, tg), g in at.groupby(["model", "target"], sort=False)
             ],
         }
+        c["lr"]["faster"] = [f"{r['model']}'s `{r['target']}`" for r in c["lr"]["rows"] if r["faster"]]
     c["related"] = related_work.comparisons(t)
     return c
 
