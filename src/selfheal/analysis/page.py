@@ -15,6 +15,7 @@ import pandas as pd
 from markdown_it import MarkdownIt
 
 from selfheal.analysis import out_of_sample, related_work, scaling, survival, verdicts
+from selfheal.analysis.answer_tables import SWAP_ITEMS
 from selfheal.analysis.formats import compact, eps, num, pct, signed_pct, span
 from selfheal.analysis.stats import DRIFT_TOLERANCE, UNIT_WORDS, cost_unit, flag
 
@@ -282,7 +283,7 @@ def context(tables: dict[str, pd.DataFrame], summary: pd.DataFrame, networks: pd
         if len(aside)
         else []
     )
-    swaps = aside[aside["item"].isin(survival_swaps()) & (aside["threshold"] == eps_min)] if len(aside) else aside
+    swaps = aside[aside["item"].isin(SWAP_ITEMS) & (aside["threshold"] == eps_min)] if len(aside) else aside
     c["swaps"] = [
         (
             m,
@@ -384,12 +385,6 @@ FILTERS.update(
     loss=lambda x: f"{x:.3f}",
     margin=lambda x: f"{x:+.3f}",
 )
-
-
-def survival_swaps() -> tuple:
-    from selfheal.analysis.answer_tables import SWAP_ITEMS
-
-    return SWAP_ITEMS
 
 
 def _environment() -> jinja2.Environment:
