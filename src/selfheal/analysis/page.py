@@ -106,6 +106,21 @@ def _at(rows: pd.DataFrame, e: float) -> dict:
     }
 
 
+def partial(left_out: pd.DataFrame) -> dict:
+    """What a page read with ``partial`` leaves out (``selfheal.partial.left_out_table``): its mode, each unfinished
+    model, each unfinished network of a model read with its others, and each finished model's unfinished lr check."""
+    networks = left_out[left_out["part"].str.startswith("network ")]
+    return {
+        "mode": "networks" if len(networks) else "true",
+        "models": list(left_out.loc[left_out["part"] == "model", "model"]),
+        "networks": [
+            (m, " and ".join(p.removeprefix("network ") for p in g["part"]))
+            for m, g in networks.groupby("model", sort=False)
+        ],
+        "checks": list(left_out.loc[left_out["part"] == "lr check", "model"]),
+    }
+
+
 def context(tables: dict[str, pd.DataFrame], summary: pd.DataFrame, networks: pd.DataFrame, links: dict) -> dict:
     """What the template reads: the answer tables' rows, selected (the asker's setting first, the smallest and largest
     ε) and ordered, with the few counts and ranges its sentences state."""
@@ -118,7 +133,8 @@ def context(tables: dict[str, pd.DataFrame], summary: pd.DataFrame, networks: pd
     setting = settings[0] if settings else None
     rows = _pick(layers, setting)
     healed = networks[networks["model"].isin(set(summary["model"]))] if len(summary) else networks
-    c = {"links": links, "setting": setting, "left_out": t.get("left_out"), "tolerance": DRIFT_TOLERANCE}
+    left_out = t.get("left_out")
+    c = {"links": links, "setting": setting, "partial": partial(left_out) if left_out is not None else None}
     c["degenerate"] = (
         [
             (
