@@ -330,14 +330,27 @@ def test_pages_that_cannot_answer_still_render():
         draw(tables, curves).to_dict()
 
 
-def test_a_model_you_bring_is_costed_in_examples():
+def test_a_model_you_bring_is_costed_in_examples_and_as_a_share_of_its_own_pretraining():
+    """A model not pretrained here (an adapted download): its costs are in examples (``cost_unit``), and where its
+    config gives its own pretraining tokens, the headline states its single-layer medians in tokens as a share of
+    them (the medians × 64 tokens per example / 2 T, by hand below)."""
     summary, curves, networks = synthetic(models=(("smollm2-135m", 3, 64),), thresholds=(0.05,), seed=5)
     networks["source"] = "pretrained"
+    networks["pretraining_tokens"] = pd.array([2 * 10**12] * len(networks), dtype="Int64")
     tables = answer_tables.compute(summary, curves, networks)
-    md = page.markdown(tables, summary, networks, LINKS)
-    assert tables["encoder_decoder"].empty or (tables["encoder_decoder"]["unit"] == "examples").all()
-    assert "(examples)" not in md or "fraction of S × E" not in answer.headline(md)
     assert (tables["networks_flags"]["source"] == "pretrained").all()
+    assert (tables["networks_flags"]["pretraining_tokens"] == 2 * 10**12).all()
+    md = page.markdown(tables, summary, networks, LINKS)
+    head = answer.headline(md)
+    layers = tables["survival"][tables["survival"]["kind"] == "layer"]
+    finite = layers.loc[np.isfinite(layers["median_examples"]), "median_examples"]
+    lo, hi = finite.min() * 64 / 2e12, finite.max() * 64 / 2e12
+    share = f"{page.sci(lo)} to {page.sci(hi)}"
+    assert share.count("e-") == 2
+    assert f"one reset layer needs {share} of its own 2T pretraining tokens within 5 %" in head
+    row = next(r for r in head.splitlines() if r.startswith("| smollm2-135m |"))
+    assert "| not pretrained here; adaptation: 8,000 sequences × 5 |" in row and f"| {share} |" in row
+    assert "(examples" in head and "fraction of S × E" not in head
 
 
 def test_answer_help_says_whole_sentences():

@@ -77,13 +77,36 @@ def _records(table: pd.DataFrame) -> list[dict]:
     return table.to_dict("records")
 
 
+def _brought(net: pd.Series) -> bool:
+    source = net.get("source", "scratch")
+    return source is not None and not pd.isna(source) and source != "scratch"
+
+
 def _sxe(net: pd.Series) -> str:
-    if net.get("source", "scratch") not in ("scratch", None) and not pd.isna(net.get("source")):
-        return "not pretrained here"
+    """A network's S × E ('3,865 × 24'), or that it was not pretrained here (a model you bring) and its adaptation."""
     s, e = net.get("train_sequences"), net.get("epochs")
-    if s is not None and e is not None and not pd.isna(s) and not pd.isna(e):
-        return f"{num(float(s))} × {num(float(e))}"
-    return num(net.get("pretrain_examples"))
+    both = s is not None and e is not None and not pd.isna(s) and not pd.isna(e)
+    if _brought(net):
+        return "not pretrained here; " + (
+            f"adaptation: {num(float(s))} sequences × {num(float(e))}" if both else "no adaptation"
+        )
+    return f"{num(float(s))} × {num(float(e))}" if both else num(net.get("pretrain_examples"))
+
+
+def sci(x) -> str:
+    """A small share in scientific notation: '1.2e-6'."""
+    mantissa, exponent = f"{x:.1e}".split("e")
+    return f"{mantissa}e{int(exponent)}"
+
+
+def _share(rows: pd.DataFrame, net: pd.Series, own) -> str:
+    """A brought model's finite single-layer medians in tokens over its own pretraining tokens ('1.2e-6 to 3e-6')."""
+    own = pd.to_numeric(pd.Series([own]), errors="coerce").iloc[0]
+    context = pd.to_numeric(pd.Series([net.get("context")]), errors="coerce").iloc[0]
+    if not (own > 0 and context > 0):
+        return ""
+    finite = rows.loc[rows["verdict"] == "recovered", "median_examples"].astype(float)
+    return span(finite * context / own, sci)
 
 
 def _at(rows: pd.DataFrame, e: float) -> dict:
@@ -169,6 +192,7 @@ def context(tables: dict[str, pd.DataFrame], summary: pd.DataFrame, networks: pd
         ),
     )
     nets = networks.drop_duplicates("model").set_index("model")
+    own = flags.drop_duplicates("model").set_index("model")["pretraining_tokens"].to_dict() if len(flags) else {}
     allc = _pick(surv[(surv["target"] == "all")], (setting[0], "full", setting[2]))
     c["models"] = [
         {
@@ -178,9 +202,18 @@ def context(tables: dict[str, pd.DataFrame], summary: pd.DataFrame, networks: pd
             "sxe": _sxe(nets.loc[m]) if m in nets.index else "n/a",
             "at": [_at(rows[(rows["model"] == m) & (rows["threshold"] == e)], e) for e in eps_pair],
             "all": allc.loc[(allc["model"] == m) & (allc["threshold"] == eps_pair[-1]), f"median_{unit}"].tolist(),
+            "brought": m in nets.index and _brought(nets.loc[m]),
+            "share": [
+                _share(rows[(rows["model"] == m) & (rows["threshold"] == e)], nets.loc[m], own.get(m))
+                if m in nets.index and _brought(nets.loc[m])
+                else ""
+                for e in eps_pair
+            ],
+            "own": own.get(m),
         }
         for m in order
     ]
+    c["brought"] = [x for x in c["models"] if x["brought"]]
     shown = _pick(surv[surv["kind"].isin([survival.LAYER]) | (surv["target"] == "all")], setting)
     shown = shown[shown["policy"] == setting[1]].sort_values(["model", "depth", "target"], na_position="last")
     against = _pick(t["against_control"], setting)
@@ -394,6 +427,7 @@ def quoted(names) -> str:
 
 
 FILTERS.update(
+    sci=sci,
     span=lambda values, fmt="num": span(values, FILTERS[fmt]),
     pct_2=pct_2,
     multiplier=multiplier,
