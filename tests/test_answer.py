@@ -139,11 +139,12 @@ def test_drift_beyond_the_tolerance_either_way():
 
 
 def test_a_network_past_its_minimum_by_more_than_the_tolerance_overfits():
+    """past_minimum is in nats: the share of the baseline is what the tolerance (ε_min / 4) bounds."""
     flags = pd.DataFrame({"model": ["a", "a", "b"], "pretrain_seed": [0, 1, 0]})
-    networks = flags.assign(past_minimum=[0.003, 0.001, 0.0])
+    networks = flags.assign(past_minimum=[0.012, 0.008, 0.0], baseline_loss=[4.0, 4.0, 2.0])
     out = verdicts.flag_verdicts(flags, networks, 0.01)
+    assert out["past_minimum_share"].tolist() == [0.003, 0.002, 0.0]
     assert out["overfit"].tolist() == [True, False, False]
-    assert out["past_minimum"].tolist() == [0.003, 0.001, 0.0]
 
 
 def test_an_aside_row_is_slower_than_scratch_by_its_median_or_its_budget():
@@ -194,7 +195,7 @@ def test_compute_adds_every_verdict_column(synthetic_page):
         ("against_control", ["verdict", "costliest", "relative_to_scratch"]),
         ("fit", ["verdict"]),
         ("control_drift", ["beyond_tolerance"]),
-        ("networks_flags", ["past_minimum", "overfit", "source"]),
+        ("networks_flags", ["past_minimum_share", "overfit", "source"]),
         ("encoder_decoder", ["verdict", "slower_than_scratch"]),
         ("network_costs", ["back_against_control"]),
     ):

@@ -269,7 +269,7 @@ def context(tables: dict[str, pd.DataFrame], summary: pd.DataFrame, networks: pd
             "model": m,
             "loss": g["baseline_loss"].tolist(),
             "margin": g["bigram_margin"].tolist(),
-            "past": g["past_minimum"].tolist(),
+            "past": (g["past_minimum"] / g["baseline_loss"]).tolist(),
         }
         for m, g in networks.sort_values(["model", "pretrain_seed"]).groupby("model", sort=True)
     ]
@@ -284,7 +284,7 @@ def context(tables: dict[str, pd.DataFrame], summary: pd.DataFrame, networks: pd
     )
     by_sxe = flags.merge(networks[["model", "pretrain_seed", "train_sequences", "epochs"]], how="left")
     c["by_sxe"] = [
-        (f"{num(float(s))} × {num(float(e))}", span(g["past_minimum"], pct_2), bool(g["overfit"].all()))
+        (f"{num(float(s))} × {num(float(e))}", span(g["past_minimum_share"], pct_2), bool(g["overfit"].all()))
         for (s, e), g in by_sxe[by_sxe["model"].isin(order)].groupby(["train_sequences", "epochs"], sort=True)
     ]
     c["ordering"] = _records(t["size_ordering"])

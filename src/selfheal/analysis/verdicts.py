@@ -11,8 +11,8 @@ schemas in docs/outputs.md). Each verdict is decided here once, from the table's
   (the interval includes 1) or is not determined (``reason`` says why).
 - ``control_drift``: ``beyond_tolerance``: an intact network retrained alone moved by more than
   ``stats.DRIFT_TOLERANCE`` x ε_min at some evaluation.
-- ``networks_flags``: ``past_minimum`` (networks.parquet's) and ``overfit``: past its own pretraining minimum by more
-  than ``DRIFT_TOLERANCE`` x ε_min.
+- ``networks_flags``: ``past_minimum_share`` (networks.parquet's past_minimum over its baseline loss) and
+  ``overfit``: past its own pretraining minimum by more than ``DRIFT_TOLERANCE`` x ε_min of its baseline.
 - ``encoder_decoder``: ``verdict`` as survival's and ``slower_than_scratch``: its median (or, beyond the budget, the
   budget) is at least pretraining from scratch to the same loss.
 - ``network_costs``: ``back_against_control``: a cell with a matched control got within ε of it.
@@ -99,14 +99,17 @@ def drift_verdicts(drift: pd.DataFrame, eps_min: float | None) -> pd.DataFrame:
 
 
 def flag_verdicts(flags: pd.DataFrame, networks: pd.DataFrame, eps_min: float | None) -> pd.DataFrame:
-    out = flags.drop(columns=["past_minimum"], errors="ignore")
-    if "past_minimum" in networks.columns:
-        out = out.merge(networks[["model", "pretrain_seed", "past_minimum"]], on=["model", "pretrain_seed"], how="left")
+    out = flags.drop(columns=["past_minimum_share"], errors="ignore")
+    if {"past_minimum", "baseline_loss"} <= set(networks.columns):
+        share = networks.assign(past_minimum_share=networks["past_minimum"] / networks["baseline_loss"])
+        out = out.merge(
+            share[["model", "pretrain_seed", "past_minimum_share"]], on=["model", "pretrain_seed"], how="left"
+        )
     else:
-        out["past_minimum"] = math.nan
-    out["past_minimum"] = out["past_minimum"].astype(float)
+        out["past_minimum_share"] = math.nan
+    out["past_minimum_share"] = out["past_minimum_share"].astype(float)
     bound = DRIFT_TOLERANCE * eps_min if eps_min is not None else math.nan
-    out["overfit"] = (out["past_minimum"] > bound).astype(bool)
+    out["overfit"] = (out["past_minimum_share"] > bound).astype(bool)
     return out
 
 
