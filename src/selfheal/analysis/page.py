@@ -144,6 +144,35 @@ def partial(left_out: pd.DataFrame) -> dict:
     }
 
 
+def _lr(lr, networks: pd.DataFrame) -> dict | None:
+    """The lr check's rows at ε = 0.01 (else its smallest), with their ``faster`` verdict (``verdicts.lr_verdicts``)."""
+    if lr is None or not len(lr):
+        return None
+    unit = cost_unit(lr, networks)
+    lr = verdicts.lr_verdicts(lr)
+    col = "fraction_of_pretrain" if unit == "fraction" else "examples"
+    lr_eps = 0.01 if (lr["threshold"] == 0.01).any() else float(lr["threshold"].min())
+    at = lr[lr["threshold"] == lr_eps].sort_values(["model", "depth", "target", "lr_multiplier"])
+    out = {
+        "eps": lr_eps,
+        "unit_words": UNIT_WORDS[unit],
+        "multipliers": sorted(at["lr_multiplier"].unique()),
+        "rows": [
+            {
+                "model": m,
+                "target": tg,
+                "chosen_lr": g["chosen_lr"].iloc[0],
+                "chosen": g[f"chosen_{col}"].iloc[0] if flag(g["chosen_recovered"]).iloc[0] else math.inf,
+                "costs": [r[col] if r["recovered"] else math.inf for _, r in g.iterrows()],
+                "faster": bool(g["faster"].any()),
+            }
+            for (m, tg), g in at.groupby(["model", "target"], sort=False)
+        ],
+    }
+    out["faster"] = [f"{r['model']}'s `{r['target']}`" for r in out["rows"] if r["faster"]]
+    return out
+
+
 def context(tables: dict[str, pd.DataFrame], summary: pd.DataFrame, networks: pd.DataFrame, links: dict) -> dict:
     """What the template reads: the answer tables' rows, selected (the asker's setting first, the smallest and largest
     ε) and ordered, with the few counts and ranges its sentences state."""
@@ -158,6 +187,7 @@ def context(tables: dict[str, pd.DataFrame], summary: pd.DataFrame, networks: pd
     healed = networks[networks["model"].isin(set(summary["model"]))] if len(summary) else networks
     left_out = t.get("left_out")
     c = {"links": links, "setting": setting, "partial": partial(left_out) if left_out is not None else None}
+    c["lr"] = _lr(t.get("lr_sensitivity"), networks)
     c["degenerate"] = (
         [
             (
@@ -385,28 +415,6 @@ def context(tables: dict[str, pd.DataFrame], summary: pd.DataFrame, networks: pd
         span(pd.to_numeric(flags["pretrain_tokens"], errors="coerce"), compact),
     )
     c["reference_sizes"] = REFERENCE_SIZES
-    lr, c["lr"] = t.get("lr_sensitivity"), None
-    if lr is not None and len(lr):
-        lr = verdicts.lr_verdicts(lr)
-        col = "fraction_of_pretrain" if unit == "fraction" else "examples"
-        lr_eps = 0.01 if (lr["threshold"] == 0.01).any() else float(lr["threshold"].min())
-        at = lr[lr["threshold"] == lr_eps].sort_values(["model", "depth", "target", "lr_multiplier"])
-        c["lr"] = {
-            "eps": lr_eps,
-            "multipliers": sorted(at["lr_multiplier"].unique()),
-            "rows": [
-                {
-                    "model": m,
-                    "target": tg,
-                    "chosen_lr": g["chosen_lr"].iloc[0],
-                    "chosen": g[f"chosen_{col}"].iloc[0] if flag(g["chosen_recovered"]).iloc[0] else math.inf,
-                    "costs": [r[col] if r["recovered"] else math.inf for _, r in g.iterrows()],
-                    "faster": bool(g["faster"].any()),
-                }
-                for (m, tg), g in at.groupby(["model", "target"], sort=False)
-            ],
-        }
-        c["lr"]["faster"] = [f"{r['model']}'s `{r['target']}`" for r in c["lr"]["rows"] if r["faster"]]
     c["related"] = related_work.comparisons(t)
     return c
 
