@@ -310,15 +310,33 @@ def cka(cells: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out, columns=CKA_COLUMNS)
 
 
+def pretrain_curves(curves: pd.DataFrame, networks: pd.DataFrame, scratch_only: bool = False) -> dict:
+    """Each network's own pretraining curve as (examples, val_loss) arrays, keyed (model, pretrain_seed), in that
+    order: the one builder of the from-scratch reference (``pretrain_reference`` here, summary.parquet's scratch_*
+    columns in analysis/tables.py; the retraining budget's, ``heal.budget``, reads the same curve). ``scratch_only``:
+    only the networks of ``networks`` pretrained here (its source ``scratch``, every one without the column)."""
+    pre = curves[curves["kind"] == "pretrain"] if "kind" in curves.columns else curves.iloc[:0]
+    keep = None
+    if scratch_only:
+        sources = networks["source"] if "source" in networks.columns else pd.Series("scratch", index=networks.index)
+        keep = {
+            (m, int(p)) for m, p, src in zip(networks["model"], networks["pretrain_seed"], sources) if src == "scratch"
+        }
+    return {
+        (model, int(ps)): (group["examples"].to_numpy(dtype=float), group["val_loss"].to_numpy(dtype=float))
+        for (model, ps), group in pre.groupby(["model", "pretrain_seed"], sort=True)
+        if keep is None or (model, int(ps)) in keep
+    }
+
+
 def pretrain_reference(curves: pd.DataFrame, networks: pd.DataFrame, thresholds) -> pd.DataFrame:
     """Pretraining's own curve as the reference: where the from-scratch run first got within eps of the network's
     baseline (``first_crossing``: the bracketing evaluations, the interpolated crossing and whether the bracket is
     coarse; censored when it never did)."""
     out = []
-    pre = curves[curves["kind"] == "pretrain"]
-    if "pretrain_seed" not in pre.columns:
+    if "pretrain_seed" not in curves.columns:
         return pd.DataFrame(columns=REFERENCE_COLUMNS)
-    for (model, ps), curve in pre.groupby(["model", "pretrain_seed"], sort=True):
+    for (model, ps), curve in pretrain_curves(curves, networks).items():
         net = networks[(networks["model"] == model) & (networks["pretrain_seed"] == ps)]
         if not len(net):
             continue
@@ -326,7 +344,7 @@ def pretrain_reference(curves: pd.DataFrame, networks: pd.DataFrame, thresholds)
         sxe = net["pretrain_examples"].iloc[0]
         known = sxe is not None and not pd.isna(sxe) and sxe > 0
         for eps in thresholds:
-            c = first_crossing(curve["examples"], curve["val_loss"], threshold_loss(baseline, eps))
+            c = first_crossing(*curve, threshold_loss(baseline, eps))
             out.append(
                 {
                     "model": model,
