@@ -262,9 +262,8 @@ def context(tables: dict[str, pd.DataFrame], summary: pd.DataFrame, networks: pd
     ]
     a_rows = against[(against["kind"] == survival.LAYER) & (against["threshold"] == eps_min)]
     c["against"] = _at(a_rows, eps_min) if len(a_rows) else None
-    tokens = {
-        m: float(nets.loc[m, "context"]) if "context" in nets.columns and m in nets.index else math.nan for m in order
-    }
+    context = pd.to_numeric(nets["context"], errors="coerce") if "context" in nets.columns else pd.Series(dtype=float)
+    tokens = {m: float(context.get(m, math.nan)) for m in order}
     c["tokens_per_example"] = span(tokens.values())
     costs = t["network_costs"]
     costs = _pick(t["network_costs"], setting)
