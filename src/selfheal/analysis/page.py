@@ -101,8 +101,9 @@ def sci(x) -> str:
 
 def _share(rows: pd.DataFrame, net: pd.Series, own) -> str:
     """A brought model's finite single-layer medians in tokens over its own pretraining tokens ('1.2e-6 to 3e-6')."""
-    own = pd.to_numeric(pd.Series([own]), errors="coerce").iloc[0]
-    context = pd.to_numeric(pd.Series([net.get("context")]), errors="coerce").iloc[0]
+    own, context = (
+        pd.to_numeric(pd.Series([x]), errors="coerce").astype(float).iloc[0] for x in (own, net.get("context"))
+    )
     if not (own > 0 and context > 0):
         return ""
     finite = rows.loc[rows["verdict"] == "recovered", "median_examples"].astype(float)
@@ -262,7 +263,9 @@ def context(tables: dict[str, pd.DataFrame], summary: pd.DataFrame, networks: pd
     ]
     a_rows = against[(against["kind"] == survival.LAYER) & (against["threshold"] == eps_min)]
     c["against"] = _at(a_rows, eps_min) if len(a_rows) else None
-    context = pd.to_numeric(nets["context"], errors="coerce") if "context" in nets.columns else pd.Series(dtype=float)
+    context = (
+        pd.to_numeric(nets["context"], errors="coerce").astype(float) if "context" in nets.columns else pd.Series()
+    )
     tokens = {m: float(context.get(m, math.nan)) for m in order}
     c["tokens_per_example"] = span(tokens.values())
     costs = t["network_costs"]
@@ -391,7 +394,7 @@ def context(tables: dict[str, pd.DataFrame], summary: pd.DataFrame, networks: pd
     c["moved"] = (int(flags["n_control_moved"].sum()), int(flags["n_rows"].sum()))
     if len(drift):
         usable = healed.loc[~survival.left_out(healed), ["model", "pretrain_seed"]]
-        drift = drift.merge(usable, on=["model", "pretrain_seed"])
+        drift = drift.merge(usable, on=["model", "pretrain_seed"]).dropna(subset=["drift_worst"])
     worst = drift.loc[drift["drift_worst"].abs().groupby(drift["model"]).idxmax()] if len(drift) else drift
     c["drift"] = [
         (r["model"], r["drift_worst"], bool(drift.loc[drift["model"] == r["model"], "beyond_tolerance"].any()))
