@@ -44,7 +44,7 @@ def compact(x) -> str:
 
 def span(values, fmt=num) -> str:
     """'a to b' over the finite values ('a' when they agree), or '' when there are none."""
-    v = pd.Series(list(values), dtype="float64")
+    v = pd.to_numeric(pd.Series(list(values), dtype=object), errors="coerce").astype("float64")  # NA: not a value
     v = v[np.isfinite(v)]
     if not len(v):
         return ""
