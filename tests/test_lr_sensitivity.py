@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from selfheal import config, grid
-from selfheal.analysis import answer_page
+from selfheal.analysis import page, verdicts
 from selfheal.heal import lr_sensitivity
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -62,19 +62,18 @@ def test_further_targets_join_the_two_layers_and_a_target_without_a_cell_is_refu
     assert "L0, L1, L2, all" in str(err.value)
 
 
-def test_the_sentence_names_a_further_target_after_the_layers():
+def test_a_further_target_is_judged_as_the_layers_are():
     table = pd.DataFrame(
         _rows("L3", 3, 0.2, [(3.0, 0.1)])
         + _rows("L0", 0, 0.31, [(3.0, 0.25)])
         + _rows("swap-d64", None, None, [(3.0, 0.8)])
     )
-    said = answer_page.lr.lr_sensitivity_sentence(table, "fraction")
-    assert (
-        said.index("the first layer (`L0`)")
-        < said.index("the last layer (`L3`)")
-        < said.index("the encoder swap (`swap-d64`)")
-    )
-    assert "of the encoder swap (`swap-d64`) from beyond the budget to 0.8 at ×3" in said and "×3 on `swap-d64`" in said
+    at = verdicts.lr_verdicts(table)
+    assert at[at["threshold"] == 0.01].set_index("target")["faster"].to_dict() == {
+        "L3": True,  # 0.1 against 0.2
+        "L0": True,  # 0.25 against 0.31: under 0.9 of it
+        "swap-d64": True,  # recovered where the chosen lr did not
+    }
 
 
 def test_the_key_changes_no_network_or_cell_settings():
@@ -111,27 +110,24 @@ def _rows(target, depth, chosen, runs) -> list[dict]:
     return out
 
 
-def test_sentence_states_each_layer_at_each_multiple_and_censoring():
+def test_each_multiple_is_judged_against_the_chosen_lr():
     table = pd.DataFrame(
         _rows("L3", 3, 0.2, [(3.0, None), (0.3333, 0.5)]) + _rows("L0", 0, 0.31, [(3.0, 0.25), (0.3333, 0.52)])
     )
-    assert answer_page.lr.lr_sensitivity_sentence(table, "fraction") == (
-        "m: at ε = 0.01 the cost of the first layer (`L0`) moves from 0.31 of S × E at the chosen lr (0.002) to "
-        "0.52 at ÷3 and to 0.25 at ×3; of the last layer (`L3`) from 0.2 to 0.5 at ÷3 and to beyond the budget "
-        "at ×3. **The chosen lr is not the fastest measured** (×3 on `L0`): its costs are upper bounds on how fast "
-        "these layers can heal."
-    )
+    at = verdicts.lr_verdicts(table)
+    at = at[at["threshold"] == 0.01].set_index(["target", "lr_multiplier"])["faster"]
+    assert at.to_dict() == {("L3", 3.0): False, ("L3", 0.3333): False, ("L0", 3.0): True, ("L0", 0.3333): False}
 
 
-def test_sentence_flags_a_faster_lr_only_beyond_the_crossings_resolution():
-    """A multiple that recovers where the chosen lr did not, or at under 0.9 of its cost, is named; one within
+def test_a_faster_lr_only_beyond_the_crossings_resolution():
+    """A multiple that recovers where the chosen lr did not, or at under 0.9 of its cost, is faster; one within
     the resolution of a crossing (0.30 against 0.31) is not."""
-    close = pd.DataFrame(_rows("L0", 0, 0.31, [(3.0, 0.30), (0.3333, 0.52)]))
-    assert "not the fastest" not in answer_page.lr.lr_sensitivity_sentence(close, "fraction")
-    censored = pd.DataFrame(_rows("L0", 0, None, [(3.0, 0.9), (0.3333, None)]))
-    assert "(×3 on `L0`)" in answer_page.lr.lr_sensitivity_sentence(censored, "fraction")
-    neither = pd.DataFrame(_rows("L0", 0, None, [(3.0, None), (0.3333, None)]))
-    assert "not the fastest" not in answer_page.lr.lr_sensitivity_sentence(neither, "fraction")
+    close = verdicts.lr_verdicts(pd.DataFrame(_rows("L0", 0, 0.31, [(3.0, 0.30), (0.3333, 0.52)])))
+    assert not close.loc[close["threshold"] == 0.01, "faster"].any()
+    censored = verdicts.lr_verdicts(pd.DataFrame(_rows("L0", 0, None, [(3.0, 0.9), (0.3333, None)])))
+    assert censored.loc[censored["threshold"] == 0.01, "faster"].tolist() == [True, False]
+    neither = verdicts.lr_verdicts(pd.DataFrame(_rows("L0", 0, None, [(3.0, None), (0.3333, None)])))
+    assert not neither.loc[neither["threshold"] == 0.01, "faster"].any()
 
 
 # ---- a real run -------------------------------------------------------------------------------------------------
@@ -215,40 +211,17 @@ def test_each_run_trained_at_its_own_lr(lr_run):
 def test_the_page_says_the_tables_numbers(lr_run):
     workdir, _, _ = lr_run
     results = workdir / "results"
-    table = pd.read_parquet(results / "answer" / "lr_sensitivity.parquet")
-    page = (results / "answer.md").read_text()
-    (line,) = [x for x in page.splitlines() if x.startswith("- tinyB: at ε = 0.01")]
+    table = verdicts.lr_verdicts(pd.read_parquet(results / "answer" / "lr_sensitivity.parquet"))
+    md = (results / "answer.md").read_text()
+    (line,) = [x for x in md.splitlines() if x.startswith("| tinyB | L0 |")]
     at = table[table["threshold"] == 0.01].set_index("lr_multiplier")
-
-    def said(x, recovered):
-        return float(x) if recovered else None
-
-    m = re.fullmatch(
-        r"- tinyB: at ε = 0\.01 the cost of its one layer \(`L0`\) moves from (\S+) of S × E at the chosen lr "
-        r"\(0\.01\) to (.+) at ÷3 and to (.+) at ×3\.( \*\*The chosen lr is not the fastest measured\*\* "
-        r"\((.+)\): its costs are upper bounds on how fast these layers can heal\.)?",
-        line,
-    )
-    assert m, line
-    chosen, third, triple, flag, named = m.groups()
-    # the flag names exactly the multiples that recovered at under 0.9 of the chosen lr's cost (or where it did not)
-    base = at.loc[3.0, "chosen_fraction_of_pretrain"] if at.loc[3.0, "chosen_recovered"] else float("inf")
-    faster = [
-        w
-        for k, w in ((0.3333, "÷3"), (3.0, "×3"))
-        if at.loc[k, "recovered"] and at.loc[k, "fraction_of_pretrain"] < 0.9 * base
-    ]
-    assert (named or "") == ", ".join(f"{w} on `L0`" for w in faster)
-    expected = [
-        (chosen, at.loc[3.0, "chosen_fraction_of_pretrain"], at.loc[3.0, "chosen_recovered"]),
-        (third, at.loc[0.3333, "fraction_of_pretrain"], at.loc[0.3333, "recovered"]),
-        (triple, at.loc[3.0, "fraction_of_pretrain"], at.loc[3.0, "recovered"]),
-    ]
-    for text, value, recovered in expected:
-        if recovered:
-            assert abs(float(text) - value) <= max(5e-4, 5e-3 * abs(value)) + 1e-12, (text, value)  # 3 digits
-        else:
-            assert text == "beyond the budget"
+    chosen = at.loc[3.0, "chosen_fraction_of_pretrain"] if at.loc[3.0, "chosen_recovered"] else float("inf")
+    cells = [c.strip() for c in line.strip("|").split("|")]
+    assert cells[2] == f"{page.cost(chosen)} (lr 0.01)"
+    for cell, k in zip(cells[3:5], (0.3333, 3.0)):
+        value = at.loc[k, "fraction_of_pretrain"] if at.loc[k, "recovered"] else float("inf")
+        assert cell == page.cost(value)
+    assert cells[5] == ("yes" if at["faster"].any() else "no")
 
 
 @pytest.mark.e2e
@@ -264,20 +237,18 @@ def test_turning_the_key_off_reruns_no_cell(lr_run):
 
 
 def test_nothing_on_the_page_when_the_check_is_off():
-    """No table (the key off: the answer rule gets none) or an empty one: no block on the page; a table: one
-    paragraph and one sentence per model."""
-    import types
+    """No table (the key off: the answer rule gets none) or an empty one: no lr block on the page; a table: its
+    block."""
+    from answer_helpers import synthetic
+    from selfheal.analysis import answer_plots, answer_tables
 
-    from selfheal.analysis.page import Page
-
-    rows = pd.DataFrame(_rows("L0", 0, 0.31, [(3.0, 0.25)]))
-    networks = pd.DataFrame({"model": ["m"], "source": ["scratch"]})
-    rows["pretrain_examples"] = 1000
-    for tables, blocks in (({}, 0), ({"lr_sensitivity": rows.iloc[:0]}, 0), ({"lr_sensitivity": rows}, 2)):
-        doc = Page()
-        answer_page.lr.section(doc, types.SimpleNamespace(tables=tables, networks=networks))
-        assert len(doc.blocks) == blocks
-    assert doc.blocks[1] == ("ul", [answer_page.lr.lr_sensitivity_sentence(rows, "fraction")])
+    summary, curves, networks = synthetic(models=(("m", 2, 64),), thresholds=(0.01,), seed=3)
+    tables = answer_tables.compute(summary, curves, networks)
+    links = {name: f"plots/{name}.png" for name in answer_plots.FIGURES}
+    rows = pd.DataFrame(_rows("L0", 0, 0.31, [(3.0, 0.25)])).assign(pretrain_examples=1000)
+    for extra, shown in (({}, False), ({"lr_sensitivity": rows.iloc[:0]}, False), ({"lr_sensitivity": rows}, True)):
+        md = page.markdown({**tables, **extra}, summary, networks, links)
+        assert ("How much the retraining lr matters" in md) == shown
 
 
 @pytest.mark.e2e
@@ -314,39 +285,3 @@ def test_the_lr_check_heals_a_donor_swap(tmp_path, corpus_seed):
     ]
     swap = json.loads((run / "swap-tinyBart16-full-fresh" / "recovery.json").read_text())
     assert swap["target"] == "swap-tinyBart16" and swap["damaged_loss"] > 0
-
-
-def test_the_headline_says_how_much_sooner_another_lr_heals():
-    """The headline's "How sure?" words: per model, each layer a multiple of the lr healed sooner (by the same
-    rule as the §8 sentence), with both costs; a model where none did is named as having the fastest lr; a further
-    target (the swap) left to the aside; none without the check."""
-    sooner = pd.DataFrame(
-        _rows("L3", 3, 0.2, [(3.0, 0.05), (0.3333, 0.5)]) + _rows("L0", 0, None, [(3.0, 0.9), (0.3333, None)])
-    )
-    same = pd.DataFrame(_rows("L0", 0, 0.31, [(3.0, 0.30), (0.3333, 0.52)])).assign(model="n")
-    words = answer_page.lr.lr_headline_words(pd.concat([sooner, same]), lambda rows: "fraction")
-    assert words == (
-        " **The retraining lr moves these costs** (first network, ε = 1 %; §8): ×3 the lr heals `m`'s `L0` in 0.9 "
-        "of S × E instead of beyond the budget and `L3` in 0.05 instead of 0.2, so the costs above are upper bounds "
-        "on how fast a layer heals. No other lr measured heals faster on `n` (§8)."
-    )
-    # a further target (the asker's swap, depth unset) is the aside's; a second model faster by the same multiple
-    # is joined under one "×3 the lr heals"
-    swap = pd.DataFrame(_rows("L0", 0, 0.31, [(3.0, 0.30)])).assign(target="swap-x", depth=None)
-    other = sooner.assign(model="o")
-    joined = answer_page.lr.lr_headline_words(pd.concat([sooner, other, swap]), lambda rows: "fraction")
-    assert "swap-x" not in joined and joined.count("×3 the lr heals") == 1 and "(first networks, ε = 1 %; §8)" in joined
-    assert (
-        "`m`'s `L0` in 0.9 of S × E instead of beyond the budget and `L3` in 0.05 instead of 0.2; `o`'s `L0`" in joined
-    )
-    assert answer_page.lr.lr_headline_words(None, lambda rows: "fraction") == ""
-    assert "in 900 examples instead of beyond the budget" in answer_page.lr.lr_headline_words(
-        sooner, lambda r: "examples"
-    )
-
-
-def test_the_unit_follows_the_first_number_not_the_budget():
-    table = pd.DataFrame(_rows("L0", 0, None, [(3.0, 0.9)]) + _rows("L3", 3, 0.2, [(3.0, 0.1)]))
-    said = answer_page.lr.lr_sensitivity_sentence(table, "fraction")
-    assert "moves from beyond the budget at the chosen lr (0.002) to 0.9 at ×3" in said
-    assert "of the last layer (`L3`) from 0.2 of S × E to 0.1 at ×3" in said  # the unit after the first number

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from selfheal import partial
 from selfheal import results as results_api
-from selfheal.analysis import answer_page
+from selfheal.analysis import page
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -57,11 +57,9 @@ def test_a_finished_model_whose_lr_check_has_not_finished_is_read_without_it():
 
 
 def test_the_page_says_first_what_it_leaves_out():
-    note = answer_page.partial_note(partial.left_out_table(["b", "donor"], ["a"]))
-    assert "`partial: true`" in note
-    assert "Not finished yet, and in no number below: `b` and `donor`; below, “this grid”" in note
-    assert "The lr check of `a` has not finished" in note
-    assert "Every model of the config has finished." in answer_page.partial_note(partial.left_out_table([], []))
+    note = page.partial(partial.left_out_table(["b", "donor"], ["a"]))
+    assert note == {"mode": "true", "models": ["b", "donor"], "networks": [], "checks": ["a"]}
+    assert page.partial(partial.left_out_table([], [])) == {"mode": "true", "models": [], "networks": [], "checks": []}
 
 
 def _read(workdir: Path, configfile: Path, *args: str) -> subprocess.CompletedProcess:
@@ -122,9 +120,9 @@ def test_the_readout_reads_the_finished_model_and_trains_nothing(tmp_path, corpu
     assert (read_dir / "plots" / "recovery_cost.png").is_file()
     left_out = pd.read_parquet(read_dir / "answer" / "left_out.parquet")
     assert left_out.values.tolist() == [["tinyA", "model"], ["tinyB", "lr check"]]
-    page = (read_dir / "answer.md").read_text()
-    assert "Not finished yet, and in no number below: `tinyA`;" in page
-    assert "The lr check of `tinyB` has not finished" in page
+    md = (read_dir / "answer.md").read_text()
+    assert "Not finished yet, and in no number below: `tinyA`;" in md
+    assert "The lr check of `tinyB` has not finished" in md
     shipped = tmp_path / "shipped"  # shipped and re-derived, the page still says what it leaves out
     results_api.ship(read_dir, shipped)
     results_api.reread(shipped)
@@ -141,12 +139,9 @@ def test_keep_networks_narrows_each_model_to_its_finished_networks():
     assert partial.with_seeds(config, "a", [2])["models"][0]["pretrain"]["seeds"] == [2]
     table = partial.left_out_table(["c"], ["b"], left)
     assert table.values.tolist() == [["c", "model"], ["b", "network p0"], ["b", "lr check"]]
-    note = answer_page.partial_note(table)
-    assert note.startswith("**Read while the study runs** (`partial: networks`)")
-    assert "Not finished yet, and in no number below: `c`; " in note
-    assert " Networks not finished, and in no number below: `b` p0." in note
-    only = answer_page.partial_note(partial.left_out_table([], [], (("b", 0), ("b", 2))))
-    assert "finished. Networks not finished, and in no number below: `b` p0 and p2." in only
+    assert page.partial(table) == {"mode": "networks", "models": ["c"], "networks": [("b", "p0")], "checks": ["b"]}
+    only = page.partial(partial.left_out_table([], [], (("b", 0), ("b", 2))))
+    assert only["networks"] == [("b", "p0 and p2")] and only["models"] == []
 
 
 @pytest.mark.e2e

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from selfheal import results
-from selfheal.analysis import answer, answer_page, answer_plots, survival
+from selfheal.analysis import answer, answer_plots, page, survival
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN = ROOT / "reference" / "fully_trained"
@@ -84,11 +84,11 @@ def test_the_lr_sensitivity_heals_first_and_last_layer_at_three_lrs(run):
 
 
 def test_the_page_is_generated_from_the_shipped_tables(run):
-    page = (RUN / "answer.md").read_text()
+    md = (RUN / "answer.md").read_text()
     tables = {name: run[name] for name in answer.TABLES}
     tables[answer.LR_SENSITIVITY] = run[answer.LR_SENSITIVITY]
     links = {name: f"plots/{name}.png" for name in answer_plots.FIGURES}
-    assert answer_page.page(tables, run["summary"], run["networks"], links).markdown() == page
+    assert page.markdown(tables, run["summary"], run["networks"], links) == md  # the golden-file check
     # what the README says it shows at eps = 1 %: the last layer back within the budget in every model, the first
     # layer beyond it (and its cells still falling there, not stalled)
     surv = run["survival"]
@@ -102,10 +102,10 @@ def test_the_page_is_generated_from_the_shipped_tables(run):
 
 
 def test_the_readme_carries_its_headline():
-    page = (RUN / "answer.md").read_text()
+    md = (RUN / "answer.md").read_text()
     readme = (ROOT / "README.md").read_text()
     marker = answer.source_marker("reference/fully_trained/answer.md")
-    assert marker in readme and answer.headline(page) in readme[readme.index(marker) :]
+    assert marker in readme and answer.headline(md) in readme[readme.index(marker) :]
 
 
 def test_the_headline_names_exactly_the_models_whose_controls_move_beyond_eps_min_over_4(run):

@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from selfheal import results
-from selfheal.analysis import answer, answer_page, answer_plots, out_of_sample
+from selfheal.analysis import answer, answer_plots, out_of_sample, page
 
 ROOT = Path(__file__).resolve().parents[1]
 STUDY = Path(os.environ.get("SELFHEAL_STUDY", ROOT / "reference" / "study"))
@@ -80,7 +80,7 @@ def test_at_the_askers_eps_nearly_every_median_has_an_answer(study):
     surv = study["survival"]
     layers = surv[(surv["kind"] == "layer") & (surv["threshold"] == EPS) & (surv["regime"] == "frozen")]
     layers = layers[(layers["policy"] == "full") & (layers["init"] == "fresh")]
-    unanswered = answer_page.refusal.median_answers(layers)["not_answered"]
+    unanswered = int((layers["verdict"] == "still_falling").sum())
     assert len(layers) and unanswered <= 0.1 * len(layers), layers[np.isinf(layers["median_examples"])]
 
 
@@ -114,13 +114,11 @@ def test_every_censored_cell_has_a_verdict_on_the_page(study):
     """Each single-layer cell not back within ε = 0.01 is listed in §2 with its verdict."""
     costs = study["network_costs"]
     layers = costs[(costs["threshold"] == EPS) & (costs["kind"] == "layer")]
-    censored = layers[layers["outcome"].isin(answer_page.refusal.NOT_BACK_WORDS)]
-    assert (
-        layers["outcome"].isin(["recovered", "not_damaged"])
-        | layers["outcome"].isin(answer_page.refusal.NOT_BACK_WORDS)
-    ).all()
-    page = (STUDY / "answer.md").read_text()
-    section = page[page.index("## 2.") : page.index("## 3.")]
+    not_back = ["stalled", "still_falling", "diverged"]
+    censored = layers[layers["outcome"].isin(not_back)]
+    assert layers["outcome"].isin(["recovered", "not_damaged", *not_back]).all()
+    md = (STUDY / "answer.md").read_text()
+    section = md[md.index("## 2.") : md.index("## 3.")]
     for _, r in censored.iterrows():
         row = f"| {r['model']} | {r['target']} ({r['position']}) | seed {int(r['pretrain_seed'])}"
         assert row in section, row
@@ -129,9 +127,9 @@ def test_every_censored_cell_has_a_verdict_on_the_page(study):
 def test_out_of_sample_check_is_run_and_its_verdicts_stated(study):
     table = study["out_of_sample"]
     assert any("largest N" in part for part in set(table["left_out"]))
-    page = (STUDY / "answer.md").read_text()
+    md = (STUDY / "answer.md").read_text()
     for _, r in out_of_sample.verdicts(table).iterrows():
-        line = next(x for x in page.splitlines() if x.startswith(f"- {r['left_out']} ({r['models']}): "))
+        line = next(x for x in md.splitlines() if x.startswith(f"- {r['left_out']} ({r['models']}): "))
         assert f"**{r['verdict']}** at ε = " in line
 
 
@@ -161,17 +159,19 @@ def test_the_aside_has_the_askers_swaps_and_every_comparison(study):
     frozen = swaps[swaps["item"].str.startswith("donor_swap_frozen")]
     assert frozen["control_median"].notna().all()  # read against the retrained cross-attention too
     head = answer.headline((STUDY / "answer.md").read_text())
-    assert "**The encoder swap.**" in head and "× what pretraining from scratch needed" in head
+    swaps_slower = int(swaps["slower_than_scratch"].sum())  # the verdict column the headline states
+    assert f"**The encoder swap** in {at['model'].iloc[0]}: {swaps_slower} of {len(swaps)} swaps are slower" in head
 
 
 def test_the_page_is_generated_from_the_shipped_tables_and_short(study):
-    page = (STUDY / "answer.md").read_text()
+    """The golden-file check: the shipped page is the template rendered over the shipped tables."""
+    md = (STUDY / "answer.md").read_text()
     tables = {name: study[name] for name in [*answer.TABLES, answer.LR_SENSITIVITY] if name in study}
     links = {name: f"plots/{name}.png" for name in answer_plots.FIGURES}
-    assert answer_page.page(tables, study["summary"], study["networks"], links).markdown() == page
-    head = answer.headline(page)
+    assert page.markdown(tables, study["summary"], study["networks"], links) == md
+    head = answer.headline(md)
     assert len(head.splitlines()) < 40
-    assert len(page.encode()) < 25_000  # it reads in minutes
+    assert len(md.encode()) < 25_000  # it reads in minutes
 
 
 def test_readme_headline_is_the_study_page_headline():

@@ -1,5 +1,5 @@
 """The answer: the tables under ``results/answer/`` (``answer_tables``), the page ``results/answer.md`` and
-``answer.html`` (``answer_page``) and its figures (``answer_plots``), every number read from the Parquet tables the
+``answer.html`` (``page``: a template over the tables and their verdict columns, ``verdicts``) and its figures (``answer_plots``), every number read from the Parquet tables the
 workflow wrote (summary, curves, networks, and the lr-sensitivity table where ``retrain.lr_sensitivity`` is on). ``write_all`` is what the ``answer`` rule runs.
 
 ``python -m selfheal.analysis.answer --readme results/answer.md README.md`` copies the page's headline into the
@@ -14,12 +14,12 @@ from pathlib import Path
 import pandas as pd
 
 from selfheal import results_io
-from selfheal.analysis import answer_page, answer_plots, answer_tables, plots
+from selfheal.analysis import answer_plots, answer_tables, page, plots
 
 TABLES = answer_tables.TABLES
 LR_SENSITIVITY = "lr_sensitivity"  # answer/lr_sensitivity.parquet: written by its own rule, only when the check is on
 LEFT_OUT = "left_out"  # answer/left_out.parquet: what a readout with partial: true leaves out (its own rule's)
-HEADLINE = answer_page.HEADLINE
+HEADLINE = page.HEADLINE
 
 
 def write_all(
@@ -57,9 +57,9 @@ def write_all(
         else str(path)
         for name, path in plot_html.items()
     }
-    doc = answer_page.page(tables, summary, networks, links)
-    Path(md_path).write_text(doc.markdown())
-    Path(html_path).write_text(doc.html())
+    md = page.markdown(tables, summary, networks, links)
+    Path(md_path).write_text(md)
+    Path(html_path).write_text(page.html(md))
     for name, draw in answer_plots.FIGURES.items():
         plots.save(draw(tables, curves), plot_html[name], plot_png[name])
 

@@ -58,9 +58,9 @@ def _float(column: pd.Series) -> np.ndarray:
     return pd.to_numeric(column, errors="coerce").astype(float).to_numpy()
 
 
-def _cost_unit(table: pd.DataFrame) -> tuple[str, str, str]:
+def _cost_unit(table: pd.DataFrame, networks: pd.DataFrame) -> tuple[str, str, str]:
     """Columns and title in the rows' unit (``stats.cost_unit``)."""
-    unit = cost_unit(table["pretrain_examples"])
+    unit = cost_unit(table, networks)
     return (
         f"median_{unit}",
         budget_column(unit),
@@ -89,14 +89,15 @@ def _inside_dodge(table: pd.DataFrame, by: str, width: float) -> np.ndarray:
     )
 
 
-def cost_depth(survival: pd.DataFrame) -> alt.Chart:
+def cost_depth(survival: pd.DataFrame, networks: pd.DataFrame | None = None) -> alt.Chart:
+    """``networks``: their source (``networks_flags``), for the unit; None: the rows' own columns."""
     title = "Recovery cost against relative depth (median, 95 % interval over pretrained networks)"
     layers = survival[survival["kind"] == "layer"].copy() if len(survival) else survival
     if not len(layers):
         return plots.empty_chart(title, NO_LAYER_CELLS)
     layers, setting = _asked(layers)
     layers = layers.copy()
-    value, budget, axis = _cost_unit(layers)
+    value, budget, axis = _cost_unit(layers, layers if networks is None else networks)
     lo, hi = value + "_lo", value + "_hi"
     # a layer whose cells were never damaged beyond ε has no cost (a NaN median): not drawn, neither as a cost nor
     # as beyond the budget
@@ -648,7 +649,7 @@ def aside_curves(curves: pd.DataFrame, reference: pd.DataFrame, aside: pd.DataFr
 
 
 FIGURES = {
-    "answer_cost_depth": lambda t, curves: cost_depth(t["survival"]),
+    "answer_cost_depth": lambda t, curves: cost_depth(t["survival"], t["networks_flags"]),
     "answer_recovered": lambda t, curves: recovered(t["recovered_curves"]),
     "answer_curves": lambda t, curves: log_curves(curves, t["pretrain_reference"], t["survival"]),
     "answer_effects": lambda t, curves: effects(t["fit"]),

@@ -21,8 +21,8 @@ import math
 import numpy as np
 import pandas as pd
 
-from selfheal.analysis import out_of_sample, scaling, survival
-from selfheal.analysis.stats import budget_column, cost_unit, first_crossing
+from selfheal.analysis import out_of_sample, scaling, survival, verdicts
+from selfheal.analysis.stats import DRIFT_TOLERANCE, budget_column, cost_unit, first_crossing
 from selfheal.heal.thresholds import threshold_loss
 
 ZERO_OUT = "zero_out"  # grid.ZERO_OUT: the init whose output projections start at zero (no training stack here)
@@ -123,6 +123,7 @@ FLAG_COLUMNS = [
     "degenerate",
     "degenerate_reason",
     "off_plateau",
+    "source",
     "n_rows",
     "n_baseline_not_converged",
     "n_control_moved",
@@ -309,15 +310,33 @@ def cka(cells: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out, columns=CKA_COLUMNS)
 
 
+def pretrain_curves(curves: pd.DataFrame, networks: pd.DataFrame, scratch_only: bool = False) -> dict:
+    """Each network's own pretraining curve as (examples, val_loss) arrays, keyed (model, pretrain_seed), in that
+    order: the one builder of the from-scratch reference (``pretrain_reference`` here, summary.parquet's scratch_*
+    columns in analysis/tables.py; the retraining budget's, ``heal.budget``, reads the same curve). ``scratch_only``:
+    only the networks of ``networks`` pretrained here (its source ``scratch``, every one without the column)."""
+    pre = curves[curves["kind"] == "pretrain"] if "kind" in curves.columns else curves.iloc[:0]
+    keep = None
+    if scratch_only:
+        sources = networks["source"] if "source" in networks.columns else pd.Series("scratch", index=networks.index)
+        keep = {
+            (m, int(p)) for m, p, src in zip(networks["model"], networks["pretrain_seed"], sources) if src == "scratch"
+        }
+    return {
+        (model, int(ps)): (group["examples"].to_numpy(dtype=float), group["val_loss"].to_numpy(dtype=float))
+        for (model, ps), group in pre.groupby(["model", "pretrain_seed"], sort=True)
+        if keep is None or (model, int(ps)) in keep
+    }
+
+
 def pretrain_reference(curves: pd.DataFrame, networks: pd.DataFrame, thresholds) -> pd.DataFrame:
     """Pretraining's own curve as the reference: where the from-scratch run first got within eps of the network's
     baseline (``first_crossing``: the bracketing evaluations, the interpolated crossing and whether the bracket is
     coarse; censored when it never did)."""
     out = []
-    pre = curves[curves["kind"] == "pretrain"]
-    if "pretrain_seed" not in pre.columns:
+    if "pretrain_seed" not in curves.columns:
         return pd.DataFrame(columns=REFERENCE_COLUMNS)
-    for (model, ps), curve in pre.groupby(["model", "pretrain_seed"], sort=True):
+    for (model, ps), curve in pretrain_curves(curves, networks).items():
         net = networks[(networks["model"] == model) & (networks["pretrain_seed"] == ps)]
         if not len(net):
             continue
@@ -325,7 +344,7 @@ def pretrain_reference(curves: pd.DataFrame, networks: pd.DataFrame, thresholds)
         sxe = net["pretrain_examples"].iloc[0]
         known = sxe is not None and not pd.isna(sxe) and sxe > 0
         for eps in thresholds:
-            c = first_crossing(curve["examples"], curve["val_loss"], threshold_loss(baseline, eps))
+            c = first_crossing(*curve, threshold_loss(baseline, eps))
             out.append(
                 {
                     "model": model,
@@ -431,6 +450,8 @@ def flags(cells: pd.DataFrame, networks: pd.DataFrame) -> pd.DataFrame:
     for column in ("pretrain_tokens", "pretraining_tokens"):
         if column not in nets:
             nets[column] = pd.NA
+    if "source" not in nets:
+        nets["source"] = "scratch"
     if "degenerate_reason" not in nets:  # tables written before the reason was recorded
         nets["degenerate_reason"] = ""
     nets["degenerate_reason"] = nets["degenerate_reason"].fillna("").astype(str)
@@ -538,7 +559,7 @@ def compute(
     surv = survival.estimate(cells)
     ref = pretrain_reference(curves, networks, thresholds)
     against = against_control(cells)
-    return {
+    tables = {
         "survival": surv,
         "recovered_curves": survival.recovered_curves(cells),
         "fit": scaling.fit(cells, workers=workers),
@@ -555,6 +576,7 @@ def compute(
         "network_costs": network_costs(cells),
         "validation_error": validation_error(summary),
     }
+    return verdicts.add(tables, networks, float(min(thresholds)) if thresholds else None)
 
 
 def projected_examples(cells: pd.DataFrame) -> pd.Series:
@@ -614,7 +636,7 @@ def encoder_decoder(
     models = [m for m, k in kinds.items() if k == "encoder-decoder"]
     rows = surv[surv["model"].isin(models) & (surv["regime"] == "frozen")] if len(surv) else surv
     for (model, eps), group in rows.groupby(["model", "threshold"], sort=True):
-        unit = cost_unit(group["pretrain_examples"])
+        unit = cost_unit(group, networks)
         scratch = ref[(ref["model"] == model) & (ref["threshold"] == eps)] if len(ref) else ref
         scratch_median = float(scratch[unit].astype(float).fillna(math.inf).median()) if len(scratch) else math.nan
         for item, what, pick in ENCODER_DECODER_ITEMS:
@@ -735,7 +757,7 @@ def control_drift(curves: pd.DataFrame, networks: pd.DataFrame, eps_min: float |
     (the reset cells' tensors trained from their trained values, init ``trained``) at the end of their runs, as
     val loss / baseline − 1 (negative: training alone went below the baseline). A network off its plateau shows
     here how much of a cell's "recovery" further training could account for. With ``eps_min`` (the smallest ε):
-    how many controls ever moved beyond ± eps_min / 4 (the method's bound), and the median of the examples at
+    how many controls ever moved beyond ± DRIFT_TOLERANCE x eps_min (the method's bound), and the median of the examples at
     which each of them first did (when the drift sets in)."""
     rec = curves[(curves["kind"] == "recovery") & (curves["init"] == survival.MATCHED_CONTROL_INIT)]
     out = []
@@ -749,7 +771,7 @@ def control_drift(curves: pd.DataFrame, networks: pd.DataFrame, eps_min: float |
         # every evaluation after the start, not only the ends: the largest move either way
         after = group[group["examples"].astype(float) > 0]
         along = after["val_loss"].astype(float) / baseline - 1
-        beyond = after[np.abs(along) > eps_min / 4] if eps_min is not None else after.iloc[:0]
+        beyond = after[np.abs(along) > DRIFT_TOLERANCE * eps_min] if eps_min is not None else after.iloc[:0]
         onsets = beyond.groupby(["target", "policy", "seed"])["examples"].min().astype(float)
         out.append(
             {

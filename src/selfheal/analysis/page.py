@@ -1,126 +1,495 @@
-"""A page of blocks (heading, paragraph, bullet list, table) rendered to Markdown and to HTML, and the number
-formats every page uses."""
+"""The answer page (``results/answer.md`` and ``answer.html``): one Jinja2 template (``templates/answer.md.j2``)
+over the answer tables and their verdict columns (``verdicts``), with the number formats below as its filters.
+``context`` only selects and orders rows (the asker's setting first, the smallest and largest ε); every judgement
+the page states is a column of a table. The HTML is the Markdown rendered by markdown-it-py.
+"""
 
 from __future__ import annotations
 
-import html
 import math
-import re
+from collections import Counter
+from pathlib import Path
 
-import numpy as np
+import jinja2
 import pandas as pd
+from markdown_it import MarkdownIt
+
+from selfheal.analysis import out_of_sample, related_work, scaling, survival, verdicts
+from selfheal.analysis.answer_tables import SWAP_ITEMS
+from selfheal.analysis.formats import compact, eps, num, pct, signed_pct, span
+from selfheal.analysis.stats import DRIFT_TOLERANCE, UNIT_WORDS, cost_unit, flag
+
+HEADLINE = ("<!-- answer:headline -->", "<!-- /answer:headline -->")
+ASKED = ("frozen", "full", "fresh")
+CROSS_ATTN = "cross_attn"  # the aside's policy (§6), not a single-layer setting where the grid has the aside
+BEYOND = "> B"
+DEGENERATE_WORDS = {
+    "unigram": "its baseline is not clearly below the unigram loss",
+    "bigram": "it does not beat the interpolated bigram by 0.1 nats",
+    "reset_all_harmless": "resetting every layer did less damage than ε_min",
+}
+REFERENCE_SIZES = [
+    ("GPT-2 small", "124 M parameters", "about 10 B tokens"),
+    ("BERT-base", "110 M", "about 3.3 B words × 40 epochs"),
+    ("Llama 3 8B", "8 B", "about 15 T tokens"),
+]
 
 
-def num(x: float) -> str:
-    if x is None or pd.isna(x):
-        return "n/a"
-    if math.isinf(x):
-        return "∞"
-    if x == 0:
-        return "0"
-    if abs(x) >= 1000:
-        return f"{x:,.0f}"
-    return f"{x:.3g}" if abs(x) < 0.01 else f"{x:.3f}".rstrip("0").rstrip(".") if abs(x) < 1 else f"{x:.3g}"
+def cost(x) -> str:
+    """A median: '> B' beyond the budget, 'not damaged' where no cell left the ε band."""
+    x = float(x)
+    return "not damaged" if math.isnan(x) else BEYOND if math.isinf(x) else num(x)
 
 
-def pct(x: float) -> str:
-    return "n/a" if pd.isna(x) else f"{100 * x:.0f} %"
+def interval(row, column: str) -> str:
+    """'m [lo, hi]' of a median column, one number where they agree."""
+    m, lo, hi = (float(row[column + s]) for s in ("", "_lo", "_hi"))
+    if math.isnan(m) or (math.isinf(m) and math.isinf(lo)) or m == lo == hi:
+        return cost(m)
+    return f"{cost(m)} [{cost(lo)}, {cost(hi)}]"
 
 
-def signed_pct(x: float) -> str:
-    return "n/a" if pd.isna(x) else f"{100 * x:+.2f} %"
+def times(x, approx: bool = False) -> str:
+    x = float(x)
+    if not math.isfinite(x):
+        return "—"
+    digits = f"{x:.2g}" if approx else num(x)
+    return f"{'≈ ' if approx else ''}{digits} ×"
 
 
-class Page:
-    """Blocks of the page (heading, paragraph, bullet list, table), rendered to Markdown and to HTML."""
-
-    def __init__(self) -> None:
-        self.blocks: list[tuple] = []
-
-    def h(self, level: int, text: str) -> None:
-        self.blocks.append(("h", level, text))
-
-    def p(self, text: str) -> None:
-        self.blocks.append(("p", text))
-
-    def ul(self, items: list[str]) -> None:
-        if items:
-            self.blocks.append(("ul", items))
-
-    def table(self, header: list[str], rows: list[list[str]]) -> None:
-        if rows:
-            self.blocks.append(("table", header, rows))
-
-    def raw(self, text: str) -> None:
-        self.blocks.append(("raw", text))
-
-    def markdown(self) -> str:
-        out = []
-        for block in self.blocks:
-            if block[0] == "h":
-                out.append("#" * block[1] + " " + block[2])
-            elif block[0] == "p":
-                out.append(block[1])
-            elif block[0] == "ul":
-                out.append("\n".join(f"- {item}" for item in block[1]))
-            elif block[0] == "table":
-                out.append(
-                    "\n".join(
-                        ["| " + " | ".join(block[1]) + " |", "|" + "---|" * len(block[1])]
-                        + ["| " + " | ".join(r) + " |" for r in block[2]]
-                    )
-                )
-            else:
-                out.append(block[1])
-        return "\n\n".join(out) + "\n"
-
-    def html(self) -> str:
-        def inline(text: str) -> str:
-            text = html.escape(text)
-            text = re.sub(r"\[([^\]]+)\]\(([^)]+)\)", r'<a href="\2">\1</a>', text)
-            text = re.sub(r"\*\*([^*]+)\*\*", r"<b>\1</b>", text)
-            text = re.sub(r"\*([^*]+)\*", r"<i>\1</i>", text)
-            return re.sub(r"`([^`]+)`", r"<code>\1</code>", text)
-
-        out = [
-            "<!DOCTYPE html><html><head><meta charset='utf-8'><title>selfheal: the answer</title>"
-            "<style>body{font-family:sans-serif;max-width:60em;margin:auto}table{border-collapse:collapse}"
-            "td,th{border:1px solid #ccc;padding:2px 6px}</style></head><body>"
-        ]
-        for block in self.blocks:
-            if block[0] == "h":
-                out.append(f"<h{block[1]}>{inline(block[2])}</h{block[1]}>")
-            elif block[0] == "p":
-                out.append(f"<p>{inline(block[1])}</p>")
-            elif block[0] == "ul":
-                out.append("<ul>" + "".join(f"<li>{inline(i)}</li>" for i in block[1]) + "</ul>")
-            elif block[0] == "table":
-                out.append(
-                    "<table><tr>"
-                    + "".join(f"<th>{inline(c)}</th>" for c in block[1])
-                    + "</tr>"
-                    + "".join("<tr>" + "".join(f"<td>{inline(c)}</td>" for c in r) + "</tr>" for r in block[2])
-                    + "</table>"
-                )
-        out.append("</body></html>")
-        return "\n".join(out)
+def counted(counts: dict) -> str:
+    """'the first in 3 of 5 models, the last in 2' from {position: count}."""
+    total = sum(counts.values())
+    items = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    return ", ".join(f"the {p} in {n}{f' of {total} models' if i == 0 else ''}" for i, (p, n) in enumerate(items))
 
 
-def compact(x: float) -> str:
-    """A count in few digits: '310k', '2.56M', '1.2B', '2T'."""
-    if x is None or pd.isna(x):
-        return "n/a"
-    for scale, suffix in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k")):
-        if abs(x) >= scale:
-            return f"{x / scale:.3g}{suffix}"
-    return num(x)
+FILTERS = {f.__name__: f for f in (num, pct, signed_pct, eps, compact, span, cost, interval, times, counted)}
 
 
-def span(values, fmt=num) -> str:
-    """'a to b' over the finite values ('a' when they agree), or '' when there are none."""
-    v = pd.Series(values, dtype="float64")
-    v = v[np.isfinite(v)]
-    if not len(v):
+def _pick(table: pd.DataFrame, setting) -> pd.DataFrame:
+    if setting is None or not len(table):
+        return table.iloc[:0] if setting is None else table
+    return table[(table["regime"] == setting[0]) & (table["policy"] == setting[1]) & (table["init"] == setting[2])]
+
+
+def _records(table: pd.DataFrame) -> list[dict]:
+    return table.to_dict("records")
+
+
+def _brought(net: pd.Series) -> bool:
+    source = net.get("source", "scratch")
+    return source is not None and not pd.isna(source) and source != "scratch"
+
+
+def _sxe(net: pd.Series) -> str:
+    """A network's S × E ('3,865 × 24'), or that it was not pretrained here (a model you bring) and its adaptation."""
+    s, e = net.get("train_sequences"), net.get("epochs")
+    both = s is not None and e is not None and not pd.isna(s) and not pd.isna(e)
+    if _brought(net):
+        return "not pretrained here; " + (
+            f"adaptation: {num(float(s))} sequences × {num(float(e))}" if both else "no adaptation"
+        )
+    return f"{num(float(s))} × {num(float(e))}" if both else num(net.get("pretrain_examples"))
+
+
+def sci(x) -> str:
+    """A small share in scientific notation: '1.2e-6'."""
+    mantissa, exponent = f"{x:.1e}".split("e")
+    return f"{mantissa}e{int(exponent)}"
+
+
+def _share(rows: pd.DataFrame, net: pd.Series, own) -> str:
+    """A brought model's finite single-layer medians in tokens over its own pretraining tokens ('1.2e-6 to 3e-6')."""
+    own, context = (
+        pd.to_numeric(pd.Series([x]), errors="coerce").astype(float).iloc[0] for x in (own, net.get("context"))
+    )
+    if not (own > 0 and context > 0):
         return ""
-    lo, hi = fmt(v.min()), fmt(v.max())
-    return lo if lo == hi else f"{lo} to {hi}"
+    finite = rows.loc[rows["verdict"] == "recovered", "median_examples"].astype(float)
+    return span(finite * context / own, sci)
+
+
+def _at(rows: pd.DataFrame, e: float) -> dict:
+    """What the page says of one ε over some (model, layer) medians."""
+    verdict = Counter(rows["verdict"])
+    finite = rows[rows["verdict"] == "recovered"]
+    return {
+        "eps": e,
+        "n": len(rows),
+        "n_finite": verdict["recovered"],
+        "n_refuses": verdict["refuses"],
+        "n_still_falling": verdict["still_falling"],
+        "n_not_damaged": verdict["not_damaged"],
+        "fraction": span(finite["median_fraction"]),
+        "examples": span(finite["median_examples"]),
+        "relative": span(finite["relative_to_scratch"]),
+        "scratch": span(rows.drop_duplicates("model")["scratch_fraction"]),
+        "budget": span(rows["budget_fraction"].astype(float).round(3)),
+        "costliest": dict(Counter(rows.loc[rows["costliest"], "position"])),
+    }
+
+
+def partial(left_out: pd.DataFrame) -> dict:
+    """What a page read with ``partial`` leaves out (``selfheal.partial.left_out_table``): its mode, each unfinished
+    model, each unfinished network of a model read with its others, and each finished model's unfinished lr check."""
+    networks = left_out[left_out["part"].str.startswith("network ")]
+    return {
+        "mode": "networks" if len(networks) else "true",
+        "models": list(left_out.loc[left_out["part"] == "model", "model"]),
+        "networks": [
+            (m, " and ".join(p.removeprefix("network ") for p in g["part"]))
+            for m, g in networks.groupby("model", sort=False)
+        ],
+        "checks": list(left_out.loc[left_out["part"] == "lr check", "model"]),
+    }
+
+
+def _lr(lr, networks: pd.DataFrame) -> dict | None:
+    """The lr check's rows at ε = 0.01 (else its smallest), with their ``faster`` verdict (``verdicts.lr_verdicts``)."""
+    if lr is None or not len(lr):
+        return None
+    unit = cost_unit(lr, networks)
+    lr = verdicts.lr_verdicts(lr)
+    col = "fraction_of_pretrain" if unit == "fraction" else "examples"
+    lr_eps = 0.01 if (lr["threshold"] == 0.01).any() else float(lr["threshold"].min())
+    at = lr[lr["threshold"] == lr_eps].sort_values(["model", "depth", "target", "lr_multiplier"])
+    out = {
+        "eps": lr_eps,
+        "unit_words": UNIT_WORDS[unit],
+        "multipliers": sorted(at["lr_multiplier"].unique()),
+        "rows": [
+            {
+                "model": m,
+                "target": tg,
+                "chosen_lr": g["chosen_lr"].iloc[0],
+                "chosen": g[f"chosen_{col}"].iloc[0] if flag(g["chosen_recovered"]).iloc[0] else math.inf,
+                "costs": [r[col] if r["recovered"] else math.inf for _, r in g.iterrows()],
+                "faster": bool(g["faster"].any()),
+            }
+            for (m, tg), g in at.groupby(["model", "target"], sort=False)
+        ],
+    }
+    out["faster"] = [f"{r['model']}'s `{r['target']}`" for r in out["rows"] if r["faster"]]
+    return out
+
+
+def context(tables: dict[str, pd.DataFrame], summary: pd.DataFrame, networks: pd.DataFrame, links: dict) -> dict:
+    """What the template reads: the answer tables' rows, selected (the asker's setting first, the smallest and largest
+    ε) and ordered, with the few counts and ranges its sentences state."""
+    t = tables
+    surv, fit, flags, drift = t["survival"], t["fit"], t["networks_flags"], t["control_drift"]
+    layers = surv[surv["kind"] == survival.LAYER] if len(surv) else surv
+    aside = t.get("encoder_decoder", pd.DataFrame())
+    settings = sorted({(r, p, i) for r, p, i in zip(layers["regime"], layers["policy"], layers["init"])})
+    settings = [s for s in sorted(settings, key=lambda s: s != ASKED) if not (len(aside) and s[1] == CROSS_ATTN)]
+    setting = settings[0] if settings else None
+    rows = _pick(layers, setting)
+    healed = networks[networks["model"].isin(set(summary["model"]))] if len(summary) else networks
+    left_out = t.get("left_out")
+    c = {"links": links, "setting": setting, "partial": partial(left_out) if left_out is not None else None}
+    c["lr"] = _lr(t.get("lr_sensitivity"), networks)
+    c["degenerate"] = (
+        [
+            (
+                m,
+                len(g),
+                ", ".join(
+                    DEGENERATE_WORDS.get(x, x)
+                    for x in sorted({x for r in g["degenerate_reason"] for x in str(r).split(",") if x})
+                )
+                or "flagged",
+            )
+            for m, g in flags[flag(flags["degenerate"])].groupby("model", sort=True)
+        ]
+        if len(flags)
+        else []
+    )
+    if not len(rows):
+        c["answered"] = False
+        c["n_networks"], c["n_off"] = len(networks), int(flag(networks.get("off_plateau", pd.Series())).sum())
+        return c
+    c["answered"] = True
+    unit = c["unit"] = cost_unit(rows, networks)
+    c["unit_words"] = UNIT_WORDS[unit]
+    eps_pair = c["eps_pair"] = sorted({float(rows["threshold"].min()), float(rows["threshold"].max())})
+    eps_min = c["eps_min"] = eps_pair[0]
+    c["bound"] = DRIFT_TOLERANCE * eps_min
+    c["at"] = [_at(rows[rows["threshold"] == e], e) for e in eps_pair]
+    order = sorted(
+        rows["model"].unique(),
+        key=lambda m: (
+            tuple(rows.loc[rows["model"] == m, k].iloc[0] for k in ("family_kind", "n_layer", "d_model")) + (m,)
+        ),
+    )
+    nets = networks.drop_duplicates("model").set_index("model")
+    own = flags.drop_duplicates("model").set_index("model")["pretraining_tokens"].to_dict() if len(flags) else {}
+    allc = _pick(surv[(surv["target"] == "all")], (setting[0], "full", setting[2]))
+    c["models"] = [
+        {
+            "model": m,
+            "nxd": f"{int(rows.loc[rows['model'] == m, 'n_layer'].iloc[0])} × "
+            f"{int(rows.loc[rows['model'] == m, 'd_model'].iloc[0])}",
+            "sxe": _sxe(nets.loc[m]) if m in nets.index else "n/a",
+            "at": [_at(rows[(rows["model"] == m) & (rows["threshold"] == e)], e) for e in eps_pair],
+            "all": allc.loc[(allc["model"] == m) & (allc["threshold"] == eps_pair[-1]), f"median_{unit}"].tolist(),
+            "brought": m in nets.index and _brought(nets.loc[m]),
+            "share": [
+                _share(rows[(rows["model"] == m) & (rows["threshold"] == e)], nets.loc[m], own.get(m))
+                if m in nets.index and _brought(nets.loc[m])
+                else ""
+                for e in eps_pair
+            ],
+            "own": own.get(m),
+        }
+        for m in order
+    ]
+    c["brought"] = [x for x in c["models"] if x["brought"]]
+    shown = _pick(surv[surv["kind"].isin([survival.LAYER]) | (surv["target"] == "all")], setting)
+    shown = shown[shown["policy"] == setting[1]].sort_values(["model", "depth", "target"], na_position="last")
+    against = _pick(t["against_control"], setting)
+    c["cost_rows"] = [
+        {
+            "model": m,
+            "target": tg,
+            "position": g["position"].iloc[0] if g["kind"].iloc[0] == survival.LAYER else "every layer",
+            "at": [g[g["threshold"] == e].iloc[0] if (g["threshold"] == e).any() else None for e in eps_pair],
+            "control": against.loc[
+                (against["model"] == m) & (against["target"] == tg) & (against["threshold"] == eps_min),
+                f"median_{unit}",
+            ].tolist(),
+        }
+        for (m, tg), g in shown.groupby(["model", "target"], sort=False)
+    ]
+    a_rows = against[(against["kind"] == survival.LAYER) & (against["threshold"] == eps_min)]
+    c["against"] = _at(a_rows, eps_min) if len(a_rows) else None
+    context = (
+        pd.to_numeric(nets["context"], errors="coerce").astype(float) if "context" in nets.columns else pd.Series()
+    )
+    tokens = {m: float(context.get(m, math.nan)) for m in order}
+    c["tokens_per_example"] = span(tokens.values())
+    costs = t["network_costs"]
+    costs = _pick(t["network_costs"], setting)
+    back = costs["outcome"].isin(["recovered", "not_damaged"])
+    costs = costs[(costs["kind"] == survival.LAYER) & (costs["threshold"] == eps_min) & ~back]
+    c["not_back"] = _records(costs.sort_values(["model", "depth", "pretrain_seed"]))
+    # the fit: position terms (§3) and size terms (§4) at the pair of ε
+    fits = _pick(fit, setting)
+    fits = fits[fits["threshold"].isin(eps_pair)] if len(fits) else fits
+    position_terms, size_terms = (
+        ["first_layer", "last_layer", "middle_depth"],
+        [t_ for t_ in scaling.TERMS if t_.startswith("log_")],
+    )
+    c["fit_position"] = _records(fits[fits["term"].isin(position_terms) & flag(fits["determined"])])
+    c["fit_size"] = _records(fits[fits["term"].isin(size_terms) & flag(fits["determined"])])
+    undetermined = fits[~flag(fits["determined"]) & fits["term"].isin(size_terms + position_terms)]
+    c["not_determined"] = [
+        (g["label"].iloc[0], ", ".join(f"{x:g}" for x in sorted(g["threshold"])), scaling.REASONS.get(r, r))
+        for (term, r), g in undetermined.groupby(["term", "reason"], sort=False)
+    ]
+    at_min = fits[(fits["threshold"] == eps_min) & fits["term"].isin(position_terms + ["log_n_layer", "log_d_model"])]
+    c["fit_headline"] = [(r["label"], r["verdict"]) for _, r in at_min[flag(at_min["determined"])].iterrows()] + [
+        (", ".join(g["label"]), f"not determined ({scaling.REASONS.get(why, why)})")
+        for why, g in at_min[~flag(at_min["determined"])].groupby("reason", sort=False)
+    ]
+    c["fit_left_out"] = sorted(
+        {x.removeprefix("family[").removesuffix("]") for x in fits["left_out"].dropna() if x} if len(fits) else []
+    )
+    # the networks
+    c["networks"] = [
+        {
+            "model": m,
+            "loss": g["baseline_loss"].tolist(),
+            "margin": g["bigram_margin"].tolist(),
+            "past": (g["past_minimum"] / g["baseline_loss"]).tolist(),
+        }
+        for m, g in networks.sort_values(["model", "pretrain_seed"]).groupby("model", sort=True)
+    ]
+    c["n_overfit"], c["n_nets"] = int(flags["overfit"].sum()), len(flags)
+    c["ngram"] = (
+        [
+            (k, g["unigram_loss"].iloc[0], g["bigram_loss"].iloc[0], g["bigram_weight"].iloc[0])
+            for k, g in networks.groupby("family_kind", sort=True)
+        ]
+        if "bigram_loss" in networks.columns
+        else []
+    )
+    by_sxe = flags.merge(networks[["model", "pretrain_seed", "train_sequences", "epochs"]], how="left")
+    c["by_sxe"] = [
+        (f"{num(float(s))} × {num(float(e))}", span(g["past_minimum_share"], pct_2), bool(g["overfit"].all()))
+        for (s, e), g in by_sxe[by_sxe["model"].isin(order)].groupby(["train_sequences", "epochs"], sort=True)
+    ]
+    c["ordering"] = _records(t["size_ordering"])
+    oos = t["out_of_sample"]
+    said = out_of_sample.verdicts(oos) if len(oos) else pd.DataFrame(columns=["left_out"])
+    c["oos"] = [
+        {
+            "left_out": lo,
+            "models": g["models"].iloc[0],
+            "verdicts": [(v, ", ".join(f"{x:g}" for x in h["threshold"])) for v, h in g.groupby("verdict", sort=False)],
+            "held": int(oos.loc[oos["left_out"] == lo, "held"].astype("boolean").fillna(False).sum()),
+            "tested": int(oos.loc[oos["left_out"] == lo, "held"].notna().sum()),
+        }
+        for lo, g in said.groupby("left_out", sort=False)
+    ]
+    # families: the first and last layer at ε_min, × their own from-scratch cost
+    at_min = rows[rows["threshold"] == eps_min]
+    c["families"] = [
+        {
+            "model": m,
+            "family": at_min.loc[at_min["model"] == m, "family_kind"].iloc[0],
+            "sxe": next(x["sxe"] for x in c["models"] if x["model"] == m),
+            "first": at_min[(at_min["model"] == m) & (at_min["position"] == "first")].to_dict("records"),
+            "last": at_min[(at_min["model"] == m) & (at_min["position"] == "last")].to_dict("records"),
+        }
+        for m in order
+        if (at_min["model"] == m).any()
+    ]
+    kinds = set(networks["family_kind"])
+    c["family_kinds"] = sorted(kinds)
+    c["no_family"] = [k for k in ("encoder-only", "decoder-only", "encoder-decoder") if k not in kinds]
+    # the encoder-decoder aside
+    c["aside"] = (
+        [
+            {
+                "model": m,
+                "eps": sorted(g["threshold"].unique()),
+                "rows": [
+                    (what, tg, {float(r["threshold"]): r for r in h.to_dict("records")})
+                    for (what, tg), h in g.groupby(["what", "target"], sort=False)
+                ],
+            }
+            for m, g in aside.groupby("model", sort=True)
+        ]
+        if len(aside)
+        else []
+    )
+    swaps = aside[aside["item"].isin(SWAP_ITEMS) & (aside["threshold"] == eps_min)] if len(aside) else aside
+    c["swaps"] = [
+        (
+            m,
+            int(g["slower_than_scratch"].sum()),
+            len(g),
+            aside.loc[
+                (aside["model"] == m) & (aside["item"] == "scratch") & (aside["threshold"] == eps_min), "median"
+            ].tolist(),
+            bool(
+                aside.loc[
+                    (aside["model"] == m) & (aside["item"] == "reset_all") & (aside["threshold"] == eps_min),
+                    "slower_than_scratch",
+                ].any()
+            ),
+        )
+        for m, g in swaps.groupby("model", sort=True)
+    ]
+    # damage and similarity
+    c["damage"] = _records(
+        _pick(t["damage_cost"], (setting[0], setting[1], setting[2])).pipe(lambda d: d[d["threshold"].isin(eps_pair)])
+    )
+    ck = t["cka"]
+    c["cka"] = (ck["cka"].mean(), ck["cka"].min(), ck["cka"].max(), ck["cka_floor"].mean()) if len(ck) else None
+    # caveats
+    per_model = (healed[~survival.left_out(healed)] if len(healed) else healed).groupby("model")["pretrain_seed"]
+    c["clusters"] = per_model.nunique().astype(float).tolist()
+    c["moved"] = (int(flags["n_control_moved"].sum()), int(flags["n_rows"].sum()))
+    if len(drift):
+        usable = healed.loc[~survival.left_out(healed), ["model", "pretrain_seed"]]
+        drift = drift.merge(usable, on=["model", "pretrain_seed"]).dropna(subset=["drift_worst"])
+    worst = drift.loc[drift["drift_worst"].abs().groupby(drift["model"]).idxmax()] if len(drift) else drift
+    c["drift"] = [
+        (r["model"], r["drift_worst"], bool(drift.loc[drift["model"] == r["model"], "beyond_tolerance"].any()))
+        for _, r in worst.iterrows()
+    ]
+    sxe = drift.merge(networks[["model", "pretrain_seed", "pretrain_examples"]], how="left")
+    onset = (sxe["beyond_examples"] / sxe["pretrain_examples"]).dropna()
+    c["drift_counts"] = (
+        (
+            int((drift["n_controls"] - drift["n_beyond"]).sum()),
+            int(drift["n_controls"].sum()),
+            num(float(onset.median())) if len(onset) else "",
+            span(onset),
+        )
+        if len(drift)
+        else None
+    )
+    c["scale"] = (
+        span(flags["n_params"].astype(float)),
+        span(pd.to_numeric(flags["pretrain_tokens"], errors="coerce"), compact),
+    )
+    c["reference_sizes"] = REFERENCE_SIZES
+    c["related"] = related_work.comparisons(t)
+    return c
+
+
+def pct_2(x) -> str:
+    return "n/a" if pd.isna(x) else f"{100 * x:.2f} %"
+
+
+def multiplier(m) -> str:
+    """3 -> '×3', 0.3333 -> '÷3'."""
+    return f"×{m:g}" if m > 1 else f"÷{1 / m:.3g}"
+
+
+def quoted(names) -> str:
+    """'`a`', '`a` and `b`', '`a`, `b` and `c`'."""
+    q = [f"`{n}`" for n in names]
+    return q[0] if len(q) == 1 else ", ".join(q[:-1]) + " and " + q[-1]
+
+
+FILTERS.update(
+    sci=sci,
+    span=lambda values, fmt="num": span(values, FILTERS[fmt]),
+    pct_2=pct_2,
+    multiplier=multiplier,
+    quoted=quoted,
+    loss=lambda x: f"{x:.3f}",
+    margin=lambda x: f"{x:+.3f}",
+)
+
+
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+    env.filters.update(FILTERS)
+    env.globals.update(isinf=lambda x: math.isinf(float(x)), isnan=lambda x: pd.isna(x), headline=HEADLINE)
+    return env
+
+
+def markdown(tables: dict[str, pd.DataFrame], summary: pd.DataFrame, networks: pd.DataFrame, links: dict) -> str:
+    """The page in Markdown: the template over ``context``."""
+    text = _environment().get_template("answer.md.j2").render(**context(tables, summary, networks, links))
+    return _tidy(text)
+
+
+def _kind(line: str) -> str:
+    return "" if not line.strip() else "table" if line.startswith("|") else "list" if line.startswith("- ") else "text"
+
+
+def _tidy(text: str) -> str:
+    """One blank line between blocks (paragraphs, headings, tables, lists), none inside a table or a list."""
+    out: list[str] = []
+    for line in text.splitlines():
+        kind = _kind(line)
+        if not kind:
+            if out and out[-1]:
+                out.append("")
+            continue
+        if out and out[-1] and (_kind(out[-1]) != kind or kind == "text" or line.startswith("#")):
+            out.append("")
+        out.append(line.rstrip())
+    return "\n".join(out).strip() + "\n"
+
+
+def html(md: str) -> str:
+    """The page in HTML (markdown-it-py, CommonMark with tables)."""
+    body = MarkdownIt("commonmark").enable("table").render(md)
+    return (
+        "<!DOCTYPE html><html><head><meta charset='utf-8'><title>selfheal: the answer</title>"
+        "<style>body{font-family:sans-serif;max-width:60em;margin:auto}table{border-collapse:collapse}"
+        "td,th{border:1px solid #ccc;padding:2px 6px}</style></head><body>\n" + body + "</body></html>\n"
+    )

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from selfheal.analysis import scaling
-from selfheal.analysis.page import num, pct
+from selfheal.analysis.formats import num, pct
 
 
 @dataclasses.dataclass(frozen=True)

@@ -136,8 +136,8 @@ def _layer_cells(cells: pd.DataFrame) -> pd.DataFrame:
 
 
 def cost_unit(rows: pd.DataFrame) -> str:
-    """The cells' cost unit (``stats.cost_unit``)."""
-    return stats_.cost_unit(rows["pretrain_examples"])
+    """The cells' cost unit (``stats.cost_unit``; the cells carry their network's source)."""
+    return stats_.cost_unit(rows, networks=rows)
 
 
 def _bounds(rows: pd.DataFrame, unit: str) -> tuple[np.ndarray, np.ndarray]:

@@ -18,13 +18,22 @@ stats = Module("scipy.stats")  # imported at first use: the Snakefile imports th
 UNIT_WORDS = {"fraction": "fraction of S × E", "examples": "examples"}
 
 
-def cost_unit(pretrain_examples: pd.Series, sources: pd.Series | None = None) -> str:
-    """The unit every cost of some rows is stated in (the one rule for tables, fit and page): "fraction" of S x E
-    when every row's network was pretrained here (its S x E known), else "examples" (a model you bring: its
-    adaptation to the corpus is not its pretraining). ``sources``: the rows' networks' ``source``, where known
-    (networks.parquet); any other than ``scratch`` makes it examples."""
-    known = pd.to_numeric(pretrain_examples, errors="coerce").fillna(0) > 0
-    brought = sources is not None and bool((pd.Series(sources).fillna("scratch") != "scratch").any())
+DRIFT_TOLERANCE = 0.25  # the method's bound on drift, as a share of the smallest ε: ε_min / 4
+
+
+def cost_unit(rows: pd.DataFrame, networks: pd.DataFrame) -> str:
+    """The unit every cost of some rows is stated in (the one rule for tables, figures, fit and page): "fraction" of
+    S x E when every row's network was pretrained here (its S x E known), else "examples" (a model you bring: its
+    adaptation to the corpus is not its pretraining). ``rows``: with ``model`` and ``pretrain_examples``;
+    ``networks``: a table with ``model`` and ``source`` (networks.parquet, networks_flags, or cells that carry their
+    network's columns); any source of the rows' models other than ``scratch`` makes it examples."""
+    known = pd.to_numeric(rows["pretrain_examples"], errors="coerce").fillna(0) > 0
+    sources = (
+        networks.loc[networks["model"].isin(set(rows["model"])), "source"]
+        if "source" in networks.columns and "model" in rows.columns
+        else pd.Series(dtype=object)
+    )
+    brought = bool((sources.fillna("scratch") != "scratch").any())
     return "fraction" if len(known) and bool(known.all()) and not brought else "examples"
 
 

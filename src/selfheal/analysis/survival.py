@@ -170,7 +170,7 @@ def prepare(summary: pd.DataFrame, networks: pd.DataFrame) -> pd.DataFrame:
     middle_depth (``middle_depth``), is_control, lower, upper, status, damage, stall_gap, control_moved."""
     _require(summary, SUMMARY_NEEDS, "summary.parquet")
     _require(networks, NETWORK_NEEDS, "networks.parquet")
-    extra = [c for c in ("n_dec_layer", "train_sequences", "epochs") if c in networks.columns]
+    extra = [c for c in ("n_dec_layer", "train_sequences", "epochs", "source") if c in networks.columns]
     table = summary.merge(
         networks[NETWORK_NEEDS + extra].rename(columns={"degenerate": "network_degenerate"}),
         on=CLUSTER,

@@ -63,6 +63,7 @@ from dataclasses import asdict
 import pandas as pd
 
 from selfheal import records, results_io
+from selfheal.analysis import answer_tables
 from selfheal.analysis.stats import RESOLUTION, first_crossing, flag, last_doubling
 from selfheal.grid import TRAINED, matched_control_of
 from selfheal.heal.thresholds import threshold_loss
@@ -557,20 +558,7 @@ def add_scratch_reference(summary: pd.DataFrame, curves: pd.DataFrame, networks:
     it. Networks not pretrained from scratch here (``source`` other than scratch) and networks without a curve get
     NaN / null."""
     out = summary.copy()
-    pre = curves[curves["kind"] == "pretrain"] if "kind" in curves.columns else curves.iloc[:0]
-    if "source" in networks.columns:
-        scratch = {
-            (m, int(p))
-            for m, p, src in zip(networks["model"], networks["pretrain_seed"], networks["source"])
-            if src == SCRATCH_SOURCE
-        }
-    else:
-        scratch = {(m, int(p)) for m, p in zip(networks["model"], networks["pretrain_seed"])}
-    by_network = {
-        (model, int(ps)): (group["examples"].to_numpy(dtype=float), group["val_loss"].to_numpy(dtype=float))
-        for (model, ps), group in pre.groupby(NETWORK_KEYS, sort=False)
-        if (model, int(ps)) in scratch
-    }
+    by_network = answer_tables.pretrain_curves(curves, networks, scratch_only=True)  # the one builder
     found: dict[tuple, tuple] = {}
     value, lo, hi, coarse = [], [], [], []
     for model, ps, level in zip(out["model"], out["pretrain_seed"], out["threshold_loss"]):
