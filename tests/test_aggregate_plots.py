@@ -327,13 +327,10 @@ def test_every_figure_draws_every_output_shape(tmp_path, shape):
         for target, seed, at, div, init in specs
     ]
     out = {name: tmp_path / f"{name}.parquet" for name in ("summary", "curves", "networks")}
+    files = {"recoveries": [c[0] for c in cells], "curves": [c[1] for c in cells], "baselines": [baseline]}
+    files |= {"pretrain": [] if downloaded else [pre], "pretrain_curves": [] if downloaded else [pre_curve]}
     tables.write(
-        [c[0] for c in cells],
-        [c[1] for c in cells],
-        [] if downloaded else [pre],
-        [] if downloaded else [pre_curve],
-        [baseline],
-        [pre] if downloaded else [],
+        {**files, "unadapted": [pre] if downloaded else []},
         {"m": list(thresholds)},
         str(out["summary"]),
         str(out["curves"]),

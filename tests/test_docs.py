@@ -238,6 +238,7 @@ def test_documented_counts_of_the_shipped_configs_are_computed():
     from collections import Counter
 
     from selfheal import grid
+    from selfheal.experiments import frozen_random
 
     default = _resolved("config.yaml")
     per_network = Counter((c.model, c.pretrain_seed) for c in grid.cells(default))
@@ -251,11 +252,11 @@ def test_documented_counts_of_the_shipped_configs_are_computed():
         m: per_model[m] for m in (said.group(2), said.group(4))
     }
     full = _resolved("full.yaml")
-    frozen, models = len(grid.frozen_random_models(full)), len(full["models"])
+    frozen, models = len(frozen_random.variants(full)), len(full["models"])
     readme = " ".join((ROOT / "README.md").read_text().split())
     networks = len(grid.networks(full, full["models"]))
     # the experiments module pretrains each variant and each base model's reference, one job per model
-    pretrains = frozen + len({v["base_model"] for v in grid.frozen_random_models(full)})
+    pretrains = frozen + len({v["base_model"] for v in frozen_random.variants(full)})
     assert (
         f"and {frozen} frozen-random variants of its GPT-2 and BART models: {networks} network jobs and {pretrains} "
         "frozen-random pretraining jobs" in readme

@@ -183,7 +183,7 @@ def _raw(sets):
 
 def test_config_expands_derived_models_that_make_no_cells():
     resolved = experiments_config.resolve_whole(_raw([["ffn", "attention"], ["embeddings"]]))
-    variants = grid.frozen_random_models(resolved)
+    variants = frozen_random.variants(resolved)
     assert [v["name"] for v in variants] == ["b.frozen-attention-ffn", "b.frozen-embeddings"]
     assert variants[0]["frozen_components"] == ["attention", "ffn"] and variants[0]["base_model"] == "b"
     base = grid.model_by_name(resolved, "b")
@@ -191,14 +191,14 @@ def test_config_expands_derived_models_that_make_no_cells():
     for variant in variants:
         same = {k: v for k, v in variant.items() if k not in ("name", "base_model", "frozen_components")}
         assert same == {k: v for k, v in base.items() if k != "name"}  # same size, data, seed and schedule
-        assert grid.model_by_name(resolved, variant["name"]) is variant
+        assert frozen_random.model_by_name(resolved, variant["name"]) is variant
     assert {c.model for c in grid.cells(resolved)} == {"a", "b"}
     assert [m["name"] for m in resolved["models"]] == ["a", "b"]
 
 
 def test_bogoychev_config_pretrains_frozen_variants_but_no_extra_cells():
     resolved = experiments_config.load(Path(__file__).resolve().parents[1] / "config" / "bogoychev.yaml")
-    variants = [v["name"] for v in grid.frozen_random_models(resolved)]
+    variants = [v["name"] for v in frozen_random.variants(resolved)]
     assert variants and all(v.startswith("gpt2-n2-d64.frozen-") for v in variants)
     assert not {c.model for c in grid.cells(resolved)} & set(variants)
 

@@ -201,13 +201,10 @@ def test_written_summary_has_the_scratch_columns(tmp_path):
         }
     ).to_parquet(cell_curve)
     out = {name: tmp_path / f"{name}.parquet" for name in ("summary", "curves", "networks")}
+    files = {"recoveries": [str(cell)], "curves": [str(cell_curve)], "pretrain": [str(pre)]}
+    files |= {"pretrain_curves": [str(curve)], "baselines": [str(base)], "unadapted": []}
     tables.write(
-        [str(cell)],
-        [str(cell_curve)],
-        [str(pre)],
-        [str(curve)],
-        [str(base)],
-        [],
+        files,
         {"m": [0.2]},
         str(out["summary"]),
         str(out["curves"]),

@@ -29,7 +29,6 @@ TRAINED = "trained"  # init of the matched no-reset control: the cell's tensors 
 ZERO_OUT = "zero_out"  # a fresh draw with the output projections at zero: the layer starts as deleted
 INITS = ("fresh", "original", ZERO_OUT)  # the inits a config names (grid.inits)
 NO_OUTPUT_PROJECTION = ("ln", "embeddings")  # policies that reset no output projection: no zero_out cells
-INIT_WILDCARD = "|".join((*INITS, TRAINED, NONE))  # every init a cell's folder can name
 STACKS = ("enc", "dec")
 
 # kinds of target
@@ -266,8 +265,8 @@ def matched_with(cells: list[Cell]) -> dict[Cell, list[Cell]]:
 
 
 def model_by_name(config: dict, name: str) -> dict:
-    """A model of ``models``, or a derived model of the frozen-random experiment."""
-    for model in config["models"] + frozen_random_models(config):
+    """A model of ``models``."""
+    for model in config["models"]:
         if model["name"] == name:
             return model
     raise KeyError(name)
@@ -286,11 +285,6 @@ def tokenizer_keys(models: list[dict]) -> dict[str, str]:
         checkpoint = (str(m.get("name_or_path")), str(m.get("gguf_file")))
         keys[m["name"]] = owner.setdefault(checkpoint, m["name"])
     return keys
-
-
-def frozen_random_models(config: dict) -> list[dict]:
-    """The derived models of the frozen-random experiment (pretrained only, never cells); empty when it is off."""
-    return config.get("frozen_random", [])
 
 
 def cells(config: dict) -> list[Cell]:

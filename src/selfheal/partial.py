@@ -163,12 +163,7 @@ def read(config: dict, networks: bool = False, workers: int = 1) -> Path:
     files = layout.read_files(narrowed, grid.cells(narrowed), results)
     table = {name: str(out / f"{name}.parquet") for name in ("summary", "curves", "networks")}
     tables.write(
-        files["recoveries"],
-        files["curves"],
-        files["pretrain"],
-        files["pretrain_curves"],
-        files["baselines"],
-        files["unadapted"],
+        files,
         {m["name"]: m["retrain"]["thresholds"] for m in narrowed["models"]},
         summary_out=table["summary"],
         curves_out=table["curves"],

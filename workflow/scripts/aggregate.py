@@ -9,14 +9,8 @@ from selfheal import logs
 from selfheal.analysis import tables
 
 logs.to_file(snakemake.log[0])
-files = snakemake.params.files  # inside the training jobs' outputs (snakemake.input)
 tables.write(
-    files["recoveries"],
-    files["curves"],
-    files["pretrain"],
-    files["pretrain_curves"],
-    files["baselines"],
-    files["unadapted"],  # downloaded models healed as downloaded: no pretraining curve
+    snakemake.params.files,  # inside the training jobs' outputs (snakemake.input)
     snakemake.params.thresholds,
     summary_out=snakemake.output.summary,
     curves_out=snakemake.output.curves,

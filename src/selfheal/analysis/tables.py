@@ -618,26 +618,22 @@ def add_outcomes(summary: pd.DataFrame, curves: pd.DataFrame) -> pd.DataFrame:
 
 
 def write(
-    recovery_paths,
-    recovery_curve_paths,
-    pretrain_summaries,
-    pretrain_curve_paths,
-    baselines,
-    unadapted_summaries,
+    files: dict[str, list[str]],
     thresholds: dict[str, list[float]],
     summary_out: str,
     curves_out: str,
     networks_out: str,
     pretraining_tokens: dict[str, int | None] | None = None,
 ) -> None:
-    """``pretrain_summaries`` / ``pretrain_curve_paths``: networks pretrained or adapted here (pairwise);
-    ``unadapted_summaries``: downloaded models healed as downloaded (no curve); ``pretraining_tokens``: the model
-    key of that name per model (``networks_table``)."""
-    summary = summary_table(recovery_paths)
-    curves = curves_table(recovery_paths, recovery_curve_paths, pretrain_summaries, pretrain_curve_paths)
+    """``files``: a run's inputs by kind (``layout.read_files``): ``pretrain`` / ``pretrain_curves`` the networks
+    pretrained or adapted here (pairwise), ``unadapted`` downloaded models healed as downloaded (no curve);
+    ``pretraining_tokens``: the model key of that name per model (``networks_table``)."""
+    recoveries, pretrain = files["recoveries"], files["pretrain"]
+    summary = summary_table(recoveries)
+    curves = curves_table(recoveries, files["curves"], pretrain, files["pretrain_curves"])
     networks = add_minimum(
         networks_table(
-            list(pretrain_summaries) + list(unadapted_summaries), baselines, summary, thresholds, pretraining_tokens
+            list(pretrain) + list(files["unadapted"]), files["baselines"], summary, thresholds, pretraining_tokens
         ),
         curves,
     )

@@ -4,7 +4,6 @@ or a ConfigError naming the offending key. No job starts unless a config passes 
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import yaml
@@ -12,9 +11,9 @@ import yaml
 from selfheal import grid
 from selfheal.config import inputs
 from selfheal.config.defaults import DEFAULTS, MODEL_DEFAULTS
-from selfheal.config.errors import ConfigError, key_path
+from selfheal.config.errors import ConfigError
 from selfheal.config.merge import merge
-from selfheal.config.schema import check_schema
+from selfheal.config.schema import check_finite, check_schema
 from selfheal.data import corpus
 from selfheal.heal import lr_sensitivity
 from selfheal.models.families import FAMILIES
@@ -26,7 +25,7 @@ def resolve(raw: dict) -> dict:
 
     Each model gets its effective ``pretrain`` and ``retrain`` sections (top level overridden by the model's own).
     """
-    _check_finite(raw)
+    check_finite(raw)
     check_schema(raw)
     config = merge(DEFAULTS, raw)
     if config["corpus"]["source"] == "hf" and "hf" not in raw.get("corpus", {}):
@@ -155,18 +154,6 @@ def _keys_making(target: str, i: int) -> tuple[str, ...]:
     if parsed.kind == grid.SWAP_KIND:
         return ("grid.encoder_swap",)
     return ("grid.targets", "grid.controls")
-
-
-def _check_finite(value, path=()) -> None:
-    """NaN and infinities pass JSON-schema bounds (every comparison with NaN is false): refuse them anywhere."""
-    if isinstance(value, float) and not math.isfinite(value):
-        raise ConfigError(key_path(list(path)), f"{value} is not a finite number")
-    if isinstance(value, dict):
-        for k, v in value.items():
-            _check_finite(v, (*path, k))
-    elif isinstance(value, list):
-        for j, v in enumerate(value):
-            _check_finite(v, (*path, j))
 
 
 def _check_grid_entries(config: dict) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import math
 from pathlib import Path
 
 import jsonschema
@@ -21,7 +22,7 @@ SCHEMA_PATH = Path(__file__).with_name("schema.yaml")
 _TYPES = jsonschema.Draft202012Validator.TYPE_CHECKER.redefine(
     "integer", lambda checker, instance: isinstance(instance, int) and not isinstance(instance, bool)
 )
-_Validator = jsonschema.validators.extend(jsonschema.Draft202012Validator, type_checker=_TYPES)
+Validator = jsonschema.validators.extend(jsonschema.Draft202012Validator, type_checker=_TYPES)
 
 
 @functools.cache
@@ -36,7 +37,7 @@ def load_schema() -> dict:
 @functools.lru_cache(maxsize=1)
 def _validator() -> jsonschema.Validator:
     """The schema parsed once per process (parsing its YAML costs more than validating a config)."""
-    return _Validator(_schema())
+    return Validator(_schema())
 
 
 def defaults(section: str | None = None) -> dict:
@@ -62,14 +63,13 @@ def _defaults(node: dict, root: dict) -> dict:
     return out
 
 
-def check_schema(config: dict) -> None:
-    """Validate the raw config against the JSON schema; raise ConfigError naming the key."""
-    validator = _validator()
-    error = jsonschema.exceptions.best_match(validator.iter_errors(config))
+def check_schema(config: dict, validator: jsonschema.Validator | None = None) -> None:
+    """Validate a raw config against the JSON schema (the core's, or ``validator``'s); raise ConfigError naming the
+    key."""
+    error = jsonschema.exceptions.best_match((validator or _validator()).iter_errors(config))
     if error is None:
         return
-    path = list(error.absolute_path)
-    message = error.message
+    path, message = list(error.absolute_path), error.message
     if error.validator == "additionalProperties":
         # Name the unknown key itself, not its parent.
         unknown = sorted(set(error.instance) - set(error.schema.get("properties", {})))
@@ -81,3 +81,15 @@ def check_schema(config: dict) -> None:
         if missing:
             path, message = path + [missing[0]], "required key is missing"
     raise ConfigError(key_path(path), message)
+
+
+def check_finite(value, path=()) -> None:
+    """NaN and infinities pass JSON-schema bounds (every comparison with NaN is false): refuse them anywhere."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(key_path(list(path)), f"{value} is not a finite number")
+    if isinstance(value, dict):
+        for k, v in value.items():
+            check_finite(v, (*path, k))
+    elif isinstance(value, list):
+        for j, v in enumerate(value):
+            check_finite(v, (*path, j))

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import copy
 import functools
-import math
 from pathlib import Path
 
 import jsonschema
@@ -17,7 +16,8 @@ import yaml
 
 from selfheal import grid
 from selfheal.config import check as core_check
-from selfheal.config.errors import ConfigError, key_path
+from selfheal.config import schema as core_schema
+from selfheal.config.errors import ConfigError
 from selfheal.experiments import frozen_random
 from selfheal.experiments.transfer import config as transfer_config
 
@@ -45,8 +45,8 @@ def resolve(own: dict, core: dict) -> dict:
     return ``transfer`` (resolved, or None) and ``frozen_random`` (the derived models); refuse a config that runs
     nothing at all. With ``partial`` (the readout of a study still running, which runs no experiment) the core's
     models are the finished ones only: no frozen-random model is derived, and nothing more is checked."""
-    _check_finite(own)
-    _check_schema(own)
+    core_schema.check_finite(own)
+    core_schema.check_schema(own, _validator())
     transfer = transfer_config.resolve(own[SECTION]) if SECTION in own else None
     if core.get("partial"):
         return {"transfer": transfer, "frozen_random": []}
@@ -115,44 +115,11 @@ def _variants(model: dict, sets: list, key: str, taken: set[str]) -> list[dict]:
     return variants
 
 
-# As in the core schema: 2.0 is no integer (Python's range() and slicing do not take it).
-_TYPES = jsonschema.Draft202012Validator.TYPE_CHECKER.redefine(
-    "integer", lambda checker, instance: isinstance(instance, int) and not isinstance(instance, bool)
-)
-
-
 def load_schema() -> dict:
     return yaml.safe_load(SCHEMA_PATH.read_text())
 
 
 @functools.lru_cache(maxsize=1)
 def _validator() -> jsonschema.Validator:
-    """The schema parsed once per process."""
-    validator = jsonschema.validators.extend(jsonschema.Draft202012Validator, type_checker=_TYPES)
-    return validator(load_schema())
-
-
-def _check_schema(own: dict) -> None:
-    """Validate the experiments' keys against their schema; raise ConfigError naming the key."""
-    error = jsonschema.exceptions.best_match(_validator().iter_errors(own))
-    if error is None:
-        return
-    path, message = list(error.absolute_path), error.message
-    if error.validator == "additionalProperties":
-        unknown = sorted(set(error.instance) - set(error.schema.get("properties", {})))
-        if unknown:
-            path = path + [unknown[0]]
-            message = f"unknown key (allowed: {', '.join(sorted(error.schema.get('properties', {})))})"
-    raise ConfigError(key_path(path), message)
-
-
-def _check_finite(value, path=()) -> None:
-    """NaN and infinities pass JSON-schema bounds (every comparison with NaN is false): refuse them anywhere."""
-    if isinstance(value, float) and not math.isfinite(value):
-        raise ConfigError(key_path(list(path)), f"{value} is not a finite number")
-    if isinstance(value, dict):
-        for k, v in value.items():
-            _check_finite(v, (*path, k))
-    elif isinstance(value, list):
-        for j, v in enumerate(value):
-            _check_finite(v, (*path, j))
+    """The schema parsed once per process (integers as in the core schema)."""
+    return core_schema.Validator(load_schema())

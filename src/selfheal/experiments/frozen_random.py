@@ -54,6 +54,19 @@ COLUMNS = [
 ]
 
 
+def variants(config: dict) -> list[dict]:
+    """The derived models of the experiment (pretrained only, never cells); empty when it is off."""
+    return config.get("frozen_random", [])
+
+
+def model_by_name(config: dict, name: str) -> dict:
+    """A model of ``models``, or a derived model of the experiment."""
+    for model in config["models"] + variants(config):
+        if model["name"] == name:
+            return model
+    raise KeyError(name)
+
+
 def canonical(components) -> list[str]:
     """Components in the fixed order embeddings, attention, ffn (so [ffn, attention] names the same set)."""
     return sorted(components, key=COMPONENTS.index)
