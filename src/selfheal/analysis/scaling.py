@@ -4,23 +4,9 @@ and whether the damage a reset does predicts its cost.
 - ``fit``: per setting (regime, policy, init) and threshold, a log-normal accelerated-failure-time model of the
   single-layer cells' cost interval (lifelines ``LogNormalAFTFitter.fit_interval_censoring``: interval-censored
   crossings, right-censored at the budget), log cost = b0 + b1 [first layer] + b2 [last layer] + b3 depth among the
-  middle layers + b4 log N + b5 log D + family terms + noise. Intervals are the bootstrap's normal intervals
-  (estimate ± a t quantile × the refits' standard deviation, corrected for few clusters: they contain their estimate by
-  construction) over a bootstrap of pretrained
-  networks (the clusters), resampled within each model so every bootstrap grid keeps the design (exactly enumerated
-  when the distinct resamples are few); with one network per model the retrain seeds are resampled instead, and the
-  interval does not cover between-network variation. A term the grid does not vary, or that is confounded with the
-  terms before it (the design's rank does not grow), is reported as not determined, never as zero; so is every term
-  of a fit with fewer than MIN_CELLS_PER_PARAMETER cells per parameter, of one model with no more layer positions
-  than coefficients (saturated: it would restate the per-layer costs), or with more than MAX_SHARE_AT_ZERO of its
-  cells at zero cost, a term whose identifying cells are all censored (a first/last-layer indicator's marked cells, else
-  those away from the term's most common value: its coefficient is unbounded; those cells then leave the fit, so the
-  other terms are fitted on the cells that determine them, ``left_out`` names them), a term along which the likelihood
-  rises without bound together with others (``_unbounded``), a family term whose networks share no
-  S × E with the reference family's (it would extrapolate the data terms; that family's cells leave the fit), and
-  a term whose refits centre further from its estimate than UNSTABLE_BIAS standard errors and UNSTABLE_SHARE of it
-  (unstable). With few networks per model the percentile interval under-covers
-  (tests/test_intervals.py measures it on synthetic grids with a known effect).
+  middle layers + b4 log N + b5 log D + family terms + noise, with cluster-bootstrap intervals over pretrained
+  networks. When a term is reported as not determined (never as zero) and why (``REASONS``), and how the intervals
+  are formed: docs/method.md and docs/outputs.md; tests/test_intervals.py measures their coverage.
 - ``damage_cost``: Spearman's rank correlation, across single-layer cells, between the zero-step damage (loss right
   after the reset minus the baseline) and the cost; censored cells rank above every recovered one (their cost
   exceeds the budget, the largest cost seen), with the same cluster-bootstrap interval.

@@ -2,56 +2,11 @@
 
 ``summary.parquet``: one row per (cell, threshold). ``curves.parquet``: every recovery curve and every pretraining
 curve, one row per evaluation. ``networks.parquet``: one row per pretrained network (model, pretraining seed) with
-the quality flags every table carries. The schemas are documented in docs/outputs.md and fixed by SUMMARY_COLUMNS /
-CURVE_COLUMNS / NETWORK_COLUMNS below.
-
-Flags (documented in docs/outputs.md):
-- ``off_plateau``: more pretraining would still lower the validation loss by more than eps_min x baseline / 4:
-  the plateau check (the same network pretrained ``pretrain.plateau_check`` x E epochs, ``plateau_val_loss``) ended
-  lower by more than that (``plateau_gain`` = baseline - plateau_val_loss); without a plateau check, the val loss
-  fell by more than that over the last quarter of pretraining. Such a network is not fully trained: like a
-  degenerate one, it is left out of every estimate.
-- ``degenerate``: any of three conditions, named in networks.parquet's ``degenerate_reason`` (comma-separated,
-  "" when none): ``unigram``, the baseline is not clearly below the unigram loss (by less than UNIGRAM_MARGIN of
-  it); ``bigram``, it does not beat the interpolated bigram (validation-tuned weight, data/ngrams.py) by at least
-  BIGRAM_MARGIN nats (``bigram_margin`` = bigram_loss - baseline_loss < BIGRAM_MARGIN; a record without a bigram
-  is checked against the unigram only);
-  ``reset_all_harmless``, the network's reset-all control did less damage than eps_min. Such a network "heals
-  instantly" or has learned no more than a frequency table: nothing worth reporting.
-- ``baseline_not_converged`` (per cell): its matched no-reset control went below baseline x (1 - eps_min / 2)
-  within the examples the cell trained, so training alone moves the loss by more than the tightest margin.
-
-Outcome (summary.parquet, ``add_outcomes``), per (cell, threshold), one of:
-- ``not_damaged``: the loss right after the reset is already within the threshold: no cost (counted apart, never
-  a cost of 0);
-- ``recovered``: the threshold was reached within the budget;
-- ``diverged``: training diverged before reaching it (a cell that did not recover within the budget);
-- ``stalled`` / ``still_falling``: censored at the budget, by the stall rule (``heal.stall``) on the cell's regular
-  evaluations: stalled when the fall of the validation loss over its last doubling of examples is within two
-  standard errors of that fall (or it rises), still falling otherwise. ``fall_per_doubling`` and ``fall_se`` (nats)
-  hold the trend for every censored row; ``stalled_examples`` where the rule stopped the cell before its budget
-  (``retrain.stop_stalled``: the same rule, so such a cell is ``stalled``).
-
-Networks (networks.parquet, beside the flags): ``train_sequences`` (S), ``epochs`` (E) and ``context`` (tokens per
-sequence) of its pretraining, or of its adaptation for an adapted downloaded model (null for a downloaded model
-healed as downloaded); ``pretrain_examples`` (S x E) and ``pretrain_tokens`` (tokens seen); ``unigram_loss``,
-``bigram_loss``, ``bigram_weight`` (the bigram's λ) and ``bigram_margin`` (nats; positive: the network beats it);
-``pretraining_tokens``: a downloaded model's own pretraining tokens as its config gives them (null otherwise).
-
-Cost relative to the from-scratch run (summary.parquet, ``add_scratch_reference``): per (cell, threshold), where the
-network's own pretraining curve (curves.parquet, kind ``pretrain``) first reached the same threshold loss
-(baseline x (1 + eps)), linearly interpolated between the two evaluations that bracket it
-(``stats.first_crossing``, also behind the answer's ``pretrain_reference``):
-- ``scratch_examples`` (float): that interpolated number of pretraining examples; NaN for a network not pretrained
-  from scratch here (a downloaded model, adapted or not: its curve is no from-scratch run) or whose curve never
-  reached the threshold loss.
-- ``scratch_examples_lo``, ``scratch_examples_hi`` (Int64): the bracketing evaluations, the last above and the
-  first at or below (both the first evaluation when it is already at or below; never reached: lo = the last
-  evaluation, hi null).
-- ``scratch_coarse`` (bool): the bracket is wider than SCRATCH_RESOLUTION (10 %, the retrain resolution) of
-  ``scratch_examples``, so the interpolation is rough.
-- ``relative_to_scratch``, ``relative_lo``, ``relative_hi`` (float): examples, examples_lo and examples_hi over
-  ``scratch_examples`` (NaN where it is unknown or 0; relative_hi NaN when not recovered, as fraction_hi).
+the quality flags every table carries. Their columns, flags (``off_plateau``, ``degenerate`` and its reasons,
+``baseline_not_converged``), outcomes (``add_outcomes``) and the cost relative to the from-scratch run
+(``add_scratch_reference``: where the network's own pretraining curve first reached the same threshold loss,
+``stats.first_crossing``) are documented in docs/outputs.md and fixed by SUMMARY_COLUMNS / CURVE_COLUMNS /
+NETWORK_COLUMNS below.
 """
 
 from __future__ import annotations
