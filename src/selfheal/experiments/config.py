@@ -43,13 +43,10 @@ def take(config: dict) -> dict:
 def resolve(own: dict, core: dict) -> dict:
     """Check the experiments' keys (``take``) against their schema and ``core`` (the core's resolved config), and
     return ``transfer`` (resolved, or None) and ``frozen_random`` (the derived models); refuse a config that runs
-    nothing at all. With ``partial`` (the readout of a study still running, which runs no experiment) the core's
-    models are the finished ones only: no frozen-random model is derived, and nothing more is checked."""
+    nothing at all."""
     core_schema.check_finite(own)
     core_schema.check_schema(own, _validator())
     transfer = transfer_config.resolve(own[SECTION]) if SECTION in own else None
-    if core.get("partial"):
-        return {"transfer": transfer, "frozen_random": []}
     taken = {m["name"] for m in core["models"]}
     variants = []
     for i, entry in enumerate(own.get("models", [])):  # the core's models, at the same positions

@@ -37,14 +37,13 @@ from selfheal.records import PretrainSummary
 KEYS = ("budget_fraction", "budget_scratch")  # the retrain keys that set the budget
 STOP_KEY = "stop_stalled"  # the retrain key of the stall stop
 SCRATCH_COST, PRETRAIN_EXAMPLES, TRAIN_SEQUENCES = "scratch_cost", "pretrain_examples", "train_sequences"
-UNITS = (SCRATCH_COST, PRETRAIN_EXAMPLES, TRAIN_SEQUENCES)
 SCRATCH_SOURCE = "scratch"  # a network whose pretraining curve is a from-scratch run
 
 
 @dataclass(frozen=True)
 class Budget:
     examples: int  # the budget: round(multiple x unit_examples)
-    unit: str  # one of UNITS
+    unit: str  # SCRATCH_COST, PRETRAIN_EXAMPLES or TRAIN_SEQUENCES
     unit_examples: float  # the unit, in examples
     multiple: float  # the config's budget_scratch or budget_fraction
     scratch_examples: float | None  # the from-scratch cost (None where there is no from-scratch curve)
