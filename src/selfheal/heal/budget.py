@@ -1,25 +1,13 @@
-"""The retraining budget of one network: how many examples a cell may train before it counts as censored.
+"""The retraining budget of one network: how many examples a cell may train before it counts as censored
+(docs/configuration.md, ``retrain.budget_*``; docs/method.md, budgets).
 
-It is a multiple of one of three units, recorded in every cell's ``CellResult.budget_unit``:
-
-- ``scratch_cost``: the examples the network's own pretraining needed to first reach its baseline x (1 + eps_min)
-  (eps_min the smallest of ``retrain.thresholds``), interpolated between the two evaluations of its pretraining
-  curve that bracket it (``thresholds.first_crossing``, the function behind summary.parquet's scratch_* columns).
-  Used with ``retrain.budget_scratch`` for a network pretrained from scratch here.
-- ``pretrain_examples``: S x E of the network's pretraining (or of its adaptation to the corpus). Used with
-  ``retrain.budget_fraction``, and with ``retrain.budget_scratch`` where no from-scratch curve exists (an adapted
-  downloaded model).
-- ``train_sequences``: the train sequences available here, for a downloaded model healed as downloaded (S x E is
-  unknown), with whichever key is set.
-
-``retrain.budget_scratch`` (null: unused) takes precedence over ``retrain.budget_fraction``. The budget is
-computed once per heal unit (``of``). The budget keys are not part of a cell's staged settings (``grid.covered``):
-a cell staged under another budget is kept or continued (``heal.unit``), never re-run from the start.
-
-``retrain.stop_stalled`` (null: never) is a multiple of the same unit: from that many examples on, a cell whose curve
-has stalled (``heal.stall``) stops at that evaluation. It does not depend on the budget, so a larger budget gives the
-same run; like the budget keys it is left out of a staged cell's settings (``grid.NOT_COVERED``), and a cell it stopped is kept only under
-the same stop (``heal.unit``).
+It is a multiple of one of three units, recorded in every cell's ``CellResult.budget_unit``: ``scratch_cost``, the
+examples the network's own pretraining needed to first reach baseline x (1 + eps_min) (``retrain.budget_scratch``,
+for a network pretrained from scratch here); ``pretrain_examples``, S x E of its pretraining or adaptation
+(``retrain.budget_fraction``, and ``budget_scratch`` where there is no from-scratch curve); ``train_sequences`` for
+a downloaded model healed as downloaded. ``retrain.stop_stalled`` is a multiple of the same unit. The budget is
+computed once per heal unit (``of``); the budget keys and the stall stop are not part of a cell's staged settings
+(``grid.NOT_COVERED``): a cell staged under another budget is kept or continued (``heal.unit``).
 """
 
 from __future__ import annotations
