@@ -1,5 +1,5 @@
 """Where and how training runs: device, bf16 autocast, optional torch.compile; on a GPU always TF32 matmuls, and
-AdamW always fused (``TF32``, ``FUSED_ADAMW``: no config key turns them off).
+AdamW always fused (no config key turns them off).
 
 Defaults suit both a CPU laptop and a GPU node: ``device: auto`` takes CUDA when present; ``precision: fp32``
 keeps CPU runs bit-reproducible, ``bf16`` autocasts the forward (weights and optimizer state stay fp32).
@@ -23,10 +23,6 @@ from torch import nn
 class DeviceUnavailable(RuntimeError):
     """``hardware.device: cuda`` in a job that sees no GPU. Raised by the first job that needs the device, not at
     config time: the workflow is often planned on a login node without one."""
-
-
-TF32 = True  # TF32 tensor-core matmuls on Ampere+ GPUs (no effect on CPU)
-FUSED_ADAMW = True  # torch.optim.AdamW(fused=True)
 
 
 @dataclass(frozen=True)
@@ -56,8 +52,8 @@ class Hardware:
         """Move the model to the device and set the matmul precision; returns the device."""
         device = self.torch_device()
         if device.type == "cuda":
-            torch.backends.cuda.matmul.allow_tf32 = TF32
-            torch.backends.cudnn.allow_tf32 = TF32
+            torch.backends.cuda.matmul.allow_tf32 = True  # TF32 tensor-core matmuls on Ampere+ GPUs
+            torch.backends.cudnn.allow_tf32 = True
         model.to(device)
         return device
 
@@ -72,9 +68,8 @@ class Hardware:
                 module.compile(backend=self.compile)
 
     def adamw(self, groups: list[dict], lr: float, betas=(0.9, 0.95), **defaults) -> torch.optim.Optimizer:
-        """AdamW over ``groups`` (fused: ``FUSED_ADAMW``); ``defaults`` (e.g. weight_decay) for groups without."""
-        kwargs = {"fused": True} if FUSED_ADAMW else {}
-        return torch.optim.AdamW(groups, lr=lr, betas=betas, **defaults, **kwargs)
+        """AdamW over ``groups``, fused; ``defaults`` (e.g. weight_decay) for groups without."""
+        return torch.optim.AdamW(groups, lr=lr, betas=betas, **defaults, fused=True)
 
 
 # glibc's mallopt parameters (malloc.h) and the values ``keep_freed_memory`` sets
@@ -86,14 +81,11 @@ HEAP_SETTINGS = {M_MMAP_THRESHOLD: 32 * 2**20, M_TRIM_THRESHOLD: 2**30, M_TOP_PA
 def keep_freed_memory() -> bool:
     """Let glibc's malloc keep freed memory for reuse instead of handing it back to the kernel after every step.
 
-    A CPU training step allocates and frees tensors of several MB (the logits, their softmax and its gradient:
-    8 MB each for 32 x 64 tokens over a 1,024-token vocabulary). By default glibc serves such blocks with a fresh
-    mmap, or trims the heap top once they are freed, so every step touches new pages and pays their page faults
-    (the profiler showed a zero-fill of 8 MB at 6 ms). Blocks up to 32 MB now come from the heap, which is trimmed
-    only beyond 1 GB free. The gain varies with the machine's memory state: 1.05-1.2x a training step of a trained
-    gpt2-n4-d64 on one thread of the development machine, 1.2-1.3x an evaluation batch with the exact GELU
-    (benchmarks/step_costs.py of commit 0963a0b). Numbers are unchanged (it only moves where memory comes from); the price is a
-    resident size that stays at its peak. A no-op (False) off glibc."""
+    A CPU training step allocates and frees tensors of several MB (the logits, their softmax and its gradient), which
+    glibc by default serves with a fresh mmap or trims once freed, so every step pays new page faults. Blocks up to
+    32 MB now come from the heap, trimmed only beyond 1 GB free (docs/performance.md gives the gain). Numbers are
+    unchanged (it only moves where memory comes from); the price is a resident size that stays at its peak. A no-op
+    (False) off glibc."""
     if not sys.platform.startswith("linux"):
         return False
     try:
