@@ -2,11 +2,10 @@
 
 The Snakefile imports the config checks, the grid and the figure names at every start (``snakemake -n`` included),
 and those name the model families, whose code needs torch, and the figures, whose code needs altair and scipy.
-Importing those there costs seconds per start (``benchmarks/parse_time.py`` of commit a557299); a module named through ``Module`` is
-imported at its first attribute access instead, so a start that never builds a model or draws a figure never
-imports them. Python 3.11 has no lazy import of its own. ``importlib.util.LazyLoader`` (what the ``lazy_loader``
-package builds on) cannot defer a submodule (finding ``torch.nn`` imports ``torch``), and ``lazy_loader`` itself asks
-for Python 3.11.9 or later to avoid a race in it; this stand-in only defers a plain ``importlib.import_module``."""
+Importing those there costs seconds per start; a module named through ``Module`` is imported at its first attribute
+access instead, so a start that never builds a model or draws a figure never imports them. ``importlib.util.LazyLoader``
+cannot defer a submodule (finding ``torch.nn`` imports ``torch``); this stand-in defers a plain
+``importlib.import_module``."""
 
 from __future__ import annotations
 

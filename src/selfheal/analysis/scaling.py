@@ -247,9 +247,8 @@ def _aft(
     (``("mu_", term)`` for each term in name order, then ``("mu_", "Intercept")`` and ``("sigma_", "Intercept")``,
     the log of sigma), or None when the fit does not converge (the likelihood runs off, e.g. every cell at one
     exact cost, where sigma shrinks to 0). ``start``: the parameters to start from (a bootstrap refit starts from
-    the full fit). Written here rather than called from lifelines: its fit spent most of its time indexing pandas
-    frames inside the likelihood, about 1 s per fit on this CPU, and a fit table makes hundreds of refits
-    (``benchmarks/aft_fit.py`` measures both on the same data; ``tests/test_survival.py`` checks they agree)."""
+    the full fit). Written here rather than called from lifelines, whose fit is too slow for the hundreds of refits
+    of a fit table (``tests/test_survival.py`` checks they agree)."""
     terms = sorted(x.columns)
     keep = np.ones(len(x), dtype=bool) if weights is None else np.asarray(weights) > 0
     w = np.ones(int(keep.sum())) if weights is None else np.asarray(weights, dtype=float)[keep]
