@@ -235,36 +235,16 @@ ENCODER_DECODER_ITEMS = [
         "all cross-attention",
         lambda s: s["target"].isin(["all", "dec"]) & (s["policy"] == "cross_attn") & _fresh(s),
     ),
-    (
-        "donor_swap",
-        "{donor}'s trained encoder, trainable",
-        lambda s: _swap(s, True, "full", "fresh"),
-    ),
-    (
-        "donor_swap_gated",
-        "{donor}'s trained encoder, trainable, gated",
-        lambda s: _swap(s, True, "full", ZERO_OUT),
-    ),
-    (
-        "donor_swap_frozen",
-        "{donor}'s trained encoder, frozen",
-        lambda s: _swap(s, True, "cross_attn", "fresh"),
-    ),
+    ("donor_swap", "{donor}'s trained encoder, trainable", lambda s: _swap(s, True, "full", "fresh")),
+    ("donor_swap_gated", "{donor}'s trained encoder, trainable, gated", lambda s: _swap(s, True, "full", ZERO_OUT)),
+    ("donor_swap_frozen", "{donor}'s trained encoder, frozen", lambda s: _swap(s, True, "cross_attn", "fresh")),
     (
         "donor_swap_frozen_gated",
         "{donor}'s trained encoder, frozen, gated",
         lambda s: _swap(s, True, "cross_attn", ZERO_OUT),
     ),
-    (
-        "encoder_swap",
-        "a fresh encoder of width {width}",
-        lambda s: _swap(s, False, "full", "fresh"),
-    ),
-    (
-        "encoder_swap_gated",
-        "a fresh encoder of width {width}, gated",
-        lambda s: _swap(s, False, "full", ZERO_OUT),
-    ),
+    ("encoder_swap", "a fresh encoder of width {width}", lambda s: _swap(s, False, "full", "fresh")),
+    ("encoder_swap_gated", "a fresh encoder of width {width}, gated", lambda s: _swap(s, False, "full", ZERO_OUT)),
     ("reset_all", "every layer reset", lambda s: (s["target"] == "all") & (s["policy"] == "full") & _fresh(s)),
 ]
 SWAP_ITEMS = tuple(item for item, _, _ in ENCODER_DECODER_ITEMS if "swap" in item)

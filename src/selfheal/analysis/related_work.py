@@ -135,11 +135,7 @@ PUBLISHED = [
         "a 15B model pruned to 8B and 4B, retrained on under 3 % of its tokens",
         _single_layer_costs,
     ),
-    Published(
-        "Bogoychev 2021",
-        "random frozen parts of a translation transformer cost little BLEU",
-        _not_here,
-    ),
+    Published("Bogoychev 2021", "random frozen parts of a translation transformer cost little BLEU", _not_here),
 ]
 
 
