@@ -31,7 +31,7 @@ from snakemake.utils import update_config
 
 from selfheal import config as cfg
 from selfheal import grid, layout, results_io
-from selfheal.analysis import answer, answer_plots, lr_sensitivity, plots, tables
+from selfheal.analysis import answer, lr_sensitivity, plots, tables
 
 
 class NothingFinished(RuntimeError):
@@ -184,20 +184,7 @@ def read(config: dict, networks: bool = False, workers: int = 1) -> Path:
         lr_sensitivity.write(table["summary"], runs, lr_path)
     left_out = str(out / "answer" / "left_out.parquet")
     results_io.write_parquet(left_out, left_out_table(finished.left_out, finished.lr_left_out, left))
-    figures = list(answer_plots.FIGURES)
-    answer.write_all(
-        table["summary"],
-        table["curves"],
-        table["networks"],
-        {name: str(out / "answer" / f"{name}.parquet") for name in answer.TABLES},
-        str(out / "answer.md"),
-        str(out / "answer.html"),
-        {n: str(out / "plots" / f"{n}.html") for n in figures},
-        {n: str(out / "plots" / f"{n}.png") for n in figures},
-        workers=workers,
-        lr_sensitivity_path=lr_path,
-        left_out_path=left_out,
-    )
+    answer.write_in(out, workers, lr_path, left_out)
     return out
 
 

@@ -30,7 +30,7 @@ from pathlib import Path
 import pandas as pd
 
 from selfheal import results_io
-from selfheal.analysis import answer, answer_plots, tables
+from selfheal.analysis import answer, tables
 from selfheal.analysis.answer import LEFT_OUT, LR_SENSITIVITY
 from selfheal.analysis.answer import TABLES as ANSWER_TABLES
 
@@ -121,18 +121,11 @@ def reread(dest: str | Path, workers: int = 1) -> list[Path]:
         side = {name: _side_table(name) for name in SIDE_TABLES if (dest / _side_table(name)).is_file()}
         for path in side.values():
             shutil.copyfile(dest / path, run / path)
-        answer.write_all(
-            str(run / "summary.parquet"),
-            str(run / "curves.parquet"),
-            str(run / "networks.parquet"),
-            {name: str(run / "answer" / f"{name}.parquet") for name in ANSWER_TABLES},
-            str(run / PAGE),
-            str(run / "answer.html"),
-            {name: str(run / "plots" / f"{name}.html") for name in answer_plots.FIGURES},
-            {name: str(run / "plots" / f"{name}.png") for name in answer_plots.FIGURES},
-            workers=workers,
-            lr_sensitivity_path=str(run / side[LR_SENSITIVITY]) if LR_SENSITIVITY in side else None,
-            left_out_path=str(run / side[LEFT_OUT]) if LEFT_OUT in side else None,
+        answer.write_in(
+            run,
+            workers,
+            str(run / side[LR_SENSITIVITY]) if LR_SENSITIVITY in side else None,
+            str(run / side[LEFT_OUT]) if LEFT_OUT in side else None,
         )
         return ship(run, dest)
 

@@ -64,6 +64,23 @@ def write_all(
         plots.save(draw(tables, curves), plot_html[name], plot_png[name])
 
 
+def write_in(run: Path, workers: int = 1, lr_sensitivity_path: str | None = None, left_out_path: str | None = None):
+    """``write_all`` in a run folder's own layout: its summary, curves and networks tables beside ``answer/``,
+    ``plots/`` and the page (a readout of a study still running, a shipped run re-derived)."""
+    figures = answer_plots.FIGURES
+    write_all(
+        *(str(run / f"{name}.parquet") for name in ("summary", "curves", "networks")),
+        {name: str(run / "answer" / f"{name}.parquet") for name in TABLES},
+        str(run / "answer.md"),
+        str(run / "answer.html"),
+        {name: str(run / "plots" / f"{name}.html") for name in figures},
+        {name: str(run / "plots" / f"{name}.png") for name in figures},
+        workers=workers,
+        lr_sensitivity_path=lr_sensitivity_path,
+        left_out_path=left_out_path,
+    )
+
+
 def headline(md_text: str) -> str:
     """The headline block of a page, markers included."""
     start, end = md_text.index(HEADLINE[0]), md_text.index(HEADLINE[1]) + len(HEADLINE[1])
