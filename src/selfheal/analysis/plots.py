@@ -44,8 +44,9 @@ BEYOND = "beyond the budget (drawn at the examples it trained)"
 
 
 def model_scale() -> alt.Scale:
-    """One colour per model for up to 20 models (tableau10 repeats after 10)."""
-    return alt.Scale(scheme="tableau20")
+    """One colour per model: category10's ten saturated colours (they repeat after ten models; tableau20 pairs each
+    with a pale one that a thin line or a small point does not show)."""
+    return alt.Scale(scheme="category10")
 
 
 # An upward triangle with a triangular hole (the inner path runs the other way): an open triangle that a filled
@@ -80,13 +81,6 @@ def finite(*columns: Iterable) -> np.ndarray:
     return values[np.isfinite(values)]
 
 
-def _step(span: float) -> float:
-    """A 1-2-5 step giving about five intervals over ``span``."""
-    raw = span / 5
-    power = 10.0 ** math.floor(math.log10(raw))
-    return next(m * power for m in (1, 2, 5, 10) if m * power >= raw * (1 - 1e-9))
-
-
 def nice_up(x: float, steps: tuple = (1, 2, 5, 10)) -> float:
     """The smallest 1-2-5 x 10^k (or ``steps`` x 10^k) at or above x > 0."""
     power = 10.0 ** math.floor(math.log10(x))
@@ -112,7 +106,7 @@ def linear_domain(*columns: Iterable, include: Iterable[float] = (), pad: float 
     span = hi - lo
     lo = lo if lo == 0 else lo - pad * span
     hi = hi if hi == 0 else hi + pad * span
-    step = _step(hi - lo) / 2
+    step = nice_up((hi - lo) / 5) / 2  # half a 1-2-5 step of about five intervals
     return [float(f"{math.floor(lo / step + 1e-9) * step:.12g}"), float(f"{math.ceil(hi / step - 1e-9) * step:.12g}")]
 
 
@@ -125,13 +119,22 @@ def log_domain(*columns: Iterable) -> list[float]:
     return [_nice_down(float(values.min()) / 1.1), nice_up(float(values.max()) * 1.1)]
 
 
-def cost_axis(*columns: Iterable, headroom: float = 1.25) -> tuple[alt.Scale, alt.Axis]:
+def decade_ticks(lo: float, hi: float) -> list[float]:
+    """The powers of ten in [lo, hi] > 0, with the 2s and 5s where that spans one decade or less."""
+    low, high = math.floor(math.log10(lo) + 1e-9), math.ceil(math.log10(hi) - 1e-9)
+    multiples = (1, 2, 5) if high - low <= 1 else (1,)
+    ticks = (m * 10.0**k for k in range(low, high + 1) for m in multiples)
+    return [float(f"{t:.12g}") for t in ticks if lo * (1 - 1e-9) <= t <= hi * (1 + 1e-9)]
+
+
+def cost_axis(*columns: Iterable, headroom: float = 1.25, zero: bool = True) -> tuple[alt.Scale, alt.Axis]:
     """Scale and axis for a non-negative cost spanning decades, zeros included: a symlog scale (log-like above its
     constant, linear below) whose constant is a quarter of the power of ten at or below the smallest positive
     value, so that 0 sits apart below the smallest cost (about two thirds of a decade), labelled "0". Domain
     [0, top], top the 1-2-3-5 x 10^k at or above ``headroom`` times the largest value; ticks at 0, every power of
-    ten in between (with the 2s and 5s when the axis spans one decade) and the top. NaN and inf are ignored (the
-    caller draws a cost beyond the budget at the budget)."""
+    ten in between (``decade_ticks``) and the top. ``zero`` False: where no value is 0, a log scale from a 1-2-5 below
+    the smallest value instead, without the 0. NaN and inf are ignored (the caller draws a cost beyond the budget at
+    the budget)."""
     values = finite(*columns)
     positive = values[values > 0]
     if not len(positive):
@@ -140,11 +143,12 @@ def cost_axis(*columns: Iterable, headroom: float = 1.25) -> tuple[alt.Scale, al
         )
     low = math.floor(math.log10(float(positive.min())) + 1e-9)
     top = nice_up(float(positive.max()) * headroom, (1, 2, 3, 5, 10))
-    high = math.ceil(math.log10(top) - 1e-9)
-    multiples = (1, 2, 5) if high - low <= 1 else (1,)
-    ticks = [0.0] + [
-        float(f"{m * 10.0**k:.12g}") for k in range(low, high + 1) for m in multiples if m * 10.0**k <= top * (1 + 1e-9)
-    ]
+    if not zero and len(positive) == len(values):
+        bottom = _nice_down(float(positive.min()) / 1.5)
+        return alt.Scale(type="log", domain=[bottom, top], nice=False), alt.Axis(
+            values=decade_ticks(bottom, top), format="~g"
+        )
+    ticks = [0.0, *decade_ticks(10.0**low, top)]
     if ticks[-1] < top * (1 - 1e-9):
         ticks.append(top)
     constant = float(f"{10.0**low / 4:.12g}")
@@ -152,6 +156,37 @@ def cost_axis(*columns: Iterable, headroom: float = 1.25) -> tuple[alt.Scale, al
         alt.Scale(type="symlog", constant=constant, domain=[0.0, top], nice=False),
         alt.Axis(values=ticks, labelExpr=ZERO_LABEL, grid=True),
     )
+
+
+def eps_column(table: pd.DataFrame) -> pd.DataFrame:
+    """``table`` with ``eps``, its threshold's panel header ("ε = 0.05")."""
+    return table.assign(eps=table["threshold"].map(lambda e: f"ε = {e:g}"))
+
+
+def setting(table: pd.DataFrame) -> pd.Series:
+    return table["policy"] + " / " + table["init"] + " / " + table["regime"]
+
+
+def unit_title(unit: str, what: str = "examples to recover") -> str:
+    """A cost axis's title in ``unit`` (``fraction``/``fraction_of_pretrain`` of S x E, or ``examples``)."""
+    return f"{what} / (S × E)" if unit.startswith("fraction") else what
+
+
+def errorbar(base: alt.Chart, x, lo: str, hi: str, scale: alt.Scale, axis=None, ticks=True, **encode):
+    """A vertical interval from ``lo`` to ``hi`` (columns) at ``x``, on the y ``scale`` (and ``axis``, if given)."""
+    y = alt.Y(f"{lo}:Q", scale=scale, axis=alt.Undefined if axis is None else axis, title="")
+    return base.mark_errorbar(ticks=ticks).encode(x=x, y=y, y2=f"{hi}:Q", **encode)
+
+
+def by_eps(layer: alt.Chart, width: int, height: int, title, header: str, columns: int | None = None, **facet):
+    """``layer`` (over data with ``eps_column``) as one panel per ε: a row of them, or ``columns`` to a row; ``facet``:
+    more facet channels (``row=``)."""
+    panels = layer.properties(width=width, height=height)
+    if columns:
+        panels = panels.facet(facet=alt.Facet("eps:N", title=header), columns=columns)
+    else:
+        panels = panels.facet(column=alt.Column("eps:N", title=header), **facet)
+    return panels.properties(title=title)
 
 
 def linear_scale(*columns: Iterable, include: Iterable[float] = (), zero: bool = False) -> alt.Scale:
@@ -174,6 +209,7 @@ def status_points(
     size: int = 60,
     labels: dict[str, str] | None = None,
     color_scale: alt.Scale | None = None,
+    label_limit: int = 320,
 ):
     """Points coloured by ``color_field`` (on ``color_scale``: ``model_scale()`` for models) whose shape follows
     ``status_field`` (``statuses`` -> ``shapes``), in one legend (``labels``: the legend's words for some statuses); ``OPEN_TRIANGLE`` among the shapes is an outline
@@ -189,7 +225,7 @@ def status_points(
             f"{status_field}:N",
             title=title,
             scale=alt.Scale(domain=statuses, range=shapes),
-            legend=alt.Legend(labelLimit=320, symbolSize=90, labelExpr=label_expr),
+            legend=alt.Legend(labelLimit=label_limit, symbolSize=90, labelExpr=label_expr),
         ),
         tooltip=tooltip,
     )
@@ -202,30 +238,16 @@ def dodge(table: pd.DataFrame, x: str, by: str, width: float) -> pd.Series:
     return table[x].astype(float) + table[by].map(offset).astype(float)
 
 
-def _setting(table: pd.DataFrame) -> pd.Series:
-    return table["policy"] + " / " + table["init"] + " / " + table["regime"]
-
-
 def _mean_ci(table: pd.DataFrame, keys: list[str], value: str) -> pd.DataFrame:
-    rows = []
-    for key, group in table.groupby(keys, dropna=False, sort=True):
-        mean, lo, hi = stats.mean_ci(group[value].tolist())
-        rows.append(
-            {
-                **dict(zip(keys, key)),
-                "mean": mean,
-                "ci_lo": lo,
-                "ci_hi": hi,
-                "n_seeds": len(group),
-                "n_censored": int((~group["recovered"].astype(bool)).sum()) if "recovered" in group else 0,
-            }
-        )
-    # the columns are there even without a group, so an empty table still draws (as an empty layer)
-    return pd.DataFrame(rows, columns=[*keys, "mean", "ci_lo", "ci_hi", "n_seeds", "n_censored"])
+    """Per group of ``keys``: the mean of ``value``, its t 95 % interval (no interval: the mean) and the count."""
+    rows = [(*key, *stats.mean_ci(g[value].tolist()), len(g)) for key, g in table.groupby(keys, sort=True)]
+    out = pd.DataFrame(rows, columns=[*keys, "mean", "ci_lo", "ci_hi", "n_seeds"])
+    return out.assign(ci_lo=out["ci_lo"].fillna(out["mean"]), ci_hi=out["ci_hi"].fillna(out["mean"]))
 
 
 def _median_range(table: pd.DataFrame, keys: list[str], value: str) -> pd.DataFrame:
-    """``_mean_ci``'s columns with the median in ``mean`` and the smallest and largest value as the interval."""
+    """Per group of ``keys``: the median of ``value`` (``mean``), the smallest and largest (``ci_lo``, ``ci_hi``), the
+    count and the censored count."""
     censored = ~table["recovered"].astype(bool) if "recovered" in table else False
     out = (
         table.assign(_censored=censored)
@@ -241,14 +263,10 @@ def _median_range(table: pd.DataFrame, keys: list[str], value: str) -> pd.DataFr
     return out.reset_index().astype({"n_censored": int})[[*keys, "mean", "ci_lo", "ci_hi", "n_seeds", "n_censored"]]
 
 
-COST_UNITS = {
-    "fraction_of_pretrain": "examples to recover / (S × E)",
-    "examples": "examples (sequences) to recover",
-}
 SEED_STATUS = ["recovered", "censored (≥ budget)", "diverged"]
 
 
-def _layer_axis(layers: Iterable) -> tuple[alt.Scale, alt.Axis]:
+def layer_axis(layers: Iterable) -> tuple[alt.Scale, alt.Axis]:
     """A quantitative x for integer layer indices (points dodged around them): every index a tick."""
     values = sorted({int(v) for v in finite(layers)}) or [0]
     return (
@@ -287,7 +305,7 @@ def recovery_cost(summary: pd.DataFrame, unit: str = "fraction_of_pretrain") -> 
             else "no retrain cells"
         )
         return empty_chart(title, reason)
-    table["setting"] = _setting(table)
+    table["setting"] = setting(table)
     table["cost"] = table[unit].astype(float)
     table["status"] = [
         SEED_STATUS[2] if d else (SEED_STATUS[0] if r else SEED_STATUS[1])
@@ -312,8 +330,7 @@ def recovery_cost(summary: pd.DataFrame, unit: str = "fraction_of_pretrain") -> 
     frames = [layers.assign(row="seed"), means.assign(row="mean")]
     if control_means is not None:
         frames.append(control_means.assign(row="control_all"))
-    data = pd.concat(frames, ignore_index=True)
-    data["threshold"] = data["threshold"].map(lambda e: f"ε = {e:g}")
+    data = eps_column(pd.concat(frames, ignore_index=True))
 
     y_scale, y_axis = cost_axis(
         layers["cost"],
@@ -322,11 +339,11 @@ def recovery_cost(summary: pd.DataFrame, unit: str = "fraction_of_pretrain") -> 
         means["ci_hi"],
         [] if control_means is None else control_means["mean"],
     )
-    x_scale, x_axis = _layer_axis(layers["layer"])
+    x_scale, x_axis = layer_axis(layers["layer"])
     if control_means is not None:
         data.loc[data["row"] == "control_all", "x"] = x_scale.domain[1] - 0.05  # a rule's label: at its right end
     x = alt.X("x:Q", title="reset layer L (depth; encoder first)", scale=x_scale, axis=x_axis)
-    y = alt.Y("cost:Q", scale=y_scale, axis=y_axis, title=COST_UNITS[unit])
+    y = alt.Y("cost:Q", scale=y_scale, axis=y_axis, title=unit_title(unit))
     color = alt.Color("model:N", title="model", scale=model_scale())
     tooltip = ["model", "target", "seed", "examples", "tokens", "fraction_of_pretrain", "recovered", "status"]
     base = alt.Chart()
@@ -343,7 +360,7 @@ def recovery_cost(summary: pd.DataFrame, unit: str = "fraction_of_pretrain") -> 
         labels={SEED_STATUS[1]: "censored: " + BEYOND},
         color_scale=model_scale(),
     )
-    mean_y = alt.Y("mean:Q", scale=y_scale, axis=y_axis, title=COST_UNITS[unit])
+    mean_y = alt.Y("mean:Q", scale=y_scale, axis=y_axis, title=unit_title(unit))
     line = (
         base.transform_filter(alt.datum.row == "mean")
         .mark_line(strokeWidth=1.5)
@@ -354,24 +371,18 @@ def recovery_cost(summary: pd.DataFrame, unit: str = "fraction_of_pretrain") -> 
             strokeDash=alt.condition(alt.datum.dashed, alt.value([4, 3]), alt.value([1, 0])),
         )
     )
-    bars = (
-        base.transform_filter(alt.datum.row == "mean")
-        .mark_errorbar(ticks=True)
-        .encode(
-            x=x,
-            y=alt.Y("ci_lo:Q", scale=y_scale, axis=y_axis, title=""),
-            y2="ci_hi:Q",
-            color=color,
-            tooltip=[
-                "model",
-                "layer",
-                alt.Tooltip("mean:Q", title="median"),
-                alt.Tooltip("ci_lo:Q", title="smallest"),
-                alt.Tooltip("ci_hi:Q", title="largest"),
-                "n_seeds",
-                "n_censored",
-            ],
-        )
+    spread = [
+        alt.Tooltip(f"{c}:Q", title=t) for c, t in (("mean", "median"), ("ci_lo", "smallest"), ("ci_hi", "largest"))
+    ]
+    bars = errorbar(
+        base.transform_filter(alt.datum.row == "mean"),
+        x,
+        "ci_lo",
+        "ci_hi",
+        y_scale,
+        y_axis,
+        color=color,
+        tooltip=["model", "layer", *spread, "n_seeds", "n_censored"],
     )
     charts = [bars, line, seeds]
     if control_means is not None:
@@ -402,14 +413,13 @@ def recovery_cost(summary: pd.DataFrame, unit: str = "fraction_of_pretrain") -> 
             .mark_text(align="right", baseline="bottom", dy=-2, fontSize=10)
             .encode(x=x, y=mean_y, color=color, text=alt.value("beyond the budget"))
         )
-    return (
-        alt.layer(*charts, data=data)
-        .properties(width=240, height=220)
-        .facet(
-            column=alt.Column("threshold:N", title="recovered within ε of baseline"),
-            row=alt.Row("setting:N", title="policy / init / regime"),
-        )
-        .properties(title=alt.TitleParams(title, subtitle=legend + ([note] if note else []), anchor="start"))
+    return by_eps(
+        alt.layer(*charts, data=data),
+        240,
+        220,
+        alt.TitleParams(title, subtitle=legend + ([note] if note else []), anchor="start"),
+        "recovered within ε of baseline",
+        row=alt.Row("setting:N", title="policy / init / regime"),
     )
 
 
@@ -420,7 +430,7 @@ def recovery_curves(curves: pd.DataFrame, summary: pd.DataFrame) -> alt.Chart:
             "Recovery curves over the pretraining curve", "no model pretrained here: no curves against S × E"
         )
     rec = curves[curves["kind"] == "recovery"].copy()
-    rec["setting"] = _setting(rec)
+    rec["setting"] = setting(rec)
     # one line per run: a cell (its network's pretraining seed and its retrain seed), a network's pretraining
     network = (" p" + rec["pretrain_seed"].astype(str)) if "pretrain_seed" in rec else ""
     rec["run"] = rec["target"] + network + " s" + rec["seed"].astype(str)
@@ -500,13 +510,9 @@ def damage(summary: pd.DataFrame) -> alt.Chart:
     cells["setting"] = cells["policy"] + " / " + cells["init"]
     layers = cells[cells["depth"].notna()].copy()
     layers["layer"] = layers["depth"].astype(int)
-    layers["recovered"] = True  # not used for damage; keeps _mean_ci's censor count at 0
     means = _mean_ci(layers, ["model", "setting", "layer"], "damage")
     controls = cells[cells["target"] == "all"]
     control_means = controls.groupby("model", as_index=False)["damage"].mean() if len(controls) else None
-    # no interval (one seed): the bar is the point
-    means["ci_lo"] = means["ci_lo"].fillna(means["mean"])
-    means["ci_hi"] = means["ci_hi"].fillna(means["mean"])
     y_scale = linear_scale(
         means["mean"],
         means["ci_lo"],
@@ -514,7 +520,7 @@ def damage(summary: pd.DataFrame) -> alt.Chart:
         [] if control_means is None else control_means["damage"],
         zero=True,
     )
-    x_scale, x_axis = _layer_axis(layers["layer"]) if len(layers) else _layer_axis([0])
+    x_scale, x_axis = layer_axis(layers["layer"])
     means["x"] = dodge(means, "layer", "model", 0.08)
     color = alt.Color("model:N")
     x = alt.X("x:Q", title="reset layer L", scale=x_scale, axis=x_axis)
@@ -535,11 +541,7 @@ def damage(summary: pd.DataFrame) -> alt.Chart:
         .mark_point(filled=True, size=40)
         .encode(x=x, y=y, color=color, tooltip=["model", "setting", "layer", "mean", "ci_lo", "ci_hi", "n_seeds"])
     )
-    bars = (
-        alt.Chart(means)
-        .mark_errorbar(ticks=True)
-        .encode(x=x, y=alt.Y("ci_lo:Q", title="", scale=y_scale), y2="ci_hi:Q", color=color)
-    )
+    bars = errorbar(alt.Chart(means), x, "ci_lo", "ci_hi", y_scale, color=color)
     zero = (
         alt.Chart(pd.DataFrame({"zero": [0.0]})).mark_rule(color="lightgray").encode(y=alt.Y("zero:Q", scale=y_scale))
     )
