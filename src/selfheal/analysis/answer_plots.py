@@ -1,22 +1,23 @@
 """The answer page's figures (Altair, HTML + PNG), drawn only from the answer tables and ``curves.parquet``.
 
-Costs span decades and can be exactly 0 (a cell already within eps of its baseline before any training), so every
-cost axis is symlog (``plots.cost_axis``): log-like decades with an explicit 0 set apart below the smallest cost,
-ticks at 0 and the powers of ten, and a domain computed from the values drawn. A cost not reached within the budget
+Costs span decades and can be exactly 0 (a cell already within eps of its baseline before any training), so a cost
+axis is symlog (``plots.cost_axis``): log-like decades with an explicit 0 set apart below the smallest cost, ticks
+at 0 and the powers of ten, and a domain computed from the values drawn; where nothing drawn is 0 (the medians of
+``answer_cost_depth``) it is a plain log axis. A cost not reached within the budget
 is drawn as an open triangle at the budget ("beyond the budget"), a lower bound, not a cost. Thresholds eps are
 the panel columns.
 
 - ``answer_cost_depth``: median recovery cost (survival estimate, error bar: 95 % cluster-bootstrap interval, its
   upper end at the budget where it is beyond) against relative depth, one colour and line per model (N, D), points
-  of different models side by side at the same depth; rows: policy / init / regime.
+  of different models side by side at the same depth; one panel per ε, two to a row, in the asker's setting.
 - ``answer_recovered``: the NPMLE share of cells recovered against examples seen (symlog x, 0 included), one line
   per layer.
 - ``answer_curves``: recovery curves against examples seen or the fraction of S x E (symlog x, 0 included), with
   the matched no-reset controls (grey) and pretraining's own curve (black); one panel per model, in one setting (the
   asker's where the grid has it: a layer's curves under another policy, such as the aside's cross-attention, are not
   drawn here).
-- ``answer_effects``: the scaling fit's coefficients on log cost, with intervals and a rule at 0 (terms not
-  determined are listed in the answer table, not drawn).
+- ``answer_effects``: the scaling fit's factors on the median cost, e^b, with intervals on a log axis and a rule
+  at 1, one row per term and a colour per ε (terms not determined are listed in the answer table, not drawn).
 - ``answer_cka``: CKA between the original and the healed layer against L, with the unhealed floor (dashed).
 - ``answer_damage_cost``: zero-step damage against cost per cell, censored cells as open triangles at the budget, in
   one setting (the asker's where the grid has it).
@@ -289,12 +290,7 @@ def log_curves(curves: pd.DataFrame, reference: pd.DataFrame, survival: pd.DataF
     x_scale, x_axis = plots.cost_axis(rec["x"], headroom=1.0)
     pre = pre[pre["x"] <= x_scale.domain[1]]  # pretraining beyond the retraining budget is off the panel
     y = _gap_y(rec, pre)
-    x = alt.X(
-        "x:Q",
-        scale=x_scale,
-        axis=x_axis,
-        title=plots.unit_title(x_col, "examples") + " (symlog)",
-    )
+    x = alt.X("x:Q", scale=x_scale, axis=x_axis, title=plots.unit_title(x_col, "examples") + " (symlog)")
     charts = []
     for model in sorted(rec["model"].unique()):
         mine, own_pre = rec[rec["model"] == model], pre[pre["model"] == model]
@@ -444,19 +440,9 @@ def out_of_sample(table: pd.DataFrame, survival: pd.DataFrame) -> alt.Chart:
         for (name, eps), g in panels
         if not g["held"].notna().any()
     ]
-    subtitle = (
-        [
-            "Not drawn: "
-            + "; ".join(untested)
-            + (
-                " (a layer is not tested when its median is 0 or its cells left the fit)"
-                if any("no layer tested" in u for u in untested)
-                else ""
-            )
-        ]
-        if untested
-        else []
-    )
+    why = " (a layer is not tested when its median is 0 or its cells left the fit)"
+    why = why if any("no layer tested" in u for u in untested) else ""
+    subtitle = ["Not drawn: " + "; ".join(untested) + why] if untested else []
     if not len(tested):
         return plots.empty_chart(title, "no layer could be tested: " + "; ".join(untested))
     unit = tested["unit"].iloc[0]
@@ -468,16 +454,11 @@ def out_of_sample(table: pd.DataFrame, survival: pd.DataFrame) -> alt.Chart:
     )
     censored = key["measured_censored"].astype(bool)
     predicted = key.assign(which="predicted", value=key["predicted"], lo=key["predicted_lo"], hi=key["predicted_hi"])
-    measured = key.assign(
-        which="measured",
-        value=key["measured_lo"].where(censored, key["measured"]),
-        lo=key["measured_lo"],
-        hi=key["measured_hi"],
-    )
+    value = key["measured_lo"].where(censored, key["measured"])
+    measured = key.assign(which="measured", value=value, lo=key["measured_lo"], hi=key["measured_hi"])
     measured["status"] = np.where(censored, "measured: beyond the budget (↑)", "measured")
     columns = ["panel", "layer", "which", "value", "lo", "hi", "status"]
     long = pd.concat([predicted.assign(status="predicted"), measured]).sort_index(kind="stable")[columns]
-    long = long.reset_index(drop=True)
     cap = budget if np.isfinite(budget) else float(np.nanmax(_float(long["value"])))
     for column in ("value", "lo", "hi"):
         long[column] = np.minimum(_float(long[column]), cap * 1.25)
@@ -497,31 +478,19 @@ def out_of_sample(table: pd.DataFrame, survival: pd.DataFrame) -> alt.Chart:
         ["panel", "layer", "which", "value", "lo", "hi"],
         size=55,
     )
-    bars = (
-        alt.Chart()
-        .mark_errorbar(ticks=True)
-        .encode(
-            x=alt.X("layer:N", title=None, axis=alt.Axis(labelAngle=-55)),
-            y=alt.Y("lo:Q", scale=scale, axis=axis, title=""),
-            y2="hi:Q",
-            color=alt.Color("which:N", legend=None),
-            xOffset=alt.XOffset("which:N"),
-        )
+    x = alt.X("layer:N", title=None, axis=alt.Axis(labelAngle=-55))
+    offset = alt.XOffset("which:N")
+    bars = plots.errorbar(
+        alt.Chart(), x, "lo", "hi", scale, axis, color=alt.Color("which:N", legend=None), xOffset=offset
     )
-    budget_rule = (
-        alt.Chart()
-        .mark_rule(strokeDash=[4, 3], color="gray")
-        .encode(y=alt.Y(datum=cap, scale=scale, axis=axis, title=""))
-    )
-    points = points.encode(xOffset=alt.XOffset("which:N"))
+    rule = alt.Chart().mark_rule(strokeDash=[4, 3], color="gray")
+    budget_rule = rule.encode(y=alt.Y(datum=cap, scale=scale, axis=axis, title=""))
+    points = points.encode(xOffset=offset)
     order = list(dict.fromkeys(long["panel"]))
     return (
         alt.layer(budget_rule, bars, points, data=long)
         .properties(width=210, height=170)
-        .facet(
-            facet=alt.Facet("panel:N", title=None, sort=order),
-            columns=4,
-        )
+        .facet(facet=alt.Facet("panel:N", title=None, sort=order), columns=4)
         .resolve_scale(x="independent")
         .properties(title=alt.TitleParams(title, subtitle=subtitle + ["dashed: the retraining budget"]))
     )

@@ -365,10 +365,7 @@ def recovery_cost(summary: pd.DataFrame, unit: str = "fraction_of_pretrain") -> 
         base.transform_filter(alt.datum.row == "mean")
         .mark_line(strokeWidth=1.5)
         .encode(
-            x=x,
-            y=mean_y,
-            color=color,
-            strokeDash=alt.condition(alt.datum.dashed, alt.value([4, 3]), alt.value([1, 0])),
+            x=x, y=mean_y, color=color, strokeDash=alt.condition(alt.datum.dashed, alt.value([4, 3]), alt.value([1, 0]))
         )
     )
     spread = [
@@ -437,9 +434,13 @@ def recovery_curves(curves: pd.DataFrame, summary: pd.DataFrame) -> alt.Chart:
     pre = curves[curves["kind"] == "pretrain"].copy()
     pre["run"] = "pretrain" + ((" p" + pre["pretrain_seed"].astype(str)) if "pretrain_seed" in pre else "")
     baselines = summary.drop_duplicates("model")[["model", "baseline_loss"]]
+    target = {
+        "color": alt.Color("target:N", title="reset target"),
+        "tooltip": ["model", "target", "seed", "examples", "val_loss"],
+    }
     charts = []
     for model in sorted(curves["model"].unique()):
-        mine = curves[curves["model"] == model]
+        mine, mine_rec = curves[curves["model"] == model], rec[rec["model"] == model]
         base_loss = baselines.loc[baselines["model"] == model, "baseline_loss"]
         x = alt.X(
             "fraction_of_pretrain:Q",
@@ -448,18 +449,8 @@ def recovery_curves(curves: pd.DataFrame, summary: pd.DataFrame) -> alt.Chart:
         )
         y_scale = linear_scale(mine["val_loss"], base_loss)
         y = alt.Y("val_loss:Q", title="validation loss", scale=y_scale)
-        cells = (
-            alt.Chart(rec[rec["model"] == model])
-            .mark_line(opacity=0.7)
-            .encode(
-                x=x,
-                y=y,
-                color=alt.Color("target:N", title="reset target"),
-                detail="run:N",
-                strokeDash=alt.StrokeDash("setting:N", title="policy / init / regime"),
-                tooltip=["model", "target", "seed", "examples", "val_loss"],
-            )
-        )
+        dash = alt.StrokeDash("setting:N", title="policy / init / regime")
+        cells = alt.Chart(mine_rec).mark_line(opacity=0.7).encode(x=x, y=y, detail="run:N", strokeDash=dash, **target)
         pretrain = (
             alt.Chart(pre[pre["model"] == model])
             .mark_line(color="black", strokeWidth=2.5)
@@ -471,18 +462,8 @@ def recovery_curves(curves: pd.DataFrame, summary: pd.DataFrame) -> alt.Chart:
             .encode(y=alt.Y("baseline_loss:Q", scale=y_scale))
         )
         # a run with one evaluation (within eps at 0 examples) has no line to draw: a point instead
-        mine_rec = rec[rec["model"] == model]
         single = mine_rec[mine_rec.groupby(["setting", "run"])["run"].transform("size") == 1]
-        once = (
-            alt.Chart(single)
-            .mark_point(filled=True, size=40)
-            .encode(
-                x=x,
-                y=y,
-                color=alt.Color("target:N", title="reset target"),
-                tooltip=["model", "target", "seed", "examples", "val_loss"],
-            )
-        )
+        once = alt.Chart(single).mark_point(filled=True, size=40).encode(x=x, y=y, **target)
         charts.append(
             alt.layer(pretrain, cells, once, base_rule).properties(
                 width=360, height=240, title=f"{model}: recovery (colour) vs pretraining (black); dotted: baseline"
@@ -606,9 +587,7 @@ def frozen_random(table: pd.DataFrame) -> alt.Chart:
     return (
         alt.layer(reference, points, labels, data=data)
         .properties(width=260, height=240)
-        .facet(
-            column=alt.Column("base_model:N", title="base model"),
-        )
+        .facet(column=alt.Column("base_model:N", title="base model"))
         .properties(title=title)
     )
 
