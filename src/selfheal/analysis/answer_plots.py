@@ -157,9 +157,11 @@ def cost_depth(survival: pd.DataFrame, networks: pd.DataFrame | None = None) -> 
     )
 
 
-def depth_scale() -> alt.Scale:
+def depth_color() -> alt.Color:
     """Layers coloured by relative depth on [0, 1]."""
-    return alt.Scale(scheme="viridis", domain=[0, 1])
+    return alt.Color(
+        "rel_depth:Q", scale=alt.Scale(scheme="viridis", domain=[0, 1]), title="relative depth L / (N − 1)"
+    )
 
 
 def recovered(curves_table: pd.DataFrame) -> alt.Chart:
@@ -191,7 +193,7 @@ def recovered(curves_table: pd.DataFrame) -> alt.Chart:
         .encode(
             x=x,
             y=y,
-            color=alt.Color("rel_depth:Q", scale=depth_scale(), title="relative depth L / (N − 1)"),
+            color=depth_color(),
             detail="line:N",
             tooltip=["model", "target", "rel_depth", "threshold", x_col, "recovered_share"],
         )
@@ -291,26 +293,17 @@ def log_curves(curves: pd.DataFrame, reference: pd.DataFrame, survival: pd.DataF
     pre = pre[pre["x"] <= x_scale.domain[1]]  # pretraining beyond the retraining budget is off the panel
     y = _gap_y(rec, pre)
     x = alt.X("x:Q", scale=x_scale, axis=x_axis, title=plots.unit_title(x_col, "examples") + " (symlog)")
+    rules, labels = _eps_levels(reference["threshold"], y, alt.X(datum=0.0, scale=x_scale, axis=x_axis))
     charts = []
     for model in sorted(rec["model"].unique()):
         mine, own_pre = rec[rec["model"] == model], pre[pre["model"] == model]
-        rules, labels = _eps_levels(reference["threshold"], y, alt.X(datum=0.0, scale=x_scale, axis=x_axis))
-        cells = (
-            alt.Chart(mine[mine["role"] == "reset layer"])
-            .mark_line(opacity=0.6, strokeWidth=1.2)
-            .encode(
-                x=x,
-                y=y,
-                color=alt.Color("rel_depth:Q", scale=depth_scale(), title="relative depth L / (N − 1)"),
-                detail="run:N",
-                tooltip=["target", "pretrain_seed", "seed", "examples", "val_loss", "gap"],
-            )
+        tooltip = ["target", "pretrain_seed", "seed", "examples", "val_loss", "gap"]
+        cells = alt.Chart(mine[mine["role"] == "reset layer"]).mark_line(opacity=0.6, strokeWidth=1.2)
+        cells = cells.encode(x=x, y=y, color=depth_color(), detail="run:N", tooltip=tooltip)
+        controls = alt.Chart(mine[mine["role"] == "matched control"]).mark_line(
+            color="gray", strokeDash=[3, 2], opacity=0.6
         )
-        controls = (
-            alt.Chart(mine[mine["role"] == "matched control"])
-            .mark_line(color="gray", strokeDash=[3, 2], opacity=0.6)
-            .encode(x=x, y=y, detail="run:N")
-        )
+        controls = controls.encode(x=x, y=y, detail="run:N")
         charts.append(
             alt.layer(rules, labels, _pretrain_line(own_pre, x, y), controls, cells).properties(
                 width=190, height=140, title=model
@@ -533,10 +526,7 @@ def aside_curves(curves: pd.DataFrame, reference: pd.DataFrame, aside: pd.DataFr
         column = "fraction_of_pretrain" if unit == "fraction" else "examples"
         mine = curves[(curves["model"] == model) & (curves["kind"] == "recovery") & (curves["regime"] == "frozen")]
         for _, item in own[own["item"].isin(list(ASIDE_CURVES))].iterrows():
-            pick = (
-                (mine["target"] == item["target"]) & (mine["policy"] == item["policy"]) & (mine["init"] == item["init"])
-            )
-            one = mine[pick].copy()
+            one = mine[(mine[["target", "policy", "init"]] == item[["target", "policy", "init"]]).all(axis=1)].copy()
             donor = item["target"][len("swap-") :] if item["target"].startswith("swap-") else ""
             one["what"] = ASIDE_CURVES[item["item"]].format(donor=donor)
             one["gated"] = "gated" if item["init"] == "zero_out" else "not gated"
@@ -553,41 +543,30 @@ def aside_curves(curves: pd.DataFrame, reference: pd.DataFrame, aside: pd.DataFr
     right = plots.nice_up(max(float(rec["x"].max()), 1.0) * 1.05, (1, 1.5, 2, 2.5, 3, 4, 5, 10))
     pre = pre[pre["x"] <= right]
     y = _gap_y(rec, pre)
-    x = alt.X(
-        "x:Q",
-        scale=alt.Scale(domain=[0.0, right], nice=False),
-        title=f"examples / what pretraining from scratch needed (ε = {100 * eps_min:g} %)",
-    )
-    order = sorted(rec["what"].unique())
+    x_scale = alt.Scale(domain=[0.0, right], nice=False)
+    x = alt.X("x:Q", scale=x_scale, title=f"examples / what pretraining from scratch needed (ε = {100 * eps_min:g} %)")
+    what = alt.Scale(domain=sorted(rec["what"].unique()), scheme="tableau10")
+    rules, labels = _eps_levels(aside["threshold"], y, alt.X(datum=0.0, scale=x_scale))
+    one = alt.Chart(pd.DataFrame({"x": [1.0]})).mark_rule(color="black", strokeDash=[2, 2]).encode(x=x)
+    gated = alt.Scale(domain=["not gated", "gated"], range=[[1, 0], [5, 3]])
     charts = []
     for model in sorted(rec["model"].unique()):
         mine, own_pre = rec[rec["model"] == model], pre[pre["model"] == model]
-        rules, labels = _eps_levels(
-            aside["threshold"], y, alt.X(datum=0.0, scale=alt.Scale(domain=[0.0, right], nice=False))
-        )
-        one = alt.Chart(pd.DataFrame({"x": [1.0]})).mark_rule(color="black", strokeDash=[2, 2]).encode(x=x)
         lines = (
             alt.Chart(mine)
             .mark_line(opacity=0.75, strokeWidth=1.3)
             .encode(
                 x=x,
                 y=y,
-                color=alt.Color("what:N", scale=alt.Scale(domain=order, scheme="tableau10"), title="reset"),
-                strokeDash=alt.StrokeDash(
-                    "gated:N",
-                    scale=alt.Scale(domain=["not gated", "gated"], range=[[1, 0], [5, 3]]),
-                    title="cross-attention output",
-                ),
+                color=alt.Color("what:N", scale=what, title="reset"),
+                strokeDash=alt.StrokeDash("gated:N", scale=gated, title="cross-attention output"),
                 detail="run:N",
                 tooltip=["what", "gated", "pretrain_seed", "examples", "val_loss", "gap"],
             )
         )
         single = mine[mine.groupby("run")["x"].transform("size") == 1]  # within ε at once: a one-point curve
-        points = (
-            alt.Chart(single)
-            .mark_circle(size=30, opacity=0.9)
-            .encode(x=x, y=y, fill=alt.Fill("what:N", scale=alt.Scale(domain=order, scheme="tableau10"), legend=None))
-        )
+        fill = alt.Fill("what:N", scale=what, legend=None)
+        points = alt.Chart(single).mark_circle(size=30, opacity=0.9).encode(x=x, y=y, fill=fill)
         charts.append(
             alt.layer(rules, labels, one, _pretrain_line(own_pre, x, y), lines, points)
             .resolve_scale(fill="independent")
