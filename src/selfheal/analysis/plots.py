@@ -474,15 +474,8 @@ def recovery_curves(curves: pd.DataFrame, summary: pd.DataFrame) -> alt.Chart:
 
 def damage(summary: pd.DataFrame) -> alt.Chart:
     title = "Damage: validation loss right after the reset (dashed: every layer reset)"
-    cell_keys = [
-        "model",
-        *(["pretrain_seed"] if "pretrain_seed" in summary else []),
-        "target",
-        "policy",
-        "init",
-        "regime",
-        "seed",
-    ]
+    network = ["pretrain_seed"] if "pretrain_seed" in summary else []
+    cell_keys = ["model", *network, "target", "policy", "init", "regime", "seed"]
     cells = summary.drop_duplicates(cell_keys).copy()  # one row per cell (its thresholds share the damage)
     cells = cells[cells["regime"] == cells["regime"].iloc[0]] if len(cells) else cells
     if not (cells["depth"].notna().any() or (cells["target"] == "all").any()):
@@ -493,50 +486,24 @@ def damage(summary: pd.DataFrame) -> alt.Chart:
     layers["layer"] = layers["depth"].astype(int)
     means = _mean_ci(layers, ["model", "setting", "layer"], "damage")
     controls = cells[cells["target"] == "all"]
-    control_means = controls.groupby("model", as_index=False)["damage"].mean() if len(controls) else None
-    y_scale = linear_scale(
-        means["mean"],
-        means["ci_lo"],
-        means["ci_hi"],
-        [] if control_means is None else control_means["damage"],
-        zero=True,
-    )
+    control_means = controls.groupby("model", as_index=False)["damage"].mean()
+    y_scale = linear_scale(means["mean"], means["ci_lo"], means["ci_hi"], control_means["damage"], zero=True)
     x_scale, x_axis = layer_axis(layers["layer"])
     means["x"] = dodge(means, "layer", "model", 0.08)
     color = alt.Color("model:N")
     x = alt.X("x:Q", title="reset layer L", scale=x_scale, axis=x_axis)
     y = alt.Y("mean:Q", title="val loss after reset − baseline", scale=y_scale)
-    line = (
-        alt.Chart(means)
-        .mark_line()
-        .encode(
-            x=x,
-            y=y,
-            color=color,
-            detail="setting:N",
-            strokeDash=alt.StrokeDash("setting:N", title="policy / init", legend=alt.Legend(symbolStrokeColor="black")),
-        )
-    )
-    points = (
-        alt.Chart(means)
-        .mark_point(filled=True, size=40)
-        .encode(x=x, y=y, color=color, tooltip=["model", "setting", "layer", "mean", "ci_lo", "ci_hi", "n_seeds"])
-    )
+    dash = alt.StrokeDash("setting:N", title="policy / init", legend=alt.Legend(symbolStrokeColor="black"))
+    line = alt.Chart(means).mark_line().encode(x=x, y=y, color=color, detail="setting:N", strokeDash=dash)
+    tooltip = ["model", "setting", "layer", "mean", "ci_lo", "ci_hi", "n_seeds"]
+    points = alt.Chart(means).mark_point(filled=True, size=40).encode(x=x, y=y, color=color, tooltip=tooltip)
     bars = errorbar(alt.Chart(means), x, "ci_lo", "ci_hi", y_scale, color=color)
-    zero = (
-        alt.Chart(pd.DataFrame({"zero": [0.0]})).mark_rule(color="lightgray").encode(y=alt.Y("zero:Q", scale=y_scale))
-    )
-    charts = [zero, bars, line, points]
-    if control_means is not None:
-        charts.append(
-            alt.Chart(control_means)
-            .mark_rule(strokeDash=[6, 4])
-            .encode(
-                y=alt.Y("damage:Q", scale=y_scale),
-                color=color,
-                tooltip=["model", alt.Tooltip("damage:Q", title="reset-all damage")],
-            )
-        )
+    zero = alt.Chart(pd.DataFrame({"zero": [0.0]})).mark_rule(color="lightgray")
+    charts = [zero.encode(y=alt.Y("zero:Q", scale=y_scale)), bars, line, points]
+    if len(control_means):
+        reset_all = [alt.Tooltip("model:N"), alt.Tooltip("damage:Q", title="reset-all damage")]
+        rule = alt.Chart(control_means).mark_rule(strokeDash=[6, 4])
+        charts.append(rule.encode(y=alt.Y("damage:Q", scale=y_scale), color=color, tooltip=reset_all))
     return alt.layer(*charts).properties(width=420, height=260, title=title)
 
 
