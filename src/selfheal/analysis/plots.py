@@ -321,27 +321,17 @@ def recovery_cost(summary: pd.DataFrame, unit: str = "fraction_of_pretrain") -> 
     means["x"] = dodge(means, "layer", "model", 0.12)
     # horizontal references: every layer reset (the from-scratch comparison) and encoder swaps
     controls = table[(table["target"] == "all") | table["target"].str.startswith("swap")]
-    control_means = (
-        _median_range(controls, ["model", "setting", "threshold", "target"], "cost") if len(controls) else None
-    )
-    if control_means is not None:  # a median that is censored is not a cost: its rule says so where it is drawn
-        control_means["beyond"] = control_means["n_censored"] * 2 > control_means["n_seeds"]
-
     frames = [layers.assign(row="seed"), means.assign(row="mean")]
-    if control_means is not None:
-        frames.append(control_means.assign(row="control_all"))
+    if len(controls):  # a median that is censored is not a cost: its rule says so where it is drawn
+        control_means = _median_range(controls, ["model", "setting", "threshold", "target"], "cost")
+        frames.append(
+            control_means.assign(row="control_all", beyond=control_means["n_censored"] * 2 > control_means["n_seeds"])
+        )
     data = eps_column(pd.concat(frames, ignore_index=True))
-
-    y_scale, y_axis = cost_axis(
-        layers["cost"],
-        means["mean"],
-        means["ci_lo"],
-        means["ci_hi"],
-        [] if control_means is None else control_means["mean"],
-    )
+    rules = data["row"] == "control_all"
+    y_scale, y_axis = cost_axis(layers["cost"], means["mean"], means["ci_lo"], means["ci_hi"], data.loc[rules, "mean"])
     x_scale, x_axis = layer_axis(layers["layer"])
-    if control_means is not None:
-        data.loc[data["row"] == "control_all", "x"] = x_scale.domain[1] - 0.05  # a rule's label: at its right end
+    data.loc[rules, "x"] = x_scale.domain[1] - 0.05  # a rule's label: at its right end
     x = alt.X("x:Q", title="reset layer L (depth; encoder first)", scale=x_scale, axis=x_axis)
     y = alt.Y("cost:Q", scale=y_scale, axis=y_axis, title=unit_title(unit))
     color = alt.Color("model:N", title="model", scale=model_scale())
@@ -382,7 +372,7 @@ def recovery_cost(summary: pd.DataFrame, unit: str = "fraction_of_pretrain") -> 
         tooltip=["model", "layer", *spread, "n_seeds", "n_censored"],
     )
     charts = [bars, line, seeds]
-    if control_means is not None:
+    if len(controls):
         charts.append(
             base.transform_filter(alt.datum.row == "control_all")
             .mark_rule()
