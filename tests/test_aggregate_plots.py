@@ -124,7 +124,7 @@ def test_the_cost_figure_draws_the_median_and_range_of_the_networks(tmp_path):
     summary = tables.summary_table([c[0] for c in cells])
     spec = plots.recovery_cost(summary).to_dict()
     rows = [r for data in spec["datasets"].values() for r in data if r.get("row") == "mean"]
-    eps_001 = [r for r in rows if r["threshold"] == "ε = 0.01"]
+    eps_001 = [r for r in rows if r["eps"] == "ε = 0.01"]
     assert len(eps_001) == 1
     (row,) = eps_001
     assert (row["mean"], row["ci_lo"], row["ci_hi"]) == pytest.approx((0.1, 0.05, 0.7))
@@ -141,7 +141,7 @@ def test_the_cost_figure_leaves_out_networks_the_estimates_leave_out(tmp_path):
     def drawn(table):
         spec = plots.recovery_cost(table).to_dict()
         rows = [r for data in spec["datasets"].values() for r in data if r.get("row") == "seed"]
-        return sorted(r["cost"] for r in rows if r["threshold"] == "ε = 0.01"), json.dumps(spec)
+        return sorted(r["cost"] for r in rows if r["eps"] == "ε = 0.01"), json.dumps(spec)
 
     costs, _ = drawn(summary)
     assert costs == pytest.approx([0.05, 0.1, 0.7])
@@ -164,7 +164,7 @@ def test_a_censored_reset_all_median_is_marked_beyond_the_budget(tmp_path):
         summary["pretrain_seed"] = summary["seed"]
         spec = plots.recovery_cost(summary).to_dict()
         rows = [r for d in spec["datasets"].values() for r in d if r.get("row") == "control_all"]
-        return {r["threshold"]: r["beyond"] for r in rows}, json.dumps(spec)
+        return {r["eps"]: r["beyond"] for r in rows}, json.dumps(spec)
 
     beyond, spec = rules((900, None, None))
     assert beyond == {"ε = 0.01": True, "ε = 0.1": True} and '"beyond the budget"' in spec

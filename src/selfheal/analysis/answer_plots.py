@@ -1,22 +1,23 @@
 """The answer page's figures (Altair, HTML + PNG), drawn only from the answer tables and ``curves.parquet``.
 
-Costs span decades and can be exactly 0 (a cell already within eps of its baseline before any training), so every
-cost axis is symlog (``plots.cost_axis``): log-like decades with an explicit 0 set apart below the smallest cost,
-ticks at 0 and the powers of ten, and a domain computed from the values drawn. A cost not reached within the budget
+Costs span decades and can be exactly 0 (a cell already within eps of its baseline before any training), so a cost
+axis is symlog (``plots.cost_axis``): log-like decades with an explicit 0 set apart below the smallest cost, ticks
+at 0 and the powers of ten, and a domain computed from the values drawn; where nothing drawn is 0 (the medians of
+``answer_cost_depth``) it is a plain log axis. A cost not reached within the budget
 is drawn as an open triangle at the budget ("beyond the budget"), a lower bound, not a cost. Thresholds eps are
 the panel columns.
 
 - ``answer_cost_depth``: median recovery cost (survival estimate, error bar: 95 % cluster-bootstrap interval, its
   upper end at the budget where it is beyond) against relative depth, one colour and line per model (N, D), points
-  of different models side by side at the same depth; rows: policy / init / regime.
+  of different models side by side at the same depth; one panel per ε, two to a row, in the asker's setting.
 - ``answer_recovered``: the NPMLE share of cells recovered against examples seen (symlog x, 0 included), one line
   per layer.
 - ``answer_curves``: recovery curves against examples seen or the fraction of S x E (symlog x, 0 included), with
   the matched no-reset controls (grey) and pretraining's own curve (black); one panel per model, in one setting (the
   asker's where the grid has it: a layer's curves under another policy, such as the aside's cross-attention, are not
   drawn here).
-- ``answer_effects``: the scaling fit's coefficients on log cost, with intervals and a rule at 0 (terms not
-  determined are listed in the answer table, not drawn).
+- ``answer_effects``: the scaling fit's factors on the median cost, e^b, with intervals on a log axis and a rule
+  at 1, one row per term and a colour per ε (terms not determined are listed in the answer table, not drawn).
 - ``answer_cka``: CKA between the original and the healed layer against L, with the unhealed floor (dashed).
 - ``answer_damage_cost``: zero-step damage against cost per cell, censored cells as open triangles at the budget, in
   one setting (the asker's where the grid has it).
@@ -50,22 +51,8 @@ NO_LAYER_CELLS = (
 NOT_DAMAGED = "no layer was damaged beyond ε in this setting: there is no cost to draw"
 
 
-def _eps(table: pd.DataFrame) -> pd.DataFrame:
-    return table.assign(eps=table["threshold"].map(lambda e: f"ε = {e:g}"))
-
-
 def _float(column: pd.Series) -> np.ndarray:
     return pd.to_numeric(column, errors="coerce").astype(float).to_numpy()
-
-
-def _cost_unit(table: pd.DataFrame, networks: pd.DataFrame) -> tuple[str, str, str]:
-    """Columns and title in the rows' unit (``stats.cost_unit``)."""
-    unit = cost_unit(table, networks)
-    return (
-        f"median_{unit}",
-        budget_column(unit),
-        "examples to recover / (S × E)" if unit == "fraction" else "examples to recover",
-    )
 
 
 def _asked(table: pd.DataFrame) -> tuple[pd.DataFrame, str]:
@@ -97,7 +84,8 @@ def cost_depth(survival: pd.DataFrame, networks: pd.DataFrame | None = None) -> 
         return plots.empty_chart(title, NO_LAYER_CELLS)
     layers, setting = _asked(layers)
     layers = layers.copy()
-    value, budget, axis = _cost_unit(layers, layers if networks is None else networks)
+    unit = cost_unit(layers, layers if networks is None else networks)
+    value, budget = f"median_{unit}", budget_column(unit)
     lo, hi = value + "_lo", value + "_hi"
     # a layer whose cells were never damaged beyond ε has no cost (a NaN median): not drawn, neither as a cost nor
     # as beyond the budget
@@ -115,9 +103,9 @@ def cost_depth(survival: pd.DataFrame, networks: pd.DataFrame | None = None) -> 
     )
     layers["status"] = np.where(layers["reached"], COST_STATUS[0], COST_STATUS[1])
     layers["x"] = _inside_dodge(layers, "model (N, D)", 0.007)
-    data = _eps(layers)
-    scale, y_axis = plots.cost_axis(layers["y"], layers["y_lo"], layers["y_hi"])
-    y = alt.Y("y:Q", scale=scale, axis=y_axis, title=axis + " (symlog)")
+    data = plots.eps_column(layers)
+    scale, y_axis = plots.cost_axis(layers["y"], layers["y_lo"], layers["y_hi"], zero=False)
+    y = alt.Y("y:Q", scale=scale, axis=y_axis, title=plots.unit_title(unit) + f" ({scale.type})")
     color = alt.Color("model (N, D):N", scale=plots.model_scale())
     x = alt.X(
         "x:Q",
@@ -139,10 +127,8 @@ def cost_depth(survival: pd.DataFrame, networks: pd.DataFrame | None = None) -> 
         "p_recover",
     ]
     base = alt.Chart()
-    line = base.mark_line(strokeWidth=1.2, opacity=0.7).encode(x=x, y=y, color=color)
-    bars = base.mark_errorbar(ticks=True).encode(
-        x=x, y=alt.Y("y_lo:Q", scale=scale, axis=y_axis, title=""), y2="y_hi:Q", color=color
-    )
+    line = base.mark_line(strokeWidth=1.6, opacity=0.9).encode(x=x, y=y, color=color)
+    bars = plots.errorbar(base, x, "y_lo", "y_hi", scale, y_axis, color=color)
     points = plots.status_points(
         base,
         x,
@@ -154,20 +140,28 @@ def cost_depth(survival: pd.DataFrame, networks: pd.DataFrame | None = None) -> 
         None,
         tooltip,
         color_scale=plots.model_scale(),
+        label_limit=600,
+    )
+    chart = plots.by_eps(
+        alt.layer(bars, line, points, data=data),
+        280,
+        200,
+        alt.TitleParams(title, subtitle=[setting], fontSize=15, subtitleFontSize=13),
+        "recovered within ε of baseline",
+        columns=2,
     )
     return (
-        alt.layer(bars, line, points, data=data)
-        .properties(width=200, height=220)
-        .facet(
-            column=alt.Column("eps:N", title="recovered within ε of baseline"),
-        )
-        .properties(title=f"{title}; {setting}")
+        chart.configure_axis(labelFontSize=13, titleFontSize=13)
+        .configure_header(labelFontSize=13, titleFontSize=13)
+        .configure_legend(labelFontSize=13, titleFontSize=13, orient="bottom", columns=2)
     )
 
 
-def depth_scale() -> alt.Scale:
+def depth_color() -> alt.Color:
     """Layers coloured by relative depth on [0, 1]."""
-    return alt.Scale(scheme="viridis", domain=[0, 1])
+    return alt.Color(
+        "rel_depth:Q", scale=alt.Scale(scheme="viridis", domain=[0, 1]), title="relative depth L / (N − 1)"
+    )
 
 
 def recovered(curves_table: pd.DataFrame) -> alt.Chart:
@@ -178,14 +172,14 @@ def recovered(curves_table: pd.DataFrame) -> alt.Chart:
     if not len(table):
         return plots.empty_chart(title, NO_LAYER_CELLS)
     table, setting = _asked(table)
-    data = _eps(table).assign(line=lambda t: t["model"] + " " + t["target"])
+    data = plots.eps_column(table).assign(line=lambda t: t["model"] + " " + t["target"])
     x_col = "fraction" if data["fraction"].notna().all() else "examples"
     scale, axis = plots.cost_axis(data[x_col], headroom=1.0)
     x = alt.X(
         f"{x_col}:Q",
         scale=scale,
         axis=axis,
-        title=("examples / (S × E)" if x_col == "fraction" else "examples") + " (symlog)",  # retrained on: the title
+        title=plots.unit_title(x_col, "examples") + " (symlog)",  # retrained on: the title
     )
     y = alt.Y(
         "recovered_share:Q",
@@ -199,17 +193,12 @@ def recovered(curves_table: pd.DataFrame) -> alt.Chart:
         .encode(
             x=x,
             y=y,
-            color=alt.Color("rel_depth:Q", scale=depth_scale(), title="relative depth L / (N − 1)"),
+            color=depth_color(),
             detail="line:N",
             tooltip=["model", "target", "rel_depth", "threshold", x_col, "recovered_share"],
         )
     )
-    return (
-        alt.layer(steps, data=data)
-        .properties(width=190, height=170)
-        .facet(column=alt.Column("eps:N", title="back within ε of the baseline"))
-        .properties(title=f"{title}; {setting}")
-    )
+    return plots.by_eps(alt.layer(steps, data=data), 190, 170, f"{title}; {setting}", "back within ε of the baseline")
 
 
 GAP_FLOOR = 1e-3  # the recovery curves' gap axis starts here: a loss at or below baseline x (1 + 0.1 %) sits on it
@@ -219,15 +208,10 @@ def _gap_y(*tables: pd.DataFrame) -> alt.Y:
     """The recovery curves' gap axis: log, from GAP_FLOOR to a 1-2-5 top above the largest gap of ``tables``,
     ticks at the powers of ten, as percentages."""
     top = plots.nice_up(max(float(t["gap"].max()) if len(t) else 0.0 for t in tables) * 1.2)
-    ticks = [
-        10.0**k
-        for k in range(round(math.log10(GAP_FLOOR)), math.ceil(math.log10(top) - 1e-9) + 1)
-        if 10.0**k <= top * (1 + 1e-9)
-    ]
     return alt.Y(
         "gap:Q",
         scale=alt.Scale(type="log", domain=[GAP_FLOOR, top], nice=False),
-        axis=alt.Axis(values=ticks, format="~%"),
+        axis=alt.Axis(values=plots.decade_ticks(GAP_FLOOR, top), format="~%"),
         title="val loss / baseline − 1 (log)",
     )
 
@@ -245,10 +229,34 @@ def _eps_levels(thresholds: pd.Series, y: alt.Y, left: alt.X) -> tuple[alt.Chart
     return rules, labels
 
 
-def _gap(table: pd.DataFrame, baselines: pd.DataFrame) -> pd.DataFrame:
+def _gap(table: pd.DataFrame, reference: pd.DataFrame) -> pd.DataFrame:
+    """``table``'s curves with ``gap``, val loss / its network's baseline (``pretrain_reference``) − 1, at least
+    GAP_FLOOR."""
+    baselines = reference.drop_duplicates(["model", "pretrain_seed"])[["model", "pretrain_seed", "baseline_loss"]]
     out = table.merge(baselines, on=["model", "pretrain_seed"], how="inner")
     out["gap"] = np.maximum(out["val_loss"].astype(float) / out["baseline_loss"].astype(float) - 1, GAP_FLOOR)
     return out
+
+
+def _pretraining(curves: pd.DataFrame, reference: pd.DataFrame) -> pd.DataFrame:
+    """Pretraining's own curves as gaps (``_gap``), one run per network."""
+    pre = _gap(curves[curves["kind"] == "pretrain"], reference)
+    return pre.assign(run="pretrain p" + pre["pretrain_seed"].astype(str))
+
+
+def _run(rec: pd.DataFrame, *what: str) -> pd.Series:
+    """One recovery curve's name: ``what`` (columns), its network and retrain seed."""
+    return (
+        rec[what[0]].str.cat([rec[w] for w in what[1:]], sep=" ")
+        + " p"
+        + rec["pretrain_seed"].astype(str)
+        + " s"
+        + rec["seed"].astype(str)
+    )
+
+
+def _pretrain_line(pre: pd.DataFrame, x: alt.X, y: alt.Y) -> alt.Chart:
+    return alt.Chart(pre).mark_line(color="black", strokeWidth=2).encode(x=x, y=y, detail="run:N")
 
 
 def log_curves(curves: pd.DataFrame, reference: pd.DataFrame, survival: pd.DataFrame) -> alt.Chart:
@@ -271,83 +279,69 @@ def log_curves(curves: pd.DataFrame, reference: pd.DataFrame, survival: pd.DataF
     controls = rec[(rec["init"] == "trained") & (rec["regime"] == regime) & (rec["policy"] == policy)]
     rec = pd.concat([reset, controls])
     legend.append(setting)
-    baselines = reference.drop_duplicates(["model", "pretrain_seed"])[["model", "pretrain_seed", "baseline_loss"]]
     x_col = "fraction_of_pretrain" if curves["fraction_of_pretrain"].notna().all() else "examples"
-    rec = _gap(rec, baselines)
-    pre = _gap(curves[curves["kind"] == "pretrain"].copy(), baselines)
+    rec, pre = _gap(rec, reference), _pretraining(curves, reference)
     for table in (rec, pre):
         table["x"] = _float(table[x_col])
     deepest = rec.groupby("model")["depth"].max().astype(float) + 1  # where the estimates leave a model out
     n_layer = survival.drop_duplicates("model").set_index("model")["n_layer"].astype(float) if len(survival) else {}
     n_layer = rec["model"].map(n_layer).astype(float).fillna(rec["model"].map(deepest))
     rec["rel_depth"] = rec["depth"].astype(float) / np.maximum(n_layer - 1, 1)
-    rec["run"] = rec["target"] + " p" + rec["pretrain_seed"].astype(str) + " s" + rec["seed"].astype(str)
+    rec["run"] = _run(rec, "target")
     rec["role"] = np.where(rec["init"] == "trained", "matched control", "reset layer")
-    pre["run"] = "pretrain p" + pre["pretrain_seed"].astype(str)
     x_scale, x_axis = plots.cost_axis(rec["x"], headroom=1.0)
     pre = pre[pre["x"] <= x_scale.domain[1]]  # pretraining beyond the retraining budget is off the panel
     y = _gap_y(rec, pre)
-    x = alt.X(
-        "x:Q",
-        scale=x_scale,
-        axis=x_axis,
-        title=("examples / (S × E)" if x_col == "fraction_of_pretrain" else "examples") + " (symlog)",
-    )
+    x = alt.X("x:Q", scale=x_scale, axis=x_axis, title=plots.unit_title(x_col, "examples") + " (symlog)")
+    rules, labels = _eps_levels(reference["threshold"], y, alt.X(datum=0.0, scale=x_scale, axis=x_axis))
     charts = []
     for model in sorted(rec["model"].unique()):
         mine, own_pre = rec[rec["model"] == model], pre[pre["model"] == model]
-        rules, labels = _eps_levels(reference["threshold"], y, alt.X(datum=0.0, scale=x_scale, axis=x_axis))
-        cells = (
-            alt.Chart(mine[mine["role"] == "reset layer"])
-            .mark_line(opacity=0.6, strokeWidth=1.2)
-            .encode(
-                x=x,
-                y=y,
-                color=alt.Color("rel_depth:Q", scale=depth_scale(), title="relative depth L / (N − 1)"),
-                detail="run:N",
-                tooltip=["target", "pretrain_seed", "seed", "examples", "val_loss", "gap"],
-            )
+        tooltip = ["target", "pretrain_seed", "seed", "examples", "val_loss", "gap"]
+        cells = alt.Chart(mine[mine["role"] == "reset layer"]).mark_line(opacity=0.6, strokeWidth=1.2)
+        cells = cells.encode(x=x, y=y, color=depth_color(), detail="run:N", tooltip=tooltip)
+        controls = alt.Chart(mine[mine["role"] == "matched control"]).mark_line(
+            color="gray", strokeDash=[3, 2], opacity=0.6
         )
-        controls = (
-            alt.Chart(mine[mine["role"] == "matched control"])
-            .mark_line(color="gray", strokeDash=[3, 2], opacity=0.6)
-            .encode(x=x, y=y, detail="run:N")
-        )
-        pretrain = alt.Chart(own_pre).mark_line(color="black", strokeWidth=2).encode(x=x, y=y, detail="run:N")
+        controls = controls.encode(x=x, y=y, detail="run:N")
         charts.append(
-            alt.layer(rules, labels, pretrain, controls, cells).properties(width=190, height=140, title=model)
+            alt.layer(rules, labels, _pretrain_line(own_pre, x, y), controls, cells).properties(
+                width=190, height=140, title=model
+            )
         )
     return alt.concat(*charts, columns=4).properties(title=alt.TitleParams(title, subtitle=legend))
 
 
 def effects(fit: pd.DataFrame) -> alt.Chart:
-    title = "Scaling fit: effect on log cost (log-normal AFT, 95 % cluster-bootstrap interval)"
+    """The fit's factors on the median cost, e^b (1: no change), with their intervals on a log axis: one row per
+    term, one point per ε beside each other in it, one panel per setting."""
+    title = "Scaling fit: factor e^b on the median cost (log-normal AFT, 95 % cluster-bootstrap interval)"
     table = fit[fit["determined"].astype(bool)] if len(fit) else fit
     if not len(table):
         return plots.empty_chart(title, "no term determined by this grid (see results/answer/fit.parquet)")
-    data = _eps(table).assign(setting=lambda t: t["policy"] + " / " + t["init"] + " / " + t["regime"])
-    scale = plots.linear_scale(data["coef"], data["coef_lo"], data["coef_hi"], zero=True)
+    data = plots.eps_column(table).assign(setting=lambda t: "policy / init / regime: " + plots.setting(t))
+    lo, hi = plots.log_domain(data["factor_lo"], data["factor_hi"], [1.0])
+    scale = alt.Scale(type="log", domain=[lo, hi], nice=False)
+    axis = alt.Axis(values=plots.decade_ticks(lo, hi), format="~g")
+    x = alt.X("factor:Q", title="factor on the median cost (log; 1: no change)", scale=scale, axis=axis)
     y = alt.Y("label:N", title=None, axis=alt.Axis(labelLimit=480))  # the terms' labels in full
-    points = (
-        alt.Chart()
-        .mark_point(filled=True, size=60)
-        .encode(
-            x=alt.X("coef:Q", title="coefficient on log cost (0: no change)", scale=scale),
-            y=y,
-            tooltip=["term", "coef", "coef_lo", "coef_hi", "factor", "n_cells", "n_clusters"],
-        )
-    )
+    eps = {
+        "color": alt.Color("eps:N", title="within ε of baseline", scale=plots.model_scale()),
+        "yOffset": alt.YOffset("eps:N"),
+    }
+    tooltip = ["term", "threshold", "factor", "factor_lo", "factor_hi", "coef", "n_cells", "n_clusters"]
+    points = alt.Chart().mark_point(filled=True, size=50, opacity=1).encode(x=x, y=y, tooltip=tooltip, **eps)
     bars = (
-        alt.Chart().mark_errorbar(ticks=True).encode(x=alt.X("coef_lo:Q", title="", scale=scale), x2="coef_hi:Q", y=y)
+        alt.Chart()
+        .mark_errorbar(ticks=True)
+        .encode(x=alt.X("factor_lo:Q", scale=scale, title=""), x2="factor_hi:Q", y=y, **eps)
     )
-    zero = alt.Chart().mark_rule(strokeDash=[4, 3], color="gray").encode(x=alt.datum(0, scale=scale))
+    one = alt.Chart().mark_rule(strokeDash=[4, 3], color="gray").encode(x=alt.datum(1, scale=scale))
+    header = alt.Header(labelOrient="top", labelAnchor="start", labelFontSize=12)
     return (
-        alt.layer(zero, bars, points, data=data)
-        .properties(width=240, height=140)
-        .facet(
-            column=alt.Column("eps:N", title="within ε of baseline"),
-            row=alt.Row("setting:N", title=None),
-        )
+        alt.layer(one, bars, points, data=data)
+        .properties(width=420, height=alt.Step(9))
+        .facet(row=alt.Row("setting:N", title=None, header=header))
         .properties(title=title)
     )
 
@@ -368,7 +362,7 @@ def cka(table: pd.DataFrame) -> alt.Chart:
         subtitle.append(
             "measured once per cell, at the end of retraining: one panel, every cell damaged beyond the smallest ε"
         )
-    data = _eps(data).assign(eps=lambda d: d["eps"].where(d["threshold"].notna(), "every ε"))
+    data = plots.eps_column(data).assign(eps=lambda d: d["eps"].where(d["threshold"].notna(), "every ε"))
     scale = alt.Scale(
         domain=plots.linear_domain(
             data["cka"], data["cka_lo"], data["cka_hi"], data["cka_floor"], include=[0, 1], pad=0
@@ -377,6 +371,7 @@ def cka(table: pd.DataFrame) -> alt.Chart:
     )
     x = alt.X("depth:O", title="reset layer L (depth)", axis=alt.Axis(labelAngle=0))
     color = alt.Color("model:N", scale=plots.model_scale())
+    ticks = {"size": 8}  # short ticks: a band-wide one reads as a line
     line = (
         alt.Chart()
         .mark_line(point=True)
@@ -387,19 +382,11 @@ def cka(table: pd.DataFrame) -> alt.Chart:
             tooltip=["model", "target", "cka", "cka_lo", "cka_hi", "cka_floor"],
         )
     )
-    bars = (
-        alt.Chart()
-        .mark_errorbar(ticks={"size": 8})  # short ticks: a band-wide one reads as a line
-        .encode(x=x, y=alt.Y("cka_lo:Q", title="", scale=scale), y2="cka_hi:Q", color=color)
-    )
+    bars = plots.errorbar(alt.Chart(), x, "cka_lo", "cka_hi", scale, ticks=ticks, color=color)
     floor = alt.Chart().mark_line(strokeDash=[4, 3]).encode(x=x, y=alt.Y("cka_floor:Q", scale=scale), color=color)
-    single = data["eps"].nunique() == 1
-    return (
-        alt.layer(bars, line, floor, data=data)
-        .properties(width=360 if single else 220, height=200)
-        .facet(column=alt.Column("eps:N", title="healed to within ε"))
-        .properties(title=alt.TitleParams(title, subtitle=subtitle))
-    )
+    width = 360 if data["eps"].nunique() == 1 else 220
+    layer = alt.layer(bars, line, floor, data=data)
+    return plots.by_eps(layer, width, 200, alt.TitleParams(title, subtitle=subtitle), "healed to within ε")
 
 
 def damage_cost(cells: pd.DataFrame) -> alt.Chart:
@@ -409,7 +396,7 @@ def damage_cost(cells: pd.DataFrame) -> alt.Chart:
         return plots.empty_chart(title, NO_LAYER_CELLS)
     data, setting = _asked(data)
     data["status"] = np.where(data["recovered"].astype(bool), CELL_STATUS[0], CELL_STATUS[1])
-    data = _eps(data)
+    data = plots.eps_column(data)
     scale, axis = plots.cost_axis(data["cost"])
     x = alt.X("damage:Q", title="val loss right after the reset − baseline", scale=plots.linear_scale(data["damage"]))
     y = alt.Y("cost:Q", scale=scale, axis=axis, title="cost (crossing evaluation, or the budget; symlog)")
@@ -427,11 +414,7 @@ def damage_cost(cells: pd.DataFrame) -> alt.Chart:
         size=50,
         color_scale=plots.model_scale(),
     )
-    return (
-        points.properties(width=220, height=200)
-        .facet(column=alt.Column("eps:N", title="within ε of baseline"))
-        .properties(title=alt.TitleParams(title, subtitle=[setting]))
-    )
+    return plots.by_eps(points, 220, 200, alt.TitleParams(title, subtitle=[setting]), "within ε of baseline")
 
 
 def out_of_sample(table: pd.DataFrame, survival: pd.DataFrame) -> alt.Chart:
@@ -450,49 +433,25 @@ def out_of_sample(table: pd.DataFrame, survival: pd.DataFrame) -> alt.Chart:
         for (name, eps), g in panels
         if not g["held"].notna().any()
     ]
-    subtitle = (
-        [
-            "Not drawn: "
-            + "; ".join(untested)
-            + (
-                " (a layer is not tested when its median is 0 or its cells left the fit)"
-                if any("no layer tested" in u for u in untested)
-                else ""
-            )
-        ]
-        if untested
-        else []
-    )
+    why = " (a layer is not tested when its median is 0 or its cells left the fit)"
+    why = why if any("no layer tested" in u for u in untested) else ""
+    subtitle = ["Not drawn: " + "; ".join(untested) + why] if untested else []
     if not len(tested):
         return plots.empty_chart(title, "no layer could be tested: " + "; ".join(untested))
     unit = tested["unit"].iloc[0]
     layers = survival[survival["kind"] == "layer"] if len(survival) else survival
     budget = float(pd.to_numeric(layers[budget_column(unit)], errors="coerce").max()) if len(layers) else math.nan
-    rows = []
-    for _, r in tested.iterrows():
-        key = {"panel": f"{r['left_out']}, ε = {r['threshold']:g}", "layer": f"{r['model']} {r['target']}"}
-        rows.append(
-            {
-                **key,
-                "which": "predicted",
-                "value": r["predicted"],
-                "lo": r["predicted_lo"],
-                "hi": r["predicted_hi"],
-                "status": "predicted",
-            }
-        )
-        censored = bool(r["measured_censored"])
-        rows.append(
-            {
-                **key,
-                "which": "measured",
-                "value": r["measured_lo"] if censored else r["measured"],
-                "lo": r["measured_lo"],
-                "hi": r["measured_hi"],
-                "status": "measured: beyond the budget (↑)" if censored else "measured",
-            }
-        )
-    long = pd.DataFrame(rows)
+    key = tested.assign(
+        panel=[f"{a}, ε = {e:g}" for a, e in zip(tested["left_out"], tested["threshold"])],
+        layer=tested["model"] + " " + tested["target"],
+    )
+    censored = key["measured_censored"].astype(bool)
+    predicted = key.assign(which="predicted", value=key["predicted"], lo=key["predicted_lo"], hi=key["predicted_hi"])
+    value = key["measured_lo"].where(censored, key["measured"])
+    measured = key.assign(which="measured", value=value, lo=key["measured_lo"], hi=key["measured_hi"])
+    measured["status"] = np.where(censored, "measured: beyond the budget (↑)", "measured")
+    columns = ["panel", "layer", "which", "value", "lo", "hi", "status"]
+    long = pd.concat([predicted.assign(status="predicted"), measured]).sort_index(kind="stable")[columns]
     cap = budget if np.isfinite(budget) else float(np.nanmax(_float(long["value"])))
     for column in ("value", "lo", "hi"):
         long[column] = np.minimum(_float(long[column]), cap * 1.25)
@@ -512,31 +471,19 @@ def out_of_sample(table: pd.DataFrame, survival: pd.DataFrame) -> alt.Chart:
         ["panel", "layer", "which", "value", "lo", "hi"],
         size=55,
     )
-    bars = (
-        alt.Chart()
-        .mark_errorbar(ticks=True)
-        .encode(
-            x=alt.X("layer:N", title=None, axis=alt.Axis(labelAngle=-55)),
-            y=alt.Y("lo:Q", scale=scale, axis=axis, title=""),
-            y2="hi:Q",
-            color=alt.Color("which:N", legend=None),
-            xOffset=alt.XOffset("which:N"),
-        )
+    x = alt.X("layer:N", title=None, axis=alt.Axis(labelAngle=-55))
+    offset = alt.XOffset("which:N")
+    bars = plots.errorbar(
+        alt.Chart(), x, "lo", "hi", scale, axis, color=alt.Color("which:N", legend=None), xOffset=offset
     )
-    budget_rule = (
-        alt.Chart()
-        .mark_rule(strokeDash=[4, 3], color="gray")
-        .encode(y=alt.Y(datum=cap, scale=scale, axis=axis, title=""))
-    )
-    points = points.encode(xOffset=alt.XOffset("which:N"))
+    rule = alt.Chart().mark_rule(strokeDash=[4, 3], color="gray")
+    budget_rule = rule.encode(y=alt.Y(datum=cap, scale=scale, axis=axis, title=""))
+    points = points.encode(xOffset=offset)
     order = list(dict.fromkeys(long["panel"]))
     return (
         alt.layer(budget_rule, bars, points, data=long)
         .properties(width=210, height=170)
-        .facet(
-            facet=alt.Facet("panel:N", title=None, sort=order),
-            columns=4,
-        )
+        .facet(facet=alt.Facet("panel:N", title=None, sort=order), columns=4)
         .resolve_scale(x="independent")
         .properties(title=alt.TitleParams(title, subtitle=subtitle + ["dashed: the retraining budget"]))
     )
@@ -569,7 +516,6 @@ def aside_curves(curves: pd.DataFrame, reference: pd.DataFrame, aside: pd.DataFr
     ]
     if not len(aside) or not len(curves) or not len(reference):
         return plots.empty_chart(title, "this grid has no encoder-decoder model in the estimates")
-    baselines = reference.drop_duplicates(["model", "pretrain_seed"])[["model", "pretrain_seed", "baseline_loss"]]
     eps_min = float(aside["threshold"].min())
     rows, pre = [], []
     for model, own in aside[aside["threshold"] == eps_min].groupby("model", sort=True):
@@ -580,10 +526,7 @@ def aside_curves(curves: pd.DataFrame, reference: pd.DataFrame, aside: pd.DataFr
         column = "fraction_of_pretrain" if unit == "fraction" else "examples"
         mine = curves[(curves["model"] == model) & (curves["kind"] == "recovery") & (curves["regime"] == "frozen")]
         for _, item in own[own["item"].isin(list(ASIDE_CURVES))].iterrows():
-            pick = (
-                (mine["target"] == item["target"]) & (mine["policy"] == item["policy"]) & (mine["init"] == item["init"])
-            )
-            one = mine[pick].copy()
+            one = mine[(mine[["target", "policy", "init"]] == item[["target", "policy", "init"]]).all(axis=1)].copy()
             donor = item["target"][len("swap-") :] if item["target"].startswith("swap-") else ""
             one["what"] = ASIDE_CURVES[item["item"]].format(donor=donor)
             one["gated"] = "gated" if item["init"] == "zero_out" else "not gated"
@@ -595,53 +538,37 @@ def aside_curves(curves: pd.DataFrame, reference: pd.DataFrame, aside: pd.DataFr
     rec = pd.concat(rows, ignore_index=True) if rows else pd.DataFrame()
     if not len(rec):
         return plots.empty_chart(title, "no recovery curve of the aside's resets, or no from-scratch cost to scale by")
-    rec = _gap(rec, baselines)
-    pre = _gap(pd.concat(pre, ignore_index=True), baselines)
-    rec["run"] = (
-        rec["what"] + " " + rec["gated"] + " p" + rec["pretrain_seed"].astype(str) + " s" + rec["seed"].astype(str)
-    )
-    pre["run"] = "pretrain p" + pre["pretrain_seed"].astype(str)
+    rec, pre = _gap(rec, reference), _pretraining(pd.concat(pre, ignore_index=True), reference)
+    rec["run"] = _run(rec, "what", "gated")
     right = plots.nice_up(max(float(rec["x"].max()), 1.0) * 1.05, (1, 1.5, 2, 2.5, 3, 4, 5, 10))
     pre = pre[pre["x"] <= right]
     y = _gap_y(rec, pre)
-    x = alt.X(
-        "x:Q",
-        scale=alt.Scale(domain=[0.0, right], nice=False),
-        title=f"examples / what pretraining from scratch needed (ε = {100 * eps_min:g} %)",
-    )
-    order = sorted(rec["what"].unique())
+    x_scale = alt.Scale(domain=[0.0, right], nice=False)
+    x = alt.X("x:Q", scale=x_scale, title=f"examples / what pretraining from scratch needed (ε = {100 * eps_min:g} %)")
+    what = alt.Scale(domain=sorted(rec["what"].unique()), scheme="tableau10")
+    rules, labels = _eps_levels(aside["threshold"], y, alt.X(datum=0.0, scale=x_scale))
+    one = alt.Chart(pd.DataFrame({"x": [1.0]})).mark_rule(color="black", strokeDash=[2, 2]).encode(x=x)
+    gated = alt.Scale(domain=["not gated", "gated"], range=[[1, 0], [5, 3]])
     charts = []
     for model in sorted(rec["model"].unique()):
         mine, own_pre = rec[rec["model"] == model], pre[pre["model"] == model]
-        rules, labels = _eps_levels(
-            aside["threshold"], y, alt.X(datum=0.0, scale=alt.Scale(domain=[0.0, right], nice=False))
-        )
-        one = alt.Chart(pd.DataFrame({"x": [1.0]})).mark_rule(color="black", strokeDash=[2, 2]).encode(x=x)
         lines = (
             alt.Chart(mine)
             .mark_line(opacity=0.75, strokeWidth=1.3)
             .encode(
                 x=x,
                 y=y,
-                color=alt.Color("what:N", scale=alt.Scale(domain=order, scheme="tableau10"), title="reset"),
-                strokeDash=alt.StrokeDash(
-                    "gated:N",
-                    scale=alt.Scale(domain=["not gated", "gated"], range=[[1, 0], [5, 3]]),
-                    title="cross-attention output",
-                ),
+                color=alt.Color("what:N", scale=what, title="reset"),
+                strokeDash=alt.StrokeDash("gated:N", scale=gated, title="cross-attention output"),
                 detail="run:N",
                 tooltip=["what", "gated", "pretrain_seed", "examples", "val_loss", "gap"],
             )
         )
         single = mine[mine.groupby("run")["x"].transform("size") == 1]  # within ε at once: a one-point curve
-        points = (
-            alt.Chart(single)
-            .mark_circle(size=30, opacity=0.9)
-            .encode(x=x, y=y, fill=alt.Fill("what:N", scale=alt.Scale(domain=order, scheme="tableau10"), legend=None))
-        )
-        pretrain = alt.Chart(own_pre).mark_line(color="black", strokeWidth=2).encode(x=x, y=y, detail="run:N")
+        fill = alt.Fill("what:N", scale=what, legend=None)
+        points = alt.Chart(single).mark_circle(size=30, opacity=0.9).encode(x=x, y=y, fill=fill)
         charts.append(
-            alt.layer(rules, labels, one, pretrain, lines, points)
+            alt.layer(rules, labels, one, _pretrain_line(own_pre, x, y), lines, points)
             .resolve_scale(fill="independent")
             .properties(width=420, height=260, title=model)
         )

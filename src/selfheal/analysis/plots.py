@@ -44,8 +44,9 @@ BEYOND = "beyond the budget (drawn at the examples it trained)"
 
 
 def model_scale() -> alt.Scale:
-    """One colour per model for up to 20 models (tableau10 repeats after 10)."""
-    return alt.Scale(scheme="tableau20")
+    """One colour per model: category10's ten saturated colours (they repeat after ten models; tableau20 pairs each
+    with a pale one that a thin line or a small point does not show)."""
+    return alt.Scale(scheme="category10")
 
 
 # An upward triangle with a triangular hole (the inner path runs the other way): an open triangle that a filled
@@ -80,13 +81,6 @@ def finite(*columns: Iterable) -> np.ndarray:
     return values[np.isfinite(values)]
 
 
-def _step(span: float) -> float:
-    """A 1-2-5 step giving about five intervals over ``span``."""
-    raw = span / 5
-    power = 10.0 ** math.floor(math.log10(raw))
-    return next(m * power for m in (1, 2, 5, 10) if m * power >= raw * (1 - 1e-9))
-
-
 def nice_up(x: float, steps: tuple = (1, 2, 5, 10)) -> float:
     """The smallest 1-2-5 x 10^k (or ``steps`` x 10^k) at or above x > 0."""
     power = 10.0 ** math.floor(math.log10(x))
@@ -112,7 +106,7 @@ def linear_domain(*columns: Iterable, include: Iterable[float] = (), pad: float 
     span = hi - lo
     lo = lo if lo == 0 else lo - pad * span
     hi = hi if hi == 0 else hi + pad * span
-    step = _step(hi - lo) / 2
+    step = nice_up((hi - lo) / 5) / 2  # half a 1-2-5 step of about five intervals
     return [float(f"{math.floor(lo / step + 1e-9) * step:.12g}"), float(f"{math.ceil(hi / step - 1e-9) * step:.12g}")]
 
 
@@ -125,13 +119,22 @@ def log_domain(*columns: Iterable) -> list[float]:
     return [_nice_down(float(values.min()) / 1.1), nice_up(float(values.max()) * 1.1)]
 
 
-def cost_axis(*columns: Iterable, headroom: float = 1.25) -> tuple[alt.Scale, alt.Axis]:
+def decade_ticks(lo: float, hi: float) -> list[float]:
+    """The powers of ten in [lo, hi] > 0, with the 2s and 5s where that spans one decade or less."""
+    low, high = math.floor(math.log10(lo) + 1e-9), math.ceil(math.log10(hi) - 1e-9)
+    multiples = (1, 2, 5) if high - low <= 1 else (1,)
+    ticks = (m * 10.0**k for k in range(low, high + 1) for m in multiples)
+    return [float(f"{t:.12g}") for t in ticks if lo * (1 - 1e-9) <= t <= hi * (1 + 1e-9)]
+
+
+def cost_axis(*columns: Iterable, headroom: float = 1.25, zero: bool = True) -> tuple[alt.Scale, alt.Axis]:
     """Scale and axis for a non-negative cost spanning decades, zeros included: a symlog scale (log-like above its
     constant, linear below) whose constant is a quarter of the power of ten at or below the smallest positive
     value, so that 0 sits apart below the smallest cost (about two thirds of a decade), labelled "0". Domain
     [0, top], top the 1-2-3-5 x 10^k at or above ``headroom`` times the largest value; ticks at 0, every power of
-    ten in between (with the 2s and 5s when the axis spans one decade) and the top. NaN and inf are ignored (the
-    caller draws a cost beyond the budget at the budget)."""
+    ten in between (``decade_ticks``) and the top. ``zero`` False: where no value is 0, a log scale from a 1-2-5 below
+    the smallest value instead, without the 0. NaN and inf are ignored (the caller draws a cost beyond the budget at
+    the budget)."""
     values = finite(*columns)
     positive = values[values > 0]
     if not len(positive):
@@ -140,11 +143,12 @@ def cost_axis(*columns: Iterable, headroom: float = 1.25) -> tuple[alt.Scale, al
         )
     low = math.floor(math.log10(float(positive.min())) + 1e-9)
     top = nice_up(float(positive.max()) * headroom, (1, 2, 3, 5, 10))
-    high = math.ceil(math.log10(top) - 1e-9)
-    multiples = (1, 2, 5) if high - low <= 1 else (1,)
-    ticks = [0.0] + [
-        float(f"{m * 10.0**k:.12g}") for k in range(low, high + 1) for m in multiples if m * 10.0**k <= top * (1 + 1e-9)
-    ]
+    if not zero and len(positive) == len(values):
+        bottom = _nice_down(float(positive.min()) / 1.5)
+        return alt.Scale(type="log", domain=[bottom, top], nice=False), alt.Axis(
+            values=decade_ticks(bottom, top), format="~g"
+        )
+    ticks = [0.0, *decade_ticks(10.0**low, top)]
     if ticks[-1] < top * (1 - 1e-9):
         ticks.append(top)
     constant = float(f"{10.0**low / 4:.12g}")
@@ -152,6 +156,37 @@ def cost_axis(*columns: Iterable, headroom: float = 1.25) -> tuple[alt.Scale, al
         alt.Scale(type="symlog", constant=constant, domain=[0.0, top], nice=False),
         alt.Axis(values=ticks, labelExpr=ZERO_LABEL, grid=True),
     )
+
+
+def eps_column(table: pd.DataFrame) -> pd.DataFrame:
+    """``table`` with ``eps``, its threshold's panel header ("ε = 0.05")."""
+    return table.assign(eps=table["threshold"].map(lambda e: f"ε = {e:g}"))
+
+
+def setting(table: pd.DataFrame) -> pd.Series:
+    return table["policy"] + " / " + table["init"] + " / " + table["regime"]
+
+
+def unit_title(unit: str, what: str = "examples to recover") -> str:
+    """A cost axis's title in ``unit`` (``fraction``/``fraction_of_pretrain`` of S x E, or ``examples``)."""
+    return f"{what} / (S × E)" if unit.startswith("fraction") else what
+
+
+def errorbar(base: alt.Chart, x, lo: str, hi: str, scale: alt.Scale, axis=None, ticks=True, **encode):
+    """A vertical interval from ``lo`` to ``hi`` (columns) at ``x``, on the y ``scale`` (and ``axis``, if given)."""
+    y = alt.Y(f"{lo}:Q", scale=scale, axis=alt.Undefined if axis is None else axis, title="")
+    return base.mark_errorbar(ticks=ticks).encode(x=x, y=y, y2=f"{hi}:Q", **encode)
+
+
+def by_eps(layer: alt.Chart, width: int, height: int, title, header: str, columns: int | None = None, **facet):
+    """``layer`` (over data with ``eps_column``) as one panel per ε: a row of them, or ``columns`` to a row; ``facet``:
+    more facet channels (``row=``)."""
+    panels = layer.properties(width=width, height=height)
+    if columns:
+        panels = panels.facet(facet=alt.Facet("eps:N", title=header), columns=columns)
+    else:
+        panels = panels.facet(column=alt.Column("eps:N", title=header), **facet)
+    return panels.properties(title=title)
 
 
 def linear_scale(*columns: Iterable, include: Iterable[float] = (), zero: bool = False) -> alt.Scale:
@@ -174,6 +209,7 @@ def status_points(
     size: int = 60,
     labels: dict[str, str] | None = None,
     color_scale: alt.Scale | None = None,
+    label_limit: int = 320,
 ):
     """Points coloured by ``color_field`` (on ``color_scale``: ``model_scale()`` for models) whose shape follows
     ``status_field`` (``statuses`` -> ``shapes``), in one legend (``labels``: the legend's words for some statuses); ``OPEN_TRIANGLE`` among the shapes is an outline
@@ -189,7 +225,7 @@ def status_points(
             f"{status_field}:N",
             title=title,
             scale=alt.Scale(domain=statuses, range=shapes),
-            legend=alt.Legend(labelLimit=320, symbolSize=90, labelExpr=label_expr),
+            legend=alt.Legend(labelLimit=label_limit, symbolSize=90, labelExpr=label_expr),
         ),
         tooltip=tooltip,
     )
@@ -202,30 +238,16 @@ def dodge(table: pd.DataFrame, x: str, by: str, width: float) -> pd.Series:
     return table[x].astype(float) + table[by].map(offset).astype(float)
 
 
-def _setting(table: pd.DataFrame) -> pd.Series:
-    return table["policy"] + " / " + table["init"] + " / " + table["regime"]
-
-
 def _mean_ci(table: pd.DataFrame, keys: list[str], value: str) -> pd.DataFrame:
-    rows = []
-    for key, group in table.groupby(keys, dropna=False, sort=True):
-        mean, lo, hi = stats.mean_ci(group[value].tolist())
-        rows.append(
-            {
-                **dict(zip(keys, key)),
-                "mean": mean,
-                "ci_lo": lo,
-                "ci_hi": hi,
-                "n_seeds": len(group),
-                "n_censored": int((~group["recovered"].astype(bool)).sum()) if "recovered" in group else 0,
-            }
-        )
-    # the columns are there even without a group, so an empty table still draws (as an empty layer)
-    return pd.DataFrame(rows, columns=[*keys, "mean", "ci_lo", "ci_hi", "n_seeds", "n_censored"])
+    """Per group of ``keys``: the mean of ``value``, its t 95 % interval (no interval: the mean) and the count."""
+    rows = [(*key, *stats.mean_ci(g[value].tolist()), len(g)) for key, g in table.groupby(keys, sort=True)]
+    out = pd.DataFrame(rows, columns=[*keys, "mean", "ci_lo", "ci_hi", "n_seeds"])
+    return out.assign(ci_lo=out["ci_lo"].fillna(out["mean"]), ci_hi=out["ci_hi"].fillna(out["mean"]))
 
 
 def _median_range(table: pd.DataFrame, keys: list[str], value: str) -> pd.DataFrame:
-    """``_mean_ci``'s columns with the median in ``mean`` and the smallest and largest value as the interval."""
+    """Per group of ``keys``: the median of ``value`` (``mean``), the smallest and largest (``ci_lo``, ``ci_hi``), the
+    count and the censored count."""
     censored = ~table["recovered"].astype(bool) if "recovered" in table else False
     out = (
         table.assign(_censored=censored)
@@ -241,14 +263,10 @@ def _median_range(table: pd.DataFrame, keys: list[str], value: str) -> pd.DataFr
     return out.reset_index().astype({"n_censored": int})[[*keys, "mean", "ci_lo", "ci_hi", "n_seeds", "n_censored"]]
 
 
-COST_UNITS = {
-    "fraction_of_pretrain": "examples to recover / (S × E)",
-    "examples": "examples (sequences) to recover",
-}
 SEED_STATUS = ["recovered", "censored (≥ budget)", "diverged"]
 
 
-def _layer_axis(layers: Iterable) -> tuple[alt.Scale, alt.Axis]:
+def layer_axis(layers: Iterable) -> tuple[alt.Scale, alt.Axis]:
     """A quantitative x for integer layer indices (points dodged around them): every index a tick."""
     values = sorted({int(v) for v in finite(layers)}) or [0]
     return (
@@ -287,7 +305,7 @@ def recovery_cost(summary: pd.DataFrame, unit: str = "fraction_of_pretrain") -> 
             else "no retrain cells"
         )
         return empty_chart(title, reason)
-    table["setting"] = _setting(table)
+    table["setting"] = setting(table)
     table["cost"] = table[unit].astype(float)
     table["status"] = [
         SEED_STATUS[2] if d else (SEED_STATUS[0] if r else SEED_STATUS[1])
@@ -303,30 +321,19 @@ def recovery_cost(summary: pd.DataFrame, unit: str = "fraction_of_pretrain") -> 
     means["x"] = dodge(means, "layer", "model", 0.12)
     # horizontal references: every layer reset (the from-scratch comparison) and encoder swaps
     controls = table[(table["target"] == "all") | table["target"].str.startswith("swap")]
-    control_means = (
-        _median_range(controls, ["model", "setting", "threshold", "target"], "cost") if len(controls) else None
-    )
-    if control_means is not None:  # a median that is censored is not a cost: its rule says so where it is drawn
-        control_means["beyond"] = control_means["n_censored"] * 2 > control_means["n_seeds"]
-
     frames = [layers.assign(row="seed"), means.assign(row="mean")]
-    if control_means is not None:
-        frames.append(control_means.assign(row="control_all"))
-    data = pd.concat(frames, ignore_index=True)
-    data["threshold"] = data["threshold"].map(lambda e: f"ε = {e:g}")
-
-    y_scale, y_axis = cost_axis(
-        layers["cost"],
-        means["mean"],
-        means["ci_lo"],
-        means["ci_hi"],
-        [] if control_means is None else control_means["mean"],
-    )
-    x_scale, x_axis = _layer_axis(layers["layer"])
-    if control_means is not None:
-        data.loc[data["row"] == "control_all", "x"] = x_scale.domain[1] - 0.05  # a rule's label: at its right end
+    if len(controls):  # a median that is censored is not a cost: its rule says so where it is drawn
+        control_means = _median_range(controls, ["model", "setting", "threshold", "target"], "cost")
+        frames.append(
+            control_means.assign(row="control_all", beyond=control_means["n_censored"] * 2 > control_means["n_seeds"])
+        )
+    data = eps_column(pd.concat(frames, ignore_index=True))
+    rules = data["row"] == "control_all"
+    y_scale, y_axis = cost_axis(layers["cost"], means["mean"], means["ci_lo"], means["ci_hi"], data.loc[rules, "mean"])
+    x_scale, x_axis = layer_axis(layers["layer"])
+    data.loc[rules, "x"] = x_scale.domain[1] - 0.05  # a rule's label: at its right end
     x = alt.X("x:Q", title="reset layer L (depth; encoder first)", scale=x_scale, axis=x_axis)
-    y = alt.Y("cost:Q", scale=y_scale, axis=y_axis, title=COST_UNITS[unit])
+    y = alt.Y("cost:Q", scale=y_scale, axis=y_axis, title=unit_title(unit))
     color = alt.Color("model:N", title="model", scale=model_scale())
     tooltip = ["model", "target", "seed", "examples", "tokens", "fraction_of_pretrain", "recovered", "status"]
     base = alt.Chart()
@@ -343,38 +350,29 @@ def recovery_cost(summary: pd.DataFrame, unit: str = "fraction_of_pretrain") -> 
         labels={SEED_STATUS[1]: "censored: " + BEYOND},
         color_scale=model_scale(),
     )
-    mean_y = alt.Y("mean:Q", scale=y_scale, axis=y_axis, title=COST_UNITS[unit])
+    mean_y = alt.Y("mean:Q", scale=y_scale, axis=y_axis, title=unit_title(unit))
     line = (
         base.transform_filter(alt.datum.row == "mean")
         .mark_line(strokeWidth=1.5)
         .encode(
-            x=x,
-            y=mean_y,
-            color=color,
-            strokeDash=alt.condition(alt.datum.dashed, alt.value([4, 3]), alt.value([1, 0])),
+            x=x, y=mean_y, color=color, strokeDash=alt.condition(alt.datum.dashed, alt.value([4, 3]), alt.value([1, 0]))
         )
     )
-    bars = (
-        base.transform_filter(alt.datum.row == "mean")
-        .mark_errorbar(ticks=True)
-        .encode(
-            x=x,
-            y=alt.Y("ci_lo:Q", scale=y_scale, axis=y_axis, title=""),
-            y2="ci_hi:Q",
-            color=color,
-            tooltip=[
-                "model",
-                "layer",
-                alt.Tooltip("mean:Q", title="median"),
-                alt.Tooltip("ci_lo:Q", title="smallest"),
-                alt.Tooltip("ci_hi:Q", title="largest"),
-                "n_seeds",
-                "n_censored",
-            ],
-        )
+    spread = [
+        alt.Tooltip(f"{c}:Q", title=t) for c, t in (("mean", "median"), ("ci_lo", "smallest"), ("ci_hi", "largest"))
+    ]
+    bars = errorbar(
+        base.transform_filter(alt.datum.row == "mean"),
+        x,
+        "ci_lo",
+        "ci_hi",
+        y_scale,
+        y_axis,
+        color=color,
+        tooltip=["model", "layer", *spread, "n_seeds", "n_censored"],
     )
     charts = [bars, line, seeds]
-    if control_means is not None:
+    if len(controls):
         charts.append(
             base.transform_filter(alt.datum.row == "control_all")
             .mark_rule()
@@ -402,14 +400,13 @@ def recovery_cost(summary: pd.DataFrame, unit: str = "fraction_of_pretrain") -> 
             .mark_text(align="right", baseline="bottom", dy=-2, fontSize=10)
             .encode(x=x, y=mean_y, color=color, text=alt.value("beyond the budget"))
         )
-    return (
-        alt.layer(*charts, data=data)
-        .properties(width=240, height=220)
-        .facet(
-            column=alt.Column("threshold:N", title="recovered within ε of baseline"),
-            row=alt.Row("setting:N", title="policy / init / regime"),
-        )
-        .properties(title=alt.TitleParams(title, subtitle=legend + ([note] if note else []), anchor="start"))
+    return by_eps(
+        alt.layer(*charts, data=data),
+        240,
+        220,
+        alt.TitleParams(title, subtitle=legend + ([note] if note else []), anchor="start"),
+        "recovered within ε of baseline",
+        row=alt.Row("setting:N", title="policy / init / regime"),
     )
 
 
@@ -420,16 +417,20 @@ def recovery_curves(curves: pd.DataFrame, summary: pd.DataFrame) -> alt.Chart:
             "Recovery curves over the pretraining curve", "no model pretrained here: no curves against S × E"
         )
     rec = curves[curves["kind"] == "recovery"].copy()
-    rec["setting"] = _setting(rec)
+    rec["setting"] = setting(rec)
     # one line per run: a cell (its network's pretraining seed and its retrain seed), a network's pretraining
     network = (" p" + rec["pretrain_seed"].astype(str)) if "pretrain_seed" in rec else ""
     rec["run"] = rec["target"] + network + " s" + rec["seed"].astype(str)
     pre = curves[curves["kind"] == "pretrain"].copy()
     pre["run"] = "pretrain" + ((" p" + pre["pretrain_seed"].astype(str)) if "pretrain_seed" in pre else "")
     baselines = summary.drop_duplicates("model")[["model", "baseline_loss"]]
+    target = {
+        "color": alt.Color("target:N", title="reset target"),
+        "tooltip": ["model", "target", "seed", "examples", "val_loss"],
+    }
     charts = []
     for model in sorted(curves["model"].unique()):
-        mine = curves[curves["model"] == model]
+        mine, mine_rec = curves[curves["model"] == model], rec[rec["model"] == model]
         base_loss = baselines.loc[baselines["model"] == model, "baseline_loss"]
         x = alt.X(
             "fraction_of_pretrain:Q",
@@ -438,18 +439,8 @@ def recovery_curves(curves: pd.DataFrame, summary: pd.DataFrame) -> alt.Chart:
         )
         y_scale = linear_scale(mine["val_loss"], base_loss)
         y = alt.Y("val_loss:Q", title="validation loss", scale=y_scale)
-        cells = (
-            alt.Chart(rec[rec["model"] == model])
-            .mark_line(opacity=0.7)
-            .encode(
-                x=x,
-                y=y,
-                color=alt.Color("target:N", title="reset target"),
-                detail="run:N",
-                strokeDash=alt.StrokeDash("setting:N", title="policy / init / regime"),
-                tooltip=["model", "target", "seed", "examples", "val_loss"],
-            )
-        )
+        dash = alt.StrokeDash("setting:N", title="policy / init / regime")
+        cells = alt.Chart(mine_rec).mark_line(opacity=0.7).encode(x=x, y=y, detail="run:N", strokeDash=dash, **target)
         pretrain = (
             alt.Chart(pre[pre["model"] == model])
             .mark_line(color="black", strokeWidth=2.5)
@@ -461,18 +452,8 @@ def recovery_curves(curves: pd.DataFrame, summary: pd.DataFrame) -> alt.Chart:
             .encode(y=alt.Y("baseline_loss:Q", scale=y_scale))
         )
         # a run with one evaluation (within eps at 0 examples) has no line to draw: a point instead
-        mine_rec = rec[rec["model"] == model]
         single = mine_rec[mine_rec.groupby(["setting", "run"])["run"].transform("size") == 1]
-        once = (
-            alt.Chart(single)
-            .mark_point(filled=True, size=40)
-            .encode(
-                x=x,
-                y=y,
-                color=alt.Color("target:N", title="reset target"),
-                tooltip=["model", "target", "seed", "examples", "val_loss"],
-            )
-        )
+        once = alt.Chart(single).mark_point(filled=True, size=40).encode(x=x, y=y, **target)
         charts.append(
             alt.layer(pretrain, cells, once, base_rule).properties(
                 width=360, height=240, title=f"{model}: recovery (colour) vs pretraining (black); dotted: baseline"
@@ -483,15 +464,8 @@ def recovery_curves(curves: pd.DataFrame, summary: pd.DataFrame) -> alt.Chart:
 
 def damage(summary: pd.DataFrame) -> alt.Chart:
     title = "Damage: validation loss right after the reset (dashed: every layer reset)"
-    cell_keys = [
-        "model",
-        *(["pretrain_seed"] if "pretrain_seed" in summary else []),
-        "target",
-        "policy",
-        "init",
-        "regime",
-        "seed",
-    ]
+    network = ["pretrain_seed"] if "pretrain_seed" in summary else []
+    cell_keys = ["model", *network, "target", "policy", "init", "regime", "seed"]
     cells = summary.drop_duplicates(cell_keys).copy()  # one row per cell (its thresholds share the damage)
     cells = cells[cells["regime"] == cells["regime"].iloc[0]] if len(cells) else cells
     if not (cells["depth"].notna().any() or (cells["target"] == "all").any()):
@@ -500,60 +474,26 @@ def damage(summary: pd.DataFrame) -> alt.Chart:
     cells["setting"] = cells["policy"] + " / " + cells["init"]
     layers = cells[cells["depth"].notna()].copy()
     layers["layer"] = layers["depth"].astype(int)
-    layers["recovered"] = True  # not used for damage; keeps _mean_ci's censor count at 0
     means = _mean_ci(layers, ["model", "setting", "layer"], "damage")
     controls = cells[cells["target"] == "all"]
-    control_means = controls.groupby("model", as_index=False)["damage"].mean() if len(controls) else None
-    # no interval (one seed): the bar is the point
-    means["ci_lo"] = means["ci_lo"].fillna(means["mean"])
-    means["ci_hi"] = means["ci_hi"].fillna(means["mean"])
-    y_scale = linear_scale(
-        means["mean"],
-        means["ci_lo"],
-        means["ci_hi"],
-        [] if control_means is None else control_means["damage"],
-        zero=True,
-    )
-    x_scale, x_axis = _layer_axis(layers["layer"]) if len(layers) else _layer_axis([0])
+    control_means = controls.groupby("model", as_index=False)["damage"].mean()
+    y_scale = linear_scale(means["mean"], means["ci_lo"], means["ci_hi"], control_means["damage"], zero=True)
+    x_scale, x_axis = layer_axis(layers["layer"])
     means["x"] = dodge(means, "layer", "model", 0.08)
     color = alt.Color("model:N")
     x = alt.X("x:Q", title="reset layer L", scale=x_scale, axis=x_axis)
     y = alt.Y("mean:Q", title="val loss after reset − baseline", scale=y_scale)
-    line = (
-        alt.Chart(means)
-        .mark_line()
-        .encode(
-            x=x,
-            y=y,
-            color=color,
-            detail="setting:N",
-            strokeDash=alt.StrokeDash("setting:N", title="policy / init", legend=alt.Legend(symbolStrokeColor="black")),
-        )
-    )
-    points = (
-        alt.Chart(means)
-        .mark_point(filled=True, size=40)
-        .encode(x=x, y=y, color=color, tooltip=["model", "setting", "layer", "mean", "ci_lo", "ci_hi", "n_seeds"])
-    )
-    bars = (
-        alt.Chart(means)
-        .mark_errorbar(ticks=True)
-        .encode(x=x, y=alt.Y("ci_lo:Q", title="", scale=y_scale), y2="ci_hi:Q", color=color)
-    )
-    zero = (
-        alt.Chart(pd.DataFrame({"zero": [0.0]})).mark_rule(color="lightgray").encode(y=alt.Y("zero:Q", scale=y_scale))
-    )
-    charts = [zero, bars, line, points]
-    if control_means is not None:
-        charts.append(
-            alt.Chart(control_means)
-            .mark_rule(strokeDash=[6, 4])
-            .encode(
-                y=alt.Y("damage:Q", scale=y_scale),
-                color=color,
-                tooltip=["model", alt.Tooltip("damage:Q", title="reset-all damage")],
-            )
-        )
+    dash = alt.StrokeDash("setting:N", title="policy / init", legend=alt.Legend(symbolStrokeColor="black"))
+    line = alt.Chart(means).mark_line().encode(x=x, y=y, color=color, detail="setting:N", strokeDash=dash)
+    tooltip = ["model", "setting", "layer", "mean", "ci_lo", "ci_hi", "n_seeds"]
+    points = alt.Chart(means).mark_point(filled=True, size=40).encode(x=x, y=y, color=color, tooltip=tooltip)
+    bars = errorbar(alt.Chart(means), x, "ci_lo", "ci_hi", y_scale, color=color)
+    zero = alt.Chart(pd.DataFrame({"zero": [0.0]})).mark_rule(color="lightgray")
+    charts = [zero.encode(y=alt.Y("zero:Q", scale=y_scale)), bars, line, points]
+    if len(control_means):
+        reset_all = [alt.Tooltip("model:N"), alt.Tooltip("damage:Q", title="reset-all damage")]
+        rule = alt.Chart(control_means).mark_rule(strokeDash=[6, 4])
+        charts.append(rule.encode(y=alt.Y("damage:Q", scale=y_scale), color=color, tooltip=reset_all))
     return alt.layer(*charts).properties(width=420, height=260, title=title)
 
 
@@ -604,9 +544,7 @@ def frozen_random(table: pd.DataFrame) -> alt.Chart:
     return (
         alt.layer(reference, points, labels, data=data)
         .properties(width=260, height=240)
-        .facet(
-            column=alt.Column("base_model:N", title="base model"),
-        )
+        .facet(column=alt.Column("base_model:N", title="base model"))
         .properties(title=title)
     )
 
