@@ -115,6 +115,20 @@ def test_survival_verdicts_name_the_costliest_layer_and_the_cost_over_from_scrat
     assert math.isnan(out.loc[("b", "L1"), "scratch_examples"])  # its pretraining never reached the loss
 
 
+def test_a_median_beyond_the_budget_is_back_against_its_control_only_where_that_median_is_finite():
+    key = {"model": "m", "regime": "frozen", "policy": "full", "init": "fresh", "threshold": 0.01}
+    surv = pd.DataFrame([{**key, "target": t, "median_examples": math.inf} for t in ("L0", "L1", "L2")])
+    control = pd.DataFrame(
+        [
+            {**key, "target": "L0", "median_examples": 5000.0},  # back against the control
+            {**key, "target": "L1", "median_examples": math.inf},  # beyond the budget against it too
+            {**key, "target": "L2", "threshold": 0.02, "median_examples": 800.0},  # another eps: does not count
+        ]
+    )
+    out = verdicts.back_against_control(surv, control)
+    assert out["back_against_control"].tolist() == [True, False, False]
+
+
 def test_fit_verdicts_read_the_interval_of_the_factor():
     fit = pd.DataFrame(
         {
@@ -191,7 +205,17 @@ def test_the_cost_unit_is_examples_for_a_model_you_bring():
 def test_compute_adds_every_verdict_column(synthetic_page):
     tables, _ = synthetic_page
     for name, columns in (
-        ("survival", ["verdict", "costliest", "scratch_examples", "scratch_fraction", "relative_to_scratch"]),
+        (
+            "survival",
+            [
+                "verdict",
+                "costliest",
+                "scratch_examples",
+                "scratch_fraction",
+                "relative_to_scratch",
+                "back_against_control",
+            ],
+        ),
         ("against_control", ["verdict", "costliest", "relative_to_scratch"]),
         ("fit", ["verdict"]),
         ("control_drift", ["beyond_tolerance"]),

@@ -119,6 +119,9 @@ def _at(rows: pd.DataFrame, e: float) -> dict:
         "n": len(rows),
         "n_finite": verdict["recovered"],
         "n_refuses": verdict["refuses"],
+        "n_refuses_back": int(((rows["verdict"] == "refuses") & flag(rows["back_against_control"])).sum())
+        if "back_against_control" in rows
+        else 0,
         "n_still_falling": verdict["still_falling"],
         "n_not_damaged": verdict["not_damaged"],
         "fraction": span(finite["median_fraction"]),

@@ -7,6 +7,7 @@ schemas in docs/outputs.md). Each verdict is decided here once, from the table's
   median (``scratch_examples``, ``scratch_fraction``: the mean over the model's usable networks pretrained here of
   what their own pretraining needed to first reach the same loss; ``relative_to_scratch``: the median in examples
   over it).
+- ``survival``: ``back_against_control``: the same median against the matched control is finite.
 - ``fit``: ``verdict``: the term raises the cost (its interval above 1), lowers it (below 1), has no clear effect
   (the interval includes 1) or is not determined (``reason`` says why).
 - ``control_drift``: ``beyond_tolerance``: an intact network retrained alone moved by more than
@@ -83,6 +84,20 @@ def survival_verdicts(table: pd.DataFrame, scratch: pd.DataFrame, networks: pd.D
     return out
 
 
+SETTING = ["model", "target", "regime", "policy", "init", "threshold"]
+
+
+def back_against_control(table: pd.DataFrame, control: pd.DataFrame) -> pd.DataFrame:
+    """``back_against_control`` on survival's rows: the same median measured against the matched control (the
+    intact network retrained the same way) is finite, so a median beyond the budget there is the retraining's own
+    drift rather than a layer that does not come back."""
+    out = table.copy()
+    finite = control.loc[np.isfinite(control["median_examples"].astype(float)), SETTING].drop_duplicates()
+    hit = out[SETTING].merge(finite.assign(_hit=True), on=SETTING, how="left")["_hit"]
+    out["back_against_control"] = hit.fillna(False).astype(bool).to_numpy()
+    return out
+
+
 def fit_verdicts(fit: pd.DataFrame) -> pd.DataFrame:
     out = fit.copy()
     lo, hi = out["factor_lo"].astype(float), out["factor_hi"].astype(float)
@@ -133,6 +148,7 @@ def add(tables: dict[str, pd.DataFrame], networks: pd.DataFrame, eps_min: float 
     scratch = scratch_means(t["pretrain_reference"], networks)
     for name in ("survival", "against_control"):
         t[name] = survival_verdicts(t[name], scratch, networks)
+    t["survival"] = back_against_control(t["survival"], t["against_control"])
     t["fit"] = fit_verdicts(t["fit"])
     t["control_drift"] = drift_verdicts(t["control_drift"], eps_min)
     t["networks_flags"] = flag_verdicts(t["networks_flags"], networks, eps_min)
