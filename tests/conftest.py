@@ -39,7 +39,7 @@ def missing_data_packages(configfile) -> list[str]:
     import yaml
 
     from selfheal import packages
-    from selfheal.data import tasks
+    from selfheal.experiments.transfer import tasks
 
     needed: set[str] = set()
 

@@ -11,6 +11,7 @@ import pytest
 from conftest import assert_drawn_png
 from selfheal import records
 from selfheal.analysis import plots, tables
+from selfheal.experiments import frozen_random_plot
 from selfheal.records import CellResult, Recovery
 
 
@@ -361,7 +362,7 @@ def test_every_figure_draws_empty_tables():
     for name, figure in plots.FIGURES.items():
         spec = json.dumps(figure(empty_summary, empty_curves).to_dict())
         assert "no data for this panel" in spec, name
-    frozen = plots.frozen_random(pd.DataFrame(columns=["model", "base_model", "frozen", "val_perplexity"]))
+    frozen = frozen_random_plot.figure(pd.DataFrame(columns=["model", "base_model", "frozen", "val_perplexity"]))
     assert "no data for this panel" in json.dumps(frozen.to_dict())
 
 

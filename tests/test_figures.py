@@ -2,7 +2,7 @@
 no value a log scale cannot show (0, negative, NaN, inf) is sent to one, costs of 0 sit on a symlog axis whose
 domain starts at 0, and no point is silently dropped (a NaN or inf becomes null in the spec, and Vega-Lite skips
 it). Checked on the specs (``chart.to_dict()``) of every figure in ``plots.FIGURES`` and ``answer_plots.FIGURES``
-and of ``plots.frozen_random``: on a synthetic survival table with zeros, censored medians and costs from 1e-4 to
+and of ``frozen_random_plot.figure``: on a synthetic survival table with zeros, censored medians and costs from 1e-4 to
 1, on the synthetic grid of tests/answer_helpers.py, and on the real tiny run (``tiny_run``)."""
 
 import math
@@ -16,6 +16,7 @@ import pytest
 from answer_helpers import synthetic
 from conftest import assert_drawn_png
 from selfheal.analysis import answer_plots, answer_tables, plots, survival
+from selfheal.experiments import frozen_random_plot
 
 warnings.filterwarnings("ignore", module="lifelines")
 warnings.filterwarnings("ignore", module="autograd")
@@ -256,7 +257,7 @@ def _check_all(summary, curves, tables, frozen=None) -> dict:
     charts = {name: draw(summary, curves) for name, draw in plots.FIGURES.items()}
     charts.update({name: draw(tables, curves) for name, draw in answer_plots.FIGURES.items()})
     if frozen is not None:
-        charts["frozen_random"] = plots.frozen_random(frozen)
+        charts["frozen_random"] = frozen_random_plot.figure(frozen)
     for name, chart in charts.items():
         check_figure(chart, name)
     return charts

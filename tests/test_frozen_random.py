@@ -14,7 +14,7 @@ from test_pretrained import save_local_model
 from selfheal import config, grid, models
 from selfheal.models import families
 from selfheal.experiments import config as experiments_config
-from selfheal.experiments import frozen_pretrain, frozen_random
+from selfheal.experiments import frozen_pretrain, frozen_random, frozen_random_plot
 from selfheal.analysis import plots
 from selfheal.training import pretrain
 
@@ -285,5 +285,5 @@ def test_table_rows_and_plot(tmp_path):
     with pytest.raises(ValueError, match="no all-trainable reference"):
         frozen_random.table(refs[:1], variants)
     html, png = tmp_path / "fr.html", tmp_path / "fr.png"
-    plots.save(plots.frozen_random(table), html, png)
+    plots.save(frozen_random_plot.figure(table), html, png)
     assert "attention+ffn" in html.read_text() and png.read_bytes()[:4] == b"\x89PNG"

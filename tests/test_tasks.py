@@ -4,7 +4,7 @@ import pytest
 
 from selfheal import models, packages
 from selfheal.models import families
-from selfheal.data import tasks
+from selfheal.experiments.transfer import tasks
 
 
 def _need(task):

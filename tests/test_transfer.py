@@ -16,7 +16,7 @@ from selfheal import config, grid, packages
 from selfheal.experiments import config as experiments_config
 from selfheal.models import families
 
-from selfheal.data import tasks
+from selfheal.experiments.transfer import tasks
 from selfheal.experiments.transfer import config as config_transfer
 from selfheal.experiments.transfer import data, experiments, finetune, plan, plots, probing, reinit, tables
 from selfheal.experiments.transfer.experiments import Spec

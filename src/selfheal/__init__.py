@@ -4,7 +4,7 @@ The subpackages follow the workflow's stages (see CONTRIBUTING.md):
 
 - ``config``: defaults, schema and the pre-run check of a config (nothing runs before it passes).
 - ``grid``: the run-time vocabulary of the grid: targets (parsed once, ``Target``) and cells.
-- ``data``: corpus, tokenizer, token streams, labelled classification tasks.
+- ``data``: corpus, tokenizer, token streams.
 - ``models``: family adapters, building, saving/loading (safetensors only) and importing a model a user brings.
 - ``training``: the one training loop, evaluation on the fixed validation set, checkpoints, hardware, objectives,
   pretraining.

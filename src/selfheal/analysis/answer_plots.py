@@ -35,12 +35,12 @@ import pandas as pd
 
 from selfheal.analysis import plots
 from selfheal.analysis.stats import UNIT_WORDS, budget_column, cost_unit
+from selfheal.analysis.survival import ASKED, in_setting
 from selfheal.lazy import Module
 
 alt = Module("altair")  # imported when a figure is drawn: the Snakefile reads FIGURES at every start
 
 
-ASKED = ("frozen", "full", "fresh")
 COST_STATUS = ["median reached", "median " + plots.BEYOND]
 CELL_STATUS = ["recovered", plots.BEYOND]
 # The estimates leave out controls and cells of degenerate networks (survival.estimable): say both reasons.
@@ -60,8 +60,7 @@ def _asked(table: pd.DataFrame) -> tuple[pd.DataFrame, str]:
     and its words; the other settings are in the answer tables and on the page."""
     settings = sorted(set(zip(table["regime"], table["policy"], table["init"])), key=lambda s: (s != ASKED, s))
     regime, policy, init = settings[0]
-    rows = table[(table["regime"] == regime) & (table["policy"] == policy) & (table["init"] == init)]
-    return rows, f"regime {regime}, policy {policy}, init {init}"
+    return in_setting(table, settings[0]), f"regime {regime}, policy {policy}, init {init}"
 
 
 def _inside_dodge(table: pd.DataFrame, by: str, width: float) -> np.ndarray:

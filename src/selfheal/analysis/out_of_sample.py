@@ -33,7 +33,6 @@ import pandas as pd
 from selfheal.analysis import scaling, survival
 from selfheal.analysis.stats import budget_column
 
-ASKED_SETTING = ("frozen", "full", "fresh")
 COLUMNS = [
     "left_out",
     "model",
@@ -64,12 +63,7 @@ def size_grid(cells: pd.DataFrame) -> pd.DataFrame:
     """The estimable single-layer cells of the asker's setting on the networks of the most common family and the
     most common (S, E)."""
     rows = survival.estimable(cells)
-    rows = rows[
-        (rows["kind"] == survival.LAYER)
-        & (rows["regime"] == ASKED_SETTING[0])
-        & (rows["policy"] == ASKED_SETTING[1])
-        & (rows["init"] == ASKED_SETTING[2])
-    ]
+    rows = survival.in_setting(rows[rows["kind"] == survival.LAYER])
     if not len(rows):
         return rows
     networks = rows.drop_duplicates(survival.CLUSTER)
@@ -135,14 +129,13 @@ def check(
                     "n_resamples": len(fitted.draws),
                     "note": fitted.note,
                 }
-                measured = survival_table[
-                    (survival_table["model"] == cell["model"])
-                    & (survival_table["target"] == cell["target"])
-                    & (survival_table["threshold"] == threshold)
-                    & (survival_table["regime"] == ASKED_SETTING[0])
-                    & (survival_table["policy"] == ASKED_SETTING[1])
-                    & (survival_table["init"] == ASKED_SETTING[2])
-                ]
+                measured = survival.in_setting(
+                    survival_table[
+                        (survival_table["model"] == cell["model"])
+                        & (survival_table["target"] == cell["target"])
+                        & (survival_table["threshold"] == threshold)
+                    ]
+                )
                 column = "median_fraction" if fitted.unit == "fraction" else "median_examples"
                 if len(measured):
                     m, m_lo, m_hi = _interval(

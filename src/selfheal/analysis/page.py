@@ -20,7 +20,6 @@ from selfheal.analysis.formats import compact, eps, num, pct, signed_pct, span
 from selfheal.analysis.stats import DRIFT_TOLERANCE, UNIT_WORDS, cost_unit, flag
 
 HEADLINE = ("<!-- answer:headline -->", "<!-- /answer:headline -->")
-ASKED = ("frozen", "full", "fresh")
 CROSS_ATTN = "cross_attn"  # the aside's policy (§6), not a single-layer setting where the grid has the aside
 BEYOND = "> B"
 DEGENERATE_WORDS = {
@@ -65,12 +64,6 @@ def counted(counts: dict) -> str:
 
 
 FILTERS = {f.__name__: f for f in (num, pct, signed_pct, eps, compact, span, cost, interval, times, counted)}
-
-
-def _pick(table: pd.DataFrame, setting) -> pd.DataFrame:
-    if setting is None or not len(table):
-        return table.iloc[:0] if setting is None else table
-    return table[(table["regime"] == setting[0]) & (table["policy"] == setting[1]) & (table["init"] == setting[2])]
 
 
 def _records(table: pd.DataFrame) -> list[dict]:
@@ -185,9 +178,11 @@ def context(tables: dict[str, pd.DataFrame], summary: pd.DataFrame, networks: pd
     layers = surv[surv["kind"] == survival.LAYER] if len(surv) else surv
     aside = t.get("encoder_decoder", pd.DataFrame())
     settings = sorted({(r, p, i) for r, p, i in zip(layers["regime"], layers["policy"], layers["init"])})
-    settings = [s for s in sorted(settings, key=lambda s: s != ASKED) if not (len(aside) and s[1] == CROSS_ATTN)]
+    settings = [
+        s for s in sorted(settings, key=lambda s: s != survival.ASKED) if not (len(aside) and s[1] == CROSS_ATTN)
+    ]
     setting = settings[0] if settings else None
-    rows = _pick(layers, setting)
+    rows = survival.in_setting(layers, setting) if setting else layers.iloc[:0]
     healed = networks[networks["model"].isin(set(summary["model"]))] if len(summary) else networks
     left_out = t.get("left_out")
     c = {"links": links, "setting": setting, "partial": partial(left_out) if left_out is not None else None}
@@ -227,7 +222,7 @@ def context(tables: dict[str, pd.DataFrame], summary: pd.DataFrame, networks: pd
     )
     nets = networks.drop_duplicates("model").set_index("model")
     own = flags.drop_duplicates("model").set_index("model")["pretraining_tokens"].to_dict() if len(flags) else {}
-    allc = _pick(surv[(surv["target"] == "all")], (setting[0], "full", setting[2]))
+    allc = survival.in_setting(surv[(surv["target"] == "all")], (setting[0], "full", setting[2]))
     c["models"] = [
         {
             "model": m,
@@ -248,9 +243,9 @@ def context(tables: dict[str, pd.DataFrame], summary: pd.DataFrame, networks: pd
         for m in order
     ]
     c["brought"] = [x for x in c["models"] if x["brought"]]
-    shown = _pick(surv[surv["kind"].isin([survival.LAYER]) | (surv["target"] == "all")], setting)
+    shown = survival.in_setting(surv[surv["kind"].isin([survival.LAYER]) | (surv["target"] == "all")], setting)
     shown = shown[shown["policy"] == setting[1]].sort_values(["model", "depth", "target"], na_position="last")
-    against = _pick(t["against_control"], setting)
+    against = survival.in_setting(t["against_control"], setting)
     c["cost_rows"] = [
         {
             "model": m,
@@ -271,13 +266,12 @@ def context(tables: dict[str, pd.DataFrame], summary: pd.DataFrame, networks: pd
     )
     tokens = {m: float(context.get(m, math.nan)) for m in order}
     c["tokens_per_example"] = span(tokens.values())
-    costs = t["network_costs"]
-    costs = _pick(t["network_costs"], setting)
+    costs = survival.in_setting(t["network_costs"], setting)
     back = costs["outcome"].isin(["recovered", "not_damaged"])
     costs = costs[(costs["kind"] == survival.LAYER) & (costs["threshold"] == eps_min) & ~back]
     c["not_back"] = _records(costs.sort_values(["model", "depth", "pretrain_seed"]))
     # the fit: position terms (§3) and size terms (§4) at the pair of ε
-    fits = _pick(fit, setting)
+    fits = survival.in_setting(fit, setting)
     fits = fits[fits["threshold"].isin(eps_pair)] if len(fits) else fits
     position_terms, size_terms = (
         ["first_layer", "last_layer", "middle_depth"],
@@ -386,9 +380,8 @@ def context(tables: dict[str, pd.DataFrame], summary: pd.DataFrame, networks: pd
         for m, g in swaps.groupby("model", sort=True)
     ]
     # damage and similarity
-    c["damage"] = _records(
-        _pick(t["damage_cost"], (setting[0], setting[1], setting[2])).pipe(lambda d: d[d["threshold"].isin(eps_pair)])
-    )
+    damage = survival.in_setting(t["damage_cost"], setting)
+    c["damage"] = _records(damage[damage["threshold"].isin(eps_pair)])
     ck = t["cka"]
     c["cka"] = (ck["cka"].mean(), ck["cka"].min(), ck["cka"].max(), ck["cka_floor"].mean()) if len(ck) else None
     # caveats

@@ -14,8 +14,6 @@
   pretraining curve, with the baseline as a rule.
 - damage: validation loss right after the reset minus the baseline, against L (mean and t 95 % CI over seeds), the
   reset-all control as a dashed rule; 0 is always on the axis.
-- frozen random: validation perplexity of models pretrained with components frozen at their random init, against
-  the all-trainable model (``results/frozen_random.parquet``), on a log axis.
 
 Every quantitative axis has an explicit domain computed from the values it draws (``linear_domain``,
 ``log_domain``, ``cost_axis``), so that its ticks span the data; the answer figures (``answer_plots``) use the same
@@ -497,64 +495,8 @@ def damage(summary: pd.DataFrame) -> alt.Chart:
     return alt.layer(*charts).properties(width=420, height=260, title=title)
 
 
-def frozen_random(table: pd.DataFrame) -> alt.Chart:
-    """Frozen random components (frozen_random.py): validation perplexity after pretraining (log scale) per frozen set,
-    one panel per base model, the all-trainable reference as a dashed rule; labels are the perplexity ratio to it."""
-    title = "Pretrained with components frozen at their random init (Bogoychev 2021)"
-    if table.empty:
-        return empty_chart(title, "no frozen-random variant in this grid")
-    data = table.assign(n_frozen=[0 if f == "none" else len(f.split("+")) for f in table["frozen"]])
-    x = alt.X(
-        "frozen:N",
-        sort=list(dict.fromkeys(table["frozen"])),
-        title="left at random init and frozen",
-        axis=alt.Axis(labelAngle=-30),
-    )
-    y = alt.Y(
-        "val_perplexity:Q",
-        title="validation perplexity after pretraining (log)",
-        scale=alt.Scale(type="log", domain=log_domain(table["val_perplexity"]), nice=False),
-        axis=alt.Axis(format="~g"),
-    )
-    points = (
-        alt.Chart()
-        .mark_point(size=90, filled=True)
-        .encode(
-            x=x,
-            y=y,
-            color=alt.Color("n_frozen:O", title="frozen components", scale=alt.Scale(scheme="tableau10")),
-            tooltip=[
-                "model",
-                "frozen",
-                "trainable_params",
-                "frozen_params",
-                alt.Tooltip("val_loss:Q", format=".4f"),
-                alt.Tooltip("val_perplexity:Q", format=".2f"),
-                alt.Tooltip("delta_loss:Q", format="+.4f"),
-                alt.Tooltip("perplexity_ratio:Q", format=".3f"),
-            ],
-        )
-    )
-    labels = (
-        alt.Chart().mark_text(dy=-12, fontSize=10).encode(x=x, y=y, text=alt.Text("perplexity_ratio:Q", format=".2f"))
-    )
-    reference = (
-        alt.Chart().transform_filter(alt.datum.frozen == "none").mark_rule(strokeDash=[6, 4], color="black").encode(y=y)
-    )
-    return (
-        alt.layer(reference, points, labels, data=data)
-        .properties(width=260, height=240)
-        .facet(column=alt.Column("base_model:N", title="base model"))
-        .properties(title=title)
-    )
-
-
-def write_frozen_random(table_path: str, html_path: str | Path, png_path: str | Path) -> None:
-    save(frozen_random(pd.read_parquet(table_path)), html_path, png_path)
-
-
 def save(chart: alt.Chart, html_path: str | Path, png_path: str | Path) -> None:
-    """Every figure is written here (the grid's, the answer page's, the transfer experiments'): as HTML and PNG, with
+    """Every figure is written here (the grid's, the answer page's, the experiments'): as HTML and PNG, with
     altair's 5,000-row limit off (a curves table has more rows)."""
     alt.data_transformers.disable_max_rows()
     chart.save(str(html_path))

@@ -13,6 +13,7 @@ import pandas as pd
 
 from selfheal.analysis import scaling
 from selfheal.analysis.formats import num, pct
+from selfheal.analysis.survival import in_setting
 
 
 @dataclasses.dataclass(frozen=True)
@@ -22,16 +23,10 @@ class Published:
     ours: Callable[[dict[str, pd.DataFrame]], str]  # this grid's comparable number, from the answer tables
 
 
-def _asked(table: pd.DataFrame) -> pd.DataFrame:
-    if not len(table):
-        return table
-    return table[(table["regime"] == "frozen") & (table["policy"] == "full") & (table["init"] == "fresh")]
-
-
 def _single_layer_costs(t: dict[str, pd.DataFrame]) -> str:
     """The per-layer medians at the smallest ε (the asker's; the others: §1), in fractions of S x E, and the
     reset-all control."""
-    surv = _asked(t["survival"])
+    surv = in_setting(t["survival"])
     if not len(surv) or surv["median_fraction"].isna().all():
         return "not determined by this grid (no single-layer cells with a known S × E)"
     parts = []
@@ -58,7 +53,7 @@ def _single_layer_costs(t: dict[str, pd.DataFrame]) -> str:
 
 def _share_recovered(t: dict[str, pd.DataFrame]) -> str:
     """The share of single-layer cells that got back within ε inside the budget."""
-    surv = _asked(t["survival"])
+    surv = in_setting(t["survival"])
     layers = surv[surv["kind"] == "layer"] if len(surv) else surv
     if not len(layers):
         return "not determined by this grid"
@@ -74,7 +69,7 @@ def _share_recovered(t: dict[str, pd.DataFrame]) -> str:
 
 def _damage_by_position(t: dict[str, pd.DataFrame]) -> str:
     """The loss jump right after a fresh reset (no retraining), first layer against the others."""
-    cells = _asked(t["damage_cells"])
+    cells = in_setting(t["damage_cells"])
     if not len(cells):
         return "not determined by this grid"
     cells = cells.drop_duplicates(["model", "pretrain_seed", "seed", "target"])
@@ -91,7 +86,7 @@ def _damage_by_position(t: dict[str, pd.DataFrame]) -> str:
 def _position_effect(t: dict[str, pd.DataFrame]) -> str:
     """The fit's first- and last-layer terms at the smallest ε, named by their labels (each against the middle
     layers, or the first against the last where no network has middle layers; reason codes: ``scaling.REASONS``)."""
-    fit = _asked(t["fit"])
+    fit = in_setting(t["fit"])
     if not len(fit):
         return "not determined by this grid"
     fit = fit[fit["threshold"] == fit["threshold"].min()]

@@ -36,6 +36,7 @@ lifelines = Module("lifelines")  # imported at first use: the Snakefile imports 
 
 CLUSTER = ["model", "pretrain_seed"]
 SETTING = ["regime", "policy", "init"]
+ASKED = ("frozen", "full", "fresh")  # the asker's setting (regime, policy, init): first wherever a grid has it
 GROUP_KEYS = [
     "model",
     "family_kind",
@@ -238,6 +239,14 @@ def prepare(summary: pd.DataFrame, networks: pd.DataFrame) -> pd.DataFrame:
     else:
         table["control_moved"] = False
     return table
+
+
+def in_setting(table: pd.DataFrame, setting: Sequence[str] = ASKED) -> pd.DataFrame:
+    """The rows of one setting (regime, policy, init); an empty table as it is."""
+    if not len(table):
+        return table
+    regime, policy, init = setting
+    return table[(table["regime"] == regime) & (table["policy"] == policy) & (table["init"] == init)]
 
 
 def left_out(table: pd.DataFrame) -> pd.Series:

@@ -1,2 +1,2 @@
 """Data: the corpus (``corpus``), our BPE tokenizer (``tokenizer``), token streams and the fixed train/validation
-sequences (``streams``), labelled classification tasks (``tasks``)."""
+sequences (``streams``)."""

@@ -6,7 +6,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(snakemake.scriptdir).parents[2] / "src"))  # the selfheal package, installed or not
 
 from selfheal import logs
-from selfheal.analysis import plots
+from selfheal.experiments import frozen_random_plot
 
 logs.to_file(snakemake.log[0])
-plots.write_frozen_random(snakemake.input[0], snakemake.output.html, snakemake.output.png)
+frozen_random_plot.write(snakemake.input[0], snakemake.output.html, snakemake.output.png)

@@ -13,8 +13,7 @@ from selfheal import packages
 from selfheal.config.errors import ConfigError
 from selfheal.config.inputs import PICKLED
 from selfheal.config.merge import merge
-from selfheal.data import tasks
-from selfheal.experiments.transfer import experiments
+from selfheal.experiments.transfer import experiments, tasks
 from selfheal.models import storage
 from selfheal.models.families import for_model_type
 

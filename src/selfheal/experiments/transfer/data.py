@@ -6,7 +6,7 @@ import pandas as pd
 import torch
 
 from selfheal import results_io
-from selfheal.data import tasks
+from selfheal.experiments.transfer import tasks
 
 
 def write_split(task: dict, test_fraction: float, seed: int, train_path: str, test_path: str) -> dict:
