@@ -91,7 +91,7 @@ def test_sets_and_frozen_encoder_swaps_have_their_matched_control():
     assert ("all", "full") not in sets  # reset-all is the comparison, not a cell under study
     assert sets == {(c.target, c.policy) for c in cells if c.init == grid.TRAINED and c.pretrain_seed == 1}
     control = grid.Cell("b", "all", "cross_attn", grid.TRAINED, "frozen", 0, 0)
-    matched = grid.matched_with(cells)[control]
+    matched = [c for c in cells if control.matches(c)]
     assert {(c.target, c.policy) for c in matched} == {("all", "cross_attn"), ("swap-d", "cross_attn")}
     assert {c.init for c in matched if c.target == "swap-d"} == {"fresh", grid.ZERO_OUT}
     assert not any(control.matches(c) for c in cells if c.target in ("swap32", "swap-d") and c.policy == "full")

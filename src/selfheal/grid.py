@@ -255,15 +255,6 @@ def cells_of(cells: list[Cell], unit: Unit) -> list[Cell]:
     return [c for c in cells if c.unit == unit]
 
 
-def matched_with(cells: list[Cell]) -> dict[Cell, list[Cell]]:
-    """For each matched no-reset control, the cells it is matched with (``Cell.matches``): it trains as long as the
-    longest of them, so it is healed after them (``heal.unit``)."""
-    groups: dict[tuple, list[Cell]] = {}
-    for c in cells:
-        groups.setdefault((c.unit, c.seed), []).append(c)
-    return {c: [x for x in group if c.matches(x)] for group in groups.values() for c in group if c.is_matched_control}
-
-
 def model_by_name(config: dict, name: str) -> dict:
     """A model of ``models``."""
     for model in config["models"]:
@@ -306,39 +297,32 @@ def _network_cells(grid: dict, model: dict, pretrain_seed: int) -> list[Cell]:
     all_ids = layer_ids(model)
     chosen = all_ids if grid["layers"] == "all" else [layer_id(l) for l in grid["layers"]]
     stacks = sorted({i.split(".")[0] for i in all_ids if "." in i})
-    set_targets = [t for t in grid.get("targets", []) if t == ALL or t in stacks]
+    targets = chosen + [t for t in grid.get("targets", []) if t == ALL or t in stacks]  # layers, then sets
     matched = grid["matched_controls"]
+
+    def applies(target: str, policy: str) -> bool:  # the policy names a tensor of one of the target's layers
+        return any(policy_applies(model["arch"], m, policy) for m in Target.parse(target).members(all_ids))
+
     for seed in grid["seeds"]:
         # the matched no-reset control: every retrain seed, or only the first of each network
         with_matched = matched == "all_seeds" or (matched == "first_seed" and seed == grid["seeds"][0])
         for regime in grid["regimes"]:
+            cell = _cell_maker(model["name"], regime, seed, pretrain_seed)
             for policy in grid["policies"]:
-                cell = _cell_maker(model["name"], regime, seed, pretrain_seed)
                 for init in grid["inits"]:
                     if init == ZERO_OUT and policy in NO_OUTPUT_PROJECTION:
                         continue  # nothing to zero: its cells would be the fresh ones
                     if policy == "embeddings":
                         out.append(cell(ALL, policy, init))
                         continue
-                    for layer in chosen:
-                        if policy_applies(model["arch"], layer, policy):
-                            out.append(cell(layer, policy, init))
-                    for target in set_targets:
-                        members = Target.parse(target).members(all_ids)
-                        if any(policy_applies(model["arch"], m, policy) for m in members):
-                            out.append(cell(target, policy, init))
+                    out += [cell(target, policy, init) for target in targets if applies(target, policy)]
                 # (in regime full every tensor trains whatever the target: the 'none' control is its matched control)
                 if with_matched and policy != "embeddings" and regime != "full":
                     out += [
-                        cell(layer, policy, TRAINED) for layer in chosen if policy_applies(model["arch"], layer, policy)
-                    ]
-                    out += [
                         cell(target, policy, TRAINED)
-                        for target in set_targets
-                        if matched_control_of(target, policy) is not None
-                        and any(policy_applies(model["arch"], m, policy) for m in Target.parse(target).members(all_ids))
+                        for target in targets
+                        if matched_control_of(target, policy) is not None and applies(target, policy)
                     ]
-            cell = _cell_maker(model["name"], regime, seed, pretrain_seed)
             if len(stacks) == 2:
                 swaps = _swap_cells(grid, model, cell)
                 out += swaps

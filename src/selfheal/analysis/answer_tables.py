@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from selfheal.analysis import out_of_sample, scaling, survival, verdicts
-from selfheal.analysis.stats import DRIFT_TOLERANCE, budget_column, cost_unit, first_crossing
+from selfheal.analysis.stats import DRIFT_TOLERANCE, budget_column, cost_unit, first_crossing, typed
 from selfheal.heal.thresholds import threshold_loss
 
 ZERO_OUT = "zero_out"  # grid.ZERO_OUT: the init whose output projections start at zero (no training stack here)
@@ -340,13 +340,12 @@ def pretrain_reference(curves: pd.DataFrame, networks: pd.DataFrame, thresholds)
                     "coarse": c.coarse,
                 }
             )
-    table = pd.DataFrame(out, columns=REFERENCE_COLUMNS)
-    for column in ("examples_lo", "examples_hi"):
-        table[column] = table[column].astype("Int64")
-    for column in ("fraction_lo", "fraction_hi", "examples", "fraction"):
-        table[column] = table[column].astype("float64")
-    table["coarse"] = table["coarse"].astype(bool)
-    return table
+    return typed(
+        pd.DataFrame(out, columns=REFERENCE_COLUMNS),
+        Int64=["examples_lo", "examples_hi"],
+        float64=["fraction_lo", "fraction_hi", "examples", "fraction"],
+        bool=["coarse"],
+    )
 
 
 SAME_REGIME = ("train_sequences", "epochs", "context")  # pairs compared in size_ordering share these
@@ -414,15 +413,13 @@ def size_ordering(networks: pd.DataFrame) -> pd.DataFrame:
 
 
 def _typed_size_ordering(rows: list[dict]) -> pd.DataFrame:
-    table = pd.DataFrame(rows, columns=SIZE_ORDERING_COLUMNS)
-    for column in ("model_a", "model_b", "varied"):
-        table[column] = table[column].astype(object)
-    for column in ("value_a", "value_b", "n_seeds"):
-        table[column] = table[column].astype("int64")
-    for column in ("mean_loss_a", "mean_loss_b", "difference", "seed_spread"):
-        table[column] = table[column].astype("float64")
-    table["holds"] = table["holds"].astype(bool)
-    return table
+    return typed(
+        pd.DataFrame(rows, columns=SIZE_ORDERING_COLUMNS),
+        object=["model_a", "model_b", "varied"],
+        int64=["value_a", "value_b", "n_seeds"],
+        float64=["mean_loss_a", "mean_loss_b", "difference", "seed_spread"],
+        bool=["holds"],
+    )
 
 
 def flags(cells: pd.DataFrame, networks: pd.DataFrame) -> pd.DataFrame:
@@ -609,31 +606,26 @@ def encoder_decoder(
     retrained the same way), NaN for a row without one (a swap whose encoder trains, reset-all, scratch)."""
     out = []
     keys = ["model", "threshold", "regime", "target", "policy", "init"]
+    regime = survival.ASKED[0]
     controls = against.set_index(keys) if against is not None and len(against) else None
     estimable = survival.estimable(cells) if cells is not None and len(cells) else None
     projection = projected_examples(estimable) if estimable is not None else None
     kinds = networks.drop_duplicates("model").set_index("model")["family_kind"] if len(networks) else pd.Series()
     models = [m for m, k in kinds.items() if k == "encoder-decoder"]
-    rows = surv[surv["model"].isin(models) & (surv["regime"] == "frozen")] if len(surv) else surv
+    rows = surv[surv["model"].isin(models) & (surv["regime"] == regime)] if len(surv) else surv
     for (model, eps), group in rows.groupby(["model", "threshold"], sort=True):
         unit = cost_unit(group, networks)
         scratch = ref[(ref["model"] == model) & (ref["threshold"] == eps)] if len(ref) else ref
         scratch_median = float(scratch[unit].astype(float).fillna(math.inf).median()) if len(scratch) else math.nan
+        row = {"model": model, "threshold": float(eps), "unit": unit}
         for item, what, pick in ENCODER_DECODER_ITEMS:
             for _, r in group[pick(group)].sort_values("target").iterrows():
+                key = (model, eps, regime, r["target"], r["policy"], r["init"])
                 projected = math.nan
                 if math.isinf(r[f"median_{unit}"]) and int(r["n_still_falling"]) and projection is not None:
-                    mine = estimable[
-                        (estimable["model"] == model)
-                        & (estimable["threshold"] == eps)
-                        & (estimable["regime"] == "frozen")
-                        & (estimable["target"] == r["target"])
-                        & (estimable["policy"] == r["policy"])
-                        & (estimable["init"] == r["init"])
-                    ]
+                    mine = estimable[(estimable[keys] == list(key)).all(axis=1)]
                     scale = mine["pretrain_examples"].astype(float) if unit == "fraction" else 1.0
                     projected = _lower_median((projection[mine.index] / scale).to_numpy(float))
-                key = (model, eps, "frozen", r["target"], r["policy"], r["init"])
                 control = controls.loc[key] if controls is not None and key in controls.index else None
                 against_median = (
                     [math.nan] * 3
@@ -642,14 +634,12 @@ def encoder_decoder(
                 )
                 out.append(
                     {
-                        "model": model,
-                        "threshold": float(eps),
+                        **row,
                         "item": item,
                         "what": _what(what, r["target"]),
                         "target": r["target"],
                         "policy": r["policy"],
                         "init": r["init"],
-                        "unit": unit,
                         "median": r[f"median_{unit}"],
                         "median_lo": r[f"median_{unit}_lo"],
                         "median_hi": r[f"median_{unit}_hi"],
@@ -674,53 +664,28 @@ def encoder_decoder(
             reached = v.dropna()
             out.append(
                 {
-                    "model": model,
-                    "threshold": float(eps),
+                    **dict.fromkeys(ENCODER_DECODER_COLUMNS, math.nan),  # no budget, projection or control
+                    **row,
                     "item": "scratch",
                     "what": "pretraining from scratch to the same loss",
                     "target": "",
                     "policy": "",
                     "init": "",
-                    "unit": unit,
                     "median": scratch_median,
                     "median_lo": float(reached.min()) if len(reached) else math.inf,
                     "median_hi": float(v.fillna(math.inf).max()),
-                    "budget": math.nan,
                     "n_cells": len(v),
                     "n_censored": int(v.isna().sum()),
                     "n_stalled": 0,
                     "n_still_falling": 0,
                     "n_not_damaged": 0,
                     "relative_to_scratch": 1.0 if math.isfinite(scratch_median) else math.nan,
-                    "budget_relative_to_scratch": math.nan,
-                    "projected": math.nan,
-                    "projected_relative": math.nan,
-                    "control_median": math.nan,
-                    "control_median_lo": math.nan,
-                    "control_median_hi": math.nan,
-                    "control_relative_to_scratch": math.nan,
                 }
             )
-    table = pd.DataFrame(out, columns=ENCODER_DECODER_COLUMNS)
-    for column in (
-        "threshold",
-        "median",
-        "median_lo",
-        "median_hi",
-        "budget",
-        "relative_to_scratch",
-        "budget_relative_to_scratch",
-        "projected",
-        "projected_relative",
-        "control_median",
-        "control_median_lo",
-        "control_median_hi",
-        "control_relative_to_scratch",
-    ):
-        table[column] = table[column].astype(float)
-    for column in ("n_cells", "n_censored", "n_stalled", "n_still_falling", "n_not_damaged"):
-        table[column] = table[column].astype("int64")
-    return table
+    counts = ["n_cells", "n_censored", "n_stalled", "n_still_falling", "n_not_damaged"]
+    words = ["model", "item", "what", "target", "policy", "init", "unit"]
+    numbers = [c for c in ENCODER_DECODER_COLUMNS if c not in counts + words]
+    return typed(pd.DataFrame(out, columns=ENCODER_DECODER_COLUMNS), int64=counts, float64=numbers)
 
 
 def _ratio(cost, scratch: float) -> float:

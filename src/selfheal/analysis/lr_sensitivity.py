@@ -11,7 +11,7 @@ import pandas as pd
 
 from selfheal import results_io
 from selfheal.analysis import tables
-from selfheal.analysis.stats import flag
+from selfheal.analysis.stats import flag, typed
 
 KEYS = [*tables.CELL_KEYS, "threshold"]
 COLUMNS = [
@@ -58,20 +58,20 @@ def table(summary: pd.DataFrame, runs: list[dict]) -> pd.DataFrame:
     both = out["recovered"].astype(bool) & flag(out["chosen_recovered"])
     both &= out["chosen_examples"].fillna(0).astype("float64") > 0  # a cost of 0 (not damaged beyond eps): none
     out["ratio"] = (out["examples"].astype("float64") / out["chosen_examples"].astype("float64")).where(both)
-    out = out.reindex(columns=COLUMNS)
-    for column in (
-        "depth",
-        "examples",
-        "examples_lo",
-        "examples_hi",
-        "chosen_examples",
-        "budget_examples",
-        "pretrain_examples",
-    ):
-        out[column] = out[column].astype("Int64")
-    for column in ("fraction_of_pretrain", "chosen_fraction_of_pretrain", "ratio", "lr", "chosen_lr", "lr_multiplier"):
-        out[column] = out[column].astype("float64")
-    out["chosen_recovered"] = out["chosen_recovered"].astype("boolean")
+    out = typed(
+        out.reindex(columns=COLUMNS),
+        Int64=[
+            "depth",
+            "examples",
+            "examples_lo",
+            "examples_hi",
+            "chosen_examples",
+            "budget_examples",
+            "pretrain_examples",
+        ],
+        float64=["fraction_of_pretrain", "chosen_fraction_of_pretrain", "ratio", "lr", "chosen_lr", "lr_multiplier"],
+        boolean=["chosen_recovered"],
+    )
     return out.sort_values(["model", "pretrain_seed", "target", "lr_multiplier", "threshold"], ignore_index=True)
 
 

@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 
 from selfheal.analysis import scaling, survival
-from selfheal.analysis.stats import budget_column
+from selfheal.analysis.stats import budget_column, typed
 
 COLUMNS = [
     "left_out",
@@ -159,21 +159,21 @@ def check(
                         predicted=p, predicted_lo=p_lo, predicted_hi=p_hi, held=bool(overlap) if tested else pd.NA
                     )
                 out.append(row)
-    table = pd.DataFrame(out, columns=COLUMNS)
-    for column in (
-        "predicted",
-        "predicted_lo",
-        "predicted_hi",
-        "measured",
-        "measured_lo",
-        "measured_hi",
-        "threshold",
-        "n_params",
-    ):
-        table[column] = table[column].astype(float)
-    table["held"] = table["held"].astype("boolean")
-    table["measured_censored"] = table["measured_censored"].astype(bool)
-    return table
+    return typed(
+        pd.DataFrame(out, columns=COLUMNS),
+        float=[
+            "predicted",
+            "predicted_lo",
+            "predicted_hi",
+            "measured",
+            "measured_lo",
+            "measured_hi",
+            "threshold",
+            "n_params",
+        ],
+        boolean=["held"],
+        bool=["measured_censored"],
+    )
 
 
 def verdicts(table: pd.DataFrame) -> pd.DataFrame:

@@ -5,7 +5,7 @@ stall rule (``heal.stall``)."""
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import pandas as pd
 
@@ -53,6 +53,11 @@ def mean_ci(values: Sequence[float], level: float = 0.95) -> tuple[float, float,
     sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
     half = stats.t.ppf(0.5 + level / 2, n - 1) * sd / math.sqrt(n)
     return (mean, mean - half, mean + half)
+
+
+def typed(table: pd.DataFrame, **dtypes: Iterable[str]) -> pd.DataFrame:
+    """``table`` with the columns named under each dtype cast to it: ``typed(t, Int64=["depth"], float64=[...])``."""
+    return table.astype({column: dtype for dtype, columns in dtypes.items() for column in columns})
 
 
 def flag(column: pd.Series) -> pd.Series:

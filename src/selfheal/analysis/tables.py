@@ -19,7 +19,7 @@ import pandas as pd
 
 from selfheal import records, results_io
 from selfheal.analysis import answer_tables
-from selfheal.analysis.stats import RESOLUTION, first_crossing, flag, last_doubling
+from selfheal.analysis.stats import RESOLUTION, first_crossing, flag, last_doubling, typed
 from selfheal.grid import TRAINED, matched_control_of
 from selfheal.heal.thresholds import threshold_loss
 from selfheal.models.families import FAMILIES
@@ -213,38 +213,38 @@ def summary_table(recovery_paths: list[str]) -> pd.DataFrame:
                     "confirmed": _confirmed(rec, cell),
                 }
             )
-    table = pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
-    for column in (
-        "layer",
-        "depth",
-        "pretrain_examples",
-        "diverged_step",
-        "examples_hi",
-        "tokens_hi",
-        "steps_hi",
-        "stalled_examples",
-    ):
-        table[column] = table[column].astype("Int64")
-    for column in (
-        "fraction_of_pretrain",
-        "fraction_lo",
-        "fraction_hi",
-        "cka",
-        "cka_floor",
-        "control_loss",
-        "scratch_examples",
-        "relative_to_scratch",
-        "relative_lo",
-        "relative_hi",
-        "confirm_loss",
-        "confirm_baseline_loss",
-        "val_diff_se",
-    ):
-        table[column] = table[column].astype("float64")
-    table["confirm_sequences"] = table["confirm_sequences"].astype("Int64")
-    table["confirmed"] = table["confirmed"].astype("boolean")
-    for column in ("scratch_examples_lo", "scratch_examples_hi"):
-        table[column] = table[column].astype("Int64")
+    table = typed(
+        pd.DataFrame(rows, columns=SUMMARY_COLUMNS),
+        Int64=[
+            "layer",
+            "depth",
+            "pretrain_examples",
+            "diverged_step",
+            "examples_hi",
+            "tokens_hi",
+            "steps_hi",
+            "stalled_examples",
+            "confirm_sequences",
+            "scratch_examples_lo",
+            "scratch_examples_hi",
+        ],
+        float64=[
+            "fraction_of_pretrain",
+            "fraction_lo",
+            "fraction_hi",
+            "cka",
+            "cka_floor",
+            "control_loss",
+            "scratch_examples",
+            "relative_to_scratch",
+            "relative_lo",
+            "relative_hi",
+            "confirm_loss",
+            "confirm_baseline_loss",
+            "val_diff_se",
+        ],
+        boolean=["confirmed"],
+    )
     table["scratch_coarse"] = False  # filled by add_scratch_reference
     return table.sort_values(
         ["model", "pretrain_seed", "regime", "policy", "init", "target", "seed", "threshold"], ignore_index=True
@@ -364,28 +364,28 @@ def networks_table(
                 "degenerate_reason": ",".join(reasons),
             }
         )
-    table = pd.DataFrame(rows, columns=NETWORK_COLUMNS)
-    for column in (
-        "train_sequences",
-        "epochs",
-        "context",
-        "pretrain_examples",
-        "pretrain_tokens",
-        "pretraining_tokens",
-        "plateau_examples",
-    ):
-        table[column] = table[column].astype("Int64")
-    for column in (
-        "unigram_loss",
-        "bigram_loss",
-        "bigram_weight",
-        "bigram_margin",
-        "last_quarter_val_drop",
-        "plateau_val_loss",
-        "plateau_gain",
-    ):
-        table[column] = table[column].astype("float64")
-    table["degenerate_reason"] = table["degenerate_reason"].astype(str)
+    table = typed(
+        pd.DataFrame(rows, columns=NETWORK_COLUMNS),
+        Int64=[
+            "train_sequences",
+            "epochs",
+            "context",
+            "pretrain_examples",
+            "pretrain_tokens",
+            "pretraining_tokens",
+            "plateau_examples",
+        ],
+        float64=[
+            "unigram_loss",
+            "bigram_loss",
+            "bigram_weight",
+            "bigram_margin",
+            "last_quarter_val_drop",
+            "plateau_val_loss",
+            "plateau_gain",
+        ],
+        str=["degenerate_reason"],
+    )
     return table.sort_values(NETWORK_KEYS, ignore_index=True)
 
 
