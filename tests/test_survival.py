@@ -298,6 +298,39 @@ def test_missing_columns_name_the_table():
         survival.prepare(summary, pd.DataFrame({"model": []}))
 
 
+def plain_problems(cells: pd.DataFrame):
+    """Per threshold of the single-layer cells of ``cells`` (the default setting's): the design of the terms the
+    grid identifies, the cost bounds and the cluster keys and strata, before ``scaling.refits`` leaves out any
+    term's cells (the problem ``scaling._aft`` solves in a plain grid)."""
+    layers = scaling._layer_cells(cells)
+    for eps in sorted(layers["threshold"].unique()):
+        rows = layers[layers["threshold"] == eps]
+        rows = rows[rows["upper"].to_numpy(float) != 0]
+        x = scaling._design(rows)
+        kept, _ = scaling.identifiable(x)
+        lower, upper = scaling._bounds(rows, scaling.cost_unit(rows))
+        _, strata, keys = scaling._units(rows)
+        yield float(eps), x[kept], lower, upper, strata, keys
+
+
+def log_likelihood(params: pd.Series, x: pd.DataFrame, lower, upper, weights=None) -> float:
+    """The total (weighted) log-likelihood of the log-normal AFT at ``params`` (lifelines' names, as
+    ``scaling._aft`` returns them), as lifelines' ``log_likelihood_`` counts it: two fits of the same cells compare
+    by it."""
+    terms = sorted(x.columns)
+    w = np.ones(len(x)) if weights is None else np.asarray(weights, dtype=float)
+    keep = w > 0
+    lo, hi = np.asarray(lower, dtype=float)[keep], np.asarray(upper, dtype=float)[keep]
+    design = np.column_stack([x[terms].to_numpy(float)[keep], np.ones(int(keep.sum()))])
+    theta = np.array([float(params[("mu_", t)]) for t in terms] + [float(params[("mu_", "Intercept")])])
+    theta = np.append(theta, float(params[("sigma_", "Intercept")]))
+    with np.errstate(divide="ignore"):
+        log_lo, log_hi = np.log(lo), np.log(hi)
+    exact = np.isfinite(log_lo) & (lo == hi)
+    value, _ = scaling._log_likelihood(theta, design, log_lo, log_hi, exact, w[keep])
+    return value * float(w[keep].sum())
+
+
 @pytest.mark.parametrize("case", [{}, {"budget_fraction": 0.05}, {"pretrain_seeds": (0,), "seeds": (0, 1, 2)}])
 def test_the_aft_fit_is_lifelines_log_normal_aft(case):
     """scaling._aft (written here for speed) gives lifelines' LogNormalAFTFitter's parameters, names and order, on
@@ -307,7 +340,7 @@ def test_the_aft_fit_is_lifelines_log_normal_aft(case):
 
     summary, _, networks = synthetic(models=(("a", 2, 64), ("b", 4, 64), ("c", 2, 128)), n_effect=-0.5, **case)
     compared = 0
-    for eps, x, lower, upper, strata, keys in scaling.plain_problems(survival.prepare(summary, networks)):
+    for eps, x, lower, upper, strata, keys in plain_problems(survival.prepare(summary, networks)):
         draw = survival.cluster_resamples(strata, 4)[-1][0]  # a resample that repeats some networks
         weights = scaling._weights(keys, draw)
         ours = scaling._aft(x, lower, upper)
@@ -320,12 +353,9 @@ def test_the_aft_fit_is_lifelines_log_normal_aft(case):
             drawn = LogNormalAFTFitter().fit_interval_censoring(data[weights > 0], "_lo", "_hi", weights_col="_w")
         assert list(ours.index) == list(theirs.index) and list(again.index) == list(theirs.index)
         # the same maximum (lifelines' log_likelihood_ at its own optimum); where the maximum is a point, its place
-        full = scaling.log_likelihood(ours, x, lower, upper)
-        assert (
-            full == pytest.approx(theirs_ll, abs=1e-4)
-            and full >= scaling.log_likelihood(theirs, x, lower, upper) - 1e-6
-        )
-        drawn_ll = scaling.log_likelihood(again, x, lower, upper, weights)
+        full = log_likelihood(ours, x, lower, upper)
+        assert full == pytest.approx(theirs_ll, abs=1e-4) and full >= log_likelihood(theirs, x, lower, upper) - 1e-6
+        drawn_ll = log_likelihood(again, x, lower, upper, weights)
         assert drawn_ll == pytest.approx(drawn.log_likelihood_, abs=1e-4), eps
         if not case:  # every cost bounded on both sides by enough cells: one maximum
             assert np.allclose(ours.to_numpy(), theirs.to_numpy(), atol=1e-4), (eps, ours - theirs)

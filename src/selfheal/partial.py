@@ -105,18 +105,13 @@ def restrict(config: dict, finished: Finished) -> dict:
 LEFT_OUT_COLUMNS = ("model", "part")  # the left-out table's schema (docs/outputs.md)
 
 
-def network_part(seed: int) -> str:
-    """The left-out table's ``part`` of one network not finished: 'network p<seed>'."""
-    return f"network p{seed}"
-
-
 def left_out_table(left_out: list[str], lr_left_out: list[str], networks_left_out=()) -> pd.DataFrame:
     """What the readout leaves out, one row each: a model not finished (``part`` "model"), a network not finished
     of a model read with its others (``part`` "network p<seed>", ``--networks``), or the lr check of a finished
     model (``part`` "lr check"). The answer page names them; zero rows: every model has finished."""
     rows = (
         [(m, "model") for m in left_out]
-        + [(m, network_part(s)) for m, s in networks_left_out]
+        + [(m, f"network p{s}") for m, s in networks_left_out]
         + [(m, "lr check") for m in lr_left_out]
     )
     return pd.DataFrame(rows, columns=list(LEFT_OUT_COLUMNS)).astype(str)

@@ -266,8 +266,7 @@ def cka(cells: pd.DataFrame) -> pd.DataFrame:
     keys = ["model", "target", "depth", "regime", "policy", "init", "threshold"]
     for key, group in rows.groupby(keys, sort=True):
         values = group["cka"].astype(float).to_numpy()
-        col = "pretrain_seed" if group["pretrain_seed"].nunique() > 1 else "seed"
-        units = sorted(group[col].unique())
+        col, units = survival.resample_units(group)
         boot, probs = [], []
         if len(units) > 1:
             for draw, prob in survival.cluster_resamples([units]):

@@ -121,7 +121,6 @@ def _at(rows: pd.DataFrame, e: float) -> dict:
         "examples": span(finite["median_examples"]),
         "relative": span(finite["relative_to_scratch"]),
         "scratch": span(rows.drop_duplicates("model")["scratch_fraction"]),
-        "budget": span(rows["budget_fraction"].astype(float).round(3)),
         "costliest": dict(Counter(rows.loc[rows["costliest"], "position"])),
     }
 
@@ -433,7 +432,6 @@ def quoted(names) -> str:
 
 
 FILTERS.update(
-    sci=sci,
     span=lambda values, fmt="num": span(values, FILTERS[fmt]),
     pct_2=pct_2,
     multiplier=multiplier,

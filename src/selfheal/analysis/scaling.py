@@ -290,40 +290,6 @@ def _aft(
     return pd.Series(np.concatenate([theta[: len(terms)] / scale, theta[len(terms) :]]), index=index)
 
 
-def plain_problems(cells: pd.DataFrame):
-    """Per threshold of the single-layer cells of ``cells`` (the default setting's): the design of the terms the
-    grid identifies, the cost bounds and the cluster keys and strata, before ``refits`` leaves out any term's cells
-    (the problem ``_aft`` solves in a plain grid; for the check against lifelines and its benchmark)."""
-    layers = _layer_cells(cells)
-    for eps in sorted(layers["threshold"].unique()):
-        rows = layers[layers["threshold"] == eps]
-        rows = rows[rows["upper"].to_numpy(float) != 0]
-        x = _design(rows)
-        kept, _ = identifiable(x)
-        lower, upper = _bounds(rows, cost_unit(rows))
-        _, strata, keys = _units(rows)
-        yield float(eps), x[kept], lower, upper, strata, keys
-
-
-def log_likelihood(
-    params: pd.Series, x: pd.DataFrame, lower: np.ndarray, upper: np.ndarray, weights: np.ndarray | None = None
-) -> float:
-    """The total (weighted) log-likelihood of the log-normal AFT at ``params`` (lifelines' names, as ``_aft``
-    returns them), as lifelines' ``log_likelihood_`` counts it: two fits of the same cells compare by it."""
-    terms = sorted(x.columns)
-    w = np.ones(len(x)) if weights is None else np.asarray(weights, dtype=float)
-    keep = w > 0
-    lo, hi = np.asarray(lower, dtype=float)[keep], np.asarray(upper, dtype=float)[keep]
-    design = np.column_stack([x[terms].to_numpy(float)[keep], np.ones(int(keep.sum()))])
-    theta = np.array([float(params[("mu_", t)]) for t in terms] + [float(params[("mu_", "Intercept")])])
-    theta = np.append(theta, float(params[("sigma_", "Intercept")]))
-    with np.errstate(divide="ignore"):
-        log_lo, log_hi = np.log(lo), np.log(hi)
-    exact = np.isfinite(log_lo) & (lo == hi)
-    value, _ = _log_likelihood(theta, design, log_lo, log_hi, exact, w[keep])
-    return value * float(w[keep].sum())
-
-
 def _units(rows: pd.DataFrame) -> tuple[str, list[list], np.ndarray]:
     """Bootstrap units within strata (models): pretraining seeds, or retrain seeds when every model has one
     network."""
@@ -677,12 +643,6 @@ def _normal_interval(
     return coef - q * spread, coef + q * spread, mean - coef, spread
 
 
-def _rank_cost(rows: pd.DataFrame, unit: str) -> np.ndarray:
-    """Cost for ranking: the crossing's evaluation (upper bound) when recovered, +inf when censored."""
-    lower, upper = _bounds(rows, unit)
-    return np.where(np.isfinite(upper), upper, np.inf)
-
-
 def _spearman(damage: np.ndarray, cost: np.ndarray, weights: np.ndarray | None = None) -> float:
     if weights is not None:
         damage, cost = np.repeat(damage, weights.astype(int)), np.repeat(cost, weights.astype(int))
@@ -698,7 +658,8 @@ def damage_cost(cells: pd.DataFrame, max_resamples: int = MAX_RANK_RESAMPLES) ->
     for (regime, policy, init, threshold), rows in layers.groupby(survival.SETTING + ["threshold"], sort=True):
         unit = cost_unit(rows)
         damage = rows["damage"].to_numpy(float)
-        cost = _rank_cost(rows, unit)
+        upper = _bounds(rows, unit)[1]
+        cost = np.where(np.isfinite(upper), upper, np.inf)  # the crossing's evaluation; censored: above every one
         rho = _spearman(damage, cost)
         col, strata, keys = _units(rows)
         values, probs = [], []

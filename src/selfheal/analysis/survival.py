@@ -385,7 +385,7 @@ def _group_iter(cells: pd.DataFrame) -> Iterator[tuple[dict, pd.DataFrame]]:
         yield dict(zip(GROUP_KEYS, key)), rows
 
 
-def _resample_units(rows: pd.DataFrame) -> tuple[str, list]:
+def resample_units(rows: pd.DataFrame) -> tuple[str, list]:
     """Pretraining seeds when a model has more than one; else the retrain seeds (within the one network)."""
     if rows["pretrain_seed"].nunique() > 1:
         return "pretrain_seed", sorted(rows["pretrain_seed"].unique())
@@ -406,7 +406,7 @@ def estimate(cells: pd.DataFrame, max_resamples: int = MAX_RESAMPLES) -> pd.Data
         rows = group[group["status"] != "not_damaged"]
         budget = float(group["budget_examples"].max())
         pretrain_examples = group["pretrain_examples"].iloc[0]
-        unit_col, units = _resample_units(group)
+        unit_col, units = resample_units(group)
         unit_of_row = rows[unit_col].to_numpy()
         median, p = _stats(rows, np.ones(len(rows)), budget) if len(rows) else (math.nan, math.nan)
         medians, ps, probs = [], [], []

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import math
-from dataclasses import asdict
+from dataclasses import asdict, fields
 
 import pandas as pd
 
@@ -23,7 +23,7 @@ from selfheal.analysis.stats import RESOLUTION, first_crossing, flag, last_doubl
 from selfheal.grid import TRAINED, matched_control_of
 from selfheal.heal.thresholds import threshold_loss
 from selfheal.models.families import FAMILIES
-from selfheal.records import Baseline, CellResult, PretrainSummary
+from selfheal.records import Baseline, CellResult, PretrainSummary, Recovery
 
 log = logging.getLogger("selfheal")
 
@@ -145,6 +145,9 @@ NETWORK_COLUMNS = [
     "degenerate_reason",
 ]
 CELL_KEYS = ["model", "pretrain_seed", "target", "policy", "init", "regime", "seed"]
+# summary.parquet's columns as a cell's record (recovery.json) has them, and as each of its thresholds' has them
+CELL_FIELDS = [f.name for f in fields(CellResult) if f.name in SUMMARY_COLUMNS]
+RECOVERY_FIELDS = [f.name for f in fields(Recovery) if f.name in SUMMARY_COLUMNS]
 NETWORK_KEYS = ["model", "pretrain_seed"]
 UNIGRAM_MARGIN = 0.05  # a baseline must be at least 5 % below the unigram loss not to be degenerate
 BIGRAM_MARGIN = 0.1  # ... and at least 0.1 nats below the (validation-tuned) interpolated bigram loss
@@ -172,44 +175,14 @@ def summary_table(recovery_paths: list[str]) -> pd.DataFrame:
         for rec in cell["recoveries"]:
             rows.append(
                 {
-                    **{k: cell[k] for k in CELL_KEYS},
-                    "arch": cell["arch"],
-                    "n_layer": cell["n_layer"],
-                    "d_model": cell["d_model"],
-                    "stack": cell["stack"],
-                    "layer": cell["layer"],
-                    "depth": cell["depth"],
-                    "threshold": rec["threshold"],
-                    "recovered": rec["recovered"],
-                    "diverged": cell.get("diverged_step") is not None,
-                    "diverged_step": cell.get("diverged_step"),
-                    "examples": rec["examples"],
-                    "tokens": rec["tokens"],
-                    "steps": rec["steps"],
-                    "fraction_of_pretrain": _fraction(rec["examples"], cell["pretrain_examples"]),
-                    "examples_lo": rec["examples_lo"],
-                    "tokens_lo": rec["tokens_lo"],
-                    "steps_lo": rec["steps_lo"],
+                    **{k: cell[k] for k in CELL_FIELDS},
+                    **{k: rec[k] for k in RECOVERY_FIELDS},
                     **{f"{k}_hi": rec[k] if rec["recovered"] else None for k in ("examples", "tokens", "steps")},
+                    "diverged": cell["diverged_step"] is not None,
+                    "fraction_of_pretrain": _fraction(rec["examples"], cell["pretrain_examples"]),
                     "fraction_lo": _fraction(rec["examples_lo"], cell["pretrain_examples"]),
                     "fraction_hi": _fraction(rec["examples"], cell["pretrain_examples"]) if rec["recovered"] else None,
-                    "n_params": cell["n_params"],
-                    "cka": cell["cka"],
-                    "cka_floor": cell["cka_floor"],
-                    "baseline_loss": cell["baseline_loss"],
-                    "damaged_loss": cell["damaged_loss"],
-                    "final_loss": cell["final_loss"],
                     "threshold_loss": threshold_loss(cell["baseline_loss"], rec["threshold"]),
-                    "wall_s": rec["wall_s"],
-                    "budget_examples": cell["budget_examples"],
-                    "budget_unit": cell["budget_unit"],
-                    "stalled_examples": cell.get("stalled_examples"),
-                    "pretrain_examples": cell["pretrain_examples"],
-                    "trainable_params": cell["trainable_params"],
-                    "confirm_sequences": cell["confirm_sequences"],
-                    "confirm_loss": cell["confirm_loss"],
-                    "confirm_baseline_loss": cell["confirm_baseline_loss"],
-                    "val_diff_se": cell["val_diff_se"],
                     "confirmed": _confirmed(rec, cell),
                 }
             )

@@ -108,13 +108,12 @@ def resolve(raw: dict) -> dict:
                     "1 is the grid's own lr: a multiplier other than 1 (e.g. 3 or 0.3333)",
                 )
         for section in ("pretrain", "retrain"):
-            settings = model[section]
-            for k in ("eval_every_examples",):
-                if settings[k] < settings["batch_size"]:
-                    raise ConfigError(
-                        f"{key}.{section}.{k}" if section in raw["models"][i] else f"{section}.{k}",
-                        f"{settings[k]} is smaller than {section}.batch_size={settings['batch_size']}",
-                    )
+            every, batch = model[section]["eval_every_examples"], model[section]["batch_size"]
+            if every < batch:
+                where = f"{key}.{section}" if section in raw["models"][i] else section
+                raise ConfigError(
+                    f"{where}.eval_every_examples", f"{every} is smaller than {section}.batch_size={batch}"
+                )
         models.append(model)
     config["models"] = models
     _check_grid_entries(config)
