@@ -1,29 +1,13 @@
-"""The answer page's figures (Altair, HTML + PNG), drawn only from the answer tables and ``curves.parquet``.
+"""The answer page's figures (Altair, HTML + PNG), drawn only from the answer tables and ``curves.parquet``: one
+function each (``FIGURES``, the file names under plots/), whose docstring says what it draws.
 
 Costs span decades and can be exactly 0 (a cell already within eps of its baseline before any training), so a cost
 axis is symlog (``plots.cost_axis``): log-like decades with an explicit 0 set apart below the smallest cost, ticks
 at 0 and the powers of ten, and a domain computed from the values drawn; where nothing drawn is 0 (the medians of
-``answer_cost_depth``) it is a plain log axis. A cost not reached within the budget
-is drawn as an open triangle at the budget ("beyond the budget"), a lower bound, not a cost. Thresholds eps are
-the panel columns.
-
-- ``answer_cost_depth``: median recovery cost (survival estimate, error bar: 95 % cluster-bootstrap interval, its
-  upper end at the budget where it is beyond) against relative depth, one colour and line per model (N, D), points
-  of different models side by side at the same depth; one panel per ε, two to a row, in the asker's setting.
-- ``answer_recovered``: the NPMLE share of cells recovered against examples seen (symlog x, 0 included), one line
-  per layer.
-- ``answer_curves``: recovery curves against examples seen or the fraction of S x E (symlog x, 0 included), with
-  the matched no-reset controls (grey) and pretraining's own curve (black); one panel per model, in one setting (the
-  asker's where the grid has it: a layer's curves under another policy, such as the aside's cross-attention, are not
-  drawn here).
-- ``answer_effects``: the scaling fit's factors on the median cost, e^b, with intervals on a log axis and a rule
-  at 1, one row per term and a colour per ε (terms not determined are listed in the answer table, not drawn).
-- ``answer_cka``: CKA between the original and the healed layer against L, with the unhealed floor (dashed).
-- ``answer_damage_cost``: zero-step damage against cost per cell, censored cells as open triangles at the budget, in
-  one setting (the asker's where the grid has it).
-- ``answer_aside``: the encoder-decoder aside's recovery curves (the encoder swaps, all cross-attention, every
-  layer) against examples as a multiple of pretraining from scratch to the smallest ε, beside that pretraining;
-  one panel per encoder-decoder model.
+``answer_cost_depth``) it is a plain log axis. A cost not reached within the budget is drawn as an open triangle at
+the budget ("beyond the budget"), a lower bound, not a cost. Thresholds ε are the panels. A figure of one setting
+draws the asker's where the grid has it (a layer's curves under another policy, such as the aside's
+cross-attention, are not drawn there).
 """
 
 from __future__ import annotations
@@ -76,7 +60,10 @@ def _inside_dodge(table: pd.DataFrame, by: str, width: float) -> np.ndarray:
 
 
 def cost_depth(survival: pd.DataFrame, networks: pd.DataFrame | None = None) -> alt.Chart:
-    """``networks``: their source (``networks_flags``), for the unit; None: the rows' own columns."""
+    """The median recovery cost (survival estimate, error bar: its 95 % interval, whose upper end is at the budget
+    where it is beyond) against relative depth, one colour and line per model (N, D), points of different models
+    side by side at the same depth; one panel per ε, two to a row. ``networks``: their source (``networks_flags``),
+    for the unit; None: the rows' own columns."""
     title = "Recovery cost against relative depth (median, 95 % interval over pretrained networks)"
     layers = survival[survival["kind"] == "layer"].copy() if len(survival) else survival
     if not len(layers):
@@ -129,17 +116,7 @@ def cost_depth(survival: pd.DataFrame, networks: pd.DataFrame | None = None) -> 
     line = base.mark_line(strokeWidth=1.6, opacity=0.9).encode(x=x, y=y, color=color)
     bars = plots.errorbar(base, x, "y_lo", "y_hi", scale, y_axis, color=color)
     points = plots.status_points(
-        base,
-        x,
-        y,
-        "model (N, D)",
-        "status",
-        COST_STATUS,
-        ["circle", plots.OPEN_TRIANGLE],
-        None,
-        tooltip,
-        color_scale=plots.model_scale(),
-        label_limit=600,
+        base, x, y, "model (N, D)", COST_STATUS, tooltip=tooltip, color_scale=plots.model_scale(), label_limit=600
     )
     chart = plots.by_eps(
         alt.layer(bars, line, points, data=data),
@@ -260,9 +237,9 @@ def _pretrain_line(pre: pd.DataFrame, x: alt.X, y: alt.Y) -> alt.Chart:
 
 def log_curves(curves: pd.DataFrame, reference: pd.DataFrame, survival: pd.DataFrame) -> alt.Chart:
     """Recovery curves as the gap to the baseline, val loss / baseline − 1, on a log axis with the ε levels as
-    dashed lines, so where a curve crosses each ε is where it passes the line; reset layers coloured by relative
-    depth (``survival`` gives each model's N), matched no-reset controls grey, pretraining from scratch black. One
-    panel per model."""
+    dashed lines, so where a curve crosses each ε is where it passes the line, against examples seen or the
+    fraction of S x E (symlog); reset layers coloured by relative depth (``survival`` gives each model's N), matched
+    no-reset controls grey, pretraining from scratch black. One panel per model."""
     title = "Recovery curves: gap to the baseline against retraining data"
     legend = [  # a subtitle of short lines: one long title line would set the width of the whole figure
         "gap on a log scale, 0.1 % or less drawn at 0.1 %; dashed: the ε levels",
@@ -346,6 +323,7 @@ def effects(fit: pd.DataFrame) -> alt.Chart:
 
 
 def cka(table: pd.DataFrame) -> alt.Chart:
+    """CKA between the original and the healed layer against L, with the unhealed floor (dashed)."""
     title = "Healed-layer similarity: linear CKA with the original layer (dashed: the unhealed, fresh layer)"
     data = table[table["cka"].notna()] if len(table) else table
     if not len(data):
@@ -389,6 +367,7 @@ def cka(table: pd.DataFrame) -> alt.Chart:
 
 
 def damage_cost(cells: pd.DataFrame) -> alt.Chart:
+    """Zero-step damage against cost, per single-layer cell (``damage_cells``)."""
     title = "Zero-step damage against recovery cost, per single-layer cell (open triangles: beyond the budget)"
     data = cells.copy()
     if not len(data):
@@ -405,11 +384,9 @@ def damage_cost(cells: pd.DataFrame) -> alt.Chart:
         x,
         y,
         "model",
-        "status",
         CELL_STATUS,
-        ["circle", plots.OPEN_TRIANGLE],
-        "cell",
-        tooltip,
+        title="cell",
+        tooltip=tooltip,
         size=50,
         color_scale=plots.model_scale(),
     )
@@ -463,11 +440,9 @@ def out_of_sample(table: pd.DataFrame, survival: pd.DataFrame) -> alt.Chart:
         alt.X("layer:N", title=None),
         y,
         "which",
-        "status",
         statuses,
         ["circle", "square", "triangle-up"],
-        None,
-        ["panel", "layer", "which", "value", "lo", "hi"],
+        tooltip=["panel", "layer", "which", "value", "lo", "hi"],
         size=55,
     )
     x = alt.X("layer:N", title=None, axis=alt.Axis(labelAngle=-55))

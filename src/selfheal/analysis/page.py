@@ -186,22 +186,10 @@ def context(tables: dict[str, pd.DataFrame], summary: pd.DataFrame, networks: pd
     left_out = t.get("left_out")
     c = {"links": links, "setting": setting, "partial": partial(left_out) if left_out is not None else None}
     c["lr"] = _lr(t.get("lr_sensitivity"), networks)
-    c["degenerate"] = (
-        [
-            (
-                m,
-                len(g),
-                ", ".join(
-                    DEGENERATE_WORDS.get(x, x)
-                    for x in sorted({x for r in g["degenerate_reason"] for x in str(r).split(",") if x})
-                )
-                or "flagged",
-            )
-            for m, g in flags[flag(flags["degenerate"])].groupby("model", sort=True)
-        ]
-        if len(flags)
-        else []
-    )
+    c["degenerate"] = []
+    for m, g in flags[flag(flags["degenerate"])].groupby("model", sort=True) if len(flags) else []:
+        reasons = sorted({x for r in g["degenerate_reason"] for x in str(r).split(",") if x})
+        c["degenerate"].append((m, len(g), ", ".join(DEGENERATE_WORDS.get(x, x) for x in reasons) or "flagged"))
     if not len(rows):
         c["answered"] = False
         c["n_networks"], c["n_off"] = len(networks), int(flag(networks.get("off_plateau", pd.Series())).sum())
@@ -213,34 +201,27 @@ def context(tables: dict[str, pd.DataFrame], summary: pd.DataFrame, networks: pd
     eps_min = c["eps_min"] = eps_pair[0]
     c["bound"] = DRIFT_TOLERANCE * eps_min
     c["at"] = [_at(rows[rows["threshold"] == e], e) for e in eps_pair]
-    order = sorted(
-        rows["model"].unique(),
-        key=lambda m: (
-            tuple(rows.loc[rows["model"] == m, k].iloc[0] for k in ("family_kind", "n_layer", "d_model")) + (m,)
-        ),
-    )
+    first = rows.drop_duplicates("model").set_index("model")  # each model's own columns
+    order = sorted(first.index, key=lambda m: (*first.loc[m, ["family_kind", "n_layer", "d_model"]], m))
     nets = networks.drop_duplicates("model").set_index("model")
     own = flags.drop_duplicates("model").set_index("model")["pretraining_tokens"].to_dict() if len(flags) else {}
     allc = survival.in_setting(surv[(surv["target"] == "all")], (setting[0], "full", setting[2]))
-    c["models"] = [
-        {
-            "model": m,
-            "nxd": f"{int(rows.loc[rows['model'] == m, 'n_layer'].iloc[0])} × "
-            f"{int(rows.loc[rows['model'] == m, 'd_model'].iloc[0])}",
-            "sxe": _sxe(nets.loc[m]) if m in nets.index else "n/a",
-            "at": [_at(rows[(rows["model"] == m) & (rows["threshold"] == e)], e) for e in eps_pair],
-            "all": allc.loc[(allc["model"] == m) & (allc["threshold"] == eps_pair[-1]), f"median_{unit}"].tolist(),
-            "brought": m in nets.index and _brought(nets.loc[m]),
-            "share": [
-                _share(rows[(rows["model"] == m) & (rows["threshold"] == e)], nets.loc[m], own.get(m))
-                if m in nets.index and _brought(nets.loc[m])
-                else ""
-                for e in eps_pair
-            ],
-            "own": own.get(m),
-        }
-        for m in order
-    ]
+    c["models"] = []
+    for m in order:
+        mine, net = rows[rows["model"] == m], nets.loc[m] if m in nets.index else None
+        brought = net is not None and _brought(net)
+        c["models"].append(
+            {
+                "model": m,
+                "nxd": f"{int(first.loc[m, 'n_layer'])} × {int(first.loc[m, 'd_model'])}",
+                "sxe": _sxe(net) if net is not None else "n/a",
+                "at": [_at(mine[mine["threshold"] == e], e) for e in eps_pair],
+                "all": allc.loc[(allc["model"] == m) & (allc["threshold"] == eps_pair[-1]), f"median_{unit}"].tolist(),
+                "brought": brought,
+                "share": [_share(mine[mine["threshold"] == e], net, own.get(m)) if brought else "" for e in eps_pair],
+                "own": own.get(m),
+            }
+        )
     c["brought"] = [x for x in c["models"] if x["brought"]]
     shown = survival.in_setting(surv[surv["kind"].isin([survival.LAYER]) | (surv["target"] == "all")], setting)
     shown = shown[shown["policy"] == setting[1]].sort_values(["model", "depth", "target"], na_position="last")
@@ -360,24 +341,13 @@ def context(tables: dict[str, pd.DataFrame], summary: pd.DataFrame, networks: pd
         if len(aside)
         else []
     )
-    swaps = aside[aside["item"].isin(SWAP_ITEMS) & (aside["threshold"] == eps_min)] if len(aside) else aside
-    c["swaps"] = [
-        (
-            m,
-            int(g["slower_than_scratch"].sum()),
-            len(g),
-            aside.loc[
-                (aside["model"] == m) & (aside["item"] == "scratch") & (aside["threshold"] == eps_min), "median"
-            ].tolist(),
-            bool(
-                aside.loc[
-                    (aside["model"] == m) & (aside["item"] == "reset_all") & (aside["threshold"] == eps_min),
-                    "slower_than_scratch",
-                ].any()
-            ),
-        )
-        for m, g in swaps.groupby("model", sort=True)
-    ]
+    c["swaps"] = []  # per model with swaps at ε_min: how many are slower than from scratch, and is resetting all
+    for m, mine in aside[aside["threshold"] == eps_min].groupby("model", sort=True) if len(aside) else []:
+        swaps, item = mine[mine["item"].isin(SWAP_ITEMS)], mine["item"]
+        slower = mine.loc[item == "reset_all", "slower_than_scratch"]
+        if len(swaps):
+            scratch = mine.loc[item == "scratch", "median"].tolist()
+            c["swaps"].append((m, int(swaps["slower_than_scratch"].sum()), len(swaps), scratch, bool(slower.any())))
     # damage and similarity
     damage = survival.in_setting(t["damage_cost"], setting)
     c["damage"] = _records(damage[damage["threshold"].isin(eps_pair)])

@@ -51,6 +51,7 @@ def model_scale() -> alt.Scale:
 # point mark and its legend both draw as an outline.
 OPEN_TRIANGLE = "M0,-1L1,0.8L-1,0.8Z M0,-0.45L-0.55,0.5L0.55,0.5Z"
 ZERO_LABEL = "datum.value == 0 ? '0' : format(datum.value, datum.value >= 10000 ? '~s' : '~g')"
+REACHED_SHAPES = ["circle", OPEN_TRIANGLE]  # a cost reached, one beyond the budget (``status_points``)
 
 
 def empty_chart(title: str, reason: str) -> alt.Chart:
@@ -199,10 +200,10 @@ def status_points(
     x,
     y,
     color_field: str,
-    status_field: str,
     statuses: list[str],
-    shapes: list[str],
-    title: str | None,
+    shapes: list[str] = REACHED_SHAPES,
+    *,
+    title: str | None = None,
     tooltip: list,
     size: int = 60,
     labels: dict[str, str] | None = None,
@@ -210,8 +211,9 @@ def status_points(
     label_limit: int = 320,
 ):
     """Points coloured by ``color_field`` (on ``color_scale``: ``model_scale()`` for models) whose shape follows
-    ``status_field`` (``statuses`` -> ``shapes``), in one legend (``labels``: the legend's words for some statuses); ``OPEN_TRIANGLE`` among the shapes is an outline
-    (beyond the budget), drawn as a filled path with a hole so that the legend shows it open too."""
+    their ``status`` (``statuses`` -> ``shapes``), in one legend (``labels``: the legend's words for some
+    statuses); ``OPEN_TRIANGLE`` among the shapes is an outline (beyond the budget), drawn as a filled path with a
+    hole so that the legend shows it open too."""
     label_expr = "datum.label"
     for status, words in (labels or {}).items():
         label_expr = f"datum.label == '{status}' ? '{words}' : ({label_expr})"
@@ -220,7 +222,7 @@ def status_points(
         y=y,
         color=alt.Color(f"{color_field}:N", scale=color_scale or alt.Undefined),
         shape=alt.Shape(
-            f"{status_field}:N",
+            "status:N",
             title=title,
             scale=alt.Scale(domain=statuses, range=shapes),
             legend=alt.Legend(labelLimit=label_limit, symbolSize=90, labelExpr=label_expr),
@@ -340,11 +342,10 @@ def recovery_cost(summary: pd.DataFrame, unit: str = "fraction_of_pretrain") -> 
         x,
         y,
         "model",
-        "status",
         SEED_STATUS,
-        ["circle", OPEN_TRIANGLE, "cross"],
-        "seed",
-        tooltip,
+        [*REACHED_SHAPES, "cross"],
+        title="seed",
+        tooltip=tooltip,
         labels={SEED_STATUS[1]: "censored: " + BEYOND},
         color_scale=model_scale(),
     )
