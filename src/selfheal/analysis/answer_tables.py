@@ -198,56 +198,35 @@ ENCODER_DECODER_COLUMNS = [
 ]
 
 
-# The encoder-decoder aside, in the order the page lists it: (item, what, which survival rows), each in the asker's
-# regime (frozen) and init fresh, but the gated swaps (init zero_out: the cross-attention's output starts at zero);
-# "scratch" is pretraining's own curve (pretrain_reference). ``what`` names a swap's donor or width from its target.
-def _fresh(s):
-    return s["init"] == "fresh"
-
-
-def _swap(s, donor: bool, policy: str, init: str):
-    return (
-        (s["kind"] == survival.SWAP)
-        & (s["target"].str.startswith("swap-") == donor)
-        & (s["policy"] == policy)
-        & (s["init"] == init)
-    )
-
-
+# The encoder-decoder aside, in the order the page lists it: (item, what, targets, policy, init), each in the asker's
+# regime (frozen); init zero_out: a gated swap, the cross-attention's output starts at zero. ``targets``: a prefix of
+# the layers' targets, targets joined by "|", or the encoder swaps "donor" (swap-<model>) or "width" (swap<w>), whose
+# donor or width ``what`` names. The "scratch" row is pretraining's own curve (pretrain_reference).
 ENCODER_DECODER_ITEMS = [
-    (
-        "encoder_layer",
-        "one encoder layer",
-        lambda s: s["target"].str.startswith("enc.") & (s["policy"] == "full") & _fresh(s),
-    ),
-    (
-        "decoder_layer",
-        "one decoder layer",
-        lambda s: s["target"].str.startswith("dec.") & (s["policy"] == "full") & _fresh(s),
-    ),
-    (
-        "cross_attention",
-        "one decoder layer's cross-attention",
-        lambda s: s["target"].str.startswith("dec.") & (s["policy"] == "cross_attn") & _fresh(s),
-    ),
-    (
-        "all_cross_attention",
-        "all cross-attention",
-        lambda s: s["target"].isin(["all", "dec"]) & (s["policy"] == "cross_attn") & _fresh(s),
-    ),
-    ("donor_swap", "{donor}'s trained encoder, trainable", lambda s: _swap(s, True, "full", "fresh")),
-    ("donor_swap_gated", "{donor}'s trained encoder, trainable, gated", lambda s: _swap(s, True, "full", ZERO_OUT)),
-    ("donor_swap_frozen", "{donor}'s trained encoder, frozen", lambda s: _swap(s, True, "cross_attn", "fresh")),
-    (
-        "donor_swap_frozen_gated",
-        "{donor}'s trained encoder, frozen, gated",
-        lambda s: _swap(s, True, "cross_attn", ZERO_OUT),
-    ),
-    ("encoder_swap", "a fresh encoder of width {width}", lambda s: _swap(s, False, "full", "fresh")),
-    ("encoder_swap_gated", "a fresh encoder of width {width}, gated", lambda s: _swap(s, False, "full", ZERO_OUT)),
-    ("reset_all", "every layer reset", lambda s: (s["target"] == "all") & (s["policy"] == "full") & _fresh(s)),
+    ("encoder_layer", "one encoder layer", "enc.", "full", "fresh"),
+    ("decoder_layer", "one decoder layer", "dec.", "full", "fresh"),
+    ("cross_attention", "one decoder layer's cross-attention", "dec.", "cross_attn", "fresh"),
+    ("all_cross_attention", "all cross-attention", "all|dec", "cross_attn", "fresh"),
+    ("donor_swap", "{donor}'s trained encoder, trainable", "donor", "full", "fresh"),
+    ("donor_swap_gated", "{donor}'s trained encoder, trainable, gated", "donor", "full", ZERO_OUT),
+    ("donor_swap_frozen", "{donor}'s trained encoder, frozen", "donor", "cross_attn", "fresh"),
+    ("donor_swap_frozen_gated", "{donor}'s trained encoder, frozen, gated", "donor", "cross_attn", ZERO_OUT),
+    ("encoder_swap", "a fresh encoder of width {width}", "width", "full", "fresh"),
+    ("encoder_swap_gated", "a fresh encoder of width {width}, gated", "width", "full", ZERO_OUT),
+    ("reset_all", "every layer reset", "all", "full", "fresh"),
 ]
-SWAP_ITEMS = tuple(item for item, _, _ in ENCODER_DECODER_ITEMS if "swap" in item)
+SWAP_ITEMS = tuple(item for item, *_ in ENCODER_DECODER_ITEMS if "swap" in item)
+
+
+def _item_rows(s: pd.DataFrame, targets: str, policy: str, init: str) -> pd.Series:
+    """Which survival rows an aside item reads (``ENCODER_DECODER_ITEMS``)."""
+    if targets in ("donor", "width"):
+        picked = (s["kind"] == survival.SWAP) & (s["target"].str.startswith("swap-") == (targets == "donor"))
+    elif targets.endswith("."):
+        picked = s["target"].str.startswith(targets)
+    else:
+        picked = s["target"].isin(targets.split("|"))
+    return picked & (s["policy"] == policy) & (s["init"] == init)
 
 
 def _what(what: str, target: str) -> str:
@@ -617,8 +596,8 @@ def encoder_decoder(
         scratch = ref[(ref["model"] == model) & (ref["threshold"] == eps)] if len(ref) else ref
         scratch_median = float(scratch[unit].astype(float).fillna(math.inf).median()) if len(scratch) else math.nan
         row = {"model": model, "threshold": float(eps), "unit": unit}
-        for item, what, pick in ENCODER_DECODER_ITEMS:
-            for _, r in group[pick(group)].sort_values("target").iterrows():
+        for item, what, *which in ENCODER_DECODER_ITEMS:
+            for _, r in group[_item_rows(group, *which)].sort_values("target").iterrows():
                 key = (model, eps, regime, r["target"], r["policy"], r["init"])
                 projected = math.nan
                 if math.isinf(r[f"median_{unit}"]) and int(r["n_still_falling"]) and projection is not None:

@@ -552,6 +552,10 @@ def refits(rows: pd.DataFrame, max_resamples: int = MAX_FIT_RESAMPLES, pool=None
 def _coefficients(base: dict, r: Refits) -> list[dict]:
     """The fit table's rows of one group: a coefficient with its interval per fitted term, or why not."""
     at_zero = f"{r.n_at_zero} cell(s) within eps before any training left out (no cost to model)" if r.n_at_zero else ""
+
+    def note(words: str) -> str:  # a row's note: its own words, then the cells at zero cost left out
+        return "; ".join(filter(None, [words, at_zero]))
+
     base = {
         **base,
         "unit": r.unit,
@@ -574,8 +578,8 @@ def _coefficients(base: dict, r: Refits) -> list[dict]:
             "interval_over": r.interval_over,
         }
         if term not in r.terms or r.point is None:
-            reason, note = r.why[term] if term not in r.terms else (r.reason, r.note)
-            out.append({**row, "determined": False, "reason": reason, "note": "; ".join(filter(None, [note, at_zero]))})
+            reason, words = r.why[term] if term not in r.terms else (r.reason, r.note)
+            out.append({**row, "determined": False, "reason": reason, "note": note(words)})
             continue
         coef = float(r.point.loc[("mu_", term)])
         boot = [float(b.loc[("mu_", term)]) for b in r.draws]
@@ -588,16 +592,10 @@ def _coefficients(base: dict, r: Refits) -> list[dict]:
                     **row,
                     "determined": False,
                     "reason": "unstable",
-                    "note": "; ".join(
-                        filter(
-                            None,
-                            [
-                                f"not determined: unstable (the fit on every network gives {coef:.3g}; its refits on resampled "
-                                f"networks centre {bias:+.3g} away, more than {UNSTABLE_BIAS:g} standard errors and "
-                                f"{UNSTABLE_SHARE:.0%} of the estimate)",
-                                at_zero,
-                            ],
-                        )
+                    "note": note(
+                        f"not determined: unstable (the fit on every network gives {coef:.3g}; its refits on resampled "
+                        f"networks centre {bias:+.3g} away, more than {UNSTABLE_BIAS:g} standard errors and "
+                        f"{UNSTABLE_SHARE:.0%} of the estimate)"
                     ),
                 }
             )
@@ -607,11 +605,7 @@ def _coefficients(base: dict, r: Refits) -> list[dict]:
                 **row,
                 "determined": True,
                 "reason": "",
-                "note": "; ".join(
-                    filter(
-                        None, ["" if r.probs else "no interval: one pretrained network and one seed per model", at_zero]
-                    )
-                ),
+                "note": note("" if r.probs else "no interval: one pretrained network and one seed per model"),
                 "coef": coef,
                 "coef_lo": lo,
                 "coef_hi": hi,
