@@ -29,11 +29,6 @@ PICKLED = ("*.bin", "*.pt", "*.pth", "*.ckpt", "*.pkl", "*.pickle")
 GGUF_MAGIC = b"GGUF"
 
 
-def token_bound(works: int, n_bytes: int) -> int:
-    """The most tokens a split of ``works`` works and ``n_bytes`` bytes of text can be tokenized into."""
-    return n_bytes + TOKENS_PER_WORK * works
-
-
 def check_corpus_sizes(config: dict, raw: dict) -> None:
     """Refuse a local corpus whose files are unusable (empty, binary, not UTF-8; the file is named), or too small
     for a model's context, its S training sequences or the validation set (the key and the available number are
@@ -44,7 +39,7 @@ def check_corpus_sizes(config: dict, raw: dict) -> None:
         sizes = corpus.split_sizes(config["corpus"])
     except corpus.CorpusError as err:
         raise ConfigError(err.key, str(err)) from None
-    bounds = {split: token_bound(*sizes[split]) for split in sizes}
+    bounds = {split: n_bytes + TOKENS_PER_WORK * works for split, (works, n_bytes) in sizes.items()}  # most tokens
     what = {
         split: f"the {name} split ({sizes[split][0]} works, {sizes[split][1]:,} bytes of text)"
         for split, name in (("train", "train"), ("val", "validation"))
@@ -63,28 +58,21 @@ def check_corpus_sizes(config: dict, raw: dict) -> None:
                     f"can hold (at most {bounds[split]:,} tokens)",
                     split_key,
                 )
-        # a count that fits at the default context but not at this model's: the context is what is too long
-        too_long = f"models[{i}].context"
-        count = model["pretrain"]["train_sequences"]
-        available = bounds["train"] // context
-        if count is not None and count > available:
-            own = "train_sequences" in raw_model.get("pretrain", {})
-            key = f"models[{i}].pretrain.train_sequences" if own else "pretrain.train_sequences"
-            raise ConfigError(
-                too_long if count <= bounds["train"] // DEFAULT_CONTEXT else key,
-                f"{count} sequences of {context} tokens (model {model['name']!r}) asked, but "
-                f"{what['train']} gives at most {available:,}",
-                split_key,
-            )
-        available = bounds["val"] // context
-        if val_count > available:
-            raise ConfigError(
-                too_long if val_count <= bounds["val"] // DEFAULT_CONTEXT else "eval.val_sequences",
-                f"{val_count} sequences of {context} tokens (model "
-                f"{model['name']!r}) asked, but {what['val']} gives at most "
-                f"{available:,}",
-                split_key,
-            )
+        own = "train_sequences" in raw_model.get("pretrain", {})
+        train_key = f"models[{i}].pretrain.train_sequences" if own else "pretrain.train_sequences"
+        for split, count, key in (
+            ("train", model["pretrain"]["train_sequences"], train_key),
+            ("val", val_count, "eval.val_sequences"),
+        ):
+            available = bounds[split] // context
+            if count is not None and count > available:
+                raise ConfigError(
+                    # a count that fits at the default context but not at this model's: the context is too long
+                    f"models[{i}].context" if count <= bounds[split] // DEFAULT_CONTEXT else key,
+                    f"{count} sequences of {context} tokens (model {model['name']!r}) asked, but "
+                    f"{what[split]} gives at most {available:,}",
+                    split_key,
+                )
 
 
 def _path_like(spec: str) -> bool:
