@@ -4,14 +4,6 @@ damage-cost correlation ``scaling.py``'s, the out-of-sample check of the fit ``o
 adds the tables about networks and controls (pretraining's own curve as the from-scratch reference, the quality
 flags, the size ordering of the baselines, how far training alone moves a network) and the per-cell views the
 figures draw.
-
-Pretraining's own crossing is ``stats.first_crossing`` (linear interpolation between the two evaluations around
-it, ``coarse`` when they are more than 10 % of it apart), the one function behind ``pretrain_reference`` here and
-summary.parquet's scratch_* columns (analysis/tables.py).
-
-``size_ordering`` (networks.parquet only): per pair of models of one family, S, E and context that differ in exactly
-one of N and D, whether the mean baseline falls with D (by more than the spread between pretraining seeds) or does
-not rise with N (by more than that spread).
 """
 
 from __future__ import annotations
@@ -364,10 +356,7 @@ def size_ordering(networks: pd.DataFrame) -> pd.DataFrame:
             if same_n == same_d:  # both differ, or neither
                 continue
             varied = "d_model" if same_n else "n_layer"
-            if ra[varied] > rb[varied]:
-                a_, b_, ra_, rb_ = b, a, rb, ra
-            else:
-                a_, b_, ra_, rb_ = a, b, ra, rb
+            (a_, ra_), (b_, rb_) = sorted([(a, ra), (b, rb)], key=lambda m: m[1][varied])  # a: the smaller
             difference = float(rb_["mean_loss"] - ra_["mean_loss"])
             spread = float(max(ra_["spread"], rb_["spread"]))
             holds = difference < -spread if varied == "d_model" else difference < spread

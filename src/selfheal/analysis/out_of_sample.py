@@ -60,8 +60,7 @@ COLUMNS = [
 
 
 def size_grid(cells: pd.DataFrame) -> pd.DataFrame:
-    """The estimable single-layer cells of the asker's setting on the networks of the most common family and the
-    most common (S, E)."""
+    """The size grid (the module docstring)."""
     rows = survival.estimable(cells)
     rows = survival.in_setting(rows[rows["kind"] == survival.LAYER])
     if not len(rows):

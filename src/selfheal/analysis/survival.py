@@ -14,8 +14,6 @@ right-censored at the budget (hi = null). Nothing here averages a censored budge
   bootstrap over pretraining seeds (the clusters: different pretrained networks), or over retrain seeds when a model
   has only one pretrained network (then the interval does not cover between-network variation).
 - ``recovered_curves``: the NPMLE's share of cells recovered against examples seen, per group.
-- ``cluster_resamples``: the bootstrap draws (exact enumeration of the distinct resamples when there are few,
-  random draws otherwise), shared with ``scaling``.
 """
 
 from __future__ import annotations

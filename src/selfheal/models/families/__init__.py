@@ -11,11 +11,6 @@ from selfheal.models.families.llama import Llama
 FAMILIES: dict[str, type[Family]] = {"gpt2": GPT2, "bert": BERT, "bart": BART, "llama": Llama}
 
 
-def register(family: type[Family]) -> type[Family]:
-    FAMILIES[family.arch] = family
-    return family
-
-
 def for_arch(arch: str) -> Family:
     if arch not in FAMILIES:
         raise ValueError(f"unknown model family {arch!r}; known: {sorted(FAMILIES)}")
@@ -50,5 +45,4 @@ __all__ = [
     "for_arch",
     "for_model",
     "for_model_type",
-    "register",
 ]
