@@ -171,22 +171,11 @@ def prepare(summary: pd.DataFrame, networks: pd.DataFrame) -> pd.DataFrame:
     _require(networks, NETWORK_NEEDS, "networks.parquet")
     extra = [c for c in ("n_dec_layer", "train_sequences", "epochs", "source") if c in networks.columns]
     table = summary.merge(
-        networks[NETWORK_NEEDS + extra].rename(columns={"degenerate": "network_degenerate"}),
-        on=CLUSTER,
-        how="left",
-        suffixes=("", "_network"),
-        validate="many_to_one",
+        networks[NETWORK_NEEDS + extra], on=CLUSTER, how="left", suffixes=("", "_network"), validate="many_to_one"
     )
-    if "degenerate" in table.columns:
-        table["degenerate"] = flag(table["degenerate"]) | flag(table["network_degenerate"])
-    else:
-        table["degenerate"] = flag(table["network_degenerate"])
-    table = table.drop(columns=["network_degenerate"])
-    for column in ("off_plateau", "baseline_not_converged"):
-        table[column] = flag(table[column])
-    if "off_plateau_network" in table.columns:
-        table["off_plateau"] = table["off_plateau"] | flag(table["off_plateau_network"])
-        table = table.drop(columns=["off_plateau_network"])
+    for name in ("degenerate", "off_plateau", "baseline_not_converged"):  # the cell's flag, or its network's
+        own = flag(table[name])
+        table[name] = own | flag(table.pop(f"{name}_network")) if f"{name}_network" in table.columns else own
     if "n_params_network" in table.columns:
         table["n_params"] = table["n_params"].fillna(table["n_params_network"])
         table = table.drop(columns=["n_params_network"])

@@ -19,7 +19,7 @@ import pandas as pd
 
 from selfheal import records, results_io
 from selfheal.analysis import answer_tables
-from selfheal.analysis.stats import RESOLUTION, first_crossing, flag, last_doubling, typed
+from selfheal.analysis.stats import RESOLUTION, Crossing, first_crossing, flag, last_doubling, typed
 from selfheal.grid import TRAINED, matched_control_of
 from selfheal.heal.thresholds import threshold_loss
 from selfheal.models.families import FAMILIES
@@ -487,30 +487,26 @@ def add_scratch_reference(summary: pd.DataFrame, curves: pd.DataFrame, networks:
     NaN / null."""
     out = summary.copy()
     by_network = answer_tables.pretrain_curves(curves, networks, scratch_only=True)  # the one builder
-    found: dict[tuple, tuple] = {}
-    value, lo, hi, coarse = [], [], [], []
+    found: dict[tuple, Crossing | None] = {}
+    crossings = []  # per row, its network's first crossing of its threshold loss (None: no from-scratch curve)
     for model, ps, level in zip(out["model"], out["pretrain_seed"], out["threshold_loss"]):
         key = (model, int(ps), float(level))
         if key not in found:
             curve = by_network.get(key[:2])
             found[key] = first_crossing(*curve, key[2], resolution=SCRATCH_RESOLUTION) if curve is not None else None
-        crossing = found[key]
-        value.append(crossing.examples if crossing else math.nan)
-        lo.append(crossing.examples_lo if crossing else None)
-        hi.append(crossing.examples_hi if crossing else None)
-        coarse.append(bool(crossing.coarse) if crossing else False)
-    out["scratch_examples"] = pd.Series(value, index=out.index, dtype="float64")
-    out["scratch_examples_lo"] = pd.array(lo, dtype="Int64")
-    out["scratch_examples_hi"] = pd.array(hi, dtype="Int64")
-    out["scratch_coarse"] = pd.Series(coarse, index=out.index, dtype=bool)
+        crossings.append(found[key])
+    examples = [c.examples if c else math.nan for c in crossings]
+    out["scratch_examples"] = pd.Series(examples, index=out.index, dtype="float64")
+    out["scratch_examples_lo"] = pd.array([c.examples_lo if c else None for c in crossings], dtype="Int64")
+    out["scratch_examples_hi"] = pd.array([c.examples_hi if c else None for c in crossings], dtype="Int64")
+    out["scratch_coarse"] = pd.Series([bool(c.coarse) if c else False for c in crossings], index=out.index, dtype=bool)
     base = out["scratch_examples"].where(out["scratch_examples"] > 0)
-
-    def per(column):
-        return (pd.to_numeric(out[column], errors="coerce").astype("float64") / base).astype("float64")
-
-    out["relative_to_scratch"] = per("examples")
-    out["relative_lo"] = per("examples_lo")
-    out["relative_hi"] = per("examples_hi")
+    for column, cost in (
+        ("relative_to_scratch", "examples"),
+        ("relative_lo", "examples_lo"),
+        ("relative_hi", "examples_hi"),
+    ):
+        out[column] = (pd.to_numeric(out[cost], errors="coerce").astype("float64") / base).astype("float64")
     return out
 
 
