@@ -148,6 +148,7 @@ CELL_KEYS = ["model", "pretrain_seed", "target", "policy", "init", "regime", "se
 # summary.parquet's columns as a cell's record (recovery.json) has them, and as each of its thresholds' has them
 CELL_FIELDS = [f.name for f in fields(CellResult) if f.name in SUMMARY_COLUMNS]
 RECOVERY_FIELDS = [f.name for f in fields(Recovery) if f.name in SUMMARY_COLUMNS]
+PRETRAIN_FIELDS = [f.name for f in fields(PretrainSummary) if f.name in NETWORK_COLUMNS]  # networks.parquet's, as is
 NETWORK_KEYS = ["model", "pretrain_seed"]
 UNIGRAM_MARGIN = 0.05  # a baseline must be at least 5 % below the unigram loss not to be degenerate
 BIGRAM_MARGIN = 0.1  # ... and at least 0.1 nats below the (validation-tuned) interpolated bigram loss
@@ -300,7 +301,6 @@ def networks_table(
         base = records.read(path, Baseline)
         pre = pres[(base.model, base.pretrain_seed)]
         eps_min = min(thresholds[base.model])
-        drop = pre.last_quarter_val_drop
         gain = None if pre.plateau_val_loss is None else base.val_loss - pre.plateau_val_loss
         all_damage = damage[(damage["model"] == base.model) & (damage["pretrain_seed"] == base.pretrain_seed)]
         harmless_reset = bool(len(all_damage)) and bool(
@@ -309,17 +309,9 @@ def networks_table(
         reasons = degenerate_reasons(base.val_loss, base.unigram_loss, base.bigram_loss, harmless_reset)
         rows.append(
             {
-                "model": base.model,
-                "pretrain_seed": base.pretrain_seed,
-                "arch": pre.arch,
+                **{k: getattr(pre, k) for k in PRETRAIN_FIELDS},
                 "family_kind": family_kind(pre.arch),
-                "source": pre.source,
-                "n_layer": pre.n_layer,
-                "d_model": pre.d_model,
                 "n_params": pre.params,
-                "train_sequences": pre.train_sequences,
-                "epochs": pre.epochs,
-                "context": pre.context,
                 "pretrain_examples": pre.pretrain_examples,
                 "pretrain_tokens": pre.tokens,
                 "pretraining_tokens": pretraining_tokens.get(base.model),
@@ -328,9 +320,6 @@ def networks_table(
                 "bigram_loss": base.bigram_loss,
                 "bigram_weight": base.bigram_weight,
                 "bigram_margin": None if base.bigram_loss is None else base.bigram_loss - base.val_loss,
-                "last_quarter_val_drop": drop,
-                "plateau_examples": pre.plateau_examples,
-                "plateau_val_loss": pre.plateau_val_loss,
                 "plateau_gain": gain,
                 "off_plateau": pre.off_plateau(base.val_loss, eps_min),
                 "degenerate": bool(reasons),

@@ -11,7 +11,6 @@ class BERT(SingleStack):
     arch = "bert"
     model_type = "bert"
     objective = "masked_lm"
-    stacks = ("",)
     components = {
         "": {
             "self_attn": ("attention.self.", "attention.output.dense."),

@@ -11,7 +11,6 @@ class GPT2(SingleStack):
     arch = "gpt2"
     model_type = "gpt2"
     objective = "causal_lm"
-    stacks = ("",)
     components = {"": {"self_attn": ("attn.",), "mlp": ("mlp.",), "ln": ("ln_1.", "ln_2.")}}
     output_projections = {"": ("attn.c_proj.", "mlp.c_proj.")}
 

@@ -11,7 +11,6 @@ class Llama(SingleStack):
     arch = "llama"
     model_type = "llama"
     objective = "causal_lm"
-    stacks = ("",)
     may_have_dropout = False  # as built here and as loaded: attention_dropout 0, no residual dropout
     components = {
         "": {"self_attn": ("self_attn.",), "mlp": ("mlp.",), "ln": ("input_layernorm.", "post_attention_layernorm.")}
