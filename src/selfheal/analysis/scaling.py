@@ -506,30 +506,27 @@ def refits(rows: pd.DataFrame, max_resamples: int = MAX_FIT_RESAMPLES, pool=None
         )
     n_parameters = len(kept) + 2  # the terms, the intercept and the scale
     n_points = x[kept].drop_duplicates().shape[0] if len(rows) else 0  # distinct settings the terms are fitted on
-    mostly_free = at_zero.mean() > MAX_SHARE_AT_ZERO if len(at_zero) else False
-    reason, note = (
-        ("all_censored", "not fitted: every cell censored")
-        if not np.isfinite(upper).any()
-        else (
-            "mostly_free",
+    reason, note = "", ""
+    if not np.isfinite(upper).any():
+        reason, note = "all_censored", "not fitted: every cell censored"
+    elif len(at_zero) and at_zero.mean() > MAX_SHARE_AT_ZERO:
+        reason = "mostly_free"
+        note = (
             f"not determined: {int(at_zero.sum())} of {len(at_zero)} cells cost nothing at this ε "
-            f"(more than {MAX_SHARE_AT_ZERO:.0%})",
+            f"(more than {MAX_SHARE_AT_ZERO:.0%})"
         )
-        if mostly_free
-        else (
-            "too_few_cells",
+    elif len(rows) < MIN_CELLS_PER_PARAMETER * n_parameters:
+        reason = "too_few_cells"
+        note = (
             f"not determined: {len(rows)} cells for {n_parameters} parameters (fewer than "
-            f"{MIN_CELLS_PER_PARAMETER} per parameter)",
+            f"{MIN_CELLS_PER_PARAMETER} per parameter)"
         )
-        if len(rows) < MIN_CELLS_PER_PARAMETER * n_parameters
-        else (
-            "saturated",
+    elif kept and rows["model"].nunique() == 1 and n_points <= len(kept) + 1:
+        reason = "saturated"
+        note = (
             f"not determined: one model, whose {n_points} layer positions meet {len(kept) + 1} coefficients: the fit "
-            "would only restate its per-layer costs",
+            "would only restate its per-layer costs"
         )
-        if kept and rows["model"].nunique() == 1 and n_points <= len(kept) + 1
-        else ("", "")
-    )
     point = _aft(x[kept], lower, upper) if not note else None
     if point is None and not note:
         reason, note = "not_converged", "not fitted: the model did not converge on this grid"
