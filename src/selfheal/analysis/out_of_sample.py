@@ -92,11 +92,14 @@ def parts(grid: pd.DataFrame) -> list[tuple[str, list[str]]]:
     return [(" and ".join(names), list(left)) for left, names in merged.items()]
 
 
-def _interval(values: pd.Series, lo: pd.Series, hi: pd.Series, budget: pd.Series) -> tuple[float, float, float]:
-    """The measured median and its interval; a bound beyond the budget is known only to be at least the budget,
-    so its lower end is the budget (a censored median's interval is [budget, inf])."""
-    value, low, high = float(values.iloc[0]), float(lo.iloc[0]), float(hi.iloc[0])
-    return value, (float(budget.iloc[0]) if np.isinf(low) else low), high
+def _measured(rows: pd.DataFrame, unit: str) -> tuple[float, float, float]:
+    """The measured median in ``unit`` (``rows``: its survival row; none: NaN) and its interval; a bound beyond the
+    budget is known only to be at least the budget, so its lower end is the budget (a censored median's interval is
+    [budget, inf])."""
+    if not len(rows):
+        return math.nan, math.nan, math.nan
+    value, low, high = (float(rows[f"median_{unit}{end}"].iloc[0]) for end in ("", "_lo", "_hi"))
+    return value, float(rows[budget_column(unit)].iloc[0]) if np.isinf(low) else low, high
 
 
 def check(
@@ -135,16 +138,7 @@ def check(
                         & (survival_table["threshold"] == threshold)
                     ]
                 )
-                column = "median_fraction" if fitted.unit == "fraction" else "median_examples"
-                if len(measured):
-                    m, m_lo, m_hi = _interval(
-                        measured[column],
-                        measured[f"{column}_lo"],
-                        measured[f"{column}_hi"],
-                        measured[budget_column(fitted.unit)],
-                    )
-                else:
-                    m = m_lo = m_hi = math.nan
+                m, m_lo, m_hi = _measured(measured, fitted.unit)
                 row.update(measured=m, measured_lo=m_lo, measured_hi=m_hi, measured_censored=bool(np.isinf(m)))
                 if fitted.point is None:
                     row.update(predicted=math.nan, predicted_lo=math.nan, predicted_hi=math.nan, held=pd.NA)
