@@ -430,15 +430,9 @@ def damage_cells(cells: pd.DataFrame) -> pd.DataFrame:
 
 
 def network_costs(cells: pd.DataFrame) -> pd.DataFrame:
-    """Every network's own cost beside the medians: per reported cell (not a control) and threshold, its outcome
-    and its cost interval [lower, upper] in examples (upper inf: not recovered within the budget; a not-damaged
-    cell has no cost: both null), and as fractions of S x E; for one not back, how far above its baseline it ended
-    (``stall_gap``, a share of the baseline) and where its retraining ended (``end_examples``: its budget, where the
-    stall rule stopped it, or where it diverged); its network's from-scratch cost to the same loss, and
-    where its last rate of fall would reach the threshold (``projected_examples``), in examples and over that
-    from-scratch cost (null where it is not a number: not damaged, or no from-scratch cost); and its crossing
-    against its matched control instead of its baseline, [control_lower, control_upper] (upper inf: never within
-    (1 + eps) x the control's loss; both null without a matched control)."""
+    """Every network's own cost beside the medians (its columns: docs/outputs.md): per reported cell (not a control)
+    and threshold, its outcome and cost interval, where its retraining ended, where its last rate of fall would reach
+    the threshold (``projected_examples``) and its crossing against its matched control."""
     rows = survival.reported(cells).copy()
     undamaged = rows["status"] == "not_damaged"
     rows["lower"] = rows["lower"].where(~undamaged)
@@ -557,20 +551,11 @@ def encoder_decoder(
     cells: pd.DataFrame | None = None,
     against: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
-    """The encoder-decoder aside: per encoder-decoder model and threshold, the cost of resetting one encoder layer,
-    one decoder layer, one decoder layer's cross-attention, all cross-attention, and of each encoder swap (a donor's
-    trained encoder, trained or frozen; a fresh one; each also gated), beside resetting every layer and pretraining
-    from scratch to the same loss, and each cost and budget over that from-scratch cost. One row per survival group (item, target,
-    policy), in the survival table's unit (fraction of S x E when known, else examples); median_* are the survival
-    medians with their intervals (inf: beyond the budget). The ``scratch`` row: the median over the model's networks
-    of the examples (or fraction) its own pretraining needed to first reach the loss, lo/hi the least and most of
-    them (n_censored: networks whose pretraining never reached it). ``projected`` (and over the from-scratch cost,
-    ``projected_relative``), for a row beyond the budget with a cell still falling: the lower median over its cells
-    of ``projected_examples`` (the cost of those that got back, the projection of those still falling, inf for
-    those that stalled), from ``cells`` (``survival.prepare``'s rows); NaN otherwise. ``control_median`` (with its
-    interval, and over the from-scratch cost ``control_relative_to_scratch``): the same median measured against the
-    row's matched control (``against``, the ``against_control`` table: the intact network with the same tensors
-    retrained the same way), NaN for a row without one (a swap whose encoder trains, reset-all, scratch)."""
+    """The encoder-decoder aside (its columns: docs/outputs.md): per encoder-decoder model and threshold, a row per
+    survival group of each item (``ENCODER_DECODER_ITEMS``), in the survival table's unit, beside pretraining from
+    scratch to the same loss (the ``scratch`` row, from ``ref``, ``pretrain_reference``), each cost and budget over
+    that; ``projected`` from ``cells`` (``survival.prepare``'s rows) for a row beyond the budget with a cell still
+    falling, the ``control_*`` medians from ``against`` (the ``against_control`` table)."""
     out = []
     keys = ["model", "threshold", "regime", "target", "policy", "init"]
     regime = survival.ASKED[0]
