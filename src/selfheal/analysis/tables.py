@@ -244,9 +244,7 @@ def curves_table(
         cell = asdict(records.read(recovery_path, CellResult))
         curve = pd.read_parquet(curve_path)
         curve["kind"] = "recovery"
-        for k in CELL_KEYS:
-            curve[k] = cell[k]
-        for k in ("stack", "layer", "depth"):
+        for k in (*CELL_KEYS, "stack", "layer", "depth"):
             curve[k] = cell[k]
         curve["fraction_of_pretrain"] = _fraction(curve["examples"], cell["pretrain_examples"])
         parts.append(curve)
