@@ -390,14 +390,9 @@ def _typed_size_ordering(rows: list[dict]) -> pd.DataFrame:
 
 
 def flags(cells: pd.DataFrame, networks: pd.DataFrame) -> pd.DataFrame:
-    nets = networks.copy()
-    for column in ("pretrain_tokens", "pretraining_tokens"):
-        if column not in nets:
-            nets[column] = pd.NA
-    if "source" not in nets:
-        nets["source"] = "scratch"
-    if "degenerate_reason" not in nets:  # tables written before the reason was recorded
-        nets["degenerate_reason"] = ""
+    # the columns a networks table written before them lacks, as they read there
+    missing = {"pretrain_tokens": pd.NA, "pretraining_tokens": pd.NA, "source": "scratch", "degenerate_reason": ""}
+    nets = networks.assign(**{column: value for column, value in missing.items() if column not in networks})
     nets["degenerate_reason"] = nets["degenerate_reason"].fillna("").astype(str)
     counts = (
         cells[~cells["is_control"]]
@@ -435,13 +430,12 @@ def network_costs(cells: pd.DataFrame) -> pd.DataFrame:
     the threshold (``projected_examples``) and its crossing against its matched control."""
     rows = survival.reported(cells).copy()
     undamaged = rows["status"] == "not_damaged"
-    rows["lower"] = rows["lower"].where(~undamaged)
-    rows["upper"] = rows["upper"].where(~undamaged)
+    for column in ("lower", "upper", "stall_gap"):  # a cell not damaged has no cost
+        rows[column] = rows[column].where(~undamaged)
     base = rows["pretrain_examples"].astype(float)
     rows["fraction_lo"] = rows["lower"] / base
     rows["fraction_hi"] = rows["upper"] / base
     rows["outcome"] = rows["outcome"].astype(str)
-    rows["stall_gap"] = rows["stall_gap"].where(~undamaged)
     back = rows["outcome"].isin(["recovered", "not_damaged"])
     rows["end_examples"] = rows["examples"].astype(float).where(~back)
     rows["scratch_examples"] = rows["scratch_examples"].astype(float)
