@@ -66,10 +66,6 @@ def counted(counts: dict) -> str:
 FILTERS = {f.__name__: f for f in (num, pct, signed_pct, eps, compact, span, cost, interval, times, counted)}
 
 
-def _records(table: pd.DataFrame) -> list[dict]:
-    return table.to_dict("records")
-
-
 def _brought(net: pd.Series) -> bool:
     source = net.get("source", "scratch")
     return source is not None and not pd.isna(source) and source != "scratch"
@@ -249,7 +245,7 @@ def context(tables: dict[str, pd.DataFrame], summary: pd.DataFrame, networks: pd
     costs = survival.in_setting(t["network_costs"], setting)
     back = costs["outcome"].isin(["recovered", "not_damaged"])
     costs = costs[(costs["kind"] == survival.LAYER) & (costs["threshold"] == eps_min) & ~back]
-    c["not_back"] = _records(costs.sort_values(["model", "depth", "pretrain_seed"]))
+    c["not_back"] = costs.sort_values(["model", "depth", "pretrain_seed"]).to_dict("records")
     # the fit: position terms (§3) and size terms (§4) at the pair of ε
     fits = survival.in_setting(fit, setting)
     fits = fits[fits["threshold"].isin(eps_pair)] if len(fits) else fits
@@ -257,8 +253,8 @@ def context(tables: dict[str, pd.DataFrame], summary: pd.DataFrame, networks: pd
         ["first_layer", "last_layer", "middle_depth"],
         [t_ for t_ in scaling.TERMS if t_.startswith("log_")],
     )
-    c["fit_position"] = _records(fits[fits["term"].isin(position_terms) & flag(fits["determined"])])
-    c["fit_size"] = _records(fits[fits["term"].isin(size_terms) & flag(fits["determined"])])
+    c["fit_position"] = fits[fits["term"].isin(position_terms) & flag(fits["determined"])].to_dict("records")
+    c["fit_size"] = fits[fits["term"].isin(size_terms) & flag(fits["determined"])].to_dict("records")
     undetermined = fits[~flag(fits["determined"]) & fits["term"].isin(size_terms + position_terms)]
     c["not_determined"] = [
         (g["label"].iloc[0], ", ".join(f"{x:g}" for x in sorted(g["threshold"])), scaling.REASONS.get(r, r))
@@ -296,7 +292,7 @@ def context(tables: dict[str, pd.DataFrame], summary: pd.DataFrame, networks: pd
         (f"{num(float(s))} × {num(float(e))}", span(g["past_minimum_share"], pct_2), bool(g["overfit"].all()))
         for (s, e), g in by_sxe[by_sxe["model"].isin(order)].groupby(["train_sequences", "epochs"], sort=True)
     ]
-    c["ordering"] = _records(t["size_ordering"])
+    c["ordering"] = t["size_ordering"].to_dict("records")
     oos = t["out_of_sample"]
     said = out_of_sample.verdicts(oos) if len(oos) else pd.DataFrame(columns=["left_out"])
     c["oos"] = [
@@ -350,7 +346,7 @@ def context(tables: dict[str, pd.DataFrame], summary: pd.DataFrame, networks: pd
             c["swaps"].append((m, int(swaps["slower_than_scratch"].sum()), len(swaps), scratch, bool(slower.any())))
     # damage and similarity
     damage = survival.in_setting(t["damage_cost"], setting)
-    c["damage"] = _records(damage[damage["threshold"].isin(eps_pair)])
+    c["damage"] = damage[damage["threshold"].isin(eps_pair)].to_dict("records")
     ck = t["cka"]
     c["cka"] = (ck["cka"].mean(), ck["cka"].min(), ck["cka"].max(), ck["cka_floor"].mean()) if len(ck) else None
     # caveats

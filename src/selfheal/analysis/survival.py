@@ -357,14 +357,11 @@ def _median(curve: pd.Series) -> float:
     return float(below.index.min()) if len(below) else math.inf
 
 
-def _survival_at(curve: pd.Series, t: float) -> float:
-    at = curve[curve.index <= t]
-    return float(at.iloc[-1]) if len(at) else 1.0
-
-
 def _stats(rows: pd.DataFrame, weights: np.ndarray, budget: float) -> tuple[float, float]:
+    """The median cost of the weighted rows and the share of them recovered by the budget."""
     curve = _npmle(rows["lower"].to_numpy(float), rows["upper"].to_numpy(float), weights)
-    return _median(curve), 1.0 - _survival_at(curve, budget)
+    by_budget = curve[curve.index <= budget]
+    return _median(curve), 1.0 - (float(by_budget.iloc[-1]) if len(by_budget) else 1.0)
 
 
 def _group_iter(cells: pd.DataFrame) -> Iterator[tuple[dict, pd.DataFrame]]:
