@@ -29,26 +29,22 @@ def _single_layer_costs(t: dict[str, pd.DataFrame]) -> str:
     surv = in_setting(t["survival"])
     if not len(surv) or surv["median_fraction"].isna().all():
         return "not determined by this grid (no single-layer cells with a known S × E)"
-    parts = []
-    for eps in [surv["threshold"].min()]:
-        at = surv[(surv["threshold"] == eps)]
-        layers, every = at[at["kind"] == "layer"], at[at["target"] == "all"]
-        med = layers["median_fraction"].astype(float)
-        finite = med[np.isfinite(med)]
-        reached = (
-            f"medians {num(finite.min())} to {num(finite.max())} of S × E"
-            if len(finite)
-            else "no median within the budget"
-        )
-        beyond = int(np.isinf(med).sum())  # a group never damaged beyond ε (NaN) has no cost, and is not beyond
-        undamaged = int(med.isna().sum())
-        every_reached = int(np.isfinite(every["median_fraction"].astype(float)).sum())
-        parts.append(
-            f"ε = {eps:g}: one layer {reached} ({beyond} of {len(med) - undamaged} layer groups beyond the budget"
-            + (f"; {undamaged} never damaged beyond ε" if undamaged else "")
-            + f"), every layer reset within it in {every_reached} of {len(every)} models"
-        )
-    return "; ".join(parts)
+    eps = surv["threshold"].min()
+    at = surv[(surv["threshold"] == eps)]
+    layers, every = at[at["kind"] == "layer"], at[at["target"] == "all"]
+    med = layers["median_fraction"].astype(float)
+    finite = med[np.isfinite(med)]
+    reached = (
+        f"medians {num(finite.min())} to {num(finite.max())} of S × E" if len(finite) else "no median within the budget"
+    )
+    beyond = int(np.isinf(med).sum())  # a group never damaged beyond ε (NaN) has no cost, and is not beyond
+    undamaged = int(med.isna().sum())
+    every_reached = int(np.isfinite(every["median_fraction"].astype(float)).sum())
+    return (
+        f"ε = {eps:g}: one layer {reached} ({beyond} of {len(med) - undamaged} layer groups beyond the budget"
+        + (f"; {undamaged} never damaged beyond ε" if undamaged else "")
+        + f"), every layer reset within it in {every_reached} of {len(every)} models"
+    )
 
 
 def _share_recovered(t: dict[str, pd.DataFrame]) -> str:

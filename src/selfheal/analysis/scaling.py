@@ -189,9 +189,8 @@ def identifiable(x: pd.DataFrame) -> tuple[list[str], dict[str, str]]:
 
 
 _LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
-MIN_SIGMA = (
-    1e-3  # a fitted log-normal scale below this (in log cost) is the likelihood running off: every cell at one cost
-)
+# a fitted log-normal scale below this (in log cost) is the likelihood running off: every cell at one cost
+MIN_SIGMA = 1e-3
 GRADIENT_TOLERANCE = 1e-5  # the mean log-likelihood's gradient norm at which a fit has converged
 
 
