@@ -4,6 +4,8 @@ figure draws what the table holds."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -133,10 +135,8 @@ def test_a_median_beyond_the_budget_lies_between_the_budget_and_infinity():
     """A censored measured median is known only to be at least the budget: a prediction above the budget agrees
     with it, one below does not."""
     inf = float("inf")
-    value, low, high = out_of_sample._interval(pd.Series([inf]), pd.Series([inf]), pd.Series([inf]), pd.Series([0.2]))
-    assert (value, low, high) == (inf, 0.2, inf)
-    assert out_of_sample._interval(pd.Series([0.1]), pd.Series([0.05]), pd.Series([inf]), pd.Series([0.2])) == (
-        0.1,
-        0.05,
-        inf,
-    )
+    censored = pd.DataFrame({"median_fraction": [inf], "median_fraction_lo": [inf], "median_fraction_hi": [inf]})
+    assert out_of_sample._measured(censored.assign(budget_fraction=0.2), "fraction") == (inf, 0.2, inf)
+    within = pd.DataFrame({"median_examples": [0.1], "median_examples_lo": [0.05], "median_examples_hi": [inf]})
+    assert out_of_sample._measured(within.assign(budget_examples=0.2), "examples") == (0.1, 0.05, inf)
+    assert all(math.isnan(x) for x in out_of_sample._measured(within.iloc[:0], "examples"))  # nothing measured
