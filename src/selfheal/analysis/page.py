@@ -63,7 +63,28 @@ def counted(counts: dict) -> str:
     return ", ".join(f"the {p} in {n}{f' of {total} models' if i == 0 else ''}" for i, (p, n) in enumerate(items))
 
 
-FILTERS = {f.__name__: f for f in (num, pct, signed_pct, eps, compact, span, cost, interval, times, counted)}
+def pct_2(x) -> str:
+    return "n/a" if pd.isna(x) else f"{100 * x:.2f} %"
+
+
+def multiplier(m) -> str:
+    """3 -> '×3', 0.3333 -> '÷3'."""
+    return f"×{m:g}" if m > 1 else f"÷{1 / m:.3g}"
+
+
+def quoted(names) -> str:
+    """'`a`', '`a` and `b`', '`a`, `b` and `c`'."""
+    q = [f"`{n}`" for n in names]
+    return q[0] if len(q) == 1 else ", ".join(q[:-1]) + " and " + q[-1]
+
+
+FILTERS = {
+    **{f.__name__: f for f in (num, pct, signed_pct, eps, compact, cost, interval, times, counted, pct_2, multiplier)},
+    "quoted": quoted,
+    "span": lambda values, fmt="num": span(values, FILTERS[fmt]),
+    "loss": lambda x: f"{x:.3f}",
+    "margin": lambda x: f"{x:+.3f}",
+}
 
 
 def _brought(net: pd.Series) -> bool:
@@ -322,21 +343,13 @@ def context(tables: dict[str, pd.DataFrame], summary: pd.DataFrame, networks: pd
     c["family_kinds"] = sorted(kinds)
     c["no_family"] = [k for k in ("encoder-only", "decoder-only", "encoder-decoder") if k not in kinds]
     # the encoder-decoder aside
-    c["aside"] = (
-        [
-            {
-                "model": m,
-                "eps": sorted(g["threshold"].unique()),
-                "rows": [
-                    (what, tg, {float(r["threshold"]): r for r in h.to_dict("records")})
-                    for (what, tg), h in g.groupby(["what", "target"], sort=False)
-                ],
-            }
-            for m, g in aside.groupby("model", sort=True)
+    c["aside"] = []  # per encoder-decoder model, its rows (what, target) by ε
+    for m, g in aside.groupby("model", sort=True) if len(aside) else []:
+        by_eps = [
+            (what, tg, {float(r["threshold"]): r for r in h.to_dict("records")})
+            for (what, tg), h in g.groupby(["what", "target"], sort=False)
         ]
-        if len(aside)
-        else []
-    )
+        c["aside"].append({"model": m, "eps": sorted(g["threshold"].unique()), "rows": by_eps})
     c["swaps"] = []  # per model with swaps at ε_min: how many are slower than from scratch, and is resetting all
     for m, mine in aside[aside["threshold"] == eps_min].groupby("model", sort=True) if len(aside) else []:
         swaps, item = mine[mine["item"].isin(SWAP_ITEMS)], mine["item"]
@@ -380,31 +393,6 @@ def context(tables: dict[str, pd.DataFrame], summary: pd.DataFrame, networks: pd
     c["reference_sizes"] = REFERENCE_SIZES
     c["related"] = related_work.comparisons(t)
     return c
-
-
-def pct_2(x) -> str:
-    return "n/a" if pd.isna(x) else f"{100 * x:.2f} %"
-
-
-def multiplier(m) -> str:
-    """3 -> '×3', 0.3333 -> '÷3'."""
-    return f"×{m:g}" if m > 1 else f"÷{1 / m:.3g}"
-
-
-def quoted(names) -> str:
-    """'`a`', '`a` and `b`', '`a`, `b` and `c`'."""
-    q = [f"`{n}`" for n in names]
-    return q[0] if len(q) == 1 else ", ".join(q[:-1]) + " and " + q[-1]
-
-
-FILTERS.update(
-    span=lambda values, fmt="num": span(values, FILTERS[fmt]),
-    pct_2=pct_2,
-    multiplier=multiplier,
-    quoted=quoted,
-    loss=lambda x: f"{x:.3f}",
-    margin=lambda x: f"{x:+.3f}",
-)
 
 
 def _environment() -> jinja2.Environment:
