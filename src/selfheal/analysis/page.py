@@ -300,14 +300,10 @@ def context(tables: dict[str, pd.DataFrame], summary: pd.DataFrame, networks: pd
         for m, g in networks.sort_values(["model", "pretrain_seed"]).groupby("model", sort=True)
     ]
     c["n_overfit"], c["n_nets"] = int(flags["overfit"].sum()), len(flags)
-    c["ngram"] = (
-        [
-            (k, g["unigram_loss"].iloc[0], g["bigram_loss"].iloc[0], g["bigram_weight"].iloc[0])
-            for k, g in networks.groupby("family_kind", sort=True)
-        ]
-        if "bigram_loss" in networks.columns
-        else []
-    )
+    c["ngram"] = [
+        (k, g["unigram_loss"].iloc[0], g["bigram_loss"].iloc[0], g["bigram_weight"].iloc[0])
+        for k, g in (networks.groupby("family_kind", sort=True) if "bigram_loss" in networks.columns else [])
+    ]
     by_sxe = flags.merge(networks[["model", "pretrain_seed", "train_sequences", "epochs"]], how="left")
     c["by_sxe"] = [
         (f"{num(float(s))} × {num(float(e))}", span(g["past_minimum_share"], pct_2), bool(g["overfit"].all()))
@@ -328,17 +324,12 @@ def context(tables: dict[str, pd.DataFrame], summary: pd.DataFrame, networks: pd
     ]
     # families: the first and last layer at ε_min, × their own from-scratch cost
     at_min = rows[rows["threshold"] == eps_min]
-    c["families"] = [
-        {
-            "model": m,
-            "family": at_min.loc[at_min["model"] == m, "family_kind"].iloc[0],
-            "sxe": next(x["sxe"] for x in c["models"] if x["model"] == m),
-            "first": at_min[(at_min["model"] == m) & (at_min["position"] == "first")].to_dict("records"),
-            "last": at_min[(at_min["model"] == m) & (at_min["position"] == "last")].to_dict("records"),
-        }
-        for m in order
-        if (at_min["model"] == m).any()
-    ]
+    c["families"] = []
+    for x in c["models"]:  # in their order
+        mine = at_min[at_min["model"] == x["model"]]
+        if len(mine):
+            ends = {p: mine[mine["position"] == p].to_dict("records") for p in ("first", "last")}
+            c["families"].append({"model": x["model"], "family": mine["family_kind"].iloc[0], "sxe": x["sxe"], **ends})
     kinds = set(networks["family_kind"])
     c["family_kinds"] = sorted(kinds)
     c["no_family"] = [k for k in ("encoder-only", "decoder-only", "encoder-decoder") if k not in kinds]
@@ -376,16 +367,9 @@ def context(tables: dict[str, pd.DataFrame], summary: pd.DataFrame, networks: pd
     ]
     sxe = drift.merge(networks[["model", "pretrain_seed", "pretrain_examples"]], how="left")
     onset = (sxe["beyond_examples"] / sxe["pretrain_examples"]).dropna()
-    c["drift_counts"] = (
-        (
-            int((drift["n_controls"] - drift["n_beyond"]).sum()),
-            int(drift["n_controls"].sum()),
-            num(float(onset.median())) if len(onset) else "",
-            span(onset),
-        )
-        if len(drift)
-        else None
-    )
+    within = int((drift["n_controls"] - drift["n_beyond"]).sum())  # the controls that never moved beyond the bound
+    median_onset = num(float(onset.median())) if len(onset) else ""
+    c["drift_counts"] = (within, int(drift["n_controls"].sum()), median_onset, span(onset)) if len(drift) else None
     c["scale"] = (
         span(flags["n_params"].astype(float)),
         span(pd.to_numeric(flags["pretrain_tokens"], errors="coerce"), compact),
