@@ -240,8 +240,8 @@ def context(tables: dict[str, pd.DataFrame], summary: pd.DataFrame, networks: pd
             }
         )
     c["brought"] = [x for x in c["models"] if x["brought"]]
-    shown = survival.in_setting(surv[surv["kind"].isin([survival.LAYER]) | (surv["target"] == "all")], setting)
-    shown = shown[shown["policy"] == setting[1]].sort_values(["model", "depth", "target"], na_position="last")
+    shown = survival.in_setting(surv[(surv["kind"] == survival.LAYER) | (surv["target"] == "all")], setting)
+    shown = shown.sort_values(["model", "depth", "target"], na_position="last")
     against = survival.in_setting(t["against_control"], setting)
     c["cost_rows"] = [
         {
@@ -258,11 +258,8 @@ def context(tables: dict[str, pd.DataFrame], summary: pd.DataFrame, networks: pd
     ]
     a_rows = against[(against["kind"] == survival.LAYER) & (against["threshold"] == eps_min)]
     c["against"] = _at(a_rows, eps_min) if len(a_rows) else None
-    context = (
-        pd.to_numeric(nets["context"], errors="coerce").astype(float) if "context" in nets.columns else pd.Series()
-    )
-    tokens = {m: float(context.get(m, math.nan)) for m in order}
-    c["tokens_per_example"] = span(tokens.values())
+    context = pd.to_numeric(nets.get("context", pd.Series(dtype=float)), errors="coerce").astype(float)
+    c["tokens_per_example"] = span(float(context.get(m, math.nan)) for m in order)
     costs = survival.in_setting(t["network_costs"], setting)
     back = costs["outcome"].isin(["recovered", "not_damaged"])
     costs = costs[(costs["kind"] == survival.LAYER) & (costs["threshold"] == eps_min) & ~back]
