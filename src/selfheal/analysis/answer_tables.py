@@ -324,11 +324,8 @@ SAME_REGIME = ("train_sequences", "epochs", "context")  # pairs compared in size
 def size_ordering(networks: pd.DataFrame) -> pd.DataFrame:
     """Does the baseline fall with D at fixed N, and not rise with N at fixed D, by more than the spread between
     pretraining seeds? One row per pair of models of the same family (arch), source and SAME_REGIME (S, E,
-    context) that differ in exactly one of n_layer and d_model; a is the smaller, b the larger. mean_loss: the mean
-    baseline over the model's pretraining seeds; seed_spread: the larger of the two models' max - min baseline
-    across seeds (0 with one seed); n_seeds: the smaller of the two models' numbers of seeds. holds: varied d_model,
-    difference (b - a) < -seed_spread (it falls by more than the spread); varied n_layer, difference < seed_spread
-    (it does not rise by more than the spread)."""
+    context) that differ in exactly one of n_layer and d_model (its columns: docs/outputs.md); n_seeds: the smaller
+    of the two models' numbers of seeds."""
     needs = ["model", "pretrain_seed", "arch", "n_layer", "d_model", "baseline_loss"]
     if not len(networks) or any(c not in networks.columns for c in needs):
         return _typed_size_ordering([])

@@ -425,10 +425,7 @@ def _matched_controls(curves: pd.DataFrame):
 
 def add_control_crossings(summary: pd.DataFrame, curves: pd.DataFrame) -> pd.DataFrame:
     """``control_examples_lo`` / ``control_examples_hi``: each cell's crossing of ε measured against its matched
-    control instead of its baseline (docs/outputs.md): the first regular evaluation at which the cell's validation
-    loss is at most (1 + ε) x its matched control's at the same examples (hi; 0 when the reset left it within
-    that already), and the evaluation before it (lo); never within it along the evaluations both curves share: lo
-    the last of them, hi null. Both null for a control and for a cell without a matched control."""
+    control instead of its baseline, along the regular evaluations both curves share (docs/outputs.md)."""
     out = summary.copy()
     control_of = _matched_controls(curves)
     rec = curves[curves["kind"] == "recovery"]
