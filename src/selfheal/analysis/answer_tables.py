@@ -44,9 +44,7 @@ NETWORK_COST_COLUMNS = [
     "position",
     "depth",
     "rel_depth",
-    "regime",
-    "policy",
-    "init",
+    *survival.SETTING,
     "seed",
     "threshold",
     "outcome",
@@ -75,21 +73,8 @@ VALIDATION_ERROR_COLUMNS = [
     "n_confirmed",
     "n_not_confirmed",
 ]
-CKA_COLUMNS = [
-    "model",
-    "target",
-    "depth",
-    "regime",
-    "policy",
-    "init",
-    "threshold",
-    "cka",
-    "cka_lo",
-    "cka_hi",
-    "cka_floor",
-    "n_cells",
-    "n_clusters",
-]
+CKA_KEYS = ["model", "target", "depth", "regime", "policy", "init", "threshold"]  # a cka row's layer and setting
+CKA_COLUMNS = [*CKA_KEYS, "cka", "cka_lo", "cka_hi", "cka_floor", "n_cells", "n_clusters"]
 REFERENCE_COLUMNS = [
     "model",
     "pretrain_seed",
@@ -153,9 +138,7 @@ DAMAGE_CELL_COLUMNS = [
     "seed",
     "target",
     "depth",
-    "regime",
-    "policy",
-    "init",
+    *survival.SETTING,
     "threshold",
     "damage",
     "cost",
@@ -234,8 +217,7 @@ def cka(cells: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(columns=CKA_COLUMNS)
     rows = rows[(rows["kind"] == survival.LAYER) & rows["cka"].notna()]
     out = []
-    keys = ["model", "target", "depth", "regime", "policy", "init", "threshold"]
-    for key, group in rows.groupby(keys, sort=True):
+    for key, group in rows.groupby(CKA_KEYS, sort=True):
         values = group["cka"].astype(float).to_numpy()
         col, units = survival.resample_units(group)
         boot, probs = [], []
@@ -248,7 +230,7 @@ def cka(cells: pd.DataFrame) -> pd.DataFrame:
         floor = group["cka_floor"].astype(float).mean() if "cka_floor" in group else math.nan
         out.append(
             {
-                **dict(zip(keys, key)),
+                **dict(zip(CKA_KEYS, key)),
                 "cka": float(values.mean()),
                 "cka_lo": lo,
                 "cka_hi": hi,

@@ -45,9 +45,7 @@ TERM_LABELS = {
 # compares the first layer with the last, and the last-layer term is confounded with the intercept.
 FIRST_VS_LAST = "the first layer (vs. the last: no middle layers)"
 FIT_COLUMNS = [
-    "regime",
-    "policy",
-    "init",
+    *survival.SETTING,
     "threshold",
     "term",
     "label",
@@ -87,9 +85,7 @@ REASONS = {
     "not_converged": "the fit did not converge",
 }
 DAMAGE_COLUMNS = [
-    "regime",
-    "policy",
-    "init",
+    *survival.SETTING,
     "threshold",
     "rho",
     "rho_lo",

@@ -47,9 +47,7 @@ GROUP_KEYS = [
     "depth",
     "position",
     "rel_depth",
-    "regime",
-    "policy",
-    "init",
+    *SETTING,
     "threshold",
 ]
 SUMMARY_NEEDS = [
