@@ -335,8 +335,7 @@ def _network_cells(grid: dict, model: dict, pretrain_seed: int) -> list[Cell]:
             if grid["controls"]:
                 # "none" has nothing to reset: policy and init are 'none' so it runs once per regime and seed.
                 out.append(cell(NONE, "none", "none"))
-                for init in grid["inits"]:
-                    out.append(cell(ALL, "full", init))
+                out += [cell(ALL, "full", init) for init in grid["inits"]]
     return out
 
 

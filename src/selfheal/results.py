@@ -99,11 +99,9 @@ def ship(results: str | Path, dest: str | Path, max_mb: float = 8.0) -> list[Pat
 
 
 def reread(dest: str | Path, workers: int = 1) -> list[Path]:
-    """Re-derive a shipped run's answer (its answer tables, page and the figures it links) from its own summary,
-    curves and networks tables (and the side tables it has: the lr check's, what a partial readout leaves out) under
-    the code as it is now: the networks table's columns that its curves give (``tables.add_minimum``), then what the
-    ``answer`` rule would write from them, shipped back into ``dest``. For a run shipped by an older version. Returns
-    the files written."""
+    """``reread`` (the module docstring): the networks table's columns that its curves give (``tables.add_minimum``),
+    then what the ``answer`` rule writes from the three tables and the side tables ``dest`` has (the lr check's, what
+    a partial readout leaves out), shipped back into ``dest``. Returns the files written."""
     dest = Path(dest)
     missing = [f"{name}.parquet" for name in TABLES if not (dest / f"{name}.parquet").is_file()]
     if missing:

@@ -539,12 +539,8 @@ def write(
     recoveries, pretrain = files["recoveries"], files["pretrain"]
     summary = summary_table(recoveries)
     curves = curves_table(recoveries, files["curves"], pretrain, files["pretrain_curves"])
-    networks = add_minimum(
-        networks_table(
-            list(pretrain) + list(files["unadapted"]), files["baselines"], summary, thresholds, pretraining_tokens
-        ),
-        curves,
-    )
+    pre = [*pretrain, *files["unadapted"]]  # every network's pretraining (or import) record
+    networks = add_minimum(networks_table(pre, files["baselines"], summary, thresholds, pretraining_tokens), curves)
     summary = add_scratch_reference(add_controls_and_flags(summary, curves, networks), curves, networks)
     summary = add_control_crossings(add_outcomes(summary, curves), curves)
     results_io.write_parquet(summary_out, summary.reindex(columns=SUMMARY_COLUMNS))
