@@ -28,7 +28,6 @@ include: "workflow/rules/data.smk"
 include: "workflow/rules/models.smk"
 include: "workflow/rules/report.smk"
 include: "workflow/rules/answer.smk"
-include: "workflow/rules/lr_sensitivity.smk"
 
 
 module experiments:
@@ -50,4 +49,3 @@ rule all:
         expand(f"{RESULTS}/plots/{{plot}}.{{ext}}", plot=PLOTS if CELLS else [], ext=["html", "png"]),
         ANSWER_OUTPUTS if CELLS else [],  # the answer page, its tables and figures
         rules.all_experiments.input,
-        LR_SENSITIVITY_TABLES,  # the lr-sensitivity check (retrain.lr_sensitivity), beside the answer page

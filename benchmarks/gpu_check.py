@@ -86,12 +86,16 @@ def config_for(models: list[dict], hardware: dict, device: str, tiny: bool) -> d
         "tokenizer": {"vocab_size": 300 if tiny else 8192},
         "models": models,
         "pretrain": {
-            "epochs": 1,
+            "max_epochs": 1,
             "train_sequences": 256 if tiny else 4096,
-            "batch_size": 32 if tiny else 64,
-            "lr": 1e-2 if tiny else 6e-4,
             "eval_every_examples": 128 if tiny else 2048,
             "seeds": [0],
+        },
+        "recipe": {  # one copy's lr is what this check times, at the lrs full.yaml races
+            "lrs": [3e-3, 1e-2, 3e-2, 1e-1] if tiny else [1e-4, 3e-4, 1e-3, 3e-3],
+            "max_lr_extensions": 0,
+            "batch_size": 32 if tiny else 64,
+            "warmup_steps": 5,
         },
         "eval": {"val_sequences": 32 if tiny else 480, "batch_size": 32 if tiny else 128},
         "grid": {
@@ -103,9 +107,6 @@ def config_for(models: list[dict], hardware: dict, device: str, tiny: bool) -> d
             "matched_controls": "none",
         },
         "retrain": {
-            "batch_size": 32 if tiny else 64,
-            "lr": 1e-2 if tiny else 6e-4,
-            "warmup_steps": 5,
             "eval_every_examples": 128 if tiny else 2048,
             "budget_fraction": 1.0,
             "thresholds": [1e-4],

@@ -66,12 +66,10 @@ def control_curve(results: Path, model_cfg: dict, eval_cfg: dict, target: str, d
     examples = round(fraction * pre.pretrain_examples)
     budget = budgets.Budget(examples, budgets.PRETRAIN_EXAMPLES, float(pre.pretrain_examples), fraction, None)
     cell = grid.Cell(model, target, "full", grid.TRAINED, "frozen", 0, pretrain_seed=seed)
-    checkpoint = results / "retrain_data" / f"{model}-p{seed}-{target}-{data}.ckpt"
-    checkpoint.parent.mkdir(parents=True, exist_ok=True)
-    _, _, curve = unit.heal_cell(
-        base, job, train, model_cfg, cell, None, baseline, pre, None, str(checkpoint), examples, budget=budget
-    )
-    checkpoint.unlink(missing_ok=True)
+    _, _, curve, _ = unit.heal_cell(
+        base, job, train, model_cfg, cell, None, baseline, pre, None, None, examples, budget=budget,
+        control_lr=model_cfg["retrain"]["lr"],  # the study's retraining lr: a control is not raced
+    )  # fmt: skip
     curve = curve.assign(drift=curve["val_loss"] / baseline - 1, fraction=curve["examples"] / pre.pretrain_examples)
     return curve, len(train), baseline
 
@@ -106,13 +104,15 @@ def main() -> None:
     minutes = (time.perf_counter() - t0) / 60
     head = ["layer retrained", "data"] + [f"at {f:g} of S × E" for f in POINTS] + [f"at {a.fraction:g} (end)"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)] + ["| " + " | ".join(r) + " |" for r in rows]
-    r = model_cfg["retrain"]
+    rec = model_cfg["recipe"]
+    pre = records.read(a.results / "models" / a.model / f"p{a.seed}" / "pretrain.json", PretrainSummary)
     lines += [
         "",
         f"Network: {a.model}, pretraining seed {a.seed} (S = {sizes['S']:,} sequences × E = "
-        f"{model_cfg['pretrain']['epochs']}, at its validation minimum; baseline {baseline:.4f}); nothing reset, "
-        f"the layer's tensors retrained from their trained values with the study's retraining ({r['optimizer']}, lr "
-        f"{r['lr']:g}, batch {r['batch_size']}), on S or on the {sizes['outside S']:,} train-split sequences outside "
+        f"{pre.epochs:.3g}, at its validation minimum; baseline {baseline:.4f}); nothing reset, "
+        f"the layer's tensors retrained from their trained values with the study's retraining (schedule-free AdamW, "
+        f"lr {rec['lrs'][0]:g}, batch {rec['batch_size']}), on S or on the {sizes['outside S']:,} "
+        f"train-split sequences outside "
         f"it; drift: validation loss / baseline − 1. {len(rows)} runs in {minutes:.0f} minutes on {machine()} "
         f"(`.venv/bin/python benchmarks/retrain_data.py {a.results}`).",
     ]

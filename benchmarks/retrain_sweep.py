@@ -6,7 +6,7 @@ within +-eps_min / 4 of the baseline at every evaluation after warm-up: then an 
 way stays where it was, and a reset network's return is not the optimiser's own drift.
 
     .venv/bin/python benchmarks/retrain_sweep.py results    # the documented network and candidates (DOCUMENTED)
-    # [--candidates adamw:3e-3,schedulefree:1e-2,...] [--budget-scratch 1.25] [--workers 2] [--no-write]
+    # [--candidates schedulefree:3e-3,schedulefree:1e-2,...] (the one recipe's optimiser) [--budget-scratch 1.25] [--workers 2] [--no-write]
 
 The network is pretrained once per settings (kept in <results>/sweep/networks/). The budget is
 ``--budget-scratch`` x the examples its own pretraining needed to first reach baseline x (1 + eps_min). Prints a
@@ -34,10 +34,10 @@ import yaml
 from common import ROOT, add_write_flag, machine, publish
 
 from selfheal import config, grid, models, records
-from selfheal.analysis.stats import first_crossing
-from selfheal.heal import thresholds, unit
+from selfheal.heal import budget as budgets
+from selfheal.heal import unit
 from selfheal.records import Baseline, PretrainSummary
-from selfheal.training import pretrain, setup
+from selfheal.training import pretrain, recipe, setup
 
 MARKER = "retrain-sweep"
 # reset as deletion (--init zero_out --no-controls --candidates schedulefree:1e-3): the chosen retraining on the same
@@ -50,10 +50,10 @@ DOCUMENTED = dict(
     n_layer=2,
     d_model=48,
     train_sequences=3865,
-    epochs=24,
+    epochs=48,  # pretrain.max_epochs: each copy of the lr race stops at its validation minimum (patience)
     candidates="schedulefree:2.7e-2,schedulefree:9e-3,schedulefree:3e-3,schedulefree:1e-3,schedulefree:3e-4",
     budget_scratch=1.25,
-    pretrain_lr=6e-3,
+    patience=4.0,
     arch="gpt2",
     n_dec_layer=0,
     val_sequences=128,
@@ -86,7 +86,11 @@ def model_config(a) -> dict:
         }
     ]
     raw["pretrain"].update(
-        epochs=a.epochs, train_sequences=a.train_sequences or None, seeds=[0], plateau_check=None, lr=a.pretrain_lr
+        max_epochs=a.epochs,
+        patience=a.patience,
+        train_sequences=a.train_sequences or None,
+        seeds=[0],
+        plateau_check=None,
     )
     raw["eval"]["confirm_sequences"] = 0
     raw["eval"]["val_sequences"] = a.val_sequences
@@ -97,7 +101,7 @@ def model_config(a) -> dict:
 def network_folder(a, results: Path) -> Path:
     """Where the network of these settings is kept."""
     S = a.train_sequences or "all"
-    lr = "" if a.pretrain_lr == DOCUMENTED["pretrain_lr"] else f"-lr{a.pretrain_lr:g}"
+    lr = "" if a.patience == DOCUMENTED["patience"] else f"-p{a.patience:g}"
     arch = "" if a.arch == "gpt2" else f"{a.arch}-"
     dec = f"+{a.n_dec_layer}" if a.n_dec_layer else ""
     val = "" if a.val_sequences == DOCUMENTED["val_sequences"] else f"-v{a.val_sequences}"
@@ -123,9 +127,8 @@ def network(a, results: Path):
             baseline_path=str(folder / "baseline.json"),
         )
     base = records.read(folder / "baseline.json", Baseline).val_loss
-    curve = pd.read_parquet(folder / "curve.parquet")
-    scratch = first_crossing(curve["examples"], curve["val_loss"], thresholds.threshold_loss(base, min(EPS)))
-    return folder, base, scratch.examples
+    scratch = budgets.scratch_cost(pd.read_parquet(folder / "curve.parquet"), base, min(EPS))  # the fewest of any copy
+    return folder, base, scratch
 
 
 def run_cell(args) -> dict:
@@ -135,9 +138,14 @@ def run_cell(args) -> dict:
     model_cfg, eval_cfg = model_config(a)
     pre = records.read(folder / "pretrain.json", PretrainSummary)
     budget = math.ceil(a.budget_scratch * scratch)
-    model_cfg["retrain"].update(
-        optimizer=optimizer, lr=lr, thresholds=list(EPS), budget_fraction=budget / pre.pretrain_examples
-    )
+    if optimizer != recipe.OPTIMIZER:
+        raise SystemExit(f"candidate {optimizer}:{lr}: the one recipe's optimiser is {recipe.OPTIMIZER}")
+    model_cfg["retrain"].update(thresholds=list(EPS), budget_fraction=budget / pre.pretrain_examples)
+    model_cfg["recipe"] = {
+        **model_cfg["recipe"],
+        "lrs": [lr],
+        "max_lr_extensions": 0,
+    }  # one candidate: a race of one lr
     tokens = str(results / "corpus" / "bpe" / "tokens.safetensors")
     setup.seed_everything(0, 1)
     base = models.load(str(folder / "trained"))
@@ -145,9 +153,8 @@ def run_cell(args) -> dict:
     base.requires_grad_(False)
     train_seqs = setup.train_sequences(model_cfg, tokens)
     cell = grid.Cell(model_cfg["name"], target, "full", grid.TRAINED if control else init, "frozen", 0, pretrain_seed=0)
-    checkpoint = results / "sweep" / f"{optimizer}-{lr}-{target}-{init}-{control}.ckpt"
     t0 = time.perf_counter()
-    _, result, curve = unit.heal_cell(
+    _, result, curve, _ = unit.heal_cell(
         base,
         job,
         train_seqs,
@@ -157,15 +164,14 @@ def run_cell(args) -> dict:
         base_loss,
         pre,
         None,
-        str(checkpoint),
+        None,
         control_examples=budget if control else None,
     )
     wall = time.perf_counter() - t0
-    checkpoint.unlink(missing_ok=True)
     curves = network_folder(a, results) / "curves"  # each run's curve, beside its network
     curves.mkdir(exist_ok=True)
     curve.to_parquet(curves / f"{optimizer}-{lr:g}-{target}-{'control' if control else init}.parquet")
-    warm = model_cfg["retrain"]["warmup_steps"]
+    warm = model_cfg["recipe"]["warmup_steps"]
     after = curve[curve["steps"] > warm]
     row = {
         "optimizer": optimizer,

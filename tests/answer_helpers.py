@@ -88,6 +88,9 @@ def synthetic(
                     "plateau_examples": round(1.5 * SXE),
                     "plateau_val_loss": baseline + 0.001,
                     "plateau_gain": -0.001,
+                    "pretrain_lr": 1e-2,
+                    "lr_at_edge": False,
+                    "stopped_by": "patience",
                 }
             )
             pre_grid = np.arange(0, SXE + 1, 4000)
@@ -105,6 +108,8 @@ def synthetic(
                         "val_loss": baseline + 2.9 * math.exp(-e / 6000),
                         "train_loss": None,
                         "replay": False,
+                        "lr": 1e-2,  # the race's kept copy
+                        "kept": True,
                     }
                 )
             targets = [(f"L{i}", i) for i in range(n_layer)] + [("all", None)]
@@ -217,8 +222,9 @@ def synthetic(
     summary = tables.add_outcomes(summary, curves)  # the outcome of each row, by the workflow's own rule
     summary = tables.add_control_crossings(summary, curves)  # and its crossing against its matched control
     networks = pd.DataFrame(network_rows)
-    for column in ("pretrain_examples", "train_sequences", "epochs", "context"):
+    for column in ("pretrain_examples", "train_sequences", "context"):
         networks[column] = networks[column].astype("Int64")
+    networks["epochs"] = networks["epochs"].astype("float64")
     # the columns aggregate derives from the others, derived here by the same code (the pretraining reference, how
     # far each network ended past its minimum)
     summary = tables.add_scratch_reference(summary, curves, networks)
@@ -290,6 +296,8 @@ def _cell(cell, a, tau, baseline, thresholds, budget, grid, summary_rows, curve_
                 "val_loss": float(loss),
                 "train_loss": None,
                 "replay": False,
+                "lr": None,
+                "kept": True,
             }
         )
     last = None
@@ -339,6 +347,8 @@ def _cell(cell, a, tau, baseline, thresholds, budget, grid, summary_rows, curve_
                 "val_diff_se": 0.002,
                 "budget_unit": "pretrain_examples",
                 "stalled_examples": None,
+                "lr": 3e-3 if recovered else 1e-3,  # the race's winner; censored: the primary copy's lr
+                "lr_at_edge": False if recovered else None,
             }
         )
     return last

@@ -51,14 +51,14 @@ def _refused(raw: dict, key: str) -> config.ConfigError:
 # --- non-finite numbers: NaN and infinities pass JSON-schema bounds, so they are refused anywhere --------------
 
 NON_FINITE = [
-    ("retrain: {lr: .nan}", "retrain.lr"),
-    ("pretrain: {lr: .inf}", "pretrain.lr"),
+    ("recipe: {lrs: [1.0e-3, 3.0e-3, .nan, 3.0e-2]}", "recipe.lrs[2]"),
+    ("pretrain: {max_epochs: .inf}", "pretrain.max_epochs"),
     ("retrain: {budget_fraction: .inf}", "retrain.budget_fraction"),
     ("retrain: {budget_scratch: .inf}", "retrain.budget_scratch"),
     ("retrain: {stop_stalled: .inf}", "retrain.stop_stalled"),
     ("retrain: {thresholds: [0.01, .nan]}", "retrain.thresholds[1]"),
     ("corpus: {source: shakespeare, val_fraction: .nan}", "corpus.val_fraction"),
-    ("pretrain: {min_lr_fraction: -.inf}", "pretrain.min_lr_fraction"),
+    ("recipe: {weight_decay: -.inf}", "recipe.weight_decay"),
     ("models: [{name: m, n_layer: 2, d_model: 32, n_head: 2, dropout: .nan}]", "models[0].dropout"),
     ("transfer: {lr: .nan}", "transfer.lr"),
 ]
@@ -71,8 +71,39 @@ def test_non_finite_numbers_are_refused(snippet, key):
 
 
 def test_a_float_is_not_an_integer():
-    _refused(_over_default("pretrain: {epochs: 2.0}"), "pretrain.epochs")
+    _refused(_over_default("recipe: {batch_size: 16.0}"), "recipe.batch_size")
     _refused(_over_default("models: [{name: m, n_layer: 2.0, d_model: 32, n_head: 2}]"), "models[0].n_layer")
+
+
+# --- keys the one recipe replaced: refused by name, with where the setting went ----------------------------------
+
+REMOVED = [
+    ("pretrain: {epochs: 24}", "pretrain.epochs", "pretrain.max_epochs"),
+    ("pretrain: {lr: 6.0e-3}", "pretrain.lr", "recipe.lrs"),
+    ("pretrain: {min_lr_fraction: 0.1}", "pretrain.min_lr_fraction", "no decay"),
+    ("pretrain: {warmup_fraction: 0.05}", "pretrain.warmup_fraction", "recipe.warmup_steps"),
+    ("pretrain: {batch_size: 16}", "pretrain.batch_size", "recipe.batch_size"),
+    ("retrain: {lr: 1.0e-3}", "retrain.lr", "recipe.lrs"),
+    ("retrain: {optimizer: schedulefree}", "retrain.optimizer", "schedule-free AdamW"),
+    ("retrain: {batch_size: 32}", "retrain.batch_size", "recipe.batch_size"),
+    ("retrain: {warmup_steps: 10}", "retrain.warmup_steps", "recipe.warmup_steps"),
+    ("models: [{name: m, n_layer: 1, d_model: 16, n_head: 2, pretrain: {epochs: 2}}]", "models[0].pretrain.epochs",
+     "pretrain.patience"),
+    ("models: [{name: m, n_layer: 1, d_model: 16, n_head: 2, retrain: {lr: 0.1}}]", "models[0].retrain.lr",
+     "recipe.lrs"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("snippet,key,where", REMOVED, ids=[k for _, k, _ in REMOVED])
+def test_a_removed_key_is_refused_with_where_it_went(snippet, key, where):
+    err = _refused(_over_default(snippet), key)
+    assert "removed" in str(err) and where in str(err) and "docs/configuration.md#recipe" in str(err)
+
+
+def test_the_race_grid_goes_up():
+    _refused(_over_default("recipe: {lrs: [1.0e-2, 3.0e-3, 3.0e-2, 0.1]}"), "recipe.lrs[1]")
+    _refused(_over_default("recipe: {lrs: [1.0e-3, 3.0e-3, 1.0e-2]}"), "recipe.lrs")  # fewer than four
+    _refused(_over_default("recipe: {batch_size: 2048}"), "pretrain.eval_every_examples")  # above every interval
 
 
 # --- sizes the corpus cannot supply -------------------------------------------------------------------------------
@@ -290,19 +321,6 @@ def test_an_encoder_swap_donor_that_cannot_give_its_encoder():
     assert {f"models[{last}].context", f"models[{last - 1}].context"} <= set(err.keys)
 
 
-def test_an_lr_check_of_a_target_the_grid_no_longer_makes_names_the_grid_key():
-    """Dropping the swap an lr check heals again, or the layer it names, is refused at the lr target, naming the
-    grid or model key that made the target too (either may be the one the user meant to change)."""
-    bart = {"name": "bart", "d_model": 16, "retrain": {"lr_sensitivity": [3.0], "lr_sensitivity_targets": ["swap32"]}}
-    assert experiments_config.resolve_whole(_with_barts("grid: {encoder_swap: [32]}", bart))
-    i = len(_over_default("{}")["models"])  # the bart, after the default models
-    err = _refused(_with_barts("grid: {encoder_swap: []}", bart), f"models[{i}].retrain.lr_sensitivity_targets[0]")
-    assert "grid.encoder_swap" in err.keys and "'swap32' is no target of 'bart'" in str(err)
-    bart["retrain"]["lr_sensitivity_targets"] = ["dec.1"]
-    err = _refused(_with_barts("{}", bart), f"models[{i}].retrain.lr_sensitivity_targets[0]")
-    assert {"grid.layers", f"models[{i}].n_dec_layer"} <= set(err.keys)
-
-
 def test_a_grid_that_makes_no_cell():
     _refused(_over_default("grid: {layers: [], controls: false, matched_controls: none}"), "grid.layers")
 
@@ -331,7 +349,7 @@ def test_snakemake_refuses_bad_input_before_any_job(tmp_path):
     (pickled / "config.json").write_text(json.dumps({"model_type": "gpt2", "n_layer": 2}))
     (pickled / "pytorch_model.bin").write_bytes(b"\x80\x04")
     cases = {
-        "retrain.lr": {"retrain": {"lr": math.nan}},
+        "pretrain.patience": {"pretrain": {"patience": math.nan}},
         "pretrain.train_sequences": {"pretrain": {"train_sequences": 10_000_000}},
         "models[0].name_or_path": yaml.safe_load(yaml.safe_dump(_pretrained(str(pickled)))),
         "grid.policies[0]": {"grid": {"policies": ["cross_attn"]}},
@@ -568,11 +586,12 @@ def test_every_single_mutation_of_every_shipped_config():
 def test_the_key_check_of_the_property_test_can_fail():
     assert _real_key("models[0].pretrain.train_sequences", {}) and _real_key("grid.layers[1]", {})
     assert not _real_key("<top level>", {}) and not _real_key("models[0].no_such", {"models": [{}]})
-    changed = [("models", 0, "pretrain", "lr")]
-    assert _names_a_changed_key("models[0].pretrain.lr", changed) and _names_a_changed_key("pretrain.lr", changed)
+    changed = [("models", 0, "pretrain", "patience")]
+    assert _names_a_changed_key("models[0].pretrain.patience", changed)
+    assert _names_a_changed_key("pretrain.patience", changed)
     assert _names_a_changed_key("models[0].pretrain", changed)  # the section above it
-    assert _names_a_changed_key("models[0].pretrain.epochs", changed)  # a rule between two keys of the section
-    assert not _names_a_changed_key("grid.layers", changed) and not _names_a_changed_key("retrain.lr", changed)
+    assert _names_a_changed_key("models[0].pretrain.max_epochs", changed)  # a rule between two keys of the section
+    assert not _names_a_changed_key("grid.layers", changed) and not _names_a_changed_key("retrain.patience", changed)
     assert not _names_a_changed_key("models[1].n_head", changed)
 
 

@@ -44,8 +44,12 @@ def test_the_budget_unit(tmp_path):
     assert budget.run_examples(b, is_control=True, control_examples=300) == 300
     assert budget.run_examples(b, is_control=True, control_examples=None) == 0
     assert budget.run_examples(b, is_control=False, control_examples=300) == 1000
-    cfg = {"name": "m", "retrain": {**RETRAIN, "lr": 1.0}}
-    assert grid.covered("cell", cfg) == {"name": "m", "retrain": {"thresholds": [0.05, 0.01], "lr": 1.0}}
+    cfg = {"name": "m", "retrain": {**RETRAIN, "eval_every_examples": 64}, "recipe": {"lrs": [1.0]}}
+    assert grid.covered("cell", cfg) == {
+        "name": "m",
+        "retrain": {"thresholds": [0.05, 0.01], "eval_every_examples": 64},
+        "recipe": {"lrs": [1.0]},
+    }
 
 
 # -- a raised budget continues the cells that had not crossed ---------------------------------------------------
@@ -73,20 +77,21 @@ def inputs(tmp_path):
         **TINY_MODEL,
         "hardware": CPU,  # the two runs are compared number for number
         "source": "scratch",
-        "pretrain": {"train_sequences": 128, "seed": 0, "epochs": 2},
-        "retrain": {
-            "lr": 1e-2,
+        "pretrain": {"train_sequences": 128, "seed": 0, "max_epochs": 2},
+        "recipe": {
+            "lrs": [1e-2, 3e-2],  # healing races these (one recipe: pretraining too)
+            "max_lr_extensions": 0,
             "batch_size": 16,
-            "weight_decay": 0.0,
-            "grad_clip": 1.0,
-            "eval_every_examples": 40,
             "warmup_steps": 2,
+            "weight_decay": 0.0,
+        },  # fmt: skip
+        "retrain": {
+            "eval_every_examples": 40,
             "budget_fraction": 0.47,
             "thresholds": [0.01],
             "checkpoint_every_steps": 0,
             "prefix_cache_mb": 100,
             "resolution": 0.1,
-            "optimizer": "adamw",
         },
     }
     return tmp_path, model_cfg, {"val_sequences": 32, "batch_size": 16}
@@ -128,15 +133,19 @@ def test_a_raised_budget_continues_to_the_numbers_of_the_larger_run(inputs, capl
     with caplog.at_level("INFO", logger="selfheal"):
         extended, extended_curves = _run(tmp_path, larger, eval_cfg, "extended")  # the same work folder
     continued = [r.getMessage() for r in caplog.records if "continues a run with a smaller budget" in r.getMessage()]
-    assert len(continued) == len(CELLS) and all("(80 examples)" in m for m in continued)  # the last regular one
+    # each copy of each race continues, and each control whose cell's primary lr is the same (else it trains anew)
+    copies = sum(2 if not c.is_matched_control else short[c].lr == extended[c].lr for c in CELLS)
+    assert len(continued) == copies and all("(80 examples)" in m for m in continued)  # the last regular one
     fresh, fresh_curves = _run(tmp_path, larger, eval_cfg, "fresh")
     for cell in CELLS:
         assert _numbers(extended[cell]) == _numbers(fresh[cell]), cell
         pd.testing.assert_frame_equal(extended_curves[cell], fresh_curves[cell], check_exact=True)
         assert extended[cell].budget_examples == 179 if not cell.is_matched_control else True
-    # the controls train as long as the longest cell they are matched with, under the larger budget too
+    # the controls train as long as the longest cell they are matched with, under the larger budget too, and at
+    # its primary copy's lr
     for control, matched in ((CELLS[2], CELLS[0]), (CELLS[3], CELLS[1])):
         assert extended_curves[control]["examples"].max() == extended_curves[matched]["examples"].max()
+        assert extended[control].lr == extended[matched].lr and extended[matched].lrs == [1e-2, 3e-2]
     # a lowered budget within the last regular evaluation continues from it; below it, the cell trains anew
     lowered = {**model_cfg, "retrain": {**model_cfg["retrain"], "budget_fraction": 0.2}}  # 51 examples
     again, again_curves = _run(tmp_path, lowered, eval_cfg, "extended")
@@ -157,8 +166,8 @@ def test_a_stalled_cell_stops_and_a_raised_budget_keeps_it(inputs, caplog):
     # lr 1e-12: nothing moves, so every curve is flat (stalled once its last doubling holds 4 evaluations); an
     # evaluation after every batch of 16; the rule applies from 0.2 x 256 = 51 examples on: it stops at 96
     # (48, 64, 80, 96 in its last doubling)
-    flat = {"lr": 1e-12, "eval_every_examples": 16, "budget_fraction": 0.7, "stop_stalled": 0.2}
-    cfg = {**model_cfg, "retrain": {**model_cfg["retrain"], **flat}}
+    flat = {"eval_every_examples": 16, "budget_fraction": 0.7, "stop_stalled": 0.2}
+    cfg = {**model_cfg, "retrain": {**model_cfg["retrain"], **flat}, "recipe": {**model_cfg["recipe"], "lrs": [1e-12]}}
     stopped, curves = _run(tmp_path, cfg, eval_cfg, "stopped")
     for cell in CELLS:
         assert curves[cell]["examples"].max() == 96, cell

@@ -93,8 +93,8 @@ def test_default_sizes_share_data_and_schedule():
     """Vary one thing at a time: every size of the default trains on the same S, E, context and schedule, so no
     size axis is confounded with training length (docs/method.md, "Choosing the default")."""
     resolved = config.resolve(_default())
-    keys = ("epochs", "train_sequences", "batch_size", "lr", "warmup_fraction", "min_lr_fraction")
-    schedules = {tuple(m["pretrain"][k] for k in keys) + (m["context"],) for m in resolved["models"]}
+    keys = ("max_epochs", "patience", "train_sequences")
+    schedules = {tuple(m["pretrain"][k] for k in keys) + (m["context"], repr(m["recipe"])) for m in resolved["models"]}
     assert len(schedules) == 1, schedules
     sizes = sorted({(m["n_layer"], m["d_model"]) for m in resolved["models"]})
     # at least two sizes, and every other size differs from the first in N only or in D only
@@ -105,7 +105,7 @@ def _mutate(path, value):
     raw = _default()
     node = raw
     for key in path[:-1]:
-        node = node[key]
+        node = node.setdefault(key, {}) if isinstance(node, dict) else node[key]  # a section the config leaves out
     if value is _DELETE:
         del node[path[-1]]
     else:
@@ -124,22 +124,25 @@ BAD = [
     (("models", 0, "d_model"), 0, "models[0].d_model"),
     (("models", 0, "n_layer"), -2, "models[0].n_layer"),
     (("models", 0, "n_head"), 5, "models[0].n_head"),
-    (("pretrain", "epochs"), "three", "pretrain.epochs"),
+    (("pretrain", "max_epochs"), "three", "pretrain.max_epochs"),
+    (("pretrain", "patience"), 0, "pretrain.patience"),
+    (("recipe", "lrs"), [1e-3, 3e-3, 1e-2, 0], "recipe.lrs[3]"),
+    (("recipe", "warmup_steps"), -1, "recipe.warmup_steps"),
+    (("recipe", "max_lr_extensions"), 0.5, "recipe.max_lr_extensions"),
+    (("models", 0, "recipe"), {"batch_size": 0}, "models[0].recipe.batch_size"),
     (("retrain", "budget_fraction"), -0.5, "retrain.budget_fraction"),
     (("retrain", "budget_scratch"), 0, "retrain.budget_scratch"),
     (("retrain", "budget_scratch"), "1.25x", "retrain.budget_scratch"),
     (("models", 0, "retrain"), {"budget_scratch": -1.0}, "models[0].retrain.budget_scratch"),
     (("grid",), {"policies": ["ln"], "inits": ["fresh", "zero_out"]}, "grid.inits"),  # zero_out: nothing to zero
     (("retrain", "thresholds"), [0.01, 1.5], "retrain.thresholds[1]"),
-    (("retrain", "lr_sensitivity"), [3.0, 1], "retrain.lr_sensitivity[1]"),  # 1 is the grid's own lr
-    (("models", 0, "retrain"), {"lr_sensitivity": [1.0]}, "models[0].retrain.lr_sensitivity[0]"),
-    (("retrain", "lr_sensitivity"), [3.0, -3.0], "retrain.lr_sensitivity[1]"),
-    (("retrain", "lr_sensitivity"), 3.0, "retrain.lr_sensitivity"),
-    (  # a further target of the lr check that the first network has no cell of
-        ("models", 0, "retrain"),
-        {"lr_sensitivity": [3.0], "lr_sensitivity_targets": ["swap32"]},
-        "models[0].retrain.lr_sensitivity_targets[0]",
-    ),
+    (("retrain", "lr_sensitivity"), [3.0], "retrain.lr_sensitivity"),  # retired: every cell races recipe.lrs
+    (("recipe", "lrs"), [1e-3, 3e-3, 1e-2], "recipe.lrs"),  # at least 4
+    (("recipe", "lrs"), [1e-3, 3e-3, 3e-2, 1e-1], "recipe.lrs[2]"),  # x 10: not about x 3 apart
+    (("recipe", "lrs"), [3e-2, 1e-2, 3e-3, 1e-3], "recipe.lrs[1]"),  # descending
+    (("models", 0, "recipe"), {"lrs": [1e-3, 2e-3, 6e-3, 1.8e-2]}, "models[0].recipe.lrs[1]"),
+    (("recipe", "max_lr_extensions"), -1, "recipe.max_lr_extensions"),
+    (("models", 0, "retrain"), {"lr_sensitivity_targets": ["L0"]}, "models[0].retrain.lr_sensitivity_targets"),
     (("grid", "seeds"), [], "grid.seeds"),
     (("corpus", "source"), "files", "corpus.files"),
     (("models",), [], "models"),
@@ -162,8 +165,8 @@ BAD = [
     (("retrain", "thresholds"), [], "retrain.thresholds"),
     (("retrain", "eval_every_examples"), 8, "retrain.eval_every_examples"),
     (("retrain", "checkpoint_every_steps"), -1, "retrain.checkpoint_every_steps"),
-    (("pretrain", "warmup_fraction"), 1.0, "pretrain.warmup_fraction"),
-    (("pretrain", "lr"), 0, "pretrain.lr"),
+    (("pretrain", "warmup_fraction"), 1.0, "pretrain.warmup_fraction"),  # removed: recipe.warmup_steps
+    (("pretrain", "lr"), 0, "pretrain.lr"),  # removed: recipe.lrs
     (("hardware",), {"device": "tpu"}, "hardware.device"),
     (("hardware",), {"precision": "fp16"}, "hardware.precision"),
     (("hardware",), {"tf32": False}, "hardware.tf32"),  # no longer a key: TF32 is always on (training.hardware)
@@ -213,10 +216,11 @@ def _rules(local: str) -> list[tuple[dict, str]]:
         ),
         (over(models=[{**gpt2, "frozen_random": [["ffn"]]}, {**gpt2, "name": variant}]), "models[0].frozen_random[0]"),
         (
-            over(models=[{**gpt2, "retrain": {"eval_every_examples": 8, "batch_size": 16}}]),
+            over(models=[{**gpt2, "retrain": {"eval_every_examples": 8}, "recipe": {"batch_size": 16}}]),
             "models[0].retrain.eval_every_examples",
         ),
-        (over(retrain={**default.get("retrain", {}), "lr": float("nan")}), "retrain.lr"),
+        (over(recipe={"lrs": [1e-3, 3e-3, float("nan"), 3e-2]}), "recipe.lrs[2]"),
+        (over(recipe={"lrs": [1e-3, 1e-2, 3e-3, 3e-2]}), "recipe.lrs[1]"),
         (over(grid={**default["grid"], "policies": ["cross_attn"]}), "grid.policies[0]"),
         (over(grid={**default["grid"], "targets": ["enc"]}), "grid.targets[0]"),
         (over(grid={**default["grid"], "encoder_swap": [16]}), "grid.encoder_swap"),
@@ -325,11 +329,15 @@ def test_own_files_corpus_accepted(tmp_path):
 
 def test_per_model_overrides_merge_over_top_level():
     raw = _default()
-    raw["models"][1]["retrain"] = {"lr": 0.5}
+    raw["models"][1]["retrain"] = {"budget_fraction": 0.5}
+    raw["models"][1]["recipe"] = {"lrs": [1e-4, 3e-4, 1e-3, 3e-3]}
     resolved = config.resolve(raw)
-    assert resolved["models"][1]["retrain"]["lr"] == 0.5
+    assert resolved["models"][1]["retrain"]["budget_fraction"] == 0.5
     assert resolved["models"][1]["retrain"]["thresholds"] == raw["retrain"]["thresholds"]
-    assert resolved["models"][0]["retrain"]["lr"] == raw["retrain"]["lr"]
+    assert resolved["models"][0]["retrain"]["budget_fraction"] == raw["retrain"]["budget_fraction"]
+    assert resolved["models"][1]["recipe"]["lrs"] == [1e-4, 3e-4, 1e-3, 3e-3]
+    assert resolved["models"][1]["recipe"]["batch_size"] == raw["recipe"]["batch_size"]  # the rest: top level
+    assert resolved["models"][0]["recipe"]["lrs"] == raw["recipe"]["lrs"]
 
 
 def test_defaults_come_from_the_schema_and_never_override_a_setting():
@@ -337,22 +345,30 @@ def test_defaults_come_from_the_schema_and_never_override_a_setting():
     ``pretrain``/``retrain`` overrides only what it names, so a top-level setting is not reset to its default
     under it; a section left out is filled whole."""
     raw = {
-        "models": [{"name": "m", "n_layer": 1, "d_model": 16, "n_head": 2, "pretrain": {"epochs": 5}}],
-        "pretrain": {"lr": 0.01},
+        "models": [{"name": "m", "n_layer": 1, "d_model": 16, "n_head": 2, "pretrain": {"max_epochs": 5}}],
+        "pretrain": {"patience": 3},
+        "recipe": {"batch_size": 8},
     }
     resolved = config.resolve(raw)
     (model,) = resolved["models"]
-    assert model["pretrain"]["epochs"] == 5 and model["pretrain"]["lr"] == 0.01  # own, then top-level
-    assert model["pretrain"]["batch_size"] == 32 and model["pretrain"]["seeds"] == [0]  # the schema's
+    assert model["pretrain"]["max_epochs"] == 5 and model["pretrain"]["patience"] == 3  # own, then top-level
+    assert model["pretrain"]["eval_every_examples"] == 2048 and model["pretrain"]["seeds"] == [0]  # the schema's
+    assert model["recipe"] == {
+        "lrs": [1e-3, 3e-3, 1e-2, 3e-2],
+        "max_lr_extensions": 2,
+        "batch_size": 8,
+        "warmup_steps": 100,
+        "weight_decay": 0.1,
+    }
     assert (model["arch"], model["context"], model["dropout"], model["source"]) == ("gpt2", 64, 0.0, "scratch")
     assert "adapt" not in model and "n_dec_layer" not in model  # no default: only where they apply
-    assert model["retrain"]["lr"] == 1e-3 and model["retrain"]["thresholds"] == [0.01, 0.02, 0.05, 0.10]
+    assert model["retrain"]["thresholds"] == [0.01, 0.02, 0.05, 0.10] and "lr" not in model["retrain"]
     assert resolved["eval"] == {"val_sequences": 256, "batch_size": 64, "confirm_sequences": None}
     assert resolved["hardware"] == {"device": "auto", "precision": "fp32", "compile": None}
     assert resolved["grid"]["seeds"] == [0, 1] and resolved["grid"]["layers"] == "all"
     assert resolved["corpus"]["source"] == "shakespeare" and resolved["tokenizer"]["vocab_size"] == 2048
     assert resolved["results_dir"] == "results" and resolved["threads"] == 1
-    assert check.DEFAULTS["pretrain"]["lr"] == 3e-3  # resolving changed no default
+    assert check.DEFAULTS["recipe"]["batch_size"] == 16  # resolving changed no default
 
 
 def test_resolve_does_not_mutate_input():
@@ -382,5 +398,5 @@ def test_a_conflict_between_keys_names_each_of_them():
     assert cross.value.keys == ("grid.policies[1]", "grid.layers", *(f"models[{i}].arch" for i in range(2)))
 
     with pytest.raises(config.ConfigError) as lone:
-        config.resolve(check.merge(default, {"retrain": {"lr": -1.0}}))
-    assert lone.value.keys == ("retrain.lr",)
+        config.resolve(check.merge(default, {"retrain": {"budget_fraction": -1.0}}))
+    assert lone.value.keys == ("retrain.budget_fraction",)

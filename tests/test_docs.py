@@ -135,7 +135,7 @@ def test_every_schema_key_is_in_the_key_reference():
         (
             ROOT / "src" / "selfheal" / "config" / "schema.yaml",
             KEY_REFERENCE,
-            {"models", "pretrain", "retrain", "grid"},
+            {"models", "pretrain", "retrain", "recipe", "grid"},
         ),
         (ROOT / "src" / "selfheal" / "experiments" / "schema.yaml", ROOT / "docs" / "experiments.md", {"transfer"}),
     ):
@@ -155,7 +155,7 @@ def test_every_schema_key_is_in_the_key_reference():
 
 def _default_cells(text: str) -> dict[str, str]:
     """The default column of the reference's key tables (header ``| key | default | meaning |``), by dotted key:
-    the section heading's key (``## `retrain` `` -> ``retrain.lr``; ``models`` -> ``models[].context``) before the
+    the section heading's key (``## `recipe` `` -> ``recipe.lrs``; ``models`` -> ``models[].context``) before the
     row's, each of a row's keys (``d_model``, ``n_head``) given the same cell."""
     cells, section, in_table = {}, None, False
     for line in text.splitlines():
@@ -188,7 +188,7 @@ def test_the_key_reference_gives_each_default_the_schema_gives():
 
     given = dict(flat(schema.defaults())) | {f"models[].{k}": v for k, v in schema.defaults("models").items()}
     cells = _default_cells(KEY_REFERENCE.read_text())
-    assert {"retrain.lr", "models[].context", "corpus.hf.config", "threads"} <= set(cells), sorted(cells)
+    assert {"recipe.lrs", "models[].context", "corpus.hf.config", "threads"} <= set(cells), sorted(cells)
     wrong = []
     for key, cell in sorted(cells.items()):
         if key in given:

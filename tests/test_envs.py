@@ -85,7 +85,6 @@ TRAINING_RULES = {
     "transfer_finetune",
     "transfer_probe",
     "frozen_random_pretrain",
-    "lr_sensitivity",
 }
 ANALYSIS_RULES = {
     "aggregate",
@@ -93,7 +92,6 @@ ANALYSIS_RULES = {
     "answer",
     "frozen_random_table",
     "frozen_random_plot",
-    "lr_sensitivity_table",
     "transfer_aggregate",
     "transfer_plots",
 }

@@ -72,25 +72,23 @@ def test_bart_attention_includes_cross_attention_and_norms_stay_trainable():
         _names(BART, ["heads"])
 
 
-TINY_PRETRAIN = {  # one epoch of 64 sequences
-    "epochs": 1,
+TINY_PRETRAIN = {  # at most one epoch of 64 sequences per copy of the lr race
+    "max_epochs": 1,
+    "patience": 1,
     "train_sequences": 64,
-    "batch_size": 16,
-    "lr": 1e-2,
-    "min_lr_fraction": 0.1,
-    "warmup_fraction": 0.1,
-    "weight_decay": 0.1,
-    "grad_clip": 1.0,
     "eval_every_examples": 32,
     "checkpoint_every_steps": 0,
     "seed": 0,
 }
+TINY_RECIPE = {"lrs": [3e-3, 1e-2, 3e-2, 1e-1], "max_lr_extensions": 0, "batch_size": 16, "warmup_steps": 2,
+               "weight_decay": 0.1}  # fmt: skip
 
 
 def pretrain_tiny(cfg: dict, tokens: str, out: Path):
-    """Pretrain ``cfg`` on ``tokens`` (8 validation sequences) into ``out``: theta0/, trained/, curve and summary."""
+    """Pretrain ``cfg`` on ``tokens`` (8 validation sequences) into ``out``: theta0/, trained/, curve and summary;
+    the tiny recipe unless ``cfg`` has its own."""
     return pretrain.pretrain(
-        cfg,
+        {"recipe": TINY_RECIPE, **cfg},
         {"val_sequences": 8, "batch_size": 8},
         tokens,
         str(out / "theta0"),
@@ -147,7 +145,7 @@ def test_the_experiment_keeps_a_models_networks_and_trains_only_an_added_seed(tm
     out, work = tmp_path / "networks" / cfg["name"], tmp_path / "work" / cfg["name"]
 
     def networks(seeds):
-        return [{**cfg, "pretrain": {**TINY_PRETRAIN, "seed": s}} for s in seeds]
+        return [{**cfg, "pretrain": {**TINY_PRETRAIN, "seed": s}, "recipe": TINY_RECIPE} for s in seeds]
 
     eval_cfg = {"val_sequences": 8, "batch_size": 8}
     frozen_pretrain.make(networks([0]), eval_cfg, tokens, str(out), str(work), "p{pretrain_seed}")

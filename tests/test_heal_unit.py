@@ -31,13 +31,16 @@ def inputs(tmp_path):
         **TINY_MODEL,
         "hardware": CPU,
         "source": "scratch",
-        "pretrain": {"train_sequences": 128, "seed": 0, "epochs": 2},
-        "retrain": {
-            "lr": 1e-2,
+        "pretrain": {"train_sequences": 128, "seed": 0, "max_epochs": 2},
+        "recipe": {
+            "lrs": [1e-2],  # healing races these (one recipe: pretraining too)
+            "max_lr_extensions": 0,
             "batch_size": 16,
-            "eval_every_examples": 32,
             "warmup_steps": 2,
-            "optimizer": "adamw",
+            "weight_decay": 0.0,
+        },  # fmt: skip
+        "retrain": {
+            "eval_every_examples": 32,
             "budget_fraction": 0.5,
             "thresholds": [0.01],
             "checkpoint_every_steps": 0,
@@ -84,8 +87,9 @@ def test_unit_heals_every_cell_like_a_cell_alone(inputs):
     tmp_path, model_cfg, eval_cfg = inputs
     together = _run(tmp_path, model_cfg, eval_cfg, CELLS)
     assert not list((tmp_path / "work").rglob("retrain.ckpt"))  # finished: no checkpoint left, the cells staged
-    # ... with the extension point of each cell that trained to its budget, for a larger budget to continue from
-    extended = {p.parent.name for p in (tmp_path / "work").rglob(unit.EXTENSION)}
+    # ... with the extension point of each cell that trained to its budget, for a larger budget to continue from (in
+    # the folder of each copy of its race: <cell>/race/lr<lr>/)
+    extended = {p.parents[2].name for p in (tmp_path / "work").rglob(unit.EXTENSION)}
     assert extended == {
         PATTERN.format(**c.as_dict()).split("/")[1]
         for c in CELLS
@@ -153,7 +157,7 @@ def test_finished_cells_of_a_killed_job_are_kept(inputs):
     (first / staging.FINGERPRINT).write_text(
         unit._fingerprint(model_cfg, eval_cfg, CELLS[0], staging.digest(inputs_list))
     )
-    changed = {**model_cfg, "retrain": {**model_cfg["retrain"], "lr": 5e-3}}
+    changed = {**model_cfg, "recipe": {**model_cfg["recipe"], "lrs": [1e-3, 5e-3, 3e-2, 1e-1]}}
     assert _run(tmp_path, changed, eval_cfg, CELLS[:1], out="again")[CELLS[0]].final_loss > 0
 
 

@@ -13,7 +13,7 @@ from snakemake_helpers import dag_jobs, snakemake
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
-TRAINING = {"network", "lr_sensitivity"}
+TRAINING = {"network"}
 DEFAULT_RULES = {"corpus", "tokenizer", "tokenize", "network", "aggregate", "plots", "answer", "all"}
 
 
@@ -43,21 +43,6 @@ def test_an_encoder_decoders_network_waits_for_its_donors_network_only(tmp_path)
     assert set(networks) == {"tinyBart", "tinyBart16"}
     assert networks["tinyBart16"] in jobs[networks["tinyBart"]]["deps"]
     assert networks["tinyBart"] not in jobs[networks["tinyBart16"]]["deps"]
-
-
-def test_the_lr_check_waits_only_for_the_network_it_heals(tmp_path):
-    """The lr-sensitivity check depends on the first network's job (the one it heals), not on the model's other
-    networks."""
-    config = yaml.safe_load((ROOT / "tests" / "tiny.yaml").read_text())
-    config["models"] = [{**config["models"][0], "retrain": {"lr_sensitivity": [3.0]}}]
-    config["models"][0].pop("frozen_random", None)
-    config["pretrain"]["seeds"] = [0, 1, 2]
-    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
-    jobs = dag_jobs(tmp_path, 2, configfiles=(tmp_path / "config.yaml",))
-    networks = {int(j["wildcards"]["pretrain_seed"]): i for i, j in enumerate(jobs) if j["rule"] == "network"}
-    assert set(networks) == {0, 1, 2}
-    (check,) = [j for j in jobs if j["rule"] == "lr_sensitivity"]
-    assert networks[0] in check["deps"] and not {networks[1], networks[2]} & set(check["deps"])
 
 
 # ---- real runs on a tiny grid: tinyA alone, its layer 1 (a prefix cache, a matched control), nothing else ----

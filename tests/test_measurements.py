@@ -57,8 +57,8 @@ def test_grid_has_networks_and_matched_controls():
     assert not control.matches(grid.Cell("m", "L1", "full", "fresh", "frozen", 0, 5))
     none_full = grid.Cell("m", "none", "none", "none", "full", 1, 5)
     assert none_full.is_matched_control and none_full.matches(grid.Cell("m", "L0", "full", "fresh", "full", 1, 5))
-    network = grid.network_config({"name": "m", "pretrain": {"seeds": [3, 5], "lr": 1.0}}, 5)
-    assert network["pretrain"] == {"seed": 5, "lr": 1.0}  # the seed list is not part of a network's settings
+    network = grid.network_config({"name": "m", "pretrain": {"seeds": [3, 5], "patience": 1.0}}, 5)
+    assert network["pretrain"] == {"seed": 5, "patience": 1.0}  # the seed list is not part of a network's settings
 
 
 def test_sets_and_frozen_encoder_swaps_have_their_matched_control():
@@ -113,15 +113,16 @@ def job(tmp_path):
         **TINY_MODEL,
         "hardware": CPU,
         "source": "scratch",
-        "pretrain": {"train_sequences": 256, "seed": 0, "epochs": 2},
-        "retrain": {
-            "lr": 1e-2,
+        "pretrain": {"train_sequences": 256, "seed": 0, "max_epochs": 2},
+        "recipe": {
+            "lrs": [1e-2],  # healing races these (one recipe: pretraining too)
+            "max_lr_extensions": 0,
             "batch_size": 8,
-            "weight_decay": 0.0,
-            "grad_clip": 1.0,
-            "eval_every_examples": 64,
             "warmup_steps": 2,
-            "optimizer": "adamw",
+            "weight_decay": 0.0,
+        },  # fmt: skip
+        "retrain": {
+            "eval_every_examples": 64,
             "budget_fraction": 0.5,
             "thresholds": [0.01, 0.05],
             "checkpoint_every_steps": 0,
@@ -212,9 +213,10 @@ def test_matched_control_trains_from_trained_values_and_only_its_tensors(job):
     cell = grid.Cell("t", "L1", "full", grid.TRAINED, "frozen", 0)
     pre = PretrainSummary("t", "gpt2", 3, 16, 1000, train_sequences=256, epochs=2)
     baseline = evaluate(base, job_.family, job_.val_batches)
-    result, curve = retrain.retrain(
+    result, curve, race = retrain.retrain(
         model, job_.family, job_, seqs, model_cfg, cell, names, baseline, baseline, pre, control_examples=96
     )
+    assert list(race["lr"].unique()) == [1e-2] and result.lr == 1e-2  # not raced: the lr it is given, or the first
     assert curve["examples"].max() == 96  # as long as the cells it is matched with, not stopped at a threshold
     before, after = dict(base.named_parameters()), dict(model.named_parameters())
     changed = {n for n in after if not torch.equal(before[n], after[n])}

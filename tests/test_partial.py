@@ -45,15 +45,10 @@ def test_a_finished_model_whose_lr_check_has_not_finished_is_read_without_it():
     lr = {"a": ["a/lr/x3.json", "a/lr/x0.3333.json"], "b": []}
     got = partial.select(FILES, lr, HEALS, exists=there.__contains__)
     assert (got.models, got.left_out, got.lr_left_out) == (["a", "b"], ["donor"], ["a"])
-    config = {
-        "models": [
-            {"name": n, "retrain": {"lr_sensitivity": [3.0, 0.3333] if n == "a" else []}} for n in ("a", "b", "donor")
-        ]
-    }
+    config = {"models": [{"name": n} for n in ("a", "b", "donor")]}
     narrowed = partial.restrict(config, got)
     assert [m["name"] for m in narrowed["models"]] == ["a", "b"]
-    assert narrowed["models"][0]["retrain"]["lr_sensitivity"] == []
-    assert config["models"][0]["retrain"]["lr_sensitivity"] == [3.0, 0.3333]  # the config itself is left alone
+    assert [m["name"] for m in config["models"]] == ["a", "b", "donor"]  # the config itself is left alone
 
 
 def test_the_page_says_first_what_it_leaves_out():
@@ -89,16 +84,15 @@ def _trained(root: Path) -> dict[str, int]:
 
 @pytest.mark.e2e
 def test_the_readout_reads_the_finished_model_and_trains_nothing(tmp_path, corpus_seed):
-    """tests/tiny.yaml with tinyB's lr check on: before any model has finished the readout is refused; with tinyB's
-    network and cells made (its lr check not run) and tinyA not run at all, the command reads tinyB alone, under
-    results/partial/, touching no file of the study, and its page names tinyA and tinyB's lr check as left out,
+    """tests/tiny.yaml: before any model has finished the readout is refused; with tinyB's
+    network and cells made and tinyA not run at all, the command reads tinyB alone, under
+    results/partial/, touching no file of the study, and its page names tinyA as left out,
     also once shipped and re-derived."""
     from snakemake_helpers import snakemake
 
     corpus_seed(tmp_path)
     raw = yaml.safe_load((ROOT / "tests" / "tiny.yaml").read_text())
     raw["models"][0].pop("frozen_random")
-    raw["models"][1]["retrain"] = {"lr_sensitivity": [3.0]}
     configfile = tmp_path / "config.yaml"
     configfile.write_text(yaml.safe_dump(raw))
     results = tmp_path / "results"
@@ -112,17 +106,15 @@ def test_the_readout_reads_the_finished_model_and_trains_nothing(tmp_path, corpu
     read = _read(tmp_path, configfile)
     assert read.returncode == 0, read.stderr[-4000:]
     assert _trained(results) == before  # nothing trained, nothing of the study touched
-    assert not (results / "lr_sensitivity").exists()
     assert not (results / "summary.parquet").exists()  # the study's own readout is never written
 
     read_dir = results / "partial"
     assert set(pd.read_parquet(read_dir / "summary.parquet")["model"]) == {"tinyB"}
     assert (read_dir / "plots" / "recovery_cost.png").is_file()
     left_out = pd.read_parquet(read_dir / "answer" / "left_out.parquet")
-    assert left_out.values.tolist() == [["tinyA", "model"], ["tinyB", "lr check"]]
+    assert left_out.values.tolist() == [["tinyA", "model"]]
     md = (read_dir / "answer.md").read_text()
     assert "Not finished yet, and in no number below: `tinyA`;" in md
-    assert "The lr check of `tinyB` has not finished" in md
     shipped = tmp_path / "shipped"  # shipped and re-derived, the page still says what it leaves out
     results_api.ship(read_dir, shipped)
     results_api.reread(shipped)

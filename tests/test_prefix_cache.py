@@ -136,9 +136,9 @@ def test_cache_depth_only_where_valid(arch, target, policy, regime, dropout, exp
 
 
 def test_cache_built_only_when_it_pays_for_itself():
-    scratch = {"source": "scratch", "pretrain": {"epochs": 5}, "retrain": {"budget_fraction": 0.5}}
+    scratch = {"source": "scratch", "pretrain": {"max_epochs": 5}, "retrain": {"budget_fraction": 0.5}}
     assert prefix_cache.worth_building(scratch, cells_sharing=1)  # 2.5 epochs of prefix forwards saved
-    downloaded = {"source": "pretrained", "pretrain": {"epochs": 5}, "retrain": {"budget_fraction": 0.25}}
+    downloaded = {"source": "pretrained", "pretrain": {"max_epochs": 5}, "retrain": {"budget_fraction": 0.25}}
     assert not prefix_cache.worth_building(downloaded, cells_sharing=1)
     assert prefix_cache.worth_building(downloaded, cells_sharing=4)
 
@@ -151,7 +151,7 @@ def test_plan_respects_the_memory_budget():
         "source": "scratch",
         "dropout": 0.0,
         "n_layer": 4,
-        "pretrain": {"epochs": 5},
+        "pretrain": {"max_epochs": 5},
         "retrain": {"budget_fraction": 0.5},
     }
     cells = [Cell("m", f"L{i}", "full", "fresh", "frozen", 0) for i in range(4)]

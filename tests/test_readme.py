@@ -26,7 +26,6 @@ def test_ci_runs_the_readme_test_command():
 
 def test_outputs_doc_documents_every_table_column():
     """docs/outputs.md holds the schemas: every column of every table is a row of one of its tables."""
-    from selfheal.analysis.lr_sensitivity import COLUMNS as LR_SENSITIVITY_COLUMNS
     from selfheal.analysis.tables import CURVE_COLUMNS, NETWORK_COLUMNS, SUMMARY_COLUMNS
     from selfheal.experiments.frozen_random import COLUMNS as FROZEN_RANDOM_COLUMNS
     from selfheal.experiments.transfer.tables import SCORE_COLUMNS, TRANSFER_SUMMARY_COLUMNS
@@ -47,9 +46,6 @@ def test_outputs_doc_documents_every_table_column():
     # the frozen-random table's own columns, in its own section
     section = re.search(r"^## Frozen random components.*?(?=^## )", text, re.M | re.S).group(0)
     assert set(FROZEN_RANDOM_COLUMNS) <= documented(section), set(FROZEN_RANDOM_COLUMNS) - documented(section)
-    # the lr-sensitivity table's own columns, in its own section
-    section = re.search(r"^## The lr-sensitivity table.*?(?=^## )", text, re.M | re.S).group(0)
-    assert set(LR_SENSITIVITY_COLUMNS) <= documented(section), set(LR_SENSITIVITY_COLUMNS) - documented(section)
 
 
 def test_every_answer_table_column_is_named_in_its_paragraph():

@@ -23,19 +23,18 @@ CONFIG = {
     "tokenizer": {"vocab_size": 300},
     "models": [{"name": "k", "n_layer": 2, "d_model": 16, "n_head": 2, "context": 32}],
     "pretrain": {
-        "epochs": 2,  # 128 steps of pretraining, then 128 of retraining: about 40 checkpoints each
+        # 4 copies of 2 epochs at most (up to 128 steps each) of pretraining, then 128 steps of retraining
+        "max_epochs": 2,
+        "patience": 1,
         "train_sequences": 1024,
-        "batch_size": 16,
-        "lr": 1.0e-2,
         "eval_every_examples": 1024,
         "seeds": [0],
         "checkpoint_every_steps": 3,
     },
     "eval": {"val_sequences": 32, "batch_size": 32},
     "grid": {"layers": [1], "seeds": [0], "controls": False, "matched_controls": "none"},
+    "recipe": {"lrs": [3.0e-3, 1.0e-2, 3.0e-2, 1.0e-1], "max_lr_extensions": 0, "batch_size": 16, "warmup_steps": 5},
     "retrain": {
-        "batch_size": 16,
-        "lr": 1.0e-2,
         "eval_every_examples": 64,
         "budget_fraction": 1.0,
         "thresholds": [0.001],
@@ -91,11 +90,11 @@ KILLS = ["pretrain", "pretrain", "retrain", "retrain"]
 
 def _checkpoint_step(workdir, phase: str) -> tuple[str, int] | None:
     """The place and step of a checkpoint of ``phase`` in ``workdir``, if one is there (written atomically)."""
-    for path in (workdir / "results").rglob(f"{phase}.ckpt"):
-        try:
+    try:
+        for path in (workdir / "results").rglob(f"{phase}.ckpt"):
             return str(path), int(torch.load(path, weights_only=True)["position"]["steps"])
-        except (FileNotFoundError, RuntimeError, EOFError):  # replaced or removed while read: look again
-            return None
+    except (FileNotFoundError, RuntimeError, EOFError):  # replaced or removed while read (a finished copy's
+        return None  # folder too): look again
     return None
 
 

@@ -68,22 +68,32 @@ def test_what_each_fingerprint_covers():
     from selfheal import grid
     from selfheal.heal import budget
 
-    retrain = {"lr": 2.0, "thresholds": [0.01], "budget_fraction": 0.5, "budget_scratch": None, "stop_stalled": 3}
+    retrain = {
+        "eval_every_examples": 64,
+        "thresholds": [0.01],
+        "budget_fraction": 0.5,
+        "budget_scratch": None,
+        "stop_stalled": 3,
+    }
     cfg = {
         "name": "m",
         "arch": "gpt2",
         "n_layer": 2,
         "d_model": 8,
         "heal": False,
-        "pretrain": {"seeds": [0, 1], "lr": 1.0},
-        "retrain": {**retrain, "lr_sensitivity": [3.0], "lr_sensitivity_targets": ["L0"]},
+        "pretrain": {"seeds": [0, 1], "patience": 1.0},
+        "retrain": retrain,
     }
     model = {"name": "m", "arch": "gpt2", "n_layer": 2, "d_model": 8}
-    assert grid.covered("job", cfg) == {**model, "pretrain": {"lr": 1.0}, "retrain": retrain}
-    assert grid.covered("network", cfg) == {**model, "pretrain": {"lr": 1.0}}
-    assert grid.covered("cell", cfg) == {**model, "pretrain": {"lr": 1.0}, "retrain": {"lr": 2.0, "thresholds": [0.01]}}
+    assert grid.covered("job", cfg) == {**model, "pretrain": {"patience": 1.0}, "retrain": retrain}
+    assert grid.covered("network", cfg) == {**model, "pretrain": {"patience": 1.0}}
+    assert grid.covered("cell", cfg) == {
+        **model,
+        "pretrain": {"patience": 1.0},
+        "retrain": {"eval_every_examples": 64, "thresholds": [0.01]},
+    }
     assert grid.covered("import", cfg) == {"name": "m", "arch": "gpt2", "n_layer": 2}
-    assert grid.network_config(cfg, 1)["pretrain"] == {"lr": 1.0, "seed": 1}
-    assert cfg["pretrain"]["seeds"] == [0, 1] and cfg["retrain"]["lr_sensitivity"] == [3.0]
+    assert grid.network_config(cfg, 1)["pretrain"] == {"patience": 1.0, "seed": 1}
+    assert cfg["pretrain"]["seeds"] == [0, 1]
     # the keys the budget reads are those a cell's fingerprint leaves out
     assert {f"retrain.{k}" for k in (*budget.KEYS, budget.STOP_KEY)} <= set(grid.NOT_COVERED["cell"])

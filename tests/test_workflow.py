@@ -165,7 +165,7 @@ def test_editing_one_models_retrain_reruns_only_its_cells(finished):
     workdir, configfile = finished
     mtimes = {p: p.stat().st_mtime_ns for p in (workdir / "results").rglob("*") if p.is_file()}
     config = yaml.safe_load(configfile.read_text())
-    config["models"][1]["retrain"] = {"lr": 5.0e-3}
+    config["models"][1]["retrain"] = {"eval_every_examples": 32}
     configfile.write_text(yaml.safe_dump(config))
 
     # up to the summary (the figures and the page read the tables; they re-run after it as after any table change)

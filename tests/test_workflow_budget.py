@@ -13,8 +13,8 @@ from snakemake_helpers import ROOT, snakemake
 pytestmark = pytest.mark.e2e
 
 TABLES = ["results/summary.parquet", "results/curves.parquet"]
-# eps_min 0.001: the from-scratch cost is most of S x E (about 460 and 490 examples); at 0.3 x it (138 and 147
-# examples, past the last regular evaluation at 128) tinyA's cells settle and tinyB's L0 does not
+# eps_min 0.001: the from-scratch cost is most of S x E (about 510 examples); at 0.3 x it (153 examples, past the
+# last regular evaluation at 128) tinyB's cells and tinyA's single layers settle and tinyA's reset-all does not
 SHORT, LONG = 0.3, 1.0
 
 
@@ -64,14 +64,19 @@ def test_a_raised_budget_extends_only_the_cells_that_had_not_crossed(tmp_path, c
     short = _records(extended)
     settled = {k for k, r in short.items() if r["settled_examples"] is not None}
     censored = {k for k, r in short.items() if r["settled_examples"] is None}
-    assert {"tinyA/p0/frozen/s0/all-full-fresh", "tinyA/p0/frozen/s0/L1-full-fresh"} <= settled
-    assert {"tinyB/p0/frozen/s0/L0-full-fresh", "tinyB/p0/frozen/s0/L0-full-trained"} <= censored
-    assert short["tinyA/p0/frozen/s0/all-full-fresh"]["settled_examples"] > 0  # it trained, then crossed eps_min
+    assert {
+        "tinyB/p0/frozen/s0/L0-full-fresh",
+        "tinyB/p0/frozen/s0/all-full-fresh",
+        "tinyA/p0/frozen/s0/L1-full-fresh",
+    } <= settled
+    assert {"tinyA/p0/frozen/s0/all-full-fresh", "tinyA/p0/frozen/s0/L1-full-trained"} <= censored
+    assert short["tinyB/p0/frozen/s0/L0-full-fresh"]["settled_examples"] > 0  # it trained, then crossed eps_min
     assert all(r["budget_unit"] == "scratch_cost" for r in short.values())
     before = _staged(extended)
-    # continued: censored, or a control of a censored cell (a control matched with settled cells keeps its length)
-    continued = {k for k in censored if short[k]["budget_examples"] > 0}
-    assert "tinyB/p0/frozen/s0/L0-full-trained" in continued and not any(k.startswith("tinyA") for k in continued)
+    # continued: a censored cell, or the control of one (a control matched with settled cells keeps its length)
+    resets = {k for k in censored if not k.endswith("-trained") and short[k]["budget_examples"] > 0}
+    continued = resets | {k for k in censored if k.endswith("-trained") and k.replace("-trained", "-fresh") in resets}
+    assert continued == {"tinyA/p0/frozen/s0/all-full-fresh"}  # reset-all has no matched control
 
     configfile = extended / "config.yaml"
     configfile.write_text(yaml.safe_dump(_config(LONG)))

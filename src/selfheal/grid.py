@@ -203,7 +203,7 @@ def networks(config: dict, models: list[dict] | None = None) -> list[Network]:
 # lr-sensitivity side measurement and whether the grid heals the model; a made network leaves out its retrain
 # settings; a healed cell its budget and stall stop (a cell staged under another budget is kept or continued,
 # ``heal.unit``). A downloaded model's import covers only the keys that identify its checkpoint.
-_NO_PIECE = ("pretrain.seeds", "retrain.lr_sensitivity", "retrain.lr_sensitivity_targets", "heal")
+_NO_PIECE = ("pretrain.seeds", "heal")
 NOT_COVERED = {
     "job": _NO_PIECE,  # a network job's settings (network_config), its recorded params
     "network": (*_NO_PIECE, "retrain"),

@@ -10,7 +10,6 @@ baseline (``BASELINE``) and its cells (``CELLS``: a heal unit's folder per regim
 from __future__ import annotations
 
 from selfheal import grid
-from selfheal.heal import lr_sensitivity
 
 CORPUS = "corpus"  # works.parquet, tokenizer.json
 TOKENS = "corpus/{tokenizer}/tokens.safetensors"
@@ -23,13 +22,16 @@ UNIT_IN_NETWORK = "{regime}"  # a heal unit's folder (grid.Unit), in its network
 CELL_IN_UNIT = "s{seed}/{target}-{policy}-{init}"  # a cell's folder in its unit's
 NETWORK_IN_WORK = "network"  # the staged network, in its work folder
 LOGS = "logs"
-LR_SENSITIVITY = "lr_sensitivity/{model}"  # the lr check's runs: LR_RUN / CELL_IN_UNIT (heal.lr_sensitivity)
-LR_RUN = "{multiplier}/p{pretrain_seed}/{regime}"
-LR_SENSITIVITY_WORK = "work/{model}/lr_sensitivity"
 PARTIAL = "partial"  # the readout of a study still running (selfheal.partial): the tables, figures and page
 
 DAMAGE, RECOVERY, CURVE = "damage.json", "recovery.json", "curve.parquet"  # a cell's files (heal.unit)
-CELL_FILES = (DAMAGE, RECOVERY, CURVE)
+RACE = "race.parquet"  # a cell's lr race: every copy's curve, its lr and why it stopped (heal.retrain)
+CELL_FILES = (DAMAGE, RECOVERY, CURVE, RACE)
+# in a cell's work folder, beside its staged files: each copy of its race in its own folder (its checkpoint,
+# extension point and finished record) and the weights of its primary copy (heal.retrain)
+COPIES = "race"
+COPY_IN_CELL = COPIES + "/lr{lr:.6g}"
+PRIMARY_WEIGHTS = COPIES + "/primary.pt"
 PRETRAIN, PRETRAIN_CURVE = "pretrain.json", "pretrain_curve.parquet"  # a network's record and pretraining curve
 STAGED_BASELINE = "baseline.json"  # a staged network's baseline (linked to BASELINE)
 NETWORK_MADE = {  # what making a network stages, by source (heal.job.SOURCES)
@@ -68,28 +70,6 @@ def read_files(config: dict, cells: list[grid.Cell], results: str = "") -> dict[
         "recoveries": [cell_path(c, RECOVERY, results) for c in mine],
         "curves": [cell_path(c, CURVE, results) for c in mine],
         "unadapted": [_join(results, f"{IMPORTED.format(model=m)}/{PRETRAIN}") for m in unadapted],
-    }
-
-
-def lr_runs(config: dict, results: str = "") -> dict[str, list[dict]]:
-    """Each run of the lr-sensitivity check (a cell of the grid at a multiple of the lr; heal.lr_sensitivity), per
-    model of ``config``: its ``recovery`` file under ``results``, its ``multiplier`` and the ``chosen_lr``."""
-    return {
-        m["name"]: [
-            {
-                "recovery": _join(
-                    results,
-                    f"{LR_SENSITIVITY}/{LR_RUN}/{CELL_IN_UNIT}/{RECOVERY}".format(
-                        multiplier=lr_sensitivity.label(x), **c.as_dict()
-                    ),
-                ),
-                "multiplier": x,
-                "chosen_lr": m["retrain"]["lr"],
-            }
-            for x in m["retrain"]["lr_sensitivity"]
-            for c in lr_sensitivity.cells(config, m)
-        ]
-        for m in config["models"]
     }
 
 

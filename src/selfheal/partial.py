@@ -31,7 +31,7 @@ from snakemake.utils import update_config
 
 from selfheal import config as cfg
 from selfheal import grid, layout, results_io
-from selfheal.analysis import answer, lr_sensitivity, plots, tables
+from selfheal.analysis import answer, plots, tables
 
 
 class NothingFinished(RuntimeError):
@@ -96,9 +96,6 @@ def restrict(config: dict, finished: Finished) -> dict:
     """``config`` with only the finished models, and without the lr check of those whose check has not finished."""
     out = copy.deepcopy(config)
     out["models"] = [m for m in out["models"] if m["name"] in finished.models]
-    for m in out["models"]:
-        if m["name"] in finished.lr_left_out:
-            m["retrain"]["lr_sensitivity"] = []
     return out
 
 
@@ -137,10 +134,9 @@ def finished_part(config: dict, networks: bool = False) -> tuple[dict, Finished,
             for m in config["models"]
         }
         config, left = keep_networks(config, done)
-    runs = layout.lr_runs(config, results)
     finished = select(
         {m["name"]: _files_of(config, results, m["name"]) for m in config["models"]},
-        {name: [r["recovery"] for r in rs] for name, rs in runs.items()},
+        {},
         {m["name"]: m.get("heal", True) for m in config["models"]},
     )
     return restrict(config, finished), finished, left
@@ -173,13 +169,9 @@ def read(config: dict, networks: bool = False, workers: int = 1) -> Path:
         [str(out / "plots" / f"{n}.html") for n in names],
         [str(out / "plots" / f"{n}.png") for n in names],
     )
-    runs = [r for rs in layout.lr_runs(narrowed, results).values() for r in rs]
-    lr_path = str(out / "answer" / "lr_sensitivity.parquet") if runs else None
-    if runs:
-        lr_sensitivity.write(table["summary"], runs, lr_path)
     left_out = str(out / "answer" / "left_out.parquet")
     results_io.write_parquet(left_out, left_out_table(finished.left_out, finished.lr_left_out, left))
-    answer.write_in(out, workers, lr_path, left_out)
+    answer.write_in(out, workers, None, left_out)
     return out
 
 

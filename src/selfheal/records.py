@@ -15,7 +15,9 @@ from selfheal import results_io
 
 @dataclass
 class PretrainSummary:
-    """``pretrain.json`` of a model pretrained here (or imported: then S, E and the curve fields are None)."""
+    """``pretrain.json`` of a model pretrained here (or imported: then S, E and the curve fields are None). The
+    network is the best checkpoint of the winning copy of its lr race (``training.pretrain``): ``examples``,
+    ``tokens``, ``steps`` and ``final_val_loss`` are that checkpoint's, ``epochs`` (E) is examples / S."""
 
     model: str
     arch: str
@@ -23,7 +25,7 @@ class PretrainSummary:
     d_model: int
     params: int
     train_sequences: int | None = None  # S (None for a downloaded model)
-    epochs: int | None = None  # E
+    epochs: float | None = None  # E: the epochs to the best checkpoint (examples / S; may be fractional)
     source: str = "scratch"
     pretrain_seed: int = 0  # which network of this model size (seeds the step-0 weights and the data)
     name_or_path: str | None = None
@@ -33,23 +35,35 @@ class PretrainSummary:
     frozen_params: int = 0
     frozen_components: list[str] = field(default_factory=list)  # left at θ0 and frozen ([] when all train)
     base_model: str | None = None
-    examples: int | None = None
+    examples: int | None = None  # at the best checkpoint
     tokens: int | None = None
     steps: int | None = None
-    wall_s: float | None = None
+    wall_s: float | None = None  # the whole race: every copy
     initial_val_loss: float | None = None
     final_val_loss: float | None = None
     # How much val loss still fell over the last quarter of pretraining: near zero means converged.
     last_quarter_val_drop: float | None = None
-    # The plateau check (pretrain.plateau_check): the same network pretrained for longer, its examples and final
-    # validation loss; None when not checked (a downloaded or adapted model, or plateau_check null).
+    # The plateau check: the kept copy trained on past its best checkpoint, where the patience rule stopped it (at
+    # least pretrain.plateau_check x its best checkpoint's examples), and its validation loss there; None when not
+    # checked (max_epochs or divergence stopped it first, or a downloaded model).
     plateau_examples: int | None = None
     plateau_val_loss: float | None = None
+    # The lr race: the winning copy's lr, every lr raced (the grid and its edge extensions), whether the winner is
+    # still at an edge of them, how the kept copy stopped (patience, max_epochs or diverged) and where, and the
+    # examples every copy trained together (the race's cost)
+    lr: float | None = None
+    lrs: list[float] = field(default_factory=list)
+    lr_at_edge: bool | None = None
+    stopped_by: str | None = None
+    stop_examples: int | None = None
+    race_examples: int | None = None
 
     @property
     def pretrain_examples(self) -> int | None:
-        """S x E, or None when unknown (a downloaded model)."""
-        return self.train_sequences * self.epochs if self.epochs else None
+        """S x E: the examples at the best checkpoint (None when unknown: a downloaded model)."""
+        if not self.epochs:
+            return None
+        return self.examples if self.examples is not None else round(self.train_sequences * self.epochs)
 
     def still_falls(self, val_loss: float) -> float | None:
         """How much lower more pretraining would take the validation loss ``val_loss`` (the network's baseline): the
@@ -113,6 +127,12 @@ class Recovery:
     examples_lo: int = 0
     tokens_lo: int = 0
     steps_lo: int = 0
+    # the lr of the copy this row is read from (``heal.retrain``'s race): the winner (first to cross) when
+    # recovered, else the cell's primary copy; ``lr_at_edge``: the winner is the lowest or highest lr raced, alone,
+    # after the grid was extended as far as it may (``recipe.max_lr_extensions``) or to a copy that diverged (None:
+    # censored, or not raced)
+    lr: float | None = None
+    lr_at_edge: bool | None = None
 
 
 @dataclass
@@ -163,13 +183,18 @@ class CellResult:
     budget_unit: str = "pretrain_examples"
     budget_multiple: float | None = None
     scratch_cost: float | None = None
-    # the examples of the regular evaluation at which the cell met every threshold, or stopped stalled: a run with
-    # any budget at least this is the same run (None: it ran to its budget or diverged, or is a control)
+    # where every copy of the cell's race stopped at a regular evaluation by a rule that reads no budget (every
+    # threshold met, the race's dropping rule, stalled): the last of those; a run with any budget at least this is
+    # the same run (None: a copy ran to its budget or diverged, or a control)
     settled_examples: int | None = None
-    # retrain.stop_stalled in examples (None: off) and, where the stall rule stopped the cell, that evaluation's
-    # examples (then equal to settled_examples)
+    # retrain.stop_stalled in examples (None: off) and, where the stall rule stopped the cell's primary copy, that
+    # evaluation's examples
     stop_examples: int | None = None
     stalled_examples: int | None = None
+    # the lr race (``heal.retrain``): the lrs raced (ascending) and the primary copy's lr, whose curve, final loss,
+    # weights and stops are the cell's (the winner of its smallest reached threshold, else its lowest final loss)
+    lrs: list[float] = field(default_factory=list)
+    lr: float | None = None
 
 
 _NESTED = {(CellResult, "recoveries"): Recovery}

@@ -17,7 +17,6 @@ rule answer:
         summary=f"{RESULTS}/summary.parquet",
         curves=f"{RESULTS}/curves.parquet",
         networks=f"{RESULTS}/networks.parquet",
-        lr_sensitivity=LR_SENSITIVITY_TABLES,  # only where retrain.lr_sensitivity is on
     output:
         tables=expand(f"{RESULTS}/answer/{{table}}.parquet", table=ANSWER_TABLES),
         md=f"{RESULTS}/answer.md",

@@ -9,7 +9,6 @@ import selfheal.analysis.plots
 import selfheal.config
 import selfheal.config.schema
 import selfheal.grid
-import selfheal.heal.lr_sensitivity
 import selfheal.heal.plan
 from selfheal import layout
 
@@ -25,9 +24,6 @@ BASELINE = f"{RESULTS}/{layout.BASELINE}"
 CELLS_OF_NETWORK = f"{RESULTS}/{layout.CELLS}"
 WORK = f"{RESULTS}/{layout.WORK}"  # a network job's staged network and cells, kept for its next run
 LOGS = f"{RESULTS}/{layout.LOGS}"
-LR_SENSITIVITY = f"{RESULTS}/{layout.LR_SENSITIVITY}"  # the lr-sensitivity check's runs, per model
-LR_SENSITIVITY_WORK = f"{RESULTS}/{layout.LR_SENSITIVITY_WORK}"
-LR_SENSITIVITY_TABLE = f"{RESULTS}/answer/lr_sensitivity.parquet"
 
 CELLS = selfheal.grid.cells(CONFIG)
 AGGREGATED = layout.read_files(CONFIG, CELLS, RESULTS)  # what the aggregate reads, by kind
@@ -154,63 +150,3 @@ def trained(pattern, models):
 
 def corpus_params():
     return selfheal.config.canonical(CONFIG["corpus"])
-
-
-# The lr-sensitivity check: its cells (cells of the grid) per model, and each run (a cell at a multiple of the lr).
-LR_CELLS = {m["name"]: selfheal.heal.lr_sensitivity.cells(CONFIG, m) for m in CONFIG["models"]}
-LR_MODELS = [name for name, cells in LR_CELLS.items() if cells]
-LR_RUNS = [run for runs in layout.lr_runs(CONFIG, RESULTS).values() for run in runs]
-LR_SENSITIVITY_TABLES = [LR_SENSITIVITY_TABLE] if LR_MODELS else []  # the answer rule reads it where it exists
-
-
-def lr_network(wildcards):
-    """The network an lr-sensitivity job heals (its model's first network)."""
-    return selfheal.grid.Network(wildcards.model, LR_CELLS[wildcards.model][0].pretrain_seed)
-
-
-def lr_sensitivity_inputs(wildcards):
-    """An lr-sensitivity job's inputs: its model's token streams, downloaded folder, the network it heals with its
-    baseline, and the networks whose trained encoders its swap cells take (retrain.lr_sensitivity_targets)."""
-    network = vars(lr_network(wildcards))
-    return {
-        "tokens": tokens(wildcards),
-        "start": imported_dir(wildcards),
-        "imported": imported_summary(wildcards),
-        "networks": NETWORK.format(**network),
-        "baselines": BASELINE.format(**network),
-        "donors": sorted({os.path.dirname(f) for f in lr_sensitivity_donors(wildcards).values()}),
-    }
-
-
-def lr_sensitivity_donors(wildcards):
-    return donor_folders_of(LR_CELLS[wildcards.model], lr_network(wildcards).pretrain_seed)
-
-
-def lr_sensitivity_work(wildcards):
-    """An lr-sensitivity job's work (a namespace, not recorded: see job_work): its network's settings, multipliers,
-    cells, the grid's unit of them, and the paths of its network and baseline."""
-    cells = LR_CELLS[wildcards.model]
-    network = lr_network(wildcards)
-    return types.SimpleNamespace(
-        network=network_settings(network.model, network.pretrain_seed),
-        multipliers=model_cfg(wildcards)["retrain"]["lr_sensitivity"],
-        cells=[c.as_dict() for c in cells],
-        unit_cells=[c.as_dict() for c in selfheal.grid.cells_of(CELLS, cells[0].unit)],
-        network_dir=NETWORK.format(**vars(network)),
-        baseline=BASELINE.format(**vars(network)),
-    )
-
-
-def lr_sensitivity_digest(wildcards):
-    """The param Snakemake records for an lr-sensitivity job: its multipliers and a hash of its settings and cells."""
-    work = lr_sensitivity_work(wildcards)
-    return f"lr x {work.multipliers}: {selfheal.heal.plan.digest(work.network, work.cells, EVAL)}"
-
-
-def lr_sensitivity_layout(wildcards):
-    """The pattern of a run's folder inside an lr-sensitivity job's (a function: Snakemake does not expand it)."""
-    return {"run": layout.LR_RUN}
-
-
-def lr_sensitivity_work_dir(wildcards):
-    return LR_SENSITIVITY_WORK.format(model=wildcards.model)

@@ -20,5 +20,4 @@ answer.write_all(
     dict(zip(names, snakemake.output.plots_html, strict=True)),
     dict(zip(names, snakemake.output.plots_png, strict=True)),
     workers=snakemake.threads,  # the scaling fit's bootstrap refits, in parallel
-    lr_sensitivity_path=snakemake.input.lr_sensitivity[0] if snakemake.input.lr_sensitivity else None,
 )

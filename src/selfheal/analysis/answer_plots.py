@@ -17,7 +17,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from selfheal.analysis import plots
+from selfheal.analysis import plots, stats
 from selfheal.analysis.stats import UNIT_WORDS, budget_column, cost_unit
 from selfheal.analysis.survival import ASKED, in_setting
 from selfheal.lazy import Module
@@ -216,7 +216,7 @@ def _gap(table: pd.DataFrame, reference: pd.DataFrame) -> pd.DataFrame:
 
 def _pretraining(curves: pd.DataFrame, reference: pd.DataFrame) -> pd.DataFrame:
     """Pretraining's own curves as gaps (``_gap``), one run per network."""
-    pre = _gap(curves[curves["kind"] == "pretrain"], reference)
+    pre = _gap(stats.kept_pretraining(curves), reference)
     return pre.assign(run="pretrain p" + pre["pretrain_seed"].astype(str))
 
 
@@ -506,7 +506,7 @@ def aside_curves(curves: pd.DataFrame, reference: pd.DataFrame, aside: pd.DataFr
             one["gated"] = "gated" if item["init"] == "zero_out" else "not gated"
             one["x"] = _float(one[column]) / per
             rows.append(one)
-        own_pre = curves[(curves["model"] == model) & (curves["kind"] == "pretrain")].copy()
+        own_pre = stats.kept_pretraining(curves[curves["model"] == model]).copy()
         own_pre["x"] = _float(own_pre[column]) / per
         pre.append(own_pre)
     rec = pd.concat(rows, ignore_index=True) if rows else pd.DataFrame()

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from selfheal.analysis import out_of_sample, scaling, survival, verdicts
-from selfheal.analysis.stats import DRIFT_TOLERANCE, budget_column, cost_unit, first_crossing, typed
+from selfheal.analysis.stats import DRIFT_TOLERANCE, budget_column, copies, cost_unit, fewest_crossing, typed
 from selfheal.heal.thresholds import threshold_loss
 
 ZERO_OUT = "zero_out"  # grid.ZERO_OUT: the init whose output projections start at zero (no training stack here)
@@ -243,8 +243,9 @@ def cka(cells: pd.DataFrame) -> pd.DataFrame:
 
 
 def pretrain_curves(curves: pd.DataFrame, networks: pd.DataFrame, scratch_only: bool = False) -> dict:
-    """Each network's own pretraining curve as (examples, val_loss) arrays, keyed (model, pretrain_seed), in that
-    order: the one builder of the from-scratch reference (``pretrain_reference`` here, summary.parquet's scratch_*
+    """Each network's own pretraining curves, one (examples, val_loss) pair of arrays per copy of its lr race
+    (``stats.copies``; the from-scratch cost is the fewest examples of any, ``stats.fewest_crossing``), keyed
+    (model, pretrain_seed), in that order: the one builder of the from-scratch reference (``pretrain_reference`` here, summary.parquet's scratch_*
     columns in analysis/tables.py; the retraining budget's, ``heal.budget``, reads the same curve). ``scratch_only``:
     only the networks of ``networks`` pretrained here (its source ``scratch``, every one without the column)."""
     pre = curves[curves["kind"] == "pretrain"] if "kind" in curves.columns else curves.iloc[:0]
@@ -255,7 +256,7 @@ def pretrain_curves(curves: pd.DataFrame, networks: pd.DataFrame, scratch_only: 
             (m, int(p)) for m, p, src in zip(networks["model"], networks["pretrain_seed"], sources) if src == "scratch"
         }
     return {
-        (model, int(ps)): (group["examples"].to_numpy(dtype=float), group["val_loss"].to_numpy(dtype=float))
+        (model, int(ps)): copies(group)
         for (model, ps), group in pre.groupby(["model", "pretrain_seed"], sort=True)
         if keep is None or (model, int(ps)) in keep
     }
@@ -276,7 +277,7 @@ def pretrain_reference(curves: pd.DataFrame, networks: pd.DataFrame, thresholds)
         sxe = net["pretrain_examples"].iloc[0]
         known = sxe is not None and not pd.isna(sxe) and sxe > 0
         for eps in thresholds:
-            c = first_crossing(*curve, threshold_loss(baseline, eps))
+            c = fewest_crossing(curve, threshold_loss(baseline, eps))
             out.append(
                 {
                     "model": model,

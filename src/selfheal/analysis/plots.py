@@ -420,7 +420,7 @@ def recovery_curves(curves: pd.DataFrame, summary: pd.DataFrame) -> alt.Chart:
     # one line per run: a cell (its network's pretraining seed and its retrain seed), a network's pretraining
     network = (" p" + rec["pretrain_seed"].astype(str)) if "pretrain_seed" in rec else ""
     rec["run"] = rec["target"] + network + " s" + rec["seed"].astype(str)
-    pre = curves[curves["kind"] == "pretrain"].copy()
+    pre = stats.kept_pretraining(curves).copy()
     pre["run"] = "pretrain" + ((" p" + pre["pretrain_seed"].astype(str)) if "pretrain_seed" in pre else "")
     baselines = summary.drop_duplicates("model")[["model", "baseline_loss"]]
     target = {

@@ -10,7 +10,13 @@ from collections.abc import Iterable, Sequence
 import pandas as pd
 
 from selfheal.heal.stall import STALL_MIN_POINTS, STALL_Z, Trend, last_doubling  # noqa: F401 (the analysis' names)
-from selfheal.heal.thresholds import RESOLUTION, Crossing, first_crossing  # noqa: F401 (the analysis' names)
+from selfheal.heal.thresholds import (  # noqa: F401 (the analysis' names)
+    RESOLUTION,
+    Crossing,
+    copies,
+    fewest_crossing,
+    first_crossing,
+)
 from selfheal.lazy import Module
 
 stats = Module("scipy.stats")  # imported at first use: the Snakefile imports the figures' module at every start
@@ -19,6 +25,13 @@ UNIT_WORDS = {"fraction": "fraction of S × E", "examples": "examples"}
 
 
 DRIFT_TOLERANCE = 0.25  # the method's bound on drift, as a share of the smallest ε: ε_min / 4
+
+
+def kept_pretraining(curves: pd.DataFrame) -> pd.DataFrame:
+    """The pretraining rows of ``curves`` of each network's kept copy (its lr race's winner; every pretraining row
+    of a table without the ``kept`` column)."""
+    pre = curves[curves["kind"] == "pretrain"]
+    return pre[flag(pre["kept"])] if "kept" in pre.columns else pre
 
 
 def cost_unit(rows: pd.DataFrame, networks: pd.DataFrame) -> str:

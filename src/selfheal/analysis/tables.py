@@ -19,7 +19,7 @@ import pandas as pd
 
 from selfheal import records, results_io
 from selfheal.analysis import answer_tables
-from selfheal.analysis.stats import RESOLUTION, Crossing, first_crossing, flag, last_doubling, typed
+from selfheal.analysis.stats import RESOLUTION, Crossing, fewest_crossing, flag, kept_pretraining, last_doubling, typed
 from selfheal.grid import TRAINED, matched_control_of
 from selfheal.heal.thresholds import threshold_loss
 from selfheal.models.families import FAMILIES
@@ -91,6 +91,8 @@ SUMMARY_COLUMNS = [
     "val_diff_se",
     "budget_unit",
     "stalled_examples",
+    "lr",
+    "lr_at_edge",
 ]
 OUTCOMES = ("not_damaged", "recovered", "diverged", "stalled", "still_falling")
 CURVE_COLUMNS = [
@@ -113,6 +115,8 @@ CURVE_COLUMNS = [
     "val_loss",
     "train_loss",
     "replay",
+    "lr",
+    "kept",
 ]
 NETWORK_COLUMNS = [
     "model",
@@ -129,6 +133,9 @@ NETWORK_COLUMNS = [
     "pretrain_examples",
     "pretrain_tokens",
     "pretraining_tokens",
+    "pretrain_lr",
+    "lr_at_edge",
+    "stopped_by",
     "baseline_loss",
     "unigram_loss",
     "bigram_loss",
@@ -216,8 +223,9 @@ def summary_table(recovery_paths: list[str]) -> pd.DataFrame:
             "confirm_loss",
             "confirm_baseline_loss",
             "val_diff_se",
+            "lr",
         ],
-        boolean=["confirmed"],
+        boolean=["confirmed", "lr_at_edge"],
     )
     table["scratch_coarse"] = False  # filled by add_scratch_reference
     return table.sort_values(
@@ -239,6 +247,8 @@ def curves_table(
         curve["model"] = pre.model
         curve["pretrain_seed"] = pre.pretrain_seed
         curve["fraction_of_pretrain"] = curve["examples"] / pre.pretrain_examples
+        if "kept" not in curve.columns:  # one copy: the network's
+            curve["kept"] = True
         parts.append(curve)
     for recovery_path, curve_path in zip(recovery_paths, recovery_curve_paths):
         cell = asdict(records.read(recovery_path, CellResult))
@@ -247,10 +257,13 @@ def curves_table(
         for k in (*CELL_KEYS, "stack", "layer", "depth"):
             curve[k] = cell[k]
         curve["fraction_of_pretrain"] = _fraction(curve["examples"], cell["pretrain_examples"])
+        curve["kept"] = True
         parts.append(curve)
     table = pd.concat(parts, ignore_index=True).reindex(columns=CURVE_COLUMNS)
     # missing in a pretraining curve: False
     table["replay"] = flag(table["replay"])
+    table["kept"] = flag(table["kept"])
+    table["lr"] = table["lr"].astype("float64")
     for column in ("layer", "depth", "seed", "pretrain_seed"):
         table[column] = table[column].astype("Int64")
     table["fraction_of_pretrain"] = table["fraction_of_pretrain"].astype("float64")
@@ -313,6 +326,9 @@ def networks_table(
                 "pretrain_examples": pre.pretrain_examples,
                 "pretrain_tokens": pre.tokens,
                 "pretraining_tokens": pretraining_tokens.get(base.model),
+                "pretrain_lr": pre.lr,
+                "lr_at_edge": pre.lr_at_edge,
+                "stopped_by": pre.stopped_by,
                 "baseline_loss": base.val_loss,
                 "unigram_loss": base.unigram_loss,
                 "bigram_loss": base.bigram_loss,
@@ -328,7 +344,6 @@ def networks_table(
         pd.DataFrame(rows, columns=NETWORK_COLUMNS),
         Int64=[
             "train_sequences",
-            "epochs",
             "context",
             "pretrain_examples",
             "pretrain_tokens",
@@ -336,6 +351,8 @@ def networks_table(
             "plateau_examples",
         ],
         float64=[
+            "epochs",
+            "pretrain_lr",
             "unigram_loss",
             "bigram_loss",
             "bigram_weight",
@@ -346,6 +363,7 @@ def networks_table(
         ],
         str=["degenerate_reason"],
     )
+    table["lr_at_edge"] = table["lr_at_edge"].astype("boolean")
     return table.sort_values(NETWORK_KEYS, ignore_index=True)
 
 
@@ -353,7 +371,8 @@ def add_minimum(networks: pd.DataFrame, curves: pd.DataFrame) -> pd.DataFrame:
     """``min_val_loss``, the lowest validation loss on a network's pretraining curve, and ``past_minimum``,
     baseline_loss - min_val_loss (nats; null without a curve): how far past its validation minimum the network
     ended. The plateau check sees the other side (more training would still lower it)."""
-    pre = curves[(curves["kind"] == "pretrain") & ~flag(curves["replay"])]
+    pre = kept_pretraining(curves)
+    pre = pre[~flag(pre["replay"])]
     lowest = pre.groupby(NETWORK_KEYS)["val_loss"].min().rename("min_val_loss")
     out = networks.drop(columns=["min_val_loss", "past_minimum"], errors="ignore").join(lowest, on=NETWORK_KEYS)
     out["past_minimum"] = out["baseline_loss"] - out["min_val_loss"]
@@ -477,7 +496,7 @@ def add_scratch_reference(summary: pd.DataFrame, curves: pd.DataFrame, networks:
         key = (model, int(ps), float(level))
         if key not in found:
             curve = by_network.get(key[:2])
-            found[key] = first_crossing(*curve, key[2], resolution=SCRATCH_RESOLUTION) if curve is not None else None
+            found[key] = fewest_crossing(curve, key[2], resolution=SCRATCH_RESOLUTION) if curve is not None else None
         crossings.append(found[key])
     examples = [c.examples if c else math.nan for c in crossings]
     out["scratch_examples"] = pd.Series(examples, index=out.index, dtype="float64")

@@ -15,7 +15,6 @@ from selfheal.config.errors import ConfigError
 from selfheal.config.merge import merge
 from selfheal.config.schema import check_finite, check_schema
 from selfheal.data import corpus
-from selfheal.heal import lr_sensitivity
 from selfheal.models.families import FAMILIES
 
 
@@ -23,9 +22,11 @@ def resolve(raw: dict) -> dict:
     """Validate a raw config and return it with defaults filled in (the schema's, ``schema.defaults``) and
     per-model settings merged.
 
-    Each model gets its effective ``pretrain`` and ``retrain`` sections (top level overridden by the model's own).
+    Each model gets its effective ``pretrain``, ``retrain`` and ``recipe`` sections (top level overridden by the
+    model's own).
     """
     check_finite(raw)
+    _check_removed(raw)
     check_schema(raw)
     config = merge(DEFAULTS, raw)
     if config["corpus"]["source"] == "hf" and "hf" not in raw.get("corpus", {}):
@@ -88,6 +89,9 @@ def resolve(raw: dict) -> dict:
                     "give it a single pretrain seed (pretrain.seeds)",
                 )
         model["retrain"] = merge(config["retrain"], model.get("retrain", {}))
+        model["recipe"] = merge(config["recipe"], model.get("recipe", {}))
+        own_recipe = "recipe" in raw["models"][i]
+        _check_lrs(model["recipe"]["lrs"], own_recipe and "lrs" in raw["models"][i]["recipe"], key)
         layers = config["grid"]["layers"]
         if layers != "all":
             valid = grid.layer_ids(model)
@@ -99,46 +103,68 @@ def resolve(raw: dict) -> dict:
                         f"{valid[0]} .. {valid[-1]}{'' if len(valid) < 2 or '.' not in valid[-1] else ' and enc.*/dec.*'})",
                         related=_keys_making(grid.layer_id(layer), i)[1:],
                     )
-        for j, multiplier in enumerate(model["retrain"]["lr_sensitivity"]):
-            if multiplier == 1:
-                raise ConfigError(
-                    f"{key}.retrain.lr_sensitivity[{j}]"
-                    if "lr_sensitivity" in raw["models"][i].get("retrain", {})
-                    else f"retrain.lr_sensitivity[{j}]",
-                    "1 is the grid's own lr: a multiplier other than 1 (e.g. 3 or 0.3333)",
-                )
+        batch = model["recipe"]["batch_size"]
         for section in ("pretrain", "retrain"):
-            every, batch = model[section]["eval_every_examples"], model[section]["batch_size"]
+            every = model[section]["eval_every_examples"]
             if every < batch:
-                where = f"{key}.{section}" if section in raw["models"][i] else section
+                own = "eval_every_examples" in raw["models"][i].get(section, {})
                 raise ConfigError(
-                    f"{where}.eval_every_examples", f"{every} is smaller than {section}.batch_size={batch}"
+                    f"{key}.{section}.eval_every_examples" if own else f"{section}.eval_every_examples",
+                    f"{every} is smaller than recipe.batch_size={batch}",
+                    related=(f"{key}.recipe.batch_size" if own_recipe else "recipe.batch_size",),
                 )
         models.append(model)
     config["models"] = models
     _check_grid_entries(config)
-    _check_lr_targets(config, raw)
     inputs.check_corpus_sizes(config, raw)
     return config
 
 
-def _check_lr_targets(config: dict, raw: dict) -> None:
-    """Each of a model's ``retrain.lr_sensitivity_targets`` names a cell of its first network in the grid's first
-    policy, init, regime and retrain seed (what the lr check heals again)."""
-    for i, model in enumerate(config["models"]):
-        missing = lr_sensitivity.missing_targets(config, model)
-        if not missing or not model["retrain"]["lr_sensitivity"]:
-            continue
-        targets = model["retrain"]["lr_sensitivity_targets"]
-        j = targets.index(missing[0])
-        own = "lr_sensitivity_targets" in raw["models"][i].get("retrain", {})
-        have = sorted({c.target for c in lr_sensitivity.first_cells(config, model)})
-        raise ConfigError(
-            f"models[{i}].retrain.lr_sensitivity_targets[{j}]" if own else f"retrain.lr_sensitivity_targets[{j}]",
-            f"{missing[0]!r} is no target of {model['name']!r}'s cells in the grid's first policy, init, regime and "
-            f"retrain seed (its targets there: {', '.join(have) or 'none'})",
-            related=(*_keys_making(missing[0], i), "grid.policies", "grid.inits", "grid.regimes"),
-        )
+# Keys the one recipe replaced (docs/configuration.md#recipe): pretraining and healing train with the same optimiser
+# (schedule-free AdamW), batch size, warm-up and weight decay, and pretraining runs to its validation minimum.
+REMOVED = {
+    "pretrain": {
+        "epochs": "pretraining runs to its validation minimum: see pretrain.patience and pretrain.max_epochs",
+        "lr": "pretraining races the learning rates of recipe.lrs",
+        "min_lr_fraction": "schedule-free AdamW has no decay to a minimum lr (recipe)",
+        "warmup_fraction": "see recipe.warmup_steps",
+        "batch_size": "see recipe.batch_size",
+    },
+    "retrain": {
+        "lr": "healing trains at the learning rates of recipe.lrs",
+        "optimizer": "pretraining and healing both train with schedule-free AdamW (recipe)",
+        "batch_size": "see recipe.batch_size",
+        "warmup_steps": "see recipe.warmup_steps",
+        "lr_sensitivity": "retired: every cell races the lrs of recipe.lrs; its cell's race.parquet has each lr's curve",
+        "lr_sensitivity_targets": "retired with retrain.lr_sensitivity: every cell races recipe.lrs",
+    },
+}
+
+
+def _check_removed(raw: dict) -> None:
+    """A key the one recipe replaced is refused by name, with where its setting went (before the schema, which
+    would call it merely unknown)."""
+    listed = raw.get("models") if isinstance(raw.get("models"), list) else []
+    places = [("", raw)] + [(f"models[{i}].", m) for i, m in enumerate(listed) if isinstance(m, dict)]
+    for prefix, where in places:
+        for section, keys in REMOVED.items():
+            settings = where.get(section)
+            for name in keys if isinstance(settings, dict) else ():
+                if name in settings:
+                    raise ConfigError(
+                        f"{prefix}{section}.{name}", f"removed: {keys[name]} (docs/configuration.md#recipe)"
+                    )
+
+
+def _check_lrs(lrs: list[float], own: bool, key: str) -> None:
+    """``recipe.lrs`` is a geometric grid: ascending, each about 3 x the one before (a ratio from 2.5 to 3.5)."""
+    for j in range(1, len(lrs)):
+        if not 2.5 <= lrs[j] / lrs[j - 1] <= 3.5:
+            raise ConfigError(
+                f"{key}.recipe.lrs[{j}]" if own else f"recipe.lrs[{j}]",
+                f"{lrs[j]:g} after {lrs[j - 1]:g}: the lrs raced are ascending, each about 3 x the one before "
+                "(a ratio from 2.5 to 3.5)",
+            )
 
 
 def _keys_making(target: str, i: int) -> tuple[str, ...]:

@@ -2,9 +2,10 @@
 (docs/configuration.md, ``retrain.budget_*``; docs/method.md, budgets).
 
 It is a multiple of one of three units, recorded in every cell's ``CellResult.budget_unit``: ``scratch_cost``, the
-examples the network's own pretraining needed to first reach baseline x (1 + eps_min) (``retrain.budget_scratch``,
-for a network pretrained from scratch here); ``pretrain_examples``, S x E of its pretraining or adaptation
-(``retrain.budget_fraction``, and ``budget_scratch`` where there is no from-scratch curve); ``train_sequences`` for
+fewest examples any copy of the network's own raced pretraining needed to first reach baseline x (1 + eps_min)
+(``retrain.budget_scratch``, for a network pretrained from scratch here); ``pretrain_examples``, S x E of its
+pretraining or adaptation, E the epochs to its best checkpoint (``retrain.budget_fraction``, and
+``budget_scratch`` where there is no from-scratch curve); ``train_sequences`` for
 a downloaded model healed as downloaded. ``retrain.stop_stalled`` is a multiple of the same unit. The budget is
 computed once per heal unit (``of``); the budget keys and the stall stop are not part of a cell's staged settings
 (``grid.NOT_COVERED``): a cell staged under another budget is kept or continued (``heal.unit``).
@@ -19,7 +20,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from selfheal.heal.thresholds import first_crossing, threshold_loss
+from selfheal.heal.thresholds import copies, fewest_crossing, threshold_loss
 from selfheal.records import PretrainSummary
 
 KEYS = ("budget_fraction", "budget_scratch")  # the retrain keys that set the budget
@@ -39,9 +40,10 @@ class Budget:
 
 
 def scratch_cost(curve: pd.DataFrame, baseline: float, eps_min: float) -> float | None:
-    """The examples a pretraining curve (columns examples, val_loss) needed to first reach baseline x (1 + eps_min),
-    interpolated; None when it never does or reaches it at its first evaluation (no cost to scale)."""
-    crossing = first_crossing(curve["examples"], curve["val_loss"], threshold_loss(baseline, eps_min))
+    """The fewest examples any copy of a raced pretraining (the curve's columns examples, val_loss and lr) needed
+    to first reach baseline x (1 + eps_min), interpolated (``thresholds.fewest_crossing``); None when no copy does,
+    or one reaches it at its first evaluation (no cost to scale)."""
+    crossing = fewest_crossing(copies(curve), threshold_loss(baseline, eps_min))
     return crossing.examples if math.isfinite(crossing.examples) and crossing.examples > 0 else None
 
 
@@ -53,9 +55,7 @@ def of(
     available here (the unit of a downloaded model healed as downloaded)."""
     scratch = None
     if pre.source == SCRATCH_SOURCE and curve_path and Path(curve_path).is_file():
-        scratch = scratch_cost(
-            pd.read_parquet(curve_path, columns=["examples", "val_loss"]), baseline, min(retrain_cfg["thresholds"])
-        )
+        scratch = scratch_cost(pd.read_parquet(curve_path), baseline, min(retrain_cfg["thresholds"]))
     multiple = retrain_cfg.get("budget_scratch")
     if multiple is not None and scratch is not None:
         unit, size = SCRATCH_COST, scratch

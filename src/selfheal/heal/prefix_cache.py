@@ -49,7 +49,7 @@ def worth_building(model_cfg: dict, cells_sharing: int, budget_epochs: float | N
     budget_fraction for a downloaded model). Build when the cells would together spend at least S examples:
     cells x budget_epochs >= 1."""
     if budget_epochs is None:
-        epochs = model_cfg["pretrain"]["epochs"] if model_cfg["source"] == "scratch" else 1
+        epochs = model_cfg["pretrain"]["max_epochs"] if model_cfg["source"] == "scratch" else 1
         budget_epochs = model_cfg["retrain"]["budget_fraction"] * epochs
     return cells_sharing * budget_epochs >= 1
 

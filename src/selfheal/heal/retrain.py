@@ -1,34 +1,55 @@
-"""Retrain-to-threshold: train a reset model until it is back within eps of its baseline validation loss.
+"""Retrain-to-threshold: train a reset model until it is back within eps of its baseline validation loss, racing
+the learning rates of ``recipe.lrs``.
 
 Regimes: ``frozen`` (only the reset tensors train; embeddings and the tied LM head stay frozen), ``layer`` (every
 tensor of the reset layer(s) trains) and ``full`` (everything trains, as in Tamkin et al. 2020).
+
+The race (``training.race``: its rules, and why they give the independent runs' minimum): one copy per lr, one after
+another, each a ``loop.run`` from the same reset weights, random state and data order with its own optimizer, in
+``race.order``; each stops when every threshold is met, by the dropping rule against the copies run before it, when
+it has stalled (``heal.stall``, from ``budget.stop_examples`` on), at the budget or when it diverges. Where a
+threshold's only winner is at an edge of the lrs raced, the next lr beyond it races too (``race.next_lr``, at most
+``recipe.max_lr_extensions`` per side). A matched no-reset control is not raced: it trains once, at the lr its cells
+give it (``control_lr``).
+
+Each copy works in its own folder inside the cell's (``layout.COPY_IN_CELL``): its checkpoint (a killed job resumes
+it), its extension point (a larger budget continues it) and, once it has stopped, its record (``copy.pt``: curve, why
+it stopped, under which budget), which a later run keeps where its run is the one that run gives (``_reusable``, the
+rule ``heal.unit`` applies to a whole cell). The weights of the primary copy so far (``layout.PRIMARY_WEIGHTS``) are
+kept there too, so a copy kept that way needs no training for the cell's final weights; where they are missing it is
+trained again (the same numbers).
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import asdict
+import shutil
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
 
 import pandas as pd
+import torch
 
-from selfheal import grid
+from selfheal import grid, layout
 from selfheal.grid import Cell, Target
 from selfheal.heal import budget as budgets
-from selfheal.heal import stall, thresholds
+from selfheal.heal import stall, staging, thresholds
 from selfheal.heal.budget import Budget
 from selfheal.heal.prefix_cache import PrefixCache
 from selfheal.heal.reset import target_layers
-from selfheal.records import CellResult, PretrainSummary
-from selfheal.training import loop, setup
-from selfheal.training.state import Settings
+from selfheal.records import CellResult, PretrainSummary, Recovery
+from selfheal.training import checkpoints, loop, race, setup
+from selfheal.training import recipe as recipes
+from selfheal.training.state import CurvePoint
 
 log = logging.getLogger("selfheal")
 REGIMES = ("frozen", "layer", "full")
-WEIGHT_DECAY = 0.0  # the retraining decays no weight
-GRAD_CLIP = 1.0  # the global gradient norm is clipped to this (as in pretraining)
 # Largest relative width (hi - lo) / hi of a located crossing (or one step): a wider evaluation interval that
 # crosses a threshold is narrowed by evaluating its kept steps (training.loop, ``resolution``)
 RESOLUTION = thresholds.RESOLUTION
+CHECKPOINT = "retrain.ckpt"  # a copy's checkpoint, in its folder (removed once the cell is written)
+EXTENSION = "extend.ckpt"  # a copy's extension point, in its folder
+RECORD = "copy.pt"  # a copy's record once it has stopped, in its folder
 
 
 def trainable_names(model, family, regime: str, target: Target | str, reset_names: list[str]) -> set[str]:
@@ -45,6 +66,90 @@ def trainable_names(model, family, regime: str, target: Target | str, reset_name
     raise ValueError(f"unknown regime {regime!r}; expected one of {REGIMES}")
 
 
+@dataclass
+class Raced:
+    """One copy of a cell's race once it has stopped: its lr, its curve, why it stopped (``race.STOPS``), where it
+    settled (the regular evaluation a rule that reads no budget stopped it at), the budget and stall stop it ran under,
+    the prefix cache depth and its time spent evaluating and replaying. ``trained``: in this run (else kept from its
+    record)."""
+
+    lr: float
+    curve: list[CurvePoint]
+    stop: str
+    settled_at: int | None
+    diverged_step: int | None
+    max_examples: int
+    stop_examples: int | None
+    depth: int | None
+    eval_s: float = 0.0
+    replay_s: float = 0.0
+    replay_train_s: float = 0.0
+    trained: bool = field(default=False, compare=False)
+
+    def recoveries(self, baseline: float, levels) -> list[Recovery]:
+        return thresholds.recoveries(self.curve, baseline, levels)
+
+    def as_copy(self, baseline: float, levels) -> race.Copy:
+        crossed = {
+            r.threshold: race.Crossing(r.examples_lo, r.examples)
+            for r in self.recoveries(baseline, levels)
+            if r.recovered
+        }
+        return race.Copy(self.lr, crossed, self.diverged_step is not None, self.final_loss)
+
+    @property
+    def final_loss(self) -> float:
+        return max(self.curve, key=lambda p: p.examples).val_loss
+
+    def digest(self) -> str:
+        """What identifies this run's weights at its end: its settings' lr and its curve."""
+        return staging.fingerprint(lr=self.lr, curve=[(p.examples, p.steps, p.val_loss) for p in self.curve])
+
+    def frame(self, position: int) -> pd.DataFrame:
+        """Its rows of ``race.parquet``: its curve with its lr, its place in the run order and why it stopped."""
+        curve = pd.DataFrame([asdict(p) for p in self.curve])
+        return curve.assign(lr=self.lr, order=position, stop=self.stop)[["lr", "order", "stop", *curve.columns]]
+
+
+def _write_record(path: Path, copy: Raced) -> None:
+    fields_ = {f.name: getattr(copy, f.name) for f in fields(Raced) if f.name not in ("curve", "trained")}
+    checkpoints.write({**fields_, "curve": [asdict(p) for p in copy.curve]}, path)
+
+
+def _read_record(path: Path) -> Raced | None:
+    if not path.is_file():
+        return None
+    try:
+        raw = torch.load(path, weights_only=True)
+        return Raced(**{**raw, "curve": [CurvePoint(**p) for p in raw["curve"]]})
+    except Exception as err:  # a truncated or foreign file: train the copy again
+        log.warning("ignoring unreadable copy record %s: %s", path, err)
+        return None
+
+
+def _reusable(copy: Raced, lr: float, length: int, stop_examples: int | None, depth: int | None) -> bool:
+    """Whether a copy's record is the run this budget gives (the rule ``heal.unit._keep`` applies to a cell): the
+    same lr and prefix cache depth, and trained for ``length`` examples, or settled within them (a copy the stall
+    rule stopped only under the same stop)."""
+    if copy.lr != lr or copy.depth != depth:
+        return False
+    if copy.stop == "stalled" and copy.stop_examples != stop_examples:
+        return False
+    return copy.max_examples == length or (copy.settled_at is not None and copy.settled_at <= length)
+
+
+def remove_checkpoints(folder: str | Path) -> None:
+    """Drop the checkpoints of a cell's copies once its outputs are written (their extension points and records
+    stay, for a larger budget)."""
+    for path in (Path(folder) / layout.COPIES).glob(f"*/{CHECKPOINT}"):
+        path.unlink(missing_ok=True)
+
+
+def race_stops(race_table: pd.DataFrame) -> set[str]:
+    """Why the copies of a cell's race stopped (its ``race.parquet``)."""
+    return set(race_table["stop"])
+
+
 def retrain(
     model,
     family,
@@ -57,97 +162,101 @@ def retrain(
     damaged: float,
     pre: PretrainSummary,
     cache: PrefixCache | None = None,
-    checkpoint_path: str | None = None,
+    folder: str | None = None,
     control_examples: int | None = None,
     budget: Budget | None = None,
-    extension_path: str | None = None,
-) -> tuple[CellResult, pd.DataFrame]:
-    """Retrain one reset cell (``model`` holds the reset) until every threshold is met, the budget runs out
-    (``budget``: the network's, ``heal.budget``; by default ``retrain.budget_fraction`` x S x E) or, from
-    ``budget.stop_examples`` on, its curve has stalled (``heal.stall``). Returns the cell's
-    record and its recovery curve; the caller removes ``checkpoint_path`` once it has written them.
-    ``extension_path``: the cell's extension point (``loop.run``), continued when it lies within the budget.
+    control_lr: float | None = None,
+) -> tuple[CellResult, pd.DataFrame, pd.DataFrame]:
+    """Retrain one reset cell (``model`` holds the reset), racing ``recipe.lrs`` (module docstring): each copy until
+    every threshold is met, the dropping rule stops it, the budget runs out (``budget``: the network's,
+    ``heal.budget``; by default ``retrain.budget_fraction`` x S x E) or, from ``budget.stop_examples`` on, its curve
+    has stalled (``heal.stall``). Returns the cell's record, its recovery curve (its primary copy's) and the race
+    (every copy's curve, ``layout.RACE``); ``model`` ends at the primary copy's final weights. ``folder``: the cell's
+    work folder, where each copy keeps its checkpoint, extension point and record (module docstring); the caller
+    removes the checkpoints (``remove_checkpoints``) once it has written the outputs.
 
-    A matched no-reset control (``Cell.is_matched_control``) does not stop at a threshold (it starts at the baseline): it
-    trains for ``control_examples`` (the longest run of the cells it is matched with), at most the budget, on the
-    same data order and evaluation schedule."""
-    r = model_cfg["retrain"]
+    A matched no-reset control (``Cell.is_matched_control``) does not stop at a threshold (it starts at the baseline)
+    and is not raced: it trains at ``control_lr`` (the lr of the cells it is matched with; without one, the first of
+    ``recipe.lrs``) for ``control_examples`` (the longest run of those cells), at most the budget, on the same data
+    order and evaluation schedule."""
+    r, recipe = model_cfg["retrain"], model_cfg["recipe"]
     target = Target.parse(cell.target)
     trainable = trainable_names(model, family, cell.regime, target, reset_names)
     trainable_params = int(sum(p.numel() for n, p in model.named_parameters() if n in trainable))
-    pretrain_examples = pre.pretrain_examples  # S x E (None for a downloaded model)
     budget = budget or budgets.of(r, pre, baseline, None, train_seqs.shape[0])
     control = cell.is_matched_control
-    settings = Settings(
-        lr=r["lr"],
-        batch_size=r["batch_size"],
-        weight_decay=WEIGHT_DECAY,
-        grad_clip=GRAD_CLIP,
-        eval_every_examples=r["eval_every_examples"],
-        max_examples=budgets.run_examples(budget, control, control_examples),
-        warmup_steps=r["warmup_steps"],
-        optimizer=r["optimizer"],
-        data_seed=cell.seed,
-        hardware=job.hardware,
-        checkpoint_path=checkpoint_path,
-        checkpoint_every_steps=r["checkpoint_every_steps"],
-        extension_path=extension_path,
-    )
+    length = budgets.run_examples(budget, control, control_examples)
+    levels = list(r["thresholds"])
+    depth = cache.depth if cache else None
+    lrs = [control_lr if control_lr is not None else recipe["lrs"][0]] if control else list(recipe["lrs"])
     log.info(
-        "retrain %s: %d trainable tensors (%d params), baseline %.4f, damaged %.4f, %s %d examples (%g x %s)%s",
+        "retrain %s: %d trainable tensors (%d params), baseline %.4f, damaged %.4f, %s %d examples (%g x %s)%s, %s",
         cell.as_dict(),
         len(trainable),
         trainable_params,
         baseline,
         damaged,
         "trains for" if control else "budget",
-        settings.max_examples,
+        length,
         budget.multiple,
         budget.unit,
-        f", from the prefix cache at depth {cache.depth}" if cache else "",
+        f", from the prefix cache at depth {depth}" if cache else "",
+        f"at lr {lrs[0]:g}" if control else f"racing lrs {', '.join(f'{lr:g}' for lr in race.order(lrs))}",
     )
-    levels = r["thresholds"]
-
-    def should_stop(curve) -> bool:  # every threshold met, or stalled from budget.stop_examples on
-        if control:
-            return False
-        point = curve[-1]
-        if thresholds.all_reached(point.val_loss, baseline, levels):
-            return True
-        stop = budget.stop_examples
-        return stop is not None and point.examples >= stop and stall.of_curve(curve).stalled
-
-    result = loop.run(
-        model,
-        family,
-        job.objective,
-        train_seqs,
-        job.val_batches,
-        trainable,
-        settings,
-        should_stop=should_stop,
-        label="control" if control else "retrain",
-        cache=cache,
-        levels=[] if control else [thresholds.threshold_loss(baseline, eps) for eps in levels],
-        resolution=RESOLUTION,
-        start_loss=damaged,
+    race_run = _Race(
+        model, family, job, train_seqs, cell, trainable, baseline, damaged, cache, folder, r, budget, length, recipe
     )
-    recoveries = thresholds.recoveries(result.curve, baseline, levels)
-    reached = all(rec.recovered for rec in recoveries)
-    log.info(
-        "training throughput %.0f tokens/s; evaluation took %.0f%% of the cell's wall time",
-        result.train_tokens_per_s,
-        100 * result.eval_s / max(result.wall_s, 1e-9),
-    )
-    if result.diverged_step is not None:
-        log.warning("cell diverged at step %d: kept in the tables as diverged", result.diverged_step)
-    for rec in recoveries:
+    for lr in race.order(lrs):
+        race_run.add(lr)
+    if not control:
+        extended = {"up": 0, "down": 0}
+        cap = recipe["max_lr_extensions"]
+        while (lr := race.next_lr(race_run.copies(), levels, extended, cap)) is not None:
+            extended[race.side(lr, lrs)] += 1
+            log.info("the winner of a threshold is at an edge of the lrs raced: racing lr %g too", lr)
+            race_run.add(lr)
+    primary = race_run.finish()
+    copies = race_run.copies()
+    edges = {level: None for level in levels} if control else race.at_edge(copies, levels)
+    winners = race.winners(copies, levels)
+    by_lr = {c.lr: c for c in race_run.raced}
+    recoveries = []
+    for level in levels:
+        source = by_lr[winners[level].lr] if winners[level] is not None and not control else primary
+        rec = next(x for x in source.recoveries(baseline, levels) if x.threshold == level)
+        rec.lr, rec.lr_at_edge = source.lr, edges[level]
+        recoveries.append(rec)
         log.info(
-            "threshold %.3f: %s at %d examples",
+            "threshold %.3f: %s at %d examples (lr %g%s)",
             rec.threshold,
             "recovered" if rec.recovered else "censored",
             rec.examples,
+            rec.lr,
+            ", at an edge of the lrs raced" if rec.lr_at_edge else "",
         )
+        if rec.lr_at_edge:
+            log.warning(
+                "threshold %.3f: its winner, lr %g, is at an edge of the lrs raced (%s): a faster lr may lie beyond",
+                level,
+                rec.lr,
+                ", ".join(f"{c.lr:g}" for c in sorted(race_run.raced, key=lambda c: c.lr)),
+            )
+    if primary.diverged_step is not None:
+        log.warning(
+            "the cell's primary copy diverged at step %d: kept in the tables as diverged", primary.diverged_step
+        )
+    settled = [c.settled_at for c in race_run.raced]
+    wall = sum(_wall(c) for c in race_run.raced)
+    train_s = sum(_wall(c) - c.eval_s - c.replay_train_s for c in race_run.raced)
+    tokens = sum(max(p.tokens for p in c.curve) for c in race_run.raced)
+    log.info(
+        "race: %d copies, %d examples trained in all (the primary, lr %g: %d); training throughput %.0f tokens/s",
+        len(race_run.raced),
+        sum(max(p.examples for p in c.curve) for c in race_run.raced),
+        primary.lr,
+        max(p.examples for p in primary.curve),
+        tokens / train_s if train_s > 0 else 0.0,
+    )
 
     layer = family.layer(model, target.text) if target.is_layer else None
     out = CellResult(
@@ -158,26 +267,223 @@ def retrain(
         arch=pre.arch,
         n_layer=pre.n_layer,
         d_model=pre.d_model,
-        pretrain_examples=pretrain_examples,
-        budget_examples=settings.max_examples,
+        pretrain_examples=pre.pretrain_examples,  # S x E (None for a downloaded model)
+        budget_examples=length,
         budget_unit=budget.unit,
         budget_multiple=budget.multiple,
         scratch_cost=budget.scratch_examples,
-        settled_examples=result.settled_at,
+        settled_examples=None if control or None in settled else max(settled),
         stop_examples=budget.stop_examples,
-        stalled_examples=result.settled_at if result.settled_at is not None and not reached else None,
+        stalled_examples=primary.settled_at if primary.stop == "stalled" else None,
         baseline_loss=baseline,
         damaged_loss=damaged,
-        final_loss=max(result.curve, key=lambda p: p.examples).val_loss,
+        final_loss=primary.final_loss,
         trainable_tensors=len(trainable),
         trainable_params=trainable_params,
         reset_tensors=len(reset_names),
         recoveries=recoveries,
-        diverged_step=result.diverged_step,
-        prefix_cache_depth=cache.depth if cache else None,
-        train_tokens_per_s=result.train_tokens_per_s,
-        eval_share=result.eval_s / wall if (wall := result.wall_s) > 0 else 0.0,
-        replay_share=result.replay_s / wall if wall > 0 else 0.0,
+        diverged_step=primary.diverged_step,
+        prefix_cache_depth=depth,
+        train_tokens_per_s=tokens / train_s if train_s > 0 and tokens else 0.0,
+        eval_share=sum(c.eval_s for c in race_run.raced) / wall if wall > 0 else 0.0,
+        replay_share=sum(c.replay_s for c in race_run.raced) / wall if wall > 0 else 0.0,
         n_params=int(sum(p.numel() for p in model.parameters())),
+        lrs=sorted(c.lr for c in race_run.raced),
+        lr=primary.lr,
     )
-    return out, pd.DataFrame([asdict(pt) for pt in result.curve])
+    table = pd.concat([c.frame(i) for i, c in enumerate(race_run.raced)], ignore_index=True)
+    return out, pd.DataFrame([asdict(pt) for pt in primary.curve]), table
+
+
+def _wall(copy: Raced) -> float:
+    return max(p.wall_s for p in copy.curve)
+
+
+class _Race:
+    """The copies of one cell's race, run one after another on ``model`` (its trainable tensors put back to the
+    reset weights before each, the frozen ones never touched), and the weights of the primary copy so far."""
+
+    def __init__(
+        self,
+        model,
+        family,
+        job,
+        train_seqs,
+        cell,
+        trainable,
+        baseline,
+        damaged,
+        cache,
+        folder,
+        r,
+        budget,
+        length,
+        recipe,
+    ):
+        self.recipe = recipe
+        self.model, self.family, self.job, self.train_seqs, self.cell = model, family, job, train_seqs, cell
+        self.trainable, self.baseline, self.damaged, self.cache = trainable, baseline, damaged, cache
+        self.r, self.levels, self.budget, self.length = r, list(r["thresholds"]), budget, length
+        self.work = Path(folder) if folder else None
+        self.params = {n: p for n, p in model.named_parameters() if n in trainable}
+        self.start = {n: p.detach().clone() for n, p in self.params.items()}  # the reset weights
+        self.rng = (torch.get_rng_state(), torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None)
+        self.raced: list[Raced] = []
+        self.best: Raced | None = None  # the primary copy so far, and its final weights where known
+        self.best_weights: dict[str, torch.Tensor] | None = None
+
+    def copies(self, upto: int | None = None) -> list[race.Copy]:
+        return [c.as_copy(self.baseline, self.levels) for c in self.raced[:upto]]
+
+    def folder(self, lr: float) -> Path | None:
+        return self.work / layout.COPY_IN_CELL.format(lr=lr) if self.work else None
+
+    def add(self, lr: float) -> None:
+        """Race one more copy (kept from its record where that is the run this budget gives)."""
+        where = self.folder(lr)
+        kept = _read_record(where / RECORD) if where else None
+        depth = self.cache.depth if self.cache else None
+        if kept is not None and _reusable(kept, lr, self.length, self.budget.stop_examples, depth):
+            log.info("copy at lr %g stopped (%s) in an earlier run of this cell: kept", lr, kept.stop)
+            copy = kept
+        else:
+            copy = self.train(lr, len(self.raced))
+        self.raced.append(copy)
+        self._consider(copy)
+
+    def train(self, lr: float, position: int) -> Raced:
+        """One copy: ``loop.run`` at ``lr`` from the reset weights and random state, stopped by the dropping rule
+        against the copies before ``position``."""
+        r, cell, levels, baseline = self.r, self.cell, self.levels, self.baseline
+        control = cell.is_matched_control
+        known = race.bounds(self.copies(position))
+        where = self.folder(lr)
+        with torch.no_grad():
+            for n, p in self.params.items():
+                p.copy_(self.start[n])
+        torch.set_rng_state(self.rng[0])
+        if self.rng[1] is not None:
+            torch.cuda.set_rng_state_all(self.rng[1])
+        settings = recipes.settings(
+            self.recipe,
+            lr,
+            eval_every_examples=r["eval_every_examples"],
+            max_examples=self.length,
+            data_seed=cell.seed,
+            hardware=self.job.hardware,
+            checkpoint_path=str(where / CHECKPOINT) if where else None,
+            checkpoint_every_steps=r["checkpoint_every_steps"],
+            extension_path=str(where / EXTENSION) if where else None,
+        )
+        stop_examples = self.budget.stop_examples
+        why: list[str] = []
+
+        def should_stop(curve) -> bool:  # the race's rule, every threshold met, or stalled from stop_examples on
+            if control:
+                return False
+            point = curve[-1]
+            met = [rec.threshold for rec in thresholds.recoveries(curve, baseline, levels) if rec.recovered]
+            if race.can_stop(point.examples, met, known, levels):
+                why.append("met" if len(met) == len(levels) else "dropped")
+                return True
+            if stop_examples is not None and point.examples >= stop_examples and stall.of_curve(curve).stalled:
+                why.append("stalled")
+                return True
+            return False
+
+        result = loop.run(
+            self.model,
+            self.family,
+            self.job.objective,
+            self.train_seqs,
+            self.job.val_batches,
+            self.trainable,
+            settings,
+            should_stop=should_stop,
+            label="control" if control else f"retrain lr {lr:g}",
+            cache=self.cache,
+            levels=[] if control else [thresholds.threshold_loss(baseline, eps) for eps in levels],
+            resolution=RESOLUTION,
+            start_loss=self.damaged,
+        )
+        if result.settled_at is not None:
+            stop = why[-1]
+        else:
+            stop = "diverged" if result.diverged_step is not None else "budget"
+        copy = Raced(
+            lr=lr,
+            curve=list(result.curve),
+            stop=stop,
+            settled_at=result.settled_at,
+            diverged_step=result.diverged_step,
+            max_examples=self.length,
+            stop_examples=stop_examples,
+            depth=self.cache.depth if self.cache else None,
+            eval_s=result.eval_s,
+            replay_s=result.replay_s,
+            replay_train_s=result.replay_train_s,
+            trained=True,
+        )
+        log.info(
+            "%s lr %g stopped (%s) at %d examples",
+            "control" if control else "copy",
+            lr,
+            stop,
+            max(p.examples for p in copy.curve),
+        )
+        if where is not None:
+            _write_record(where / RECORD, copy)
+        return copy
+
+    def _consider(self, copy: Raced) -> None:
+        """Keep the weights of the primary copy so far (``race.primary``: adding a copy keeps it or makes it that
+        one)."""
+        if self.best is not None:
+            key = race.primary_key(copy.as_copy(self.baseline, self.levels), self.levels)
+            if key >= race.primary_key(self.best.as_copy(self.baseline, self.levels), self.levels):
+                return
+        self.best, self.best_weights = copy, None
+        if copy.trained:
+            self.best_weights = self._keep_weights(copy)
+
+    def _keep_weights(self, copy: Raced) -> dict[str, torch.Tensor]:
+        """The trainable tensors as ``copy`` ended (``model`` holds them now), written where a later run finds them."""
+        weights = {n: p.detach().clone() for n, p in self.params.items()}
+        if self.work is not None:
+            state = {"lr": copy.lr, "digest": copy.digest(), "params": _on_cpu(weights)}
+            checkpoints.write(state, self.work / layout.PRIMARY_WEIGHTS)
+        return weights
+
+    def finish(self) -> Raced:
+        """The primary copy, its final weights in ``model`` (kept, read back, or trained again); the folders of
+        copies no longer raced removed."""
+        best = self.best
+        weights = self.best_weights
+        if weights is None and self.work is not None and (self.work / layout.PRIMARY_WEIGHTS).is_file():
+            state = torch.load(self.work / layout.PRIMARY_WEIGHTS, weights_only=True)
+            if state.get("lr") == best.lr and state.get("digest") == best.digest():
+                weights = state["params"]
+        if weights is None and not self.params:
+            weights = {}  # nothing trains: no weights to give back
+        if weights is None:
+            log.info("the primary copy, lr %g, was kept without its weights: trained again", best.lr)
+            position = self.raced.index(best)
+            again = self.train(best.lr, position)
+            if again.digest() != best.digest():
+                raise RuntimeError(f"the copy at lr {best.lr:g} trained again gave another curve")
+            weights = self._keep_weights(again)
+        with torch.no_grad():
+            for n, p in self.params.items():
+                p.copy_(weights[n])
+        for name, p in self.model.named_parameters():
+            p.requires_grad_(name in self.trainable)
+        if self.work is not None:
+            raced = {layout.COPY_IN_CELL.format(lr=c.lr) for c in self.raced}
+            for stale in (self.work / layout.COPIES).glob("lr*"):
+                if f"{layout.COPIES}/{stale.name}" not in raced:
+                    shutil.rmtree(stale, ignore_errors=True)
+        return best
+
+
+def _on_cpu(weights: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    return {n: t.detach().to("cpu", copy=True) for n, t in weights.items()}

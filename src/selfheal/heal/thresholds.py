@@ -88,3 +88,26 @@ def first_crossing(examples, losses, level: float, resolution: float = RESOLUTIO
     x0, x1, y0, y1 = x[i - 1], x[i], y[i - 1], y[i]
     value = float(x0 + (y0 - level) / (y0 - y1) * (x1 - x0))
     return Crossing(value, int(x0), int(x1), bool(x1 - x0 > resolution * value))
+
+
+def copies(curve) -> list[tuple[np.ndarray, np.ndarray]]:
+    """A pretraining curve (a DataFrame: examples, val_loss and, for a raced pretraining, ``lr``) as its copies,
+    one (examples, losses) pair per lr in the order they appear (one copy where there is no ``lr`` column)."""
+    if "lr" not in curve.columns or curve["lr"].isna().all():
+        return [(curve["examples"].to_numpy(dtype=float), curve["val_loss"].to_numpy(dtype=float))]
+    return [
+        (g["examples"].to_numpy(dtype=float), g["val_loss"].to_numpy(dtype=float))
+        for _, g in curve.groupby("lr", sort=False)
+    ]
+
+
+def fewest_crossing(curves: Sequence[tuple], level: float, resolution: float = RESOLUTION) -> Crossing:
+    """Over the copies of a raced pretraining (``curves``: (examples, losses) per copy): the ``first_crossing`` of
+    ``level`` with the fewest examples, the from-scratch cost like for like with the healing race (docs/method.md,
+    budgets). A level no copy reaches: not reached, ``examples_lo`` the last evaluation of the copy that ran longest."""
+    found = [first_crossing(x, y, level, resolution) for x, y in curves]
+    reached = [c for c in found if math.isfinite(c.examples)]
+    if reached:
+        return min(reached, key=lambda c: c.examples)
+    ran = [c for c in found if c.examples_lo is not None]
+    return max(ran, key=lambda c: c.examples_lo) if ran else Crossing(math.nan, None, None, False)

@@ -4,23 +4,27 @@ The trained model, its token streams, validation batches and step-0 weights are 
 that builds each frozen-prefix cache once and runs each matched no-reset control after the cells it is matched
 with: the global RNG is seeded with the cell's seed, the trained model is copied, the cell's target is reset
 (``reset.draw``, the cell's own generator; nothing changes for a matched control), the damage is measured on the
-fixed validation set, and the cell retrains to threshold (``retrain.retrain``). After training, every tensor the
-cell did not train is checked bit-identical to the trained model's, and for a one-layer target the healed layer's
-outputs are compared with the original's (``similarity.linear_cka``; the reset layer before training is the floor).
+fixed validation set, and the cell retrains to threshold, racing the lrs of ``recipe.lrs`` (``retrain.retrain``; a
+matched control trains once, at its longest cell's lr). After training, every tensor the cell did not train is
+checked bit-identical to the trained model's, and for a one-layer target the healed layer's outputs (its primary
+copy's) are compared with the original's (``similarity.linear_cka``; the reset layer before training is the floor).
 
 Outputs per cell (in the unit's folder, ``layout.CELL_IN_UNIT``): ``damage.json`` (``Damage``),
-``recovery.json`` (``CellResult``) and ``curve.parquet``. Work is never lost (``staging``): a running cell
-checkpoints into the unit's work folder, and each finished cell is staged there with a fingerprint of what it
-depends on (its settings and the content of its input files); the outputs are hard links to the staged files,
-which stay. The next run (killed, or re-run because a retrain seed or a cell was added) keeps every finished cell
-whose fingerprint matches, resumes the cell in progress from its checkpoint and trains only the rest.
+``recovery.json`` (``CellResult``), ``curve.parquet`` (its primary copy's curve) and ``race.parquet`` (every copy's).
+Work is never lost (``staging``): a running cell's copies checkpoint into the unit's work folder, and each finished
+cell is staged there with a fingerprint of what it depends on (its settings and the content of its input files); the
+outputs are hard links to the staged files, which stay. The next run (killed, or re-run because a retrain seed or a
+cell was added) keeps every finished cell whose fingerprint matches, resumes the cell in progress (its finished
+copies kept, the copy in progress from its checkpoint) and trains only the rest.
 
 The budget (``heal.budget``, once per unit) is not part of a cell's fingerprint (``grid.covered``). A staged cell
-whose run is the run the new budget gives is kept without training (``_keep``, the one place this is decided): the same length, or a cell that met every threshold
-at a regular evaluation within the new budget (its record's budget fields are updated). Any other staged cell
-(censored, diverged, or a matched control whose cells now train longer) continues from its extension point, the
-state of its last regular evaluation (``extend.ckpt``, ``loop.run``), so its curve and crossings are those of a
-run given the new budget from the start.
+whose run is the run the new budget gives is kept without training (``_keep``, the one place this is decided): the
+same length, or a cell every copy of which settled (met every threshold, was dropped by the race's rule or stalled
+at a regular evaluation) within the new budget (its record's budget fields are updated). Any other staged cell
+(censored, diverged, or a matched control whose cells now train longer or at another lr) races again: each copy
+settled within the budget is kept, and each other continues from its extension point, the state of its last regular
+evaluation (``retrain.EXTENSION``, ``loop.run``), so its curve and crossings are those of a run given the new budget
+from the start.
 """
 
 from __future__ import annotations
@@ -47,7 +51,7 @@ from selfheal.training import evaluation
 from selfheal.training.evaluation import evaluate
 
 log = logging.getLogger("selfheal")
-EXTENSION = "extend.ckpt"  # a staged cell's extension point (``loop.run``), beside its outputs
+EXTENSION = retrain.EXTENSION  # each copy's extension point (``loop.run``), in its folder beside the cell's outputs
 
 
 class FrozenTensorChanged(RuntimeError):
@@ -62,14 +66,18 @@ def _fingerprint(model_cfg: dict, eval_cfg: dict, cell: Cell, inputs_digest: str
     )
 
 
-def _keep(folder: Path, length: int, depth: int | None, budget: Budget) -> bool:
+def _keep(folder: Path, length: int, depth: int | None, budget: Budget, lr: float | None = None) -> bool:
     """Whether a staged cell (fingerprint matching) is the run this budget gives, so it is kept untrained: trained
-    for ``length`` examples, or settled (every threshold met at a regular evaluation) within it, from the same
-    prefix cache depth. A cell the stall rule stopped is that run only under the same ``retrain.stop_stalled``; a cell
+    for ``length`` examples, or settled (every copy of its race stopped at a regular evaluation by a rule that reads
+    no budget) within it, from the same prefix cache depth; a matched control at ``lr``, the lr its cells give it. A
+    cell a copy of which the stall rule stopped is that run only under the same ``retrain.stop_stalled``; a cell
     trained to its budget without the stop is kept under one (its curve goes on past where the rule would stop it).
     A kept cell's record gets this budget's fields, as a run given it from the start would."""
     result = records.read(folder / layout.RECOVERY, records.CellResult)
-    if result.stalled_examples is not None and result.stop_examples != budget.stop_examples:
+    if lr is not None and result.lr != lr:
+        return False
+    stalled = "stalled" in retrain.race_stops(pd.read_parquet(folder / layout.RACE, columns=["stop"]))
+    if stalled and result.stop_examples != budget.stop_examples:
         return False
     settled = result.settled_examples is not None and result.settled_examples <= length
     if result.prefix_cache_depth != depth or not (settled or result.budget_examples == length):
@@ -147,17 +155,18 @@ def heal_cell(
     baseline: float,
     pre: PretrainSummary,
     cache: PrefixCache | None,
-    checkpoint_path: str,
+    folder: str | None,
     control_examples: int | None = None,
     reference: TrainedReference | None = None,
     budget: Budget | None = None,
-    extension_path: str | None = None,
     donor=None,
+    control_lr: float | None = None,
 ):
-    """Reset, measure the damage, retrain: one cell on a copy of the trained ``base``. ``reference``: the trained
-    model's loss and layer outputs, shared by the cells of a job (a cell that resets nothing reuses them);
-    ``budget``: the network's (``heal.budget``); ``extension_path``: the cell's extension point; ``donor``: the
-    trained model whose encoder a ``swap-<model>`` cell swaps in."""
+    """Reset, measure the damage, retrain: one cell on a copy of the trained ``base``; returns its damage, record,
+    curve and race (``retrain.retrain``). ``folder``: the cell's work folder (its copies' checkpoints, extension
+    points and records); ``reference``: the trained model's loss and layer outputs, shared by the cells of a job (a
+    cell that resets nothing reuses them); ``budget``: the network's (``heal.budget``); ``donor``: the trained model
+    whose encoder a ``swap-<model>`` cell swaps in; ``control_lr``: a matched control's lr."""
     reference = reference or TrainedReference(base, job)
     setup.seed_everything(cell.seed)
     model = copy.deepcopy(base)
@@ -191,7 +200,7 @@ def heal_cell(
         len(names),
         damaged,
     )
-    result, curve = retrain.retrain(
+    result, curve, race = retrain.retrain(
         model,
         job.family,
         job,
@@ -203,10 +212,10 @@ def heal_cell(
         damaged,
         pre,
         cache,
-        checkpoint_path,
+        folder,
         control_examples,
         budget,
-        extension_path,
+        control_lr,
     )
     check_frozen(model, base, {n for n, p in model.named_parameters() if p.requires_grad}, donor)
     if layer is not None:
@@ -216,7 +225,7 @@ def heal_cell(
         )
     if reference.confirm_batches:
         confirm(model, job, reference, result)
-    return damage, result, curve
+    return damage, result, curve, race
 
 
 def confirm(model, job: setup.Setup, reference: TrainedReference, result) -> None:
@@ -256,7 +265,7 @@ def run(
 ) -> None:
     """Heal every cell of one unit, or some of them, each into its folder (``layout.CELL_IN_UNIT``) inside
     ``out_dir``, staged in the same folder inside ``work_dir``. ``unit_cells``: every cell of the unit, where only
-    some are healed here (the lr check, ``heal.lr_sensitivity``): the prefix caches are planned over them, as in the
+    some are healed here: the prefix caches are planned over them, as in the
     grid's job, so the numbers are the grid's.
     ``pretrain_curve_path``: the network's pretraining curve (None for a downloaded model healed as downloaded),
     whose from-scratch cost sets the budget under ``retrain.budget_scratch``. ``donors``: each donor model's
@@ -305,7 +314,8 @@ def run(
     inputs_of = {None: staging.digest(base_inputs)} | {d: staging.digest([*base_inputs, p]) for d, p in donors.items()}
     work = Path(work_dir)
     cache = None
-    spent: dict[Cell, int] = {}  # examples each reset cell trained for: the length of its matched control
+    spent: dict[Cell, int] = {}  # examples each reset cell's primary copy trained for: its matched control's length
+    lrs: dict[Cell, float | None] = {}  # each reset cell's primary lr: its matched control's lr
     confirm_count = eval_cfg.get("confirm_sequences")
     confirm_batches = (
         None
@@ -319,11 +329,16 @@ def run(
         folder = work / layout.CELL_IN_UNIT.format(**cell.as_dict())
         fingerprint = _fingerprint(model_cfg, eval_cfg, cell, inputs_of[cell.parsed_target.donor])
         depth = depths.get(cell)
-        control_examples = max((n for c, n in spent.items() if cell.matches(c)), default=None)
+        longest = max((c for c in spent if cell.matches(c)), key=spent.get, default=None)  # the first of the longest
+        control_examples = spent.get(longest)
+        control_lr = (lrs.get(longest) or model_cfg["recipe"]["lrs"][0]) if cell.is_matched_control else None
         length = budgets.run_examples(budget, cell.is_matched_control, control_examples)
-        if staging.is_staged(folder, fingerprint, layout.CELL_FILES) and _keep(folder, length, depth, budget):
+        if staging.is_staged(folder, fingerprint, layout.CELL_FILES) and _keep(
+            folder, length, depth, budget, control_lr
+        ):
             log.info("cell %s finished in an earlier run of this job: kept", cell.as_dict())
             spent[cell] = int(pd.read_parquet(folder / layout.CURVE)["examples"].max())
+            lrs[cell] = records.read(folder / layout.RECOVERY, records.CellResult).lr
             (folder / budgets.STAMP).write_text(budgets.stamp(model_cfg))
             continue
         if depth is None:
@@ -331,8 +346,7 @@ def run(
         elif cache is None or cache.depth != depth:  # deeper than the last one (``_order``): built on it, then freed
             cache = PrefixCache.build(base, job.family, train_seqs, job.val_batches, depth, job.device, cache)
         staging.begin(folder, fingerprint, layout.CELL_FILES, plan.cell_settings(model_cfg, eval_cfg, cell.as_dict()))
-        checkpoint = folder / "retrain.ckpt"
-        damage, result, curve = heal_cell(
+        damage, result, curve, race = heal_cell(
             base,
             job,
             train_seqs,
@@ -342,19 +356,21 @@ def run(
             baseline,
             pre,
             cache,
-            str(checkpoint),
+            str(folder),
             control_examples,
             reference,
             budget,
-            str(folder / EXTENSION),
-            donor_models.get(cell.parsed_target.donor),
+            donor=donor_models.get(cell.parsed_target.donor),
+            control_lr=control_lr,
         )
         spent[cell] = int(curve["examples"].max())
+        lrs[cell] = result.lr
         records.write(folder / layout.DAMAGE, damage)
         results_io.write_parquet(folder / layout.CURVE, curve)
+        results_io.write_parquet(folder / layout.RACE, race)
         (folder / budgets.STAMP).write_text(budgets.stamp(model_cfg))
         records.write(folder / layout.RECOVERY, result)  # last: its presence marks the cell finished
-        checkpoint.unlink(missing_ok=True)
+        retrain.remove_checkpoints(folder)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     for cell in cells:  # the outputs are hard links to the staged copies, which stay for this job's next run

@@ -32,7 +32,12 @@ RUN_LENGTH = ("max_examples", "checkpoint_every_steps", "extension_path")
 
 
 def _fingerprint(s, model, any_budget: bool = False, extra=None) -> str:
-    trainable = sorted(n for n, p in model.named_parameters() if p.requires_grad)
+    return fingerprint(s, sorted(n for n, p in model.named_parameters() if p.requires_grad), any_budget, extra)
+
+
+def fingerprint(s, trainable: list[str], any_budget: bool = False, extra=None) -> str:
+    """What a run's saved state belongs to: its settings (less its length where ``any_budget``), its trainable
+    tensors (sorted names) and ``extra``."""
     skip = ("checkpoint_path", "hardware", *(RUN_LENGTH if any_budget else ()))
     settings = {f.name: getattr(s, f.name) for f in fields(s) if f.name not in skip}
     blob = json.dumps(
@@ -55,11 +60,13 @@ def _on_cpu(value):
 
 
 def state(
-    s, model, optimizer, batch_generator, pos, result, elapsed: float, any_budget: bool = False, extra=None
+    s, model, optimizer, batch_generator, pos, result, elapsed: float, any_budget: bool = False, extra=None, keeper=None
 ) -> dict:
     """The full training state as a checkpoint (a copy on the CPU: training may go on); ``any_budget``: as an
-    extension point, whose fingerprint leaves out the run's length and adds ``extra`` (e.g. a prefix cache's depth)."""
+    extension point, whose fingerprint leaves out the run's length and adds ``extra`` (e.g. a prefix cache's depth).
+    ``keeper``: the run's ``patience.Keeper``, whose state (the best checkpoint's weights) is kept too."""
     return {
+        "keeper": keeper.checkpoint() if keeper is not None else None,
         "fingerprint": _fingerprint(s, model, any_budget, extra),
         "params": {n: p.detach().cpu().clone() for n, p in model.named_parameters() if p.requires_grad},
         "optimizer": _on_cpu(optimizer.state_dict()),
@@ -82,14 +89,17 @@ def write(state_: dict, path) -> None:
     os.replace(tmp, path)
 
 
-def save(s, model, optimizer, batch_generator, pos, result, elapsed: float) -> None:
-    write(state(s, model, optimizer, batch_generator, pos, result, elapsed), s.checkpoint_path)
+def save(s, model, optimizer, batch_generator, pos, result, elapsed: float, keeper=None) -> None:
+    write(state(s, model, optimizer, batch_generator, pos, result, elapsed, keeper=keeper), s.checkpoint_path)
 
 
-def restore(s, model, optimizer, batch_generator, pos, result, path=None, any_budget: bool = False, extra=None) -> bool:
+def restore(
+    s, model, optimizer, batch_generator, pos, result, path=None, any_budget: bool = False, extra=None, keeper=None
+) -> bool:
     """Load a matching checkpoint (``s.checkpoint_path``, or ``path``) into the run's objects; False when there is
     none (or it does not match). ``any_budget``: an extension point (``state``), applied only where it lies within
-    this run's budget."""
+    this run's budget. ``keeper``: the run's ``patience.Keeper``; a checkpoint without its state (or with another
+    rule's) does not match."""
     path = path or s.checkpoint_path
     if not path or not Path(path).is_file():
         return False
@@ -104,6 +114,11 @@ def restore(s, model, optimizer, batch_generator, pos, result, path=None, any_bu
     if any_budget and state["position"]["examples"] > s.max_examples:
         log.info("not continuing from %s: it lies beyond this run's budget", path)
         return False
+    if (keeper is not None) != (state.get("keeper") is not None) or (keeper and not keeper.matches(state["keeper"])):
+        log.warning("ignoring checkpoint %s: it belongs to another stopping rule", path)
+        return False
+    if keeper is not None:
+        keeper.restore(state["keeper"])
     params = dict(model.named_parameters())
     with torch.no_grad():
         for name, value in state["params"].items():

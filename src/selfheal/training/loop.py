@@ -84,6 +84,7 @@ def run(
     levels: Sequence[float] = (),
     resolution: float = 0.0,
     start_loss: float | None = None,
+    keeper=None,
 ) -> Result:
     """Train ``trainable`` on ``train_seqs`` (epochs reshuffled by seed) for up to ``s.max_examples`` examples.
 
@@ -99,12 +100,17 @@ def run(
     ``start_loss``: the validation loss of ``model`` as given, when the caller has just evaluated it (e.g. the
     damage of a reset), so the first point of the curve is not evaluated twice.
 
+    ``keeper`` (a ``patience.Keeper``): sees every evaluation after ``should_stop``, may stop the run too (the
+    patience rule) and keeps the best checkpoint's weights; its state goes into the run's checkpoints.
+
     ``levels`` (validation losses, e.g. the recovery thresholds) with ``resolution`` > 0: every crossing of a level
     is located to an interval (a, b] between two evaluations, b - a <= resolution x b or one optimizer step, inside
     the interval whose closing evaluation first reached it (``locating``); the regular evaluations and the final
     weights are those of a run without ``levels``.
     """
-    r = _Run(model, family, objective, train_seqs, val_batches, trainable, s, should_stop, label, cache, start_loss)
+    r = _Run(
+        model, family, objective, train_seqs, val_batches, trainable, s, should_stop, label, cache, start_loss, keeper
+    )
     locator = locating.locator(r, levels, resolution)
     saved = resuming.Saved(r, at_evaluations_only=locator is not None)
     result, pos = r.result, r.pos
@@ -153,13 +159,25 @@ class _Run:
     methods are the steps ``run``, ``locating`` and ``resuming`` take: train, evaluate, load weights."""
 
     def __init__(
-        self, model, family, objective, train_seqs, val_batches, trainable, s, should_stop, label, cache, start_loss
+        self,
+        model,
+        family,
+        objective,
+        train_seqs,
+        val_batches,
+        trainable,
+        s,
+        should_stop,
+        label,
+        cache,
+        start_loss,
+        keeper=None,
     ):
         for name, p in model.named_parameters():
             p.requires_grad_(name in trainable)
         self.model, self.family, self.objective, self.train_seqs = model, family, objective, train_seqs
         self.val_batches, self.s, self.should_stop = val_batches, s, should_stop
-        self.label, self.cache, self.start_loss = label, cache, start_loss
+        self.label, self.cache, self.start_loss, self.keeper = label, cache, start_loss, keeper
         self.hw = s.hardware
         self.device = self.hw.prepare(model)
         self.grad_from = first_trainable_depth(family, model, trainable)
@@ -327,7 +345,10 @@ class _Run:
             point.wall_s,
             eta,
         )
-        return self.should_stop(self.result.curve)
+        stop = self.should_stop(self.result.curve)
+        if self.keeper is not None:
+            stop = self.keeper.at_evaluation(self) or stop
+        return stop
 
     def plan_next_evaluation(self) -> None:
         """The next multiple of ``eval_every_examples`` (the budget's end is evaluated too)."""

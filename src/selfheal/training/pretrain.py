@@ -1,37 +1,190 @@
-"""Pretraining from scratch: E epochs over S sequences, AdamW, warmup + cosine; and the same schedule adapting a
+"""Pretraining from scratch to the validation minimum, racing the recipe's learning rates; and the same adapting a
 downloaded model to the corpus (every tensor trains, from the downloaded weights) so its baseline is in-domain.
 
-The plateau check (``pretrain.plateau_check``, a multiple of E such as 1.5): the same network (the same θ0, data
-order and schedule shape) is pretrained again for that many times E epochs, and its final validation loss is kept
-as ``plateau_val_loss``. Under a decaying schedule the last quarter's drop also counts the annealing; a longer run
-shows whether more training would still lower the loss (``analysis.tables``: ``off_plateau`` when it is lower by
-more than eps_min x baseline / 4). A network at its validation minimum passes too: the longer run overfits.
+The race (docs/method.md, "Pretraining to the validation minimum"): the network is pretrained once per lr of
+``recipe.lrs`` (the one recipe, ``training.recipe``: schedule-free AdamW evaluated at its averaged weights), every
+copy from the same start (θ0, or the downloaded weights), the same data order and the same RNG state. Each copy
+trains to its own patience stop (``training.patience``: no improvement beyond the validation set's noise for
+``pretrain.patience`` epochs, and with ``pretrain.plateau_check`` not before that multiple of its best checkpoint's
+examples) or to ``pretrain.max_epochs``; no other rule drops a copy. Each keeps its best checkpoint (the lowest
+validation loss). The network is the best checkpoint of the copy whose best is lowest; its E is that checkpoint's
+examples / S. Where the winner is at an edge of the lrs raced, the lr x 3 beyond it is raced too (``race_copy``, one
+call), up to ``recipe.max_lr_extensions`` per side; ``lr_at_edge`` records a winner still at an edge.
 
-The pretraining curve (validation loss against examples seen) is the from-scratch reference that every recovery
-curve is compared to; for an adapted model, S x E of the adaptation is the unit of the retrain budget.
+The pretraining curve holds every copy's evaluations with its ``lr`` (``kept``: the network's copy); the
+from-scratch cost is the fewest examples any copy needed to reach a level (``heal.budget.scratch_cost``). The
+plateau check is the kept copy's own run on past its best checkpoint: where the patience rule stopped it, its loss
+there is ``plateau_val_loss`` (``analysis.tables``: ``off_plateau`` when lower than the baseline by more than
+eps_min x baseline / 4, never the case at a validation minimum); where ``pretrain.max_epochs`` stopped it, the
+check is not made and the drop over the last quarter of the examples to its best checkpoint decides.
+
+A killed job resumes: each copy checkpoints (``copies/lr<lr>/pretrain.ckpt``, with its best checkpoint's weights)
+and a finished copy leaves its record (``copy.pt``: curve, best checkpoint), so a re-run trains only what is left.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import logging
-import math
-from dataclasses import asdict
+import shutil
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import pandas as pd
+import torch
 
 from selfheal import models, records, results_io
 from selfheal.data import streams
 from selfheal.experiments import frozen_random
 from selfheal.records import PretrainSummary
-from selfheal.training import checkpoints, evaluation, loop, setup
-from selfheal.training.state import Settings
-
-WEIGHT_DECAY = 0.1  # AdamW's, on tensors of 2 or more dimensions
-GRAD_CLIP = 1.0  # the global gradient norm is clipped to this
+from selfheal.training import checkpoints, evaluation, loop, patience, recipe, setup
+from selfheal.training.state import CurvePoint, Settings
 
 log = logging.getLogger("selfheal")
+COPIES = "copies"  # beside the pretraining record: one folder per copy of the race while the job runs
+PATIENCE, MAX_EPOCHS, DIVERGED = "patience", "max_epochs", "diverged"  # how a copy stopped
+
+
+@dataclass
+class Copy:
+    """One copy of the race: its lr, curve, how it stopped, and its best checkpoint (trainable tensors on the CPU)."""
+
+    lr: float
+    curve: list[CurvePoint]
+    best_examples: int
+    best_steps: int
+    best_loss: float
+    stopped_by: str
+    weights: dict[str, torch.Tensor]
+    diverged_step: int | None = None
+
+    @property
+    def stop(self) -> CurvePoint:
+        return max(self.curve, key=lambda p: p.examples)
+
+
+class Race:
+    """What every copy of one network's race shares: the start weights, the data, the evaluation and the recipe.
+    ``race_copy(lr)`` trains (or reads back) one copy."""
+
+    def __init__(self, model_cfg: dict, job: setup.Setup, train_seqs, trainable: set[str], start: dict, folder: Path):
+        self.cfg, self.job, self.train_seqs, self.trainable, self.start = model_cfg, job, train_seqs, trainable, start
+        self.folder = folder
+        p = model_cfg["pretrain"]
+        self.S = train_seqs.shape[0]
+        self.patience = p["patience"] * self.S
+        self.at_least = p.get("plateau_check") or 0.0
+        self.copies: list[Copy] = []
+
+    def settings(self, lr: float) -> Settings:
+        p = self.cfg["pretrain"]
+        return recipe.settings(
+            self.cfg["recipe"],
+            lr,
+            eval_every_examples=p["eval_every_examples"],
+            max_examples=round(p["max_epochs"] * self.S),
+            data_seed=p["seed"],
+            hardware=self.job.hardware,
+            checkpoint_path=str(self._dir(lr) / "pretrain.ckpt"),
+            checkpoint_every_steps=p["checkpoint_every_steps"],
+        )
+
+    def _dir(self, lr: float) -> Path:
+        return self.folder / COPIES / f"lr{lr:g}"
+
+    def _fingerprint(self, s: Settings) -> str:
+        return checkpoints.fingerprint(s, sorted(self.trainable), extra=[self.patience, self.at_least])
+
+    def race_copy(self, lr: float) -> Copy:
+        """Train the copy at ``lr`` from the start (or read back the record a finished one left) and add it."""
+        s = self.settings(lr)
+        done = self._dir(lr) / "copy.pt"
+        copy = self._read(done, s)
+        if copy is None:
+            copy = self._train(s)
+            checkpoints.write({"fingerprint": self._fingerprint(s), **_as_record(copy)}, done)
+        else:
+            log.info("pretraining copy at lr %g finished in an earlier run of this job: kept", lr)
+        checkpoints.remove(s)  # (also one a job killed between the record and its removal left)
+        self.copies.append(copy)
+        log.info(
+            "copy at lr %g: best val loss %.4f at %d examples (%.2f epochs), stopped by %s at %d examples",
+            lr,
+            copy.best_loss,
+            copy.best_examples,
+            copy.best_examples / self.S,
+            copy.stopped_by,
+            copy.stop.examples,
+        )
+        return copy
+
+    def _read(self, path: Path, s: Settings) -> Copy | None:
+        if not path.is_file():
+            return None
+        saved = torch.load(path, weights_only=True)
+        if saved.get("fingerprint") != self._fingerprint(s):
+            return None
+        saved.pop("fingerprint")
+        saved["curve"] = [CurvePoint(**p) for p in saved["curve"]]
+        return Copy(**saved)
+
+    def _train(self, s: Settings) -> Copy:
+        setup.seed_everything(self.cfg["pretrain"]["seed"])  # every copy from the same RNG state
+        model = self.job.model
+        with torch.no_grad():
+            for name, p in model.named_parameters():
+                p.copy_(self.start[name])
+        keeper = patience.Keeper(self.patience, self.at_least)
+        result = loop.run(
+            model,
+            self.job.family,
+            self.job.objective,
+            self.train_seqs,
+            self.job.val_batches,
+            self.trainable,
+            s,
+            label=f"pretrain lr {s.lr:g}",
+            keeper=keeper,
+        )
+        state = keeper.state
+        if result.diverged_step is not None:
+            stopped = DIVERGED
+            log.warning(
+                "pretraining copy at lr %g diverged at step %d: its best checkpoint (%d examples) stands",
+                s.lr,
+                result.diverged_step,
+                result.curve[state.best].examples,
+            )
+        else:
+            stopped = PATIENCE if state.stop else MAX_EPOCHS
+        best = result.curve[state.best]
+        return Copy(
+            lr=s.lr,
+            curve=result.curve,
+            best_examples=best.examples,
+            best_steps=best.steps,
+            best_loss=best.val_loss,
+            stopped_by=stopped,
+            weights=keeper.best_weights,
+            diverged_step=result.diverged_step,
+        )
+
+    def winner(self) -> Copy:
+        """The copy whose best checkpoint has the lowest validation loss (the first raced of equal ones)."""
+        return min(self.copies, key=lambda c: c.best_loss)
+
+    @property
+    def lrs(self) -> list[float]:
+        return [c.lr for c in self.copies]
+
+
+def race(r: Race, lrs: list[float], max_extensions: int) -> Copy:
+    """Race every lr of ``lrs``, then extend at an edge (``recipe.next_lr``) while the winner is at one; the winner."""
+    for lr in lrs:
+        r.race_copy(lr)
+    while (lr := recipe.next_lr(r.lrs, r.winner().lr, lrs, max_extensions)) is not None:
+        log.info("the winner (lr %g) is at an edge of the lrs raced: racing lr %g too", r.winner().lr, lr)
+        r.race_copy(lr)
+    return r.winner()
 
 
 def pretrain(
@@ -47,10 +200,11 @@ def pretrain(
     baseline_path: str | None = None,
 ) -> PretrainSummary:
     """Pretrain one network (``model_cfg`` with its ``pretrain.seed``) from its step-0 weights, saved to
-    ``theta0_dir``; or, with ``start_dir`` (a downloaded model's folder), adapt that model with the same schedule.
-    With ``baseline_path``, the trained network's baseline is written there too: the last evaluation is the
-    baseline (the trained weights on the fixed validation batches), so no separate job evaluates it again."""
-    p = model_cfg["pretrain"]
+    ``theta0_dir``; or, with ``start_dir`` (a downloaded model's folder), adapt that model the same way. The
+    network is the winning copy's best checkpoint (module docstring). With ``baseline_path``, its baseline is
+    written there too: the best checkpoint's evaluation is the baseline (those weights on the fixed validation
+    batches), so no separate job evaluates it again."""
+    p, rec = model_cfg["pretrain"], model_cfg["recipe"]
     setup.seed_everything(p["seed"], threads)
     if start_dir is None:
         model = models.build(model_cfg, streams.vocabulary(tokens_path), seed=p["seed"])
@@ -61,23 +215,7 @@ def pretrain(
     family = job.family
     context = model_cfg["context"]
     train_seqs = setup.train_sequences(model_cfg, tokens_path)
-    S, E = train_seqs.shape[0], p["epochs"]
-    max_examples = S * E
-    settings = Settings(
-        lr=p["lr"],
-        batch_size=p["batch_size"],
-        weight_decay=WEIGHT_DECAY,
-        grad_clip=GRAD_CLIP,
-        eval_every_examples=p["eval_every_examples"],
-        max_examples=max_examples,
-        warmup_steps=max(1, round(p["warmup_fraction"] * math.ceil(max_examples / p["batch_size"]))),
-        cosine=True,
-        min_lr_fraction=p["min_lr_fraction"],
-        data_seed=p["seed"],
-        hardware=job.hardware,
-        checkpoint_path=str(Path(summary_path).with_name("pretrain.ckpt")),
-        checkpoint_every_steps=p["checkpoint_every_steps"],
-    )
+    S = train_seqs.shape[0]
     # Frozen-random variants (frozen_random.py): the frozen tensors stay at θ0 bit for bit, since loop.run leaves
     # them out of the optimizer (no update, no weight decay) and turns their gradients off.
     components = model_cfg.get("frozen_components") or []
@@ -86,7 +224,8 @@ def pretrain(
     trainable = set(params) - frozen
     frozen_params = sum(params[n].numel() for n in frozen)
     log.info(
-        "%s %s: %d params (%d frozen at init: %s), S=%d sequences of %d tokens, E=%d epochs (%d examples)",
+        "%s %s: %d params (%d frozen at init: %s), S=%d sequences of %d tokens, up to %g epochs, patience %g "
+        "epochs, racing lrs %s",
         "adapting" if start_dir else "pretraining",
         model_cfg["name"],
         models.parameter_count(model),
@@ -94,14 +233,29 @@ def pretrain(
         frozen_random.label(components),
         S,
         context,
-        E,
-        max_examples,
+        p["max_epochs"],
+        p["patience"],
+        rec["lrs"],
     )
-    result = _train(model, family, job, train_seqs, trainable, settings, model_cfg["name"], "pretrain")
+    start = {n: t.detach().to("cpu", copy=True) for n, t in params.items()}
+    r = Race(model_cfg, job, train_seqs, trainable, start, Path(summary_path).parent)
+    best = race(r, list(rec["lrs"]), rec["max_lr_extensions"])
+    if best.best_examples == 0:
+        raise RuntimeError(
+            f"pretraining {model_cfg['name']}: no copy (lrs {r.lrs}) ever got below its loss at step 0; "
+            "check the data and recipe.lrs"
+        )
+    with torch.no_grad():
+        for name, t in model.named_parameters():
+            t.copy_(best.weights[name] if name in best.weights else start[name])
     models.save(model, trained_dir)
-    curve = pd.DataFrame([asdict(pt) for pt in result.curve])
+    curve = pd.concat(
+        [pd.DataFrame([asdict(pt) for pt in c.curve]).assign(lr=c.lr, kept=c is best) for c in r.copies],
+        ignore_index=True,
+    )
     results_io.write_parquet(curve_path, curve)
-    final = result.curve[-1]
+    wall = sum(c.stop.wall_s for c in r.copies)
+    checked = best.stopped_by == PATIENCE
     summary = PretrainSummary(
         model=model_cfg["name"],
         arch=model_cfg["arch"],
@@ -118,71 +272,59 @@ def pretrain(
         frozen_components=components,
         base_model=model_cfg.get("base_model", model_cfg["name"]),
         train_sequences=S,
-        epochs=E,
-        examples=final.examples,
-        tokens=final.tokens,
-        steps=final.steps,
-        wall_s=final.wall_s,
-        initial_val_loss=result.curve[0].val_loss,
-        final_val_loss=final.val_loss,
-        last_quarter_val_drop=_val_at(result.curve, 0.75 * max_examples) - final.val_loss,
+        epochs=best.best_examples / S,
+        examples=best.best_examples,
+        tokens=best.best_examples * context,
+        steps=best.best_steps,
+        wall_s=wall,
+        initial_val_loss=best.curve[0].val_loss,
+        final_val_loss=best.best_loss,
+        last_quarter_val_drop=_val_at(best.curve, 0.75 * best.best_examples) - best.best_loss,
+        plateau_examples=best.stop.examples if checked else None,
+        plateau_val_loss=best.stop.val_loss if checked else None,
+        lr=best.lr,
+        lrs=r.lrs,
+        lr_at_edge=recipe.at_edge(r.lrs, best.lr),
+        stopped_by=best.stopped_by,
+        stop_examples=best.stop.examples,
+        race_examples=sum(c.stop.examples for c in r.copies),
     )
-    if start_dir is None and p.get("plateau_check"):
-        summary.plateau_examples, summary.plateau_val_loss = _plateau_check(
-            model_cfg, job, theta0_dir, train_seqs, trainable, settings, p["plateau_check"]
+    thresholds = model_cfg.get("retrain", {}).get("thresholds")
+    if summary.lr_at_edge:
+        log.warning("the winning lr %g is at an edge of the lrs raced %s (extensions spent)", best.lr, r.lrs)
+    if not checked:
+        log.warning(
+            "the kept copy (lr %g) stopped by %s before the patience rule did: raise pretrain.max_epochs",
+            best.lr,
+            best.stopped_by,
         )
-        log.info(
-            "plateau check: %d examples end at val loss %.4f (%+.4f against %d examples)",
-            summary.plateau_examples,
-            summary.plateau_val_loss,
-            summary.plateau_val_loss - final.val_loss,
-            max_examples,
+    if thresholds and summary.off_plateau(best.best_loss, min(thresholds)):
+        log.warning(
+            "not fully trained: more pretraining would lower the loss by more than eps_min x loss / 4 = %.4f; this "
+            "network's cells will leave every estimate (raise pretrain.max_epochs, or pretrain on fewer sequences)",
+            min(thresholds) * best.best_loss / 4,
         )
-        eps_min = min(model_cfg["retrain"]["thresholds"])
-        if summary.off_plateau(final.val_loss, eps_min):
-            log.warning(
-                "not fully trained: the longer run ends %.4f lower, more than eps_min x loss / 4 = %.4f; this "
-                "network's cells will leave every estimate (pretrain longer, or on fewer sequences)",
-                final.val_loss - summary.plateau_val_loss,
-                eps_min * final.val_loss / 4,
-            )
     records.write(summary_path, summary)
     if baseline_path:
-        evaluation.write_baseline(model_cfg, job, final.val_loss, tokens_path, baseline_path)
-    checkpoints.remove(settings)
-    log.info("pretraining done: val loss %.4f -> %.4f in %.0fs", summary.initial_val_loss, final.val_loss, final.wall_s)
+        evaluation.write_baseline(model_cfg, job, best.best_loss, tokens_path, baseline_path)
+    shutil.rmtree(r.folder / COPIES, ignore_errors=True)
+    log.info(
+        "pretraining done: lr %g, val loss %.4f -> %.4f at %d examples (E = %.2f), %d copies in %.0fs",
+        best.lr,
+        summary.initial_val_loss,
+        best.best_loss,
+        best.best_examples,
+        summary.epochs,
+        len(r.copies),
+        wall,
+    )
     return summary
 
 
-def _train(model, family, job, train_seqs, trainable, settings: Settings, name: str, label: str):
-    result = loop.run(model, family, job.objective, train_seqs, job.val_batches, trainable, settings, label=label)
-    if result.diverged_step is not None:
-        raise RuntimeError(
-            f"pretraining {name} diverged (non-finite loss) at step "
-            f"{result.diverged_step}: lower pretrain.lr or raise warmup_fraction"
-        )
-    return result
-
-
-def _plateau_check(
-    model_cfg, job, theta0_dir, train_seqs, trainable, settings: Settings, multiple: float
-) -> tuple[int, float]:
-    """The same network pretrained for ``multiple`` x its examples (the schedule stretched to the longer run, the
-    warm-up the same share of it): (examples, final validation loss). Trains a copy loaded from θ0; the network
-    kept is untouched."""
-    p = model_cfg["pretrain"]
-    setup.seed_everything(p["seed"])  # the same RNG state the pretraining started from
-    model = models.load(theta0_dir)
-    longer = round(multiple * settings.max_examples)
-    check = dataclasses.replace(
-        settings,
-        max_examples=longer,
-        warmup_steps=max(1, round(p["warmup_fraction"] * math.ceil(longer / p["batch_size"]))),
-        checkpoint_path=str(Path(settings.checkpoint_path).with_name("plateau.ckpt")),
-    )
-    result = _train(model, job.family, job, train_seqs, trainable, check, model_cfg["name"], "plateau check")
-    checkpoints.remove(check)
-    return result.curve[-1].examples, result.curve[-1].val_loss
+def _as_record(c: Copy) -> dict:
+    """A finished copy as ``copy.pt`` keeps it (tensors and plain values only)."""
+    fields = ("lr", "best_examples", "best_steps", "best_loss", "stopped_by", "diverged_step")
+    return {**{k: getattr(c, k) for k in fields}, "curve": [asdict(p) for p in c.curve], "weights": c.weights}
 
 
 def _val_at(curve, examples: float) -> float:

@@ -44,6 +44,7 @@ class Saved:
             path=path,
             any_budget=any_budget,
             extra=self.extra if any_budget else None,
+            keeper=run.keeper,
         )
 
     def resume(self) -> bool:
@@ -80,6 +81,7 @@ class Saved:
                 time.perf_counter() - run.t0,
                 any_budget=True,
                 extra=self.extra,
+                keeper=run.keeper,
             )
 
     def after_step(self, at_evaluation: bool) -> None:
@@ -92,7 +94,14 @@ class Saved:
         )
         if s.checkpoint_path and due:
             checkpoints.save(
-                s, run.model, run.optimizer, run.batch_generator, run.pos, run.result, time.perf_counter() - run.t0
+                s,
+                run.model,
+                run.optimizer,
+                run.batch_generator,
+                run.pos,
+                run.result,
+                time.perf_counter() - run.t0,
+                keeper=run.keeper,
             )
             self.saved_at = run.pos.steps
 
