@@ -13,7 +13,7 @@ from test_frozen_random import GPT2, SPECIAL, TINY_RECIPE
 from selfheal import models, records
 from selfheal.heal import budget, thresholds
 from selfheal.records import Baseline, PretrainSummary
-from selfheal.training import evaluation, patience, pretrain, recipe, setup
+from selfheal.training import evaluation, patience, pretrain, race, setup
 
 # -- the patience rule ------------------------------------------------------------------------------------------
 
@@ -67,14 +67,14 @@ GRID = [1e-3, 3e-3, 1e-2, 3e-2]
 
 
 def test_an_edge_winner_extends_the_race_by_three_up_to_the_limit():
-    assert recipe.next_lr(GRID, 3e-2, GRID, 2) == pytest.approx(9e-2)
-    assert recipe.next_lr(GRID, 1e-3, GRID, 2) == pytest.approx(1e-3 / 3)
-    assert recipe.next_lr(GRID, 3e-3, GRID, 2) is None  # inside the grid
-    assert recipe.next_lr([*GRID, 9e-2], 9e-2, GRID, 2) == pytest.approx(0.27)
-    assert recipe.next_lr([*GRID, 9e-2, 0.27], 0.27, GRID, 2) is None  # two extensions above: spent
-    assert recipe.next_lr([*GRID, 9e-2], 3e-2, GRID, 2) is None  # the extension lost: the winner is inside
-    assert recipe.next_lr(GRID, 3e-2, GRID, 0) is None
-    assert recipe.at_edge([*GRID, 9e-2], 9e-2) and not recipe.at_edge([*GRID, 9e-2], 3e-2)
+    assert race.beyond(GRID, [3e-2], GRID, 2) == pytest.approx(9e-2)
+    assert race.beyond(GRID, [1e-3], GRID, 2) == pytest.approx(1e-3 / 3)
+    assert race.beyond(GRID, [3e-3], GRID, 2) is None  # inside the grid
+    assert race.beyond([*GRID, 9e-2], [9e-2], GRID, 2) == pytest.approx(0.27)
+    assert race.beyond([*GRID, 9e-2, 0.27], [0.27], GRID, 2) is None  # two extensions above: spent
+    assert race.beyond([*GRID, 9e-2], [3e-2], GRID, 2) is None  # the extension lost: the winner is inside
+    assert race.beyond(GRID, [3e-2], GRID, 0) is None
+    assert race.is_edge([*GRID, 9e-2], 9e-2) and not race.is_edge([*GRID, 9e-2], 3e-2)
 
 
 # -- the from-scratch cost over copies --------------------------------------------------------------------------

@@ -78,28 +78,30 @@ def test_winners_per_threshold_take_the_smallest_upper_bound_and_the_smaller_lr_
 def test_a_winner_at_an_edge_extends_the_grid_up_to_the_cap_and_not_past_a_divergence():
     grid_ = [1e-3, 3e-3, 1e-2, 3e-2]
     interior = [Copy(lr, {0.05: Crossing(100, 200 if lr == 3e-3 else 400)}) for lr in grid_]
-    assert race.next_lr(interior, EPS, {"up": 0, "down": 0}, 2) is None
+    assert race.next_lr(interior, EPS, grid_, 2) is None
     assert race.at_edge(interior, EPS) == {0.01: None, 0.05: False}
     top = [Copy(lr, {0.05: Crossing(100, 150 if lr == 3e-2 else 400)}) for lr in grid_]
-    assert race.next_lr(top, EPS, {"up": 0, "down": 0}, 2) == pytest.approx(9e-2)
-    assert race.next_lr(top, EPS, {"up": 2, "down": 0}, 2) is None  # the cap: flagged instead
+    assert race.next_lr(top, EPS, grid_, 2) == pytest.approx(9e-2)
+    assert race.next_lr(top, EPS, grid_, 0) is None  # the cap: flagged instead
     assert race.at_edge(top, EPS) == {0.01: None, 0.05: True}
     # the next lr (9e-2) wins too: 0.27 next; then it is no longer alone at the edge once 0.27 is slower
     more = [*top, Copy(9e-2, {0.05: Crossing(100, 120)})]
-    assert race.next_lr(more, EPS, {"up": 1, "down": 0}, 2) == pytest.approx(0.27)
+    assert race.next_lr(more, EPS, grid_, 2) == pytest.approx(0.27)
     settled = [*more, Copy(0.27, {0.05: Crossing(100, 140)})]
-    assert race.next_lr(settled, EPS, {"up": 2, "down": 0}, 2) is None
+    assert race.next_lr(settled, EPS, grid_, 2) is None
     assert race.at_edge(settled, EPS)[0.05] is False  # 9e-2 wins, inside the grid now
     # the top copy crossed first and diverged after: its side is bounded, the winner flagged at the edge
     diverged = [*top[:3], Copy(3e-2, {0.05: Crossing(100, 150)}, diverged=True)]
-    assert race.next_lr(diverged, EPS, {"up": 0, "down": 0}, 2) is None
+    assert race.next_lr(diverged, EPS, grid_, 2) is None
     assert race.at_edge(diverged, EPS)[0.05] is True
     # the bottom wins 1 %: extended down (÷ 3); a tie with an inner lr is no edge
     bottom = [Copy(lr, {0.01: Crossing(500, 600 if lr == 1e-3 else 900)}) for lr in grid_]
-    assert race.next_lr(bottom, EPS, {"up": 0, "down": 0}, 2) == pytest.approx(1e-3 / 3)
-    assert race.side(1e-3 / 3, grid_) == "down" and race.side(9e-2, grid_) == "up" and race.side(1e-2, grid_) is None
+    assert race.next_lr(bottom, EPS, grid_, 2) == pytest.approx(1e-3 / 3)
+    spent = [*top, Copy(9e-2, {0.05: Crossing(100, 120)}), Copy(0.27, {0.05: Crossing(100, 110)})]
+    assert race.next_lr(spent, EPS, grid_, 2) is None  # two extensions above: the cap, the winner flagged
+    assert race.at_edge(spent, EPS)[0.05] is True
     tie = [Copy(lr, {0.01: Crossing(500, 600 if lr in (1e-3, 3e-3) else 900)}) for lr in grid_]
-    assert race.next_lr(tie, EPS, {"up": 0, "down": 0}, 2) is None and race.at_edge(tie, EPS)[0.01] is False
+    assert race.next_lr(tie, EPS, grid_, 2) is None and race.at_edge(tie, EPS)[0.01] is False
 
 
 def test_the_run_orders():

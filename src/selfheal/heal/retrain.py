@@ -209,10 +209,8 @@ def retrain(
     for lr in race.order(lrs):
         race_run.add(lr)
     if not control:
-        extended = {"up": 0, "down": 0}
         cap = recipe["max_lr_extensions"]
-        while (lr := race.next_lr(race_run.copies(), levels, extended, cap)) is not None:
-            extended[race.side(lr, lrs)] += 1
+        while (lr := race.next_lr(race_run.copies(), levels, lrs, cap)) is not None:
             log.info("the winner of a threshold is at an edge of the lrs raced: racing lr %g too", lr)
             race_run.add(lr)
     primary = race_run.finish()

@@ -37,6 +37,7 @@ from selfheal.data import streams
 from selfheal.experiments import frozen_random
 from selfheal.records import PretrainSummary
 from selfheal.training import checkpoints, evaluation, loop, patience, recipe, setup
+from selfheal.training import race as lr_race
 from selfheal.training.state import CurvePoint, Settings
 
 log = logging.getLogger("selfheal")
@@ -178,10 +179,10 @@ class Race:
 
 
 def race(r: Race, lrs: list[float], max_extensions: int) -> Copy:
-    """Race every lr of ``lrs``, then extend at an edge (``recipe.next_lr``) while the winner is at one; the winner."""
+    """Race every lr of ``lrs``, then extend at an edge (``race.beyond``) while the winner is at one; the winner."""
     for lr in lrs:
         r.race_copy(lr)
-    while (lr := recipe.next_lr(r.lrs, r.winner().lr, lrs, max_extensions)) is not None:
+    while (lr := lr_race.beyond(r.lrs, [r.winner().lr], lrs, max_extensions)) is not None:
         log.info("the winner (lr %g) is at an edge of the lrs raced: racing lr %g too", r.winner().lr, lr)
         r.race_copy(lr)
     return r.winner()
@@ -284,7 +285,7 @@ def pretrain(
         plateau_val_loss=best.stop.val_loss if checked else None,
         lr=best.lr,
         lrs=r.lrs,
-        lr_at_edge=recipe.at_edge(r.lrs, best.lr),
+        lr_at_edge=lr_race.is_edge(r.lrs, best.lr),
         stopped_by=best.stopped_by,
         stop_examples=best.stop.examples,
         race_examples=sum(c.stop.examples for c in r.copies),

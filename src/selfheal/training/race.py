@@ -21,9 +21,10 @@ The race's crossings are real ones, so none beats hi*: the race's minimum is the
 winner (the smaller lr on a tie) theirs. A level no copy crosses makes the rule fail everywhere, so every copy runs to
 its own stops, as its independent run does.
 
-**The edges** (``next_lr``): where some level's only winner is the highest lr raced (the lowest), the race goes on
-with that lr x ``FACTOR`` (÷ ``FACTOR``) against the same crossings, at most ``cap`` times per side, and not past a
-copy that diverged (it bounds its side). A level whose only winner is still at an edge is flagged (``at_edge``): the
+**The edges** (``beyond``, ``next_lr``): where some level's only winner is the highest lr raced (the lowest), the race
+goes on with that lr x ``FACTOR`` (÷ ``FACTOR``) against the same crossings, at most ``cap`` times per side, and not
+past a copy that diverged (it bounds its side). Pretraining's race extends by the same rule, its one winner the copy
+with the lowest validation loss. A level whose only winner is still at an edge is flagged (``at_edge``): the
 cap was hit or the edge diverged, and a faster lr may lie beyond it.
 
 Which copy runs first decides how much the rule cuts (the others stop at the first one's crossings): ``order``.
@@ -113,22 +114,33 @@ def at_edge(copies: Sequence[Copy], levels: Sequence[float]) -> dict[float, bool
     return out
 
 
-def next_lr(copies: Sequence[Copy], levels: Sequence[float], extended: Mapping[str, int], cap: int) -> float | None:
-    """The next lr to race beyond an edge, or None: where a level's only winner is the highest lr raced, that lr x
-    FACTOR (``extended["up"]`` < ``cap`` times so far, and that copy did not diverge); else the same below (÷ FACTOR,
-    ``extended["down"]``)."""
-    top = max(copies, key=lambda c: c.lr)
-    bottom = min(copies, key=lambda c: c.lr)
-    sole = {s.lr for s in (_sole_winner(copies, level) for level in levels) if s is not None}
-    for side, edge, step in (("up", top, FACTOR), ("down", bottom, 1 / FACTOR)):
-        if edge.lr in sole and not edge.diverged and extended.get(side, 0) < cap:
-            return float(f"{edge.lr * step:.12g}")
+def beyond(
+    raced: Sequence[float], winning: Iterable[float], grid: Sequence[float], cap: int, bounded=()
+) -> float | None:
+    """The edge rule, for any race (pretraining's and healing's): where a ``winning`` lr is the highest of ``raced``
+    (the grid and its extensions so far), that lr x FACTOR, while fewer than ``cap`` lrs of ``raced`` lie above
+    ``grid`` and it is not ``bounded`` (a copy that diverged); else the same below (÷ FACTOR); else None."""
+    winning, top, bottom = set(winning), max(raced), min(raced)
+    for edge, step, spent in (
+        (top, FACTOR, sum(lr > max(grid) for lr in raced)),
+        (bottom, 1 / FACTOR, sum(lr < min(grid) for lr in raced)),
+    ):
+        if edge in winning and edge not in bounded and spent < cap:
+            return float(f"{edge * step:.12g}")
     return None
 
 
-def side(lr: float, grid: Sequence[float]) -> str | None:
-    """Which side of ``grid`` an extension ``lr`` lies on (``up``, ``down``), None inside it."""
-    return "up" if lr > max(grid) else "down" if lr < min(grid) else None
+def is_edge(raced: Sequence[float], lr: float) -> bool:
+    """``lr`` is the lowest or the highest of the lrs ``raced``."""
+    return lr in (min(raced), max(raced))
+
+
+def next_lr(copies: Sequence[Copy], levels: Sequence[float], grid: Sequence[float], cap: int) -> float | None:
+    """The next lr a healing race extends to (``beyond``): the levels' only winners at an edge of ``grid`` plus
+    the extensions raced so far, a diverged edge copy bounding its side."""
+    sole = {s.lr for s in (_sole_winner(copies, level) for level in levels) if s is not None}
+    lrs = [c.lr for c in copies]
+    return beyond(lrs, sole, grid, cap, bounded={c.lr for c in copies if c.diverged})
 
 
 def primary(copies: Sequence[Copy], levels: Sequence[float]) -> Copy:
