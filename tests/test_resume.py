@@ -115,6 +115,13 @@ def _kill_at_checkpoint(workdir, phase: str, after: tuple[str, int] | None) -> t
         newer = found is not None and (after is None or found[0] != after[0] or found[1] > after[1])
         if newer and job is not None:
             try:
+                # frozen first: the checkpoint must still be there when the job dies (a copy that stops drops its
+                # checkpoint for its record, and a step takes milliseconds)
+                job.suspend()
+                found = _checkpoint_step(workdir, phase)
+                if found is None or not (after is None or found[0] != after[0] or found[1] > after[1]):
+                    job.resume()
+                    continue
                 job.send_signal(signal.SIGKILL)
             except psutil.NoSuchProcess:
                 break

@@ -12,8 +12,8 @@ threshold's only winner is at an edge of the lrs raced, the next lr beyond it ra
 ``recipe.max_lr_extensions`` per side). A matched no-reset control is not raced: it trains once, at the lr its cells
 give it (``control_lr``).
 
-Each copy works in its own folder inside the cell's (``layout.COPY_IN_CELL``): its checkpoint (a killed job resumes
-it), its extension point (a larger budget continues it) and, once it has stopped, its record (``copy.pt``: curve, why
+Each copy works in its own folder inside the cell's (``layout.COPY_IN_CELL``): its checkpoint while it trains (a killed job
+resumes it), its extension point (a larger budget continues it) and, once it has stopped, its record (``copy.pt``: curve, why
 it stopped, under which budget), which a later run keeps where its run is the one that run gives (``_reusable``, the
 rule ``heal.unit`` applies to a whole cell). The weights of the primary copy so far (``layout.PRIMARY_WEIGHTS``) are
 kept there too, so a copy kept that way needs no training for the cell's final weights; where they are missing it is
@@ -47,7 +47,7 @@ REGIMES = ("frozen", "layer", "full")
 # Largest relative width (hi - lo) / hi of a located crossing (or one step): a wider evaluation interval that
 # crosses a threshold is narrowed by evaluating its kept steps (training.loop, ``resolution``)
 RESOLUTION = thresholds.RESOLUTION
-CHECKPOINT = "retrain.ckpt"  # a copy's checkpoint, in its folder (removed once the cell is written)
+CHECKPOINT = "retrain.ckpt"  # a copy's checkpoint, in its folder while it trains (removed once it has a record)
 EXTENSION = "extend.ckpt"  # a copy's extension point, in its folder
 RECORD = "copy.pt"  # a copy's record once it has stopped, in its folder
 
@@ -431,6 +431,7 @@ class _Race:
         )
         if where is not None:
             _write_record(where / RECORD, copy)
+            (where / CHECKPOINT).unlink(missing_ok=True)  # the record supersedes it: a killed job keeps the copy
         return copy
 
     def _consider(self, copy: Raced) -> None:
