@@ -68,7 +68,7 @@ def test_a_lifted_control_brings_the_crossings_earlier(lifted):
 
 def test_the_page_sets_them_beside_the_medians_against_the_baseline(lifted):
     summary, tables, md, _ = lifted
-    head = answer.headline(md)
+    head = answer.short(md)
     against = tables["against_control"]
     at = against[(against["threshold"] == 0.01) & (against["kind"] == "layer")]["median_fraction"].astype(float)
     assert f"against its matched control one layer needs {span(at[np.isfinite(at)])} of S × E" in head
@@ -138,7 +138,7 @@ def test_a_control_within_eps_min_over_4_leaves_them_off_the_headline():
     _, tables, md, _ = _lifted(0.001)
     assert len(tables["against_control"])  # measured, and in its table
     assert not tables["control_drift"]["beyond_tolerance"].any()
-    assert "against its matched control" not in answer.headline(md)
+    assert "against its matched control" not in answer.short(md)
 
 
 def test_tables_without_the_columns_give_an_empty_table():
@@ -208,7 +208,7 @@ def test_the_headline_names_each_drifting_model_with_its_worst_move():
     tables = answer_tables.compute(summary, curves, networks)
     drift = tables["control_drift"]
     assert set(drift.loc[drift["beyond_tolerance"], "model"]) == {"gpt2-n2-d64", "gpt2-n3-d64"}
-    head = answer.headline(page.markdown(tables, summary, networks, LINKS))
+    head = answer.short(page.markdown(tables, summary, networks, LINKS))
     worst = drift.loc[drift["drift_worst"].abs().groupby(drift["model"]).idxmax()].set_index("model")["drift_worst"]
     named = ", ".join(f"{m} {signed_pct(worst[m])}" for m in ("gpt2-n2-d64", "gpt2-n3-d64"))
     assert f"by more than ε_min / 4 = 0.25 % in 2 of 3 models ({named})" in head

@@ -164,16 +164,25 @@ def test_a_network_past_its_minimum_by_more_than_the_tolerance_overfits():
 def test_an_aside_row_is_slower_than_scratch_by_its_median_or_its_budget():
     aside = pd.DataFrame(
         {
-            "item": ["encoder_swap", "encoder_swap", "donor_swap", "scratch", "reset_all"],
-            "median": [0.5, INF, INF, 0.4, NAN],
-            "n_still_falling": [0, 2, 0, 0, 0],
-            "relative_to_scratch": [1.25, INF, INF, 1.0, NAN],
-            "budget_relative_to_scratch": [3.0, 3.0, 0.8, NAN, 3.0],
+            "item": ["encoder_swap", "encoder_swap", "donor_swap", "scratch", "reset_all", "encoder_layer"],
+            "median": [0.5, INF, INF, 0.4, NAN, INF],
+            "n_still_falling": [0, 2, 0, 0, 0, 0],
+            "relative_to_scratch": [1.25, INF, INF, 1.0, NAN, INF],
+            "budget_relative_to_scratch": [3.0, 3.0, 0.8, NAN, 3.0, 2.0],
+            # the last: stalled short of its baseline, but back within ε of its matched control
+            "control_median": [NAN, NAN, NAN, NAN, NAN, 0.3],
         }
     )
     out = verdicts.encoder_decoder_verdicts(aside)
-    assert out["slower_than_scratch"].tolist() == [True, True, False, False, False]
-    assert out["verdict"].tolist() == ["recovered", "still_falling", "refuses", "recovered", "not_damaged"]
+    assert out["slower_than_scratch"].tolist() == [True, True, False, False, False, True]
+    assert out["verdict"].tolist() == [
+        "recovered",
+        "still_falling",
+        "refuses",
+        "recovered",
+        "not_damaged",
+        "back_to_control",
+    ]
 
 
 def test_another_lr_is_faster_below_nine_tenths_of_the_chosen_cost_or_where_the_chosen_did_not_recover():
@@ -260,7 +269,7 @@ def test_the_synthetic_page_states_the_tables_numbers(synthetic_page):
     tables, md = synthetic_page
     surv = tables["survival"]
     layers = surv[(surv["kind"] == "layer") & (surv["policy"] == "full") & (surv["init"] == "fresh")]
-    head = answer.headline(md)
+    head = answer.short(md)
     for model, g in layers.groupby("model"):
         row = next(line for line in head.splitlines() if line.startswith(f"| {model} |"))
         assert f"| {page.span(g['median_fraction'])}" in row
@@ -339,7 +348,7 @@ def test_pages_that_cannot_answer_still_render():
     only_sets = summary[summary["layer"].isna()]
     tables = answer_tables.compute(only_sets, curves, networks)
     md = page.markdown(tables, only_sets, networks, LINKS)
-    assert "no single-layer cells" in answer.headline(md)
+    assert "no single-layer cells" in answer.short(md)
     censored = summary.copy()
     censored["recovered"] = False
     censored["examples_hi"] = pd.array([pd.NA] * len(censored), dtype="Int64")
@@ -366,7 +375,7 @@ def test_a_model_you_bring_is_costed_in_examples_and_as_a_share_of_its_own_pretr
     assert (tables["networks_flags"]["source"] == "pretrained").all()
     assert (tables["networks_flags"]["pretraining_tokens"] == 2 * 10**12).all()
     md = page.markdown(tables, summary, networks, LINKS)
-    head = answer.headline(md)
+    head = answer.short(md)
     layers = tables["survival"][tables["survival"]["kind"] == "layer"]
     finite = layers.loc[np.isfinite(layers["median_examples"]), "median_examples"]
     lo, hi = finite.min() * 64 / 2e12, finite.max() * 64 / 2e12

@@ -16,12 +16,12 @@ from selfheal.analysis import answer_plots, out_of_sample, survival
 
 # three depths at one width: "largest size" and "largest N" both leave out n8 (one part); no D axis to leave out
 MODELS = (("gpt2-n2-d64", 2, 64), ("gpt2-n4-d64", 4, 64), ("gpt2-n8-d64", 8, 64))
+# five networks per size: the prediction for n8 is then informative (under out_of_sample.INFORMATIVE_FACTOR wide)
+SIZES = dict(depth_effect=1.0, n_effect=0.5, thresholds=(0.05,), seeds=(0,), pretrain_seeds=(0, 1, 2, 3, 4), seed=4)
 
 
 def _check(**kw):
-    summary, _, networks = synthetic(
-        models=MODELS, depth_effect=1.0, n_effect=0.5, thresholds=(0.05,), seeds=(0,), budget_fraction=2.0, seed=4, **kw
-    )
+    summary, _, networks = synthetic(models=MODELS, budget_fraction=2.0, **SIZES, **kw)
     cells = survival.prepare(summary, networks)
     return out_of_sample.check(cells, survival.estimate(cells), max_resamples=6)
 
@@ -63,11 +63,9 @@ def test_a_trend_the_data_follow_holds(follows_the_trend):
 
 
 def test_a_largest_size_off_the_trend_does_not_hold():
-    summary, _, networks = synthetic(
-        models=MODELS, depth_effect=1.0, n_effect=0.5, thresholds=(0.05,), seeds=(0,), budget_fraction=200.0, seed=4
-    )
+    summary, _, networks = synthetic(models=MODELS, budget_fraction=200.0, **SIZES)
     # the largest network heals 100x slower than the trend says: every crossing of it moves out by that factor
-    # (extrapolating log N from two depths with two networks each gives intervals some hundred-fold wide)
+    # (the prediction from five networks per depth is informative: under ten-fold wide)
     big = summary["model"] == "gpt2-n8-d64"
     budget = int(summary["budget_examples"].iloc[0])
     for column in ("examples", "examples_lo", "examples_hi"):
@@ -89,9 +87,7 @@ def _drawn(chart) -> list[dict]:
 
 
 def test_figure_draws_every_tested_prediction_and_caps_its_axis_near_the_budget(follows_the_trend):
-    summary, _, networks = synthetic(
-        models=MODELS, depth_effect=1.0, n_effect=0.5, thresholds=(0.05,), seeds=(0,), budget_fraction=2.0, seed=4
-    )
+    summary, _, networks = synthetic(models=MODELS, budget_fraction=2.0, **SIZES)
     surv = survival.estimate(survival.prepare(summary, networks))
     table = follows_the_trend.copy()
     # one layer not tested (as a median of 0 is), one measured beyond the budget, one prediction far above it
@@ -117,9 +113,7 @@ def test_figure_draws_every_tested_prediction_and_caps_its_axis_near_the_budget(
 
 
 def test_figure_names_the_panels_it_does_not_draw(follows_the_trend):
-    summary, _, networks = synthetic(
-        models=MODELS, depth_effect=1.0, n_effect=0.5, thresholds=(0.05,), seeds=(0,), budget_fraction=2.0, seed=4
-    )
+    summary, _, networks = synthetic(models=MODELS, budget_fraction=2.0, **SIZES)
     surv = survival.estimate(survival.prepare(summary, networks))
     table = pd.concat(
         [follows_the_trend.assign(left_out="largest size"), follows_the_trend.assign(left_out="largest N")],
@@ -140,3 +134,15 @@ def test_a_median_beyond_the_budget_lies_between_the_budget_and_infinity():
     within = pd.DataFrame({"median_examples": [0.1], "median_examples_lo": [0.05], "median_examples_hi": [inf]})
     assert out_of_sample._measured(within.assign(budget_examples=0.2), "examples") == (0.1, 0.05, inf)
     assert all(math.isnan(x) for x in out_of_sample._measured(within.iloc[:0], "examples"))  # nothing measured
+
+
+def test_a_prediction_too_wide_to_fail_is_not_informative():
+    """From two networks per depth the extrapolation to n8 is some hundred-fold wide: it cannot fail, so it is
+    not informative (never counted as held)."""
+    summary, _, networks = synthetic(models=MODELS, budget_fraction=2.0, **{**SIZES, "pretrain_seeds": (0, 1)})
+    cells = survival.prepare(summary, networks)
+    table = out_of_sample.check(cells, survival.estimate(cells), max_resamples=6)
+    wide = table["predicted_hi"] / table["predicted_lo"]
+    assert (wide >= out_of_sample.INFORMATIVE_FACTOR).all(), wide.tolist()
+    assert set(table["result"]) == {"not informative"} and table["held"].isna().all()
+    assert out_of_sample.verdicts(table)["verdict"].tolist() == ["not informative"]

@@ -118,7 +118,7 @@ def test_a_brought_models_costs_as_a_share_of_its_own_pretraining(finished):
     tables = answer_tables.compute(mine, curves[curves.model == "myLlama"], nets)
     links = {name: f"plots/{name}.html" for name in answer_plots.FIGURES}
     md = page.markdown(tables, mine, nets, links)
-    head = answer.headline(md)
+    head = answer.short(md)
     layers = mine[mine.layer.notna() & (mine.regime == "frozen") & (mine.policy == "full") & (mine.init == "fresh")]
     stated = 0
     for eps in (layers.threshold.min(), layers.threshold.max()):
@@ -239,7 +239,7 @@ def test_encoder_decoder_tables_hold_the_bart_cells_numbers(finished):
     # the headline's swap sentence names the donor by the width the networks table gives it
     from selfheal.analysis import answer
 
-    swap = next(line for line in answer.headline(md).splitlines() if line.startswith("- **The encoder swap** in"))
+    swap = next(line for line in answer.short(md).splitlines() if line.startswith("- **The encoder swap** in"))
     swaps = aside[aside["item"].str.contains("swap") & (aside["threshold"] == aside["threshold"].min())]
     assert f"in tinyBart: {int(swaps['slower_than_scratch'].sum())} of {len(swaps)} swaps are slower" in swap
     # its figure: each swap's, the wipe's and every layer's curves, x in units of the from-scratch cost (a cell's

@@ -87,6 +87,12 @@ def headline(md_text: str) -> str:
     return md_text[start:end]
 
 
+def short(md_text: str) -> str:
+    """The page's answer in short: its section "The answer" (the headline block, then the answer in detail and the
+    table per model)."""
+    return md_text.split("\n## The answer\n", 1)[1].split("\n## ", 1)[0]
+
+
 def source_marker(page_path: str) -> str:
     """The line that names the page a README headline block is copied from (the block follows it)."""
     return f"<!-- headline of {page_path} -->"

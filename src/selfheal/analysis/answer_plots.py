@@ -394,20 +394,23 @@ def damage_cost(cells: pd.DataFrame) -> alt.Chart:
 
 
 def out_of_sample(table: pd.DataFrame, survival: pd.DataFrame) -> alt.Chart:
-    """Predicted (the fit without the part left out) against measured median cost, per tested layer: points with
-    their 95 % intervals, one panel per part left out and ε that has a tested layer (the others are named in the
+    """Predicted (the fit without the part left out) against measured median cost, per tested layer (a prediction
+    too wide to fail too, its panel marked "not informative"): points with their intervals, one panel per part left out and ε that has a tested layer (the others are named in the
     title with why). The axis ends a little above the retraining budget: a measured median beyond the budget is an
     arrow (triangle up) at the budget, and an interval end beyond the axis is drawn to its top."""
     title = "Out of sample: the fit's predicted median cost against the measured one, per layer left out"
     fitted = table[table["predicted"].notna()] if len(table) else table
     if not len(fitted):
         return plots.empty_chart(title, "no part of the size grid could be left out (answer/out_of_sample.parquet)")
-    tested = fitted[fitted["held"].notna()]
-    panels = table.groupby(["left_out", "threshold"], sort=False)
+    # a tested layer: held or not, or a prediction too wide to fail (drawn, its panel says so)
+    wide = table["result"] == "not informative" if "result" in table.columns else pd.Series(False, index=table.index)
+    drawn = table["held"].notna() | wide
+    tested = fitted[drawn.loc[fitted.index]]
+    panels = table.assign(_drawn=drawn).groupby(["left_out", "threshold"], sort=False)
     untested = [
         f"{name}, ε = {eps:g} ({'not fitted' if g['predicted'].isna().all() else 'no layer tested'})"
         for (name, eps), g in panels
-        if not g["held"].notna().any()
+        if not g["_drawn"].any()
     ]
     why = " (a layer is not tested when its median is 0 or its cells left the fit)"
     why = why if any("no layer tested" in u for u in untested) else ""
@@ -418,7 +421,10 @@ def out_of_sample(table: pd.DataFrame, survival: pd.DataFrame) -> alt.Chart:
     layers = survival[survival["kind"] == "layer"] if len(survival) else survival
     budget = float(pd.to_numeric(layers[budget_column(unit)], errors="coerce").max()) if len(layers) else math.nan
     key = tested.assign(
-        panel=[f"{a}, ε = {e:g}" for a, e in zip(tested["left_out"], tested["threshold"])],
+        panel=[
+            f"{a}, ε = {e:g}{' (not informative)' if w else ''}"
+            for a, e, w in zip(tested["left_out"], tested["threshold"], wide.loc[tested.index])
+        ],
         layer=tested["model"] + " " + tested["target"],
     )
     censored = key["measured_censored"].astype(bool)

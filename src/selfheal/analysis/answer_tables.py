@@ -13,7 +13,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from selfheal.analysis import out_of_sample, scaling, survival, verdicts
+from selfheal.analysis import headline, out_of_sample, resolution, scaling, survival, verdicts
 from selfheal.analysis.stats import DRIFT_TOLERANCE, budget_column, copies, cost_unit, fewest_crossing, typed
 from selfheal.heal.thresholds import threshold_loss
 
@@ -35,6 +35,9 @@ TABLES = [
     "encoder_decoder",
     "network_costs",
     "validation_error",
+    "resolved_eps",
+    "headline",
+    "size_effects",
 ]
 NETWORK_COST_COLUMNS = [
     "model",
@@ -104,6 +107,7 @@ FLAG_COLUMNS = [
     "n_rows",
     "n_baseline_not_converged",
     "n_control_moved",
+    "raced",
 ]
 CONTROL_DRIFT_COLUMNS = [
     "model",
@@ -170,6 +174,8 @@ ENCODER_DECODER_COLUMNS = [
     "control_median_lo",
     "control_median_hi",
     "control_relative_to_scratch",
+    "control_stopped",
+    "control_beyond_relative",
 ]
 
 
@@ -369,7 +375,9 @@ def _typed_size_ordering(rows: list[dict]) -> pd.DataFrame:
     )
 
 
-def flags(cells: pd.DataFrame, networks: pd.DataFrame) -> pd.DataFrame:
+def flags(cells: pd.DataFrame, networks: pd.DataFrame, curves: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Per network: its quality flags, its cells' counts and ``raced``: it was pretrained by the raced recipe
+    (``curves``' pretraining rows carry its ``lr``; a network trained before the race has none)."""
     # the columns a networks table written before them lacks, as they read there
     missing = {"pretrain_tokens": pd.NA, "pretraining_tokens": pd.NA, "source": "scratch", "degenerate_reason": ""}
     nets = networks.assign(**{column: value for column, value in missing.items() if column not in networks})
@@ -387,6 +395,12 @@ def flags(cells: pd.DataFrame, networks: pd.DataFrame) -> pd.DataFrame:
     table = nets.merge(counts, on=survival.CLUSTER, how="left")
     for column in ("n_rows", "n_baseline_not_converged", "n_control_moved"):
         table[column] = table[column].fillna(0).astype(int)
+    raced = set()
+    if curves is not None and "lr" in curves.columns:
+        pre = curves[curves["kind"] == "pretrain"]
+        lrs = pre.groupby(survival.CLUSTER)["lr"].count()
+        raced = {(m, int(ps)) for (m, ps), n in lrs.items() if n > 0}
+    table["raced"] = [(m, int(ps)) in raced for m, ps in zip(table["model"], table["pretrain_seed"])]
     return table.reindex(columns=FLAG_COLUMNS)
 
 
@@ -444,7 +458,7 @@ def validation_error(summary: pd.DataFrame) -> pd.DataFrame:
         se = rows.drop_duplicates(["pretrain_seed", "target", "policy", "init", "regime", "seed"])["val_diff_se"]
         se = se.dropna()
         at_min = rows[(rows["threshold"] == eps_min) & rows["confirmed"].notna()]
-        target = eps_min * baseline / 5
+        target = resolution.SE_SHARE * eps_min * baseline
         median = float(se.median()) if len(se) else math.nan
         out.append(
             {
@@ -479,7 +493,7 @@ def compute(
         "damage_cells": damage_cells(cells),
         "cka": cka(cells),
         "pretrain_reference": ref,
-        "networks_flags": flags(cells, networks),
+        "networks_flags": flags(cells, networks, curves),
         "size_ordering": size_ordering(networks),
         "control_drift": control_drift(curves, networks, float(min(thresholds)) if thresholds else None),
         "against_control": against,
@@ -488,7 +502,14 @@ def compute(
         "network_costs": network_costs(cells),
         "validation_error": validation_error(summary),
     }
-    return verdicts.add(tables, networks, float(min(thresholds)) if thresholds else None)
+    t = verdicts.add(tables, networks, float(min(thresholds)) if thresholds else None)
+    setting = headline.setting(t["survival"], t["encoder_decoder"])
+    t["resolved_eps"] = resolution.resolved_eps(
+        thresholds, t["validation_error"], t["control_drift"], networks, setting[0] if setting else None
+    )
+    t["headline"] = headline.headline(t["survival"], t["against_control"], t["resolved_eps"], networks, setting)
+    t["size_effects"] = headline.size_effects(t["survival"], networks, setting)
+    return t
 
 
 def projected_examples(cells: pd.DataFrame) -> pd.Series:
@@ -558,6 +579,9 @@ def encoder_decoder(
                     if control is None
                     else [float(control[f"median_{unit}{end}"]) for end in ("", "_lo", "_hi")]
                 )
+                # against the control, a median beyond where its cells stopped short of the budget (their own rule)
+                stopped = control is not None and math.isinf(against_median[0]) and int(control["n_stopped"]) > 0
+                beyond = float(control[f"beyond_{unit}"]) if stopped else math.nan
                 out.append(
                     {
                         **row,
@@ -583,6 +607,8 @@ def encoder_decoder(
                         "control_median_lo": against_median[1],
                         "control_median_hi": against_median[2],
                         "control_relative_to_scratch": _ratio(against_median[0], scratch_median),
+                        "control_stopped": stopped,
+                        "control_beyond_relative": _ratio(beyond, scratch_median),
                     }
                 )
         if len(scratch):
@@ -606,12 +632,15 @@ def encoder_decoder(
                     "n_still_falling": 0,
                     "n_not_damaged": 0,
                     "relative_to_scratch": 1.0 if math.isfinite(scratch_median) else math.nan,
+                    "control_stopped": False,
                 }
             )
     counts = ["n_cells", "n_censored", "n_stalled", "n_still_falling", "n_not_damaged"]
     words = ["model", "item", "what", "target", "policy", "init", "unit"]
-    numbers = [c for c in ENCODER_DECODER_COLUMNS if c not in counts + words]
-    return typed(pd.DataFrame(out, columns=ENCODER_DECODER_COLUMNS), int64=counts, float64=numbers)
+    numbers = [c for c in ENCODER_DECODER_COLUMNS if c not in counts + words + ["control_stopped"]]
+    return typed(
+        pd.DataFrame(out, columns=ENCODER_DECODER_COLUMNS), int64=counts, float64=numbers, bool=["control_stopped"]
+    )
 
 
 def _ratio(cost, scratch: float) -> float:

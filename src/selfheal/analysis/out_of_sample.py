@@ -16,11 +16,15 @@ Per left-out model, layer and threshold:
   networks as ``scaling.fit`` (``scaling.refits``), so it covers network-to-network variation of the fitted sizes.
 - **measured**: the layer's survival median (``survival.estimate``: Turnbull NPMLE, cluster-bootstrap interval) on
   the left-out networks; inf when the median lies beyond the budget (censored), its interval then [budget, inf].
+- **informative**: the prediction interval is narrower than ``INFORMATIVE_FACTOR`` (its upper end over its lower
+  end): a prediction wider than that cannot fail, so it is ``not informative`` rather than held.
 - **held**: the two intervals overlap (a censored median's reaches from the budget to inf). A layer whose measured
   median is 0 (most of its cells within eps before any training) is not tested (held null): the fit models the
   cost of cells that needed training, as ``scaling`` says; nor is a layer of a kind whose cells left the fit
-  (``scaling.Refits.covers``: e.g. every first-layer cell of the fitted sizes beyond the budget). A part's verdict is ``held``
-  when every one of its layers held, ``did not hold`` otherwise; a fit that could not be made says why.
+  (``scaling.Refits.covers``: e.g. every first-layer cell of the fitted sizes beyond the budget). ``result`` per layer:
+  held, did not hold, not informative, not tested. A part's verdict is ``held`` when every informative layer held
+  (at least one), ``did not hold`` when one did not, ``not informative`` when none was; a fit that could not be
+  made says why.
 """
 
 from __future__ import annotations
@@ -32,6 +36,9 @@ import pandas as pd
 
 from selfheal.analysis import scaling, survival
 from selfheal.analysis.stats import budget_column, typed
+
+INFORMATIVE_FACTOR = 10.0  # a prediction interval this many times wide (upper over lower end) or wider says nothing
+RESULTS = ("held", "did not hold", "not informative", "not tested")
 
 COLUMNS = [
     "left_out",
@@ -51,6 +58,8 @@ COLUMNS = [
     "measured_hi",
     "measured_censored",
     "held",
+    "informative",
+    "result",
     "fit_models",
     "fit_cells",
     "fit_terms",
@@ -141,15 +150,37 @@ def check(
                 m, m_lo, m_hi = _measured(measured, fitted.unit)
                 row.update(measured=m, measured_lo=m_lo, measured_hi=m_hi, measured_censored=bool(np.isinf(m)))
                 if fitted.point is None:
-                    row.update(predicted=math.nan, predicted_lo=math.nan, predicted_hi=math.nan, held=pd.NA)
+                    row.update(
+                        predicted=math.nan,
+                        predicted_lo=math.nan,
+                        predicted_hi=math.nan,
+                        held=pd.NA,
+                        informative=pd.NA,
+                        result="not tested",
+                    )
                 else:
                     p, p_lo, p_hi = fitted.predict(cell)
                     overlap = p_lo <= m_hi and m_lo <= p_hi  # a censored median: [budget, inf]
                     # a median of 0: within eps untrained, nothing to predict; a layer whose cells left the fit
                     # (scaling.refits: every one censored) is outside what it speaks for
                     tested = not math.isnan(m) and m > 0 and fitted.covers(cell)
+                    informative = bool(p_lo > 0 and p_hi < INFORMATIVE_FACTOR * p_lo)
+                    held = bool(overlap) if tested and informative else pd.NA
                     row.update(
-                        predicted=p, predicted_lo=p_lo, predicted_hi=p_hi, held=bool(overlap) if tested else pd.NA
+                        predicted=p,
+                        predicted_lo=p_lo,
+                        predicted_hi=p_hi,
+                        held=held,
+                        informative=informative if tested else pd.NA,
+                        result=(
+                            "not tested"
+                            if not tested
+                            else "not informative"
+                            if not informative
+                            else "held"
+                            if overlap
+                            else "did not hold"
+                        ),
                     )
                 out.append(row)
     return typed(
@@ -164,25 +195,29 @@ def check(
             "threshold",
             "n_params",
         ],
-        boolean=["held"],
+        boolean=["held", "informative"],
         bool=["measured_censored"],
+        object=["result"],
     )
 
 
 def verdicts(table: pd.DataFrame) -> pd.DataFrame:
-    """Per left-out part and threshold: how many of its tested layers held, and the verdict (held / did not hold /
-    not tested / not fitted)."""
+    """Per left-out part and threshold: how many of its informative layers held, and the verdict (held / did not
+    hold / not informative / not tested / not fitted)."""
     rows = []
     for (name, threshold), part in table.groupby(["left_out", "threshold"], sort=False):
         known = part["held"].dropna()
+        results = part["result"] if "result" in part.columns else pd.Series(dtype=object)
         verdict = (
             "not fitted"
             if part["predicted"].isna().all()
-            else "not tested"
-            if not len(known)
             else "held"
-            if bool(known.all())
+            if len(known) and bool(known.all())
             else "did not hold"
+            if len(known)
+            else "not informative"
+            if (results == "not informative").any()
+            else "not tested"
         )
         rows.append(
             {
@@ -191,8 +226,11 @@ def verdicts(table: pd.DataFrame) -> pd.DataFrame:
                 "models": ", ".join(part["model"].unique()),
                 "layers": len(known),
                 "held": int(known.sum()),
+                "not_informative": int((results == "not informative").sum()),
                 "verdict": verdict,
                 "note": part["note"].iloc[0],
             }
         )
-    return pd.DataFrame(rows, columns=["left_out", "threshold", "models", "layers", "held", "verdict", "note"])
+    return pd.DataFrame(
+        rows, columns=["left_out", "threshold", "models", "layers", "held", "not_informative", "verdict", "note"]
+    )

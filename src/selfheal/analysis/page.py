@@ -14,13 +14,12 @@ import jinja2
 import pandas as pd
 from markdown_it import MarkdownIt
 
-from selfheal.analysis import out_of_sample, related_work, scaling, survival, verdicts
+from selfheal.analysis import headline, out_of_sample, related_work, scaling, survival, verdicts
 from selfheal.analysis.answer_tables import SWAP_ITEMS
 from selfheal.analysis.formats import compact, eps, num, pct, signed_pct, span
 from selfheal.analysis.stats import DRIFT_TOLERANCE, UNIT_WORDS, cost_unit, flag
 
 HEADLINE = ("<!-- answer:headline -->", "<!-- /answer:headline -->")
-CROSS_ATTN = "cross_attn"  # the aside's policy (§6), not a single-layer setting where the grid has the aside
 BEYOND = "> B"
 DEGENERATE_WORDS = {
     "unigram": "its baseline is not clearly below the unigram loss",
@@ -129,9 +128,7 @@ def _at(rows: pd.DataFrame, e: float) -> dict:
         "n": len(rows),
         "n_finite": verdict["recovered"],
         "n_refuses": verdict["refuses"],
-        "n_refuses_back": int(((rows["verdict"] == "refuses") & flag(rows["back_against_control"])).sum())
-        if "back_against_control" in rows
-        else 0,
+        "n_back_to_control": verdict["back_to_control"],
         "n_still_falling": verdict["still_falling"],
         "n_not_damaged": verdict["not_damaged"],
         "fraction": span(finite["median_fraction"]),
@@ -186,6 +183,44 @@ def _lr(lr, networks: pd.DataFrame) -> dict | None:
     return out
 
 
+def _headline(t: dict[str, pd.DataFrame], rows: pd.DataFrame) -> dict:
+    """The headline's table (positions x the ε it states), its sentence (at the smallest of them), which ε it states
+    and why, the N and D verdicts per position, what the intervals are and each model's validation resolution."""
+    hl, res, sizes = t["headline"], t["resolved_eps"], t["size_effects"]
+    stated = sorted(res.loc[res["headline"], "threshold"].astype(float)) if len(res) else []
+    shown = stated or sorted(hl["threshold"].unique())
+    by = {(r["position"], float(r["threshold"])): r for r in hl.to_dict("records")}
+    positions = [p for p in headline.POSITIONS if any((p, e) in by for e in shown)]
+    first = shown[0] if shown else None
+    kinds = set(rows["interval_kind"].dropna()) if "interval_kind" in rows.columns else set()
+    n_units = rows.drop_duplicates("model")["n_clusters"].astype(int).tolist() if len(rows) else []
+    at_first = sizes[sizes["threshold"] == first] if len(sizes) else sizes
+    validation = t["validation_error"]
+    return {
+        "hl_eps": shown,
+        "hl_stated": bool(stated),
+        "hl_rows": [{"position": p, "cells": [by.get((p, e)) for e in shown]} for p in positions],
+        "hl_sentence": [by[(p, first)] for p in positions if (p, first) in by],
+        "hl_first": first,
+        "resolved": res.to_dict("records"),
+        "sizes": [
+            {
+                "factor": headline.SIZE_FACTORS[varied],
+                "rows": g.to_dict("records"),
+            }
+            for varied, g in at_first.groupby("varied", sort=False)
+        ],
+        "size_reasons": headline.SIZE_REASONS,
+        "interval_words": "intervals are 95 % bootstrap intervals over the networks"
+        if kinds == {"bootstrap"}
+        else f"intervals are the range over the networks ({span(n_units)} per model; a 95 % bootstrap interval "
+        f"needs at least {survival.MIN_BOOTSTRAP_UNITS})",
+        "interval_short": "95 %" if kinds == {"bootstrap"} else "range over the networks",
+        "validation": validation.to_dict("records"),
+        "unresolved": validation.loc[~validation["resolves"].astype(bool), "model"].tolist(),
+    }
+
+
 def context(tables: dict[str, pd.DataFrame], summary: pd.DataFrame, networks: pd.DataFrame, links: dict) -> dict:
     """What the template reads: the answer tables' rows, selected (the asker's setting first, the smallest and largest
     ε) and ordered, with the few counts and ranges its sentences state."""
@@ -193,11 +228,7 @@ def context(tables: dict[str, pd.DataFrame], summary: pd.DataFrame, networks: pd
     surv, fit, flags, drift = t["survival"], t["fit"], t["networks_flags"], t["control_drift"]
     layers = surv[surv["kind"] == survival.LAYER] if len(surv) else surv
     aside = t.get("encoder_decoder", pd.DataFrame())
-    settings = sorted({(r, p, i) for r, p, i in zip(layers["regime"], layers["policy"], layers["init"])})
-    settings = [
-        s for s in sorted(settings, key=lambda s: s != survival.ASKED) if not (len(aside) and s[1] == CROSS_ATTN)
-    ]
-    setting = settings[0] if settings else None
+    setting = headline.setting(surv, aside)
     rows = survival.in_setting(layers, setting) if setting else layers.iloc[:0]
     healed = networks[networks["model"].isin(set(summary["model"]))] if len(summary) else networks
     left_out = t.get("left_out")
@@ -240,6 +271,7 @@ def context(tables: dict[str, pd.DataFrame], summary: pd.DataFrame, networks: pd
             }
         )
     c["brought"] = [x for x in c["models"] if x["brought"]]
+    c.update(_headline(t, rows))
     shown = survival.in_setting(surv[(surv["kind"] == survival.LAYER) | (surv["target"] == "all")], setting)
     shown = shown.sort_values(["model", "depth", "target"], na_position="last")
     against = survival.in_setting(t["against_control"], setting)
@@ -249,10 +281,9 @@ def context(tables: dict[str, pd.DataFrame], summary: pd.DataFrame, networks: pd
             "target": tg,
             "position": g["position"].iloc[0] if g["kind"].iloc[0] == survival.LAYER else "every layer",
             "at": [g[g["threshold"] == e].iloc[0] if (g["threshold"] == e).any() else None for e in eps_pair],
-            "control": against.loc[
-                (against["model"] == m) & (against["target"] == tg) & (against["threshold"] == eps_min),
-                f"median_{unit}",
-            ].tolist(),
+            "control": against[
+                (against["model"] == m) & (against["target"] == tg) & (against["threshold"] == eps_min)
+            ].to_dict("records"),
         }
         for (m, tg), g in shown.groupby(["model", "target"], sort=False)
     ]
@@ -297,6 +328,9 @@ def context(tables: dict[str, pd.DataFrame], summary: pd.DataFrame, networks: pd
         for m, g in networks.sort_values(["model", "pretrain_seed"]).groupby("model", sort=True)
     ]
     c["n_overfit"], c["n_nets"] = int(flags["overfit"].sum()), len(flags)
+    pretrained_here = flags[flags["source"].fillna("scratch") == "scratch"] if len(flags) else flags
+    c["old_way"] = int((~flag(pretrained_here["raced"])).sum()) if len(pretrained_here) else 0
+    c["n_here"] = len(pretrained_here)
     c["ngram"] = [
         (k, g["unigram_loss"].iloc[0], g["bigram_loss"].iloc[0], g["bigram_weight"].iloc[0])
         for k, g in (networks.groupby("family_kind", sort=True) if "bigram_loss" in networks.columns else [])

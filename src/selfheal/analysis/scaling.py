@@ -108,7 +108,7 @@ UNSTABLE_BIAS = 2.0
 UNSTABLE_SHARE = 0.25
 INDICATORS = ("first_layer", "last_layer")  # 0/1 terms: unbounded when every cell they mark is censored (_away)
 UNBOUNDED_TOL = 1e-7  # a term moves along a direction of rising likelihood when |d_j| exceeds this (scaled)
-MAX_FIT_RESAMPLES = 15  # each AFT fit takes about 0.6 CPU-seconds: a bigger bootstrap would take minutes
+MAX_FIT_RESAMPLES = 200  # bootstrap refits of the fit (each a BFGS run from the full fit)
 MAX_RANK_RESAMPLES = 500
 
 

@@ -85,6 +85,10 @@ MATCHED_CONTROL_INIT = "trained"
 LAYER, SET, SWAP, NONE = "layer", "set", "swap", "none"
 LEVEL = 0.95
 MAX_RESAMPLES = 200  # exact enumeration up to this many distinct resamples, else this many random draws
+# an interval is a 95 % bootstrap interval from this many networks (or retrain seeds) on; with fewer, the bootstrap's
+# percentiles are the extreme networks' own medians, so the interval is called what it is: their range
+MIN_BOOTSTRAP_UNITS = 5
+INTERVAL_KINDS = ("bootstrap", "range", "none")
 
 ESTIMATE_COLUMNS = GROUP_KEYS + [
     "n_cells",
@@ -111,7 +115,11 @@ ESTIMATE_COLUMNS = GROUP_KEYS + [
     "budget_fraction",
     "stall_gap_median",
     "interval_over",
+    "interval_kind",
     "n_resamples",
+    "n_stopped",
+    "beyond_examples",
+    "beyond_fraction",
 ]
 CURVE_COLUMNS = GROUP_KEYS + ["examples", "fraction", "recovered_share"]
 
@@ -150,6 +158,31 @@ def _position(depth, total: int) -> str:
     return "middle"
 
 
+def stack_places(table: pd.DataFrame, totals: Sequence[int]) -> tuple[list[str], list[float]]:
+    """Each single-layer row's position (``first``/``middle``/``last``/``only``) and ``middle_depth`` within its own
+    stack: an encoder-decoder's encoder and decoder are stacks of their own (its decoder's first layer is a first
+    layer), of ``n_dec_layer`` decoder layers (else half the network's) and the rest encoder layers; any other
+    network is one stack of ``totals`` (the row's network's layers). Other rows: their kind, NaN."""
+    positions, middles = [], []
+    n_dec = (
+        table["n_dec_layer"] if "n_dec_layer" in table.columns else pd.Series([None] * len(table), index=table.index)
+    )
+    for kind, family, stack, layer, depth, total, dec in zip(
+        table["kind"], table["family_kind"], table["stack"], table["layer"], table["depth"], totals, n_dec
+    ):
+        if kind != LAYER or pd.isna(depth):
+            positions.append(kind)
+            middles.append(math.nan)
+            continue
+        place, size = int(depth), int(total)
+        if family == "encoder-decoder" and stack in ("enc", "dec") and not pd.isna(layer):
+            decoder = int(dec) if dec is not None and not pd.isna(dec) else total // 2
+            place, size = int(layer), decoder if stack == "dec" else total - decoder
+        positions.append(_position(place, size))
+        middles.append(middle_depth(float(place), size))
+    return positions, middles
+
+
 def middle_depth(depth: float, total: int) -> float:
     """A layer's place among the middle layers (those between the first and the last) of a stack of ``total``:
     -0.5 for the second layer to +0.5 for the second-to-last, centred so that the middle layers average 0. The first
@@ -163,8 +196,9 @@ def middle_depth(depth: float, total: int) -> float:
 def prepare(summary: pd.DataFrame, networks: pd.DataFrame) -> pd.DataFrame:
     """One row per (cell, threshold) with its cost interval [lower, upper] in examples (upper = inf: right-censored)
     and everything the estimates group and flag on. Columns added: family_kind, n_params, degenerate, off_plateau,
-    kind (grid target kind), position (first/middle/last/only for one layer, else the target kind), rel_depth,
-    middle_depth (``middle_depth``), is_control, lower, upper, status, damage, stall_gap, control_moved."""
+    kind (grid target kind), position (first/middle/last/only for one layer within its stack, else the target kind:
+    ``stack_places``), rel_depth (over the whole network), middle_depth (``middle_depth``, within the stack),
+    is_control, lower, upper, status, damage, stall_gap, control_moved."""
     _require(summary, SUMMARY_NEEDS, "summary.parquet")
     _require(networks, NETWORK_NEEDS, "networks.parquet")
     extra = [c for c in ("n_dec_layer", "train_sequences", "epochs", "source") if c in networks.columns]
@@ -191,16 +225,9 @@ def prepare(summary: pd.DataFrame, networks: pd.DataFrame) -> pd.DataFrame:
         )
     ]
     depth = table["depth"]
-    table["position"] = [
-        _position(int(d), tot) if lay and not pd.isna(d) else k
-        for lay, k, d, tot in zip(is_layer, table["kind"], depth, totals)
-    ]
+    table["position"], table["middle_depth"] = stack_places(table, totals)
     table["rel_depth"] = [
         float(d) / (tot - 1) if lay and not pd.isna(d) and tot > 1 else (0.0 if lay else math.nan)
-        for lay, d, tot in zip(is_layer, depth, totals)
-    ]
-    table["middle_depth"] = [
-        middle_depth(float(d), tot) if lay and not pd.isna(d) else math.nan
         for lay, d, tot in zip(is_layer, depth, totals)
     ]
     table["is_control"] = (table["init"] == MATCHED_CONTROL_INIT) | (table["kind"] == NONE)
@@ -380,9 +407,17 @@ def _fraction(examples: float, pretrain_examples) -> float:
     return examples / float(pretrain_examples)
 
 
+def interval_kind(n_units: int) -> str:
+    """What a median's interval is (``INTERVAL_KINDS``): a 95 % bootstrap interval over at least
+    ``MIN_BOOTSTRAP_UNITS`` networks (or retrain seeds), the range of their medians over fewer, none over one."""
+    return "none" if n_units < 2 else "bootstrap" if n_units >= MIN_BOOTSTRAP_UNITS else "range"
+
+
 def estimate(cells: pd.DataFrame, max_resamples: int = MAX_RESAMPLES) -> pd.DataFrame:
     """Per group (GROUP_KEYS) of estimable cells: counts, the median cost and P(recover within the budget) with 95 %
-    cluster-bootstrap intervals (see the module docstring). A median not reached within the budget is inf."""
+    cluster-bootstrap intervals (see the module docstring; ``interval_kind`` says what they are). A median not reached
+    within the budget is inf; then ``beyond_examples`` is the median of where its censored cells were last seen (the
+    budget, or short of it for the ``n_stopped`` cells that ended before it)."""
     out = []
     for key, group in _group_iter(reported(cells)):
         rows = group[group["status"] != "not_damaged"]
@@ -403,6 +438,9 @@ def estimate(cells: pd.DataFrame, max_resamples: int = MAX_RESAMPLES) -> pd.Data
         p_lo, p_hi = weighted_interval(ps, probs) if probs else (p, p)
         censored = rows[rows["status"] != "recovered"]
         outcomes = group["outcome"].astype(str)
+        # censored cells that ended short of their budget (the stall rule, a readout against the control)
+        stopped = censored[censored["lower"].astype(float) < censored["budget_examples"].astype(float)]
+        beyond = float(censored["lower"].astype(float).median()) if len(censored) and math.isinf(median) else math.nan
         out.append(
             {
                 **key,
@@ -426,7 +464,11 @@ def estimate(cells: pd.DataFrame, max_resamples: int = MAX_RESAMPLES) -> pd.Data
                 "budget_fraction": _fraction(budget, pretrain_examples),
                 "stall_gap_median": float(censored["stall_gap"].median()) if len(censored) else math.nan,
                 "interval_over": unit_col if len(units) > 1 else "none",
+                "interval_kind": interval_kind(len(units) if probs else 0),
                 "n_resamples": len(probs),
+                "n_stopped": len(stopped),
+                "beyond_examples": beyond,
+                "beyond_fraction": _fraction(beyond, pretrain_examples),
             }
         )
     return _typed(pd.DataFrame(out, columns=ESTIMATE_COLUMNS))
@@ -458,10 +500,21 @@ def _typed(table: pd.DataFrame) -> pd.DataFrame:
     for column in ("layer", "depth", "n_layer", "d_model"):
         if column in table:
             table[column] = table[column].astype("Int64")
-    for column in ("model", "family_kind", "target", "kind", "stack", "position", "regime", "policy", "init"):
+    for column in (
+        "model",
+        "family_kind",
+        "target",
+        "kind",
+        "stack",
+        "position",
+        "regime",
+        "policy",
+        "init",
+        "interval_kind",
+    ):
         if column in table:
             table[column] = table[column].astype("string")
-    for column in ("rel_depth", "threshold", "pretrain_examples"):
+    for column in ("rel_depth", "threshold", "pretrain_examples", "beyond_examples", "beyond_fraction"):
         if column in table:
             table[column] = table[column].astype("Float64").astype(float)
     return table

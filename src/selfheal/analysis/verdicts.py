@@ -7,14 +7,15 @@ schemas in docs/outputs.md). Each verdict is decided here once, from the table's
   median (``scratch_examples``, ``scratch_fraction``: the mean over the model's usable networks pretrained here of
   what their own pretraining needed to first reach the same loss; ``relative_to_scratch``: the median in examples
   over it).
-- ``survival``: ``back_against_control``: the same median against the matched control is finite.
+- ``survival``: ``back_against_control``: the same median against the matched control is finite; a median that
+  would refuse is then ``back_to_control`` (a cell refuses only short of both its baseline and its control).
 - ``fit``: ``verdict``: the term raises the cost (its interval above 1), lowers it (below 1), has no clear effect
   (the interval includes 1) or is not determined (``reason`` says why).
 - ``control_drift``: ``beyond_tolerance``: an intact network retrained alone moved by more than
   ``stats.DRIFT_TOLERANCE`` x ε_min at some evaluation.
 - ``networks_flags``: ``past_minimum_share`` (networks.parquet's past_minimum over its baseline loss) and
   ``overfit``: past its own pretraining minimum by more than ``DRIFT_TOLERANCE`` x ε_min of its baseline.
-- ``encoder_decoder``: ``verdict`` as survival's and ``slower_than_scratch``: its median (or, beyond the budget, the
+- ``encoder_decoder``: ``verdict`` as survival's (``back_to_control`` where its control median is finite) and ``slower_than_scratch``: its median (or, beyond the budget, the
   budget) is at least pretraining from scratch to the same loss.
 - ``network_costs``: ``back_against_control``: a cell with a matched control got within ε of it.
 """
@@ -30,9 +31,11 @@ from selfheal.analysis import survival
 from selfheal.analysis.stats import DRIFT_TOLERANCE, cost_unit, flag
 
 # survival's verdict: recovered (a finite median), not_damaged (no cell left the ε band: no cost), and for a median
-# beyond the budget still_falling (some of its cells were still falling when the budget ended: not answered) or
-# refuses (its cells stalled or diverged: the stall rule's refusal)
-VERDICTS = ("recovered", "not_damaged", "still_falling", "refuses")
+# beyond the budget still_falling (some of its cells were still falling when the budget ended: not answered),
+# back_to_control (its cells stalled short of the baseline, but the same median against the matched control is
+# finite: the intact network retrained the same way moved as far, so that is the retraining's drift, not a refusal)
+# or refuses (its cells stalled or diverged short of both the baseline and the control)
+VERDICTS = ("recovered", "not_damaged", "still_falling", "back_to_control", "refuses")
 FIT_VERDICTS = ("raises the cost", "lowers the cost", "no clear effect", "not determined")
 GROUP = ["model", "regime", "policy", "init", "threshold"]
 
@@ -95,6 +98,8 @@ def back_against_control(table: pd.DataFrame, control: pd.DataFrame) -> pd.DataF
     finite = control.loc[np.isfinite(control["median_examples"].astype(float)), SETTING].drop_duplicates()
     hit = out[SETTING].merge(finite.assign(_hit=True), on=SETTING, how="left")["_hit"]
     out["back_against_control"] = hit.fillna(False).astype(bool).to_numpy()
+    if "verdict" in out.columns:
+        out.loc[(out["verdict"] == "refuses") & out["back_against_control"], "verdict"] = "back_to_control"
     return out
 
 
@@ -131,6 +136,8 @@ def flag_verdicts(flags: pd.DataFrame, networks: pd.DataFrame, eps_min: float | 
 def encoder_decoder_verdicts(table: pd.DataFrame) -> pd.DataFrame:
     out = table.copy()
     out["verdict"] = [median_verdict(m, f) for m, f in zip(out["median"], out["n_still_falling"])]
+    back = np.isfinite(out["control_median"].astype(float))
+    out.loc[(out["verdict"] == "refuses") & back, "verdict"] = "back_to_control"
     spent = np.where(np.isinf(out["median"]), out["budget_relative_to_scratch"], out["relative_to_scratch"])
     out["slower_than_scratch"] = (pd.Series(spent, index=out.index).astype(float) >= 1) & (out["item"] != "scratch")
     return out
