@@ -350,6 +350,9 @@ def context(tables: dict[str, pd.DataFrame], summary: pd.DataFrame, networks: pd
             "verdicts": [(v, ", ".join(f"{x:g}" for x in h["threshold"])) for v, h in g.groupby("verdict", sort=False)],
             "held": int(oos.loc[oos["left_out"] == lo, "held"].astype("boolean").fillna(False).sum()),
             "tested": int(oos.loc[oos["left_out"] == lo, "held"].notna().sum()),
+            "wide": int((oos.loc[oos["left_out"] == lo, "result"] == "not informative").sum())
+            if "result" in oos.columns
+            else 0,
         }
         for lo, g in said.groupby("left_out", sort=False)
     ]
