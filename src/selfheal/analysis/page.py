@@ -211,11 +211,9 @@ def _headline(t: dict[str, pd.DataFrame], rows: pd.DataFrame) -> dict:
             for varied, g in at_first.groupby("varied", sort=False)
         ],
         "size_reasons": headline.SIZE_REASONS,
-        "interval_words": "intervals are 95 % bootstrap intervals over the networks"
-        if kinds == {"bootstrap"}
-        else f"intervals are the range over the networks ({span(n_units)} per model; a 95 % bootstrap interval "
-        f"needs at least {survival.MIN_BOOTSTRAP_UNITS})",
-        "interval_short": "95 %" if kinds == {"bootstrap"} else "range over the networks",
+        "bootstrap": kinds == {"bootstrap"},  # survival.interval_kind: every interval a 95 % bootstrap interval
+        "n_units": span(n_units),
+        "min_units": survival.MIN_BOOTSTRAP_UNITS,
         "validation": validation.to_dict("records"),
         "unresolved": validation.loc[~validation["resolves"].astype(bool), "model"].tolist(),
     }
