@@ -89,7 +89,9 @@ def main():
             f"evaluation <= 15 % of a cell)"
         )
 
-    config = a.configfile.resolve().relative_to(ROOT).as_posix() if a.configfile else None
+    path = a.configfile.resolve() if a.configfile else None
+    # a config outside the repository is never a documented run (BLOCKS): its name as given
+    config = (path.relative_to(ROOT).as_posix() if path.is_relative_to(ROOT) else str(path)) if path else None
     marker = BLOCKS.get((config, tuple(a.config)))
     why_not = (
         "not a documented run (BLOCKS)"
