@@ -90,7 +90,7 @@ def main():
         )
 
     path = a.configfile.resolve() if a.configfile else None
-    # a config outside the repository is never a documented run (BLOCKS): its name as given
+    # a config outside the repository is never a documented run (BLOCKS): named by its absolute path
     config = (path.relative_to(ROOT).as_posix() if path.is_relative_to(ROOT) else str(path)) if path else None
     marker = BLOCKS.get((config, tuple(a.config)))
     why_not = (
