@@ -189,3 +189,29 @@ def test_an_out_of_sample_prediction_too_wide_to_fail_is_not_informative():
     table["result"] = ["held", "not informative"]
     said = out_of_sample.verdicts(table).iloc[0]
     assert (said["verdict"], said["held"], said["not_informative"]) == ("held", 1, 1)
+
+
+def test_the_controls_are_read_where_the_costs_are():
+    """A matched control that jumps at the start of its run (+3 % at some evaluation) but is within ε / 4 of the
+    baseline where every cell crossed ε resolves that ε; a control 0.6 % off at a crossing of 2 % does not."""
+    validation = pd.DataFrame({"model": ["a"], "val_sequences_se": [0.001], "baseline_loss": [4.0]})
+    drift = pd.DataFrame({"model": ["a"], "pretrain_seed": [0], "regime": "frozen", "drift_worst": [0.03]})
+    networks = pd.DataFrame({"model": ["a"], "pretrain_seed": [0], "off_plateau": [False]})
+    base = {"model": "a", "pretrain_seed": 0, "regime": "frozen", "is_control": False, "baseline_loss": 4.0}
+    cells = pd.DataFrame(
+        [
+            # at 2 %: L0's control at 4.024 (+0.6 %, beyond 0.5 %) where L0 crossed; L1's at 4.008 (+0.2 %)
+            {**base, "threshold": 0.02, "status": "recovered", "upper": 3000.0, "control_loss": 4.024},
+            {**base, "threshold": 0.02, "status": "recovered", "upper": 2000.0, "control_loss": 4.008},
+            # at 5 %: +0.6 % and +0.2 % are within 1.25 %; a censored cell's control is not read
+            {**base, "threshold": 0.05, "status": "recovered", "upper": 1200.0, "control_loss": 4.024},
+            {**base, "threshold": 0.05, "status": "censored", "upper": INF, "control_loss": 4.2},
+            # at 10 %: back at the start (upper 0): no crossing to read, so the whole run's +3 % decides (> 2.5 %)
+            {**base, "threshold": 0.10, "status": "recovered", "upper": 0.0, "control_loss": 4.0},
+        ]
+    )
+    table = resolution.resolved_eps([0.02, 0.05, 0.10], validation, drift, networks, "frozen", cells)
+    assert table["controls_resolve"].tolist() == [False, True, False]
+    assert table["crossing_drift"].tolist()[:2] == pytest.approx([0.006, 0.006])
+    assert table["n_crossings"].tolist() == [2, 1, 0]
+    assert table["reason"].tolist() == ["controls", "", "controls"]

@@ -212,3 +212,18 @@ def test_a_finished_copy_is_read_back_not_trained_again(tmp_path, caplog):
     assert any("finished in an earlier run" in r.getMessage() for r in caplog.records)
     assert again.curve == first.curve and again.best_loss == first.best_loss
     assert all(torch.equal(again.weights[n], first.weights[n]) for n in first.weights)
+
+
+def test_the_network_is_a_copy_at_its_minimum_not_one_cut_by_max_epochs():
+    def copy(lr, stopped_by, best_loss):
+        return pretrain.Copy(lr, [], 100, 10, best_loss, stopped_by, {})
+
+    # lr 0.09 is lowest but still falling when max_epochs cut it; 0.03 settled lowest of the rest; 0.27 stalled high
+    copies = [copy(0.01, "patience", 2.17), copy(0.03, "patience", 2.16), copy(0.09, "max_epochs", 2.07)]
+    copies.append(copy(0.27, "patience", 3.18))
+    assert pretrain.winner(copies).lr == 0.03
+    assert pretrain.unfinished_lower(copies).lr == 0.09
+    # a cut copy above the winner is not recorded; where every copy was cut, the lowest of them is the network
+    assert pretrain.unfinished_lower([copy(0.03, "patience", 2.16), copy(0.09, "max_epochs", 2.2)]) is None
+    cut = [copy(0.01, "max_epochs", 2.3), copy(0.03, "max_epochs", 2.2), copy(0.09, "diverged", 2.25)]
+    assert pretrain.winner(cut).lr == 0.03 and pretrain.unfinished_lower(cut) is None

@@ -14,7 +14,16 @@ import numpy as np
 import pandas as pd
 
 from selfheal.analysis import headline, out_of_sample, resolution, scaling, survival, verdicts
-from selfheal.analysis.stats import DRIFT_TOLERANCE, budget_column, copies, cost_unit, fewest_crossing, typed
+from selfheal.analysis.stats import (
+    DRIFT_TOLERANCE,
+    SAME_REGIME,
+    budget_column,
+    copies,
+    cost_unit,
+    fewest_crossing,
+    typed,
+    with_set_epochs,
+)
 from selfheal.heal.thresholds import threshold_loss
 
 ZERO_OUT = "zero_out"  # grid.ZERO_OUT: the init whose output projections start at zero (no training stack here)
@@ -307,18 +316,15 @@ def pretrain_reference(curves: pd.DataFrame, networks: pd.DataFrame, thresholds)
     )
 
 
-SAME_REGIME = ("train_sequences", "epochs", "context")  # pairs compared in size_ordering share these
-
-
 def size_ordering(networks: pd.DataFrame) -> pd.DataFrame:
     """Does the baseline fall with D at fixed N, and not rise with N at fixed D, by more than the spread between
-    pretraining seeds? One row per pair of models of the same family (arch), source and SAME_REGIME (S, E,
+    pretraining seeds? One row per pair of models of the same family (arch), source and SAME_REGIME (S and
     context) that differ in exactly one of n_layer and d_model (its columns: docs/outputs.md); n_seeds: the smaller
     of the two models' numbers of seeds."""
     needs = ["model", "pretrain_seed", "arch", "n_layer", "d_model", "baseline_loss"]
     if not len(networks) or any(c not in networks.columns for c in needs):
         return _typed_size_ordering([])
-    nets = networks.copy()
+    nets = with_set_epochs(networks)
     for column in ("source",) + SAME_REGIME:
         nets[column] = nets[column].fillna(-1) if column in nets.columns else ""
     per = nets.groupby("model", sort=True).agg(
@@ -505,7 +511,7 @@ def compute(
     t = verdicts.add(tables, networks, float(min(thresholds)) if thresholds else None)
     setting = headline.setting(t["survival"], t["encoder_decoder"])
     t["resolved_eps"] = resolution.resolved_eps(
-        thresholds, t["validation_error"], t["control_drift"], networks, setting[0] if setting else None
+        thresholds, t["validation_error"], t["control_drift"], networks, setting[0] if setting else None, cells
     )
     t["headline"] = headline.headline(t["survival"], t["against_control"], t["resolved_eps"], networks, setting)
     t["size_effects"] = headline.size_effects(t["survival"], networks, setting)

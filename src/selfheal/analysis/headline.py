@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from selfheal.analysis import survival
-from selfheal.analysis.stats import cost_unit, typed
+from selfheal.analysis.stats import SAME_REGIME, cost_unit, typed, with_set_epochs
 
 POSITIONS = ("first", "middle", "last")
 # a median fraction of S x E in [lo, hi) is said as: (bands a factor of sqrt(10) either side of 1 %, 10 % and 1)
@@ -57,7 +57,7 @@ HEADLINE_COLUMNS = [
     "models",
 ]
 SIZE_FACTORS = {"n_layer": "N", "d_model": "D"}
-SAME_OTHERWISE = ("family_kind", "train_sequences", "epochs", "context")
+SAME_OTHERWISE = ("family_kind", *SAME_REGIME)
 SIZE_COLUMNS = [
     "position",
     "threshold",
@@ -234,7 +234,7 @@ def size_effects(surv: pd.DataFrame, networks: pd.DataFrame, setting) -> pd.Data
         return _typed_sizes([])
     unit = cost_unit(rows, networks)
     mine = per_model(rows, unit)
-    regime = networks.drop_duplicates("model").set_index("model")
+    regime = with_set_epochs(networks).drop_duplicates("model").set_index("model")
     for column in SAME_OTHERWISE[1:]:
         mine[column] = mine["model"].map(regime[column]) if column in regime.columns else math.nan
     out = []

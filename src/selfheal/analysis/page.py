@@ -402,6 +402,16 @@ def context(tables: dict[str, pd.DataFrame], summary: pd.DataFrame, networks: pd
     within = int((drift["n_controls"] - drift["n_beyond"]).sum())  # the controls that never moved beyond the bound
     median_onset = num(float(onset.median())) if len(onset) else ""
     c["drift_counts"] = (within, int(drift["n_controls"].sum()), median_onset, span(onset)) if len(drift) else None
+    res = t["resolved_eps"]
+    at_min = res[res["threshold"].astype(float) == float(res["threshold"].min())] if len(res) else res
+    read_at = "n_crossings" in at_min.columns  # tables written before the column: the whole run's drift only
+    crossing = at_min.iloc[0] if read_at and len(at_min) and int(at_min["n_crossings"].iloc[0]) else None
+    # the matched controls where the costs at eps_min are read: (worst drift there, its model, within eps_min / 4)
+    c["crossing"] = (
+        (float(crossing["crossing_drift"]), crossing["crossing_model"], bool(crossing["controls_resolve"]))
+        if crossing is not None
+        else None
+    )
     c["scale"] = (
         span(flags["n_params"].astype(float)),
         span(pd.to_numeric(flags["pretrain_tokens"], errors="coerce"), compact),

@@ -25,6 +25,20 @@ UNIT_WORDS = {"fraction": "fraction of S × E", "examples": "examples"}
 
 
 DRIFT_TOLERANCE = 0.25  # the method's bound on drift, as a share of the smallest ε: ε_min / 4
+# what two sizes compared on the N or D axis share besides their family: the data (S), the context and, where the
+# config set it (a fixed schedule, or max_epochs cut the race), E; not an E the patience rule found (each network's
+# own epochs to its validation minimum): ``with_set_epochs``
+SAME_REGIME = ("train_sequences", "context", "set_epochs")
+
+
+def with_set_epochs(networks: pd.DataFrame) -> pd.DataFrame:
+    """``networks`` with ``set_epochs``: its E where the config set it, NaN where the patience rule stopped its race
+    (``stopped_by`` == "patience")."""
+    out = networks.copy()
+    by_rule = out["stopped_by"].eq("patience").fillna(False) if "stopped_by" in out.columns else False
+    epochs = out["epochs"].astype(float) if "epochs" in out.columns else math.nan
+    out["set_epochs"] = pd.Series(epochs, index=out.index).where(~pd.Series(by_rule, index=out.index).astype(bool))
+    return out
 
 
 def kept_pretraining(curves: pd.DataFrame) -> pd.DataFrame:

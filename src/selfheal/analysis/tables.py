@@ -136,6 +136,7 @@ NETWORK_COLUMNS = [
     "pretrain_lr",
     "lr_at_edge",
     "stopped_by",
+    "unfinished_lr",
     "baseline_loss",
     "unigram_loss",
     "bigram_loss",
@@ -329,6 +330,7 @@ def networks_table(
                 "pretrain_lr": pre.lr,
                 "lr_at_edge": pre.lr_at_edge,
                 "stopped_by": pre.stopped_by,
+                "unfinished_lr": getattr(pre, "unfinished_lr", None),
                 "baseline_loss": base.val_loss,
                 "unigram_loss": base.unigram_loss,
                 "bigram_loss": base.bigram_loss,
@@ -353,6 +355,7 @@ def networks_table(
         float64=[
             "epochs",
             "pretrain_lr",
+            "unfinished_lr",
             "unigram_loss",
             "bigram_loss",
             "bigram_weight",

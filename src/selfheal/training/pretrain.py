@@ -7,8 +7,9 @@ copy from the same start (θ0, or the downloaded weights), the same data order a
 trains to its own patience stop (``training.patience``: no improvement beyond the validation set's noise for
 ``pretrain.patience`` epochs, and with ``pretrain.plateau_check`` not before that multiple of its best checkpoint's
 examples) or to ``pretrain.max_epochs``; no other rule drops a copy. Each keeps its best checkpoint (the lowest
-validation loss). The network is the best checkpoint of the copy whose best is lowest; its E is that checkpoint's
-examples / S. Where the winner is at an edge of the lrs raced, the lr x 3 beyond it is raced too (``race_copy``, one
+validation loss). The network is the best checkpoint of the copy whose best is lowest among the copies the patience
+rule stopped (``winner``; of all copies where none was); its E is that checkpoint's examples / S. A copy cut by
+``pretrain.max_epochs`` while below it is recorded (``unfinished_lr``): more epochs might give a lower minimum. Where the winner is at an edge of the lrs raced, the lr x 3 beyond it is raced too (``race_copy``, one
 call), up to ``recipe.max_lr_extensions`` per side; ``lr_at_edge`` records a winner still at an edge.
 
 The pretraining curve holds every copy's evaluations with its ``lr`` (``kept``: the network's copy); the
@@ -170,12 +171,26 @@ class Race:
         )
 
     def winner(self) -> Copy:
-        """The copy whose best checkpoint has the lowest validation loss (the first raced of equal ones)."""
-        return min(self.copies, key=lambda c: c.best_loss)
+        return winner(self.copies)
 
     @property
     def lrs(self) -> list[float]:
         return [c.lr for c in self.copies]
+
+
+def winner(copies: list[Copy]) -> Copy:
+    """The copy whose best checkpoint has the lowest validation loss among those the patience rule stopped (at their
+    validation minimum; the first raced of equal ones); where none was, the lowest of all."""
+    finished = [c for c in copies if c.stopped_by == PATIENCE]
+    return min(finished or copies, key=lambda c: c.best_loss)
+
+
+def unfinished_lower(copies: list[Copy]) -> Copy | None:
+    """The copy with the lowest best among those cut by ``pretrain.max_epochs`` while still below the winner's best
+    (a larger lr that, trained longer, might reach a lower minimum), or None."""
+    best = winner(copies)
+    cut = [c for c in copies if c.stopped_by == MAX_EPOCHS and c.best_loss < best.best_loss]
+    return min(cut, key=lambda c: c.best_loss) if cut else None
 
 
 def race(r: Race, lrs: list[float], max_extensions: int) -> Copy:
@@ -257,6 +272,16 @@ def pretrain(
     results_io.write_parquet(curve_path, curve)
     wall = sum(c.stop.wall_s for c in r.copies)
     checked = best.stopped_by == PATIENCE
+    lower = unfinished_lower(r.copies)
+    if lower is not None:
+        log.warning(
+            "the copy at lr %g was still below the network (lr %g) when pretrain.max_epochs cut it (%.4f < %.4f): "
+            "it might reach a lower minimum with more epochs",
+            lower.lr,
+            best.lr,
+            lower.best_loss,
+            best.best_loss,
+        )
     summary = PretrainSummary(
         model=model_cfg["name"],
         arch=model_cfg["arch"],
@@ -287,6 +312,8 @@ def pretrain(
         lrs=r.lrs,
         lr_at_edge=lr_race.is_edge(r.lrs, best.lr),
         stopped_by=best.stopped_by,
+        unfinished_lr=lower.lr if lower is not None else None,
+        unfinished_val_loss=lower.best_loss if lower is not None else None,
         stop_examples=best.stop.examples,
         race_examples=sum(c.stop.examples for c in r.copies),
     )
