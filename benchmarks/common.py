@@ -15,6 +15,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 PERFORMANCE = ROOT / "docs" / "performance.md"
+# the measurement benchmarks' base settings (its own comment says why they are not config/config.yaml's)
+BASE_CONFIG = Path(__file__).resolve().parent / "base_config.yaml"
 
 
 def block_markers(marker: str) -> tuple[str, str]:

