@@ -15,7 +15,7 @@ minutes): schedule-free at lr 1e-2, batch 16, warm-up 100 steps, weight decay 0.
 one at 3.787 (the table: docs/method.md). The recipe's defaults (``recipe.batch_size`` 16, ``recipe.warmup_steps``
 100, ``recipe.weight_decay`` 0.1 in config/schema.yaml) follow from it.
 
-    .venv/bin/python benchmarks/pretrain_sweep.py results      # after `snakemake --cores 2 results/corpus/bpe/tokens.safetensors`
+    .venv/bin/python benchmarks/pretrain_sweep.py results      # after `snakemake --cores 2 --configfile benchmarks/base_config.yaml results/corpus/bpe/tokens.safetensors`
 
     .venv/bin/python benchmarks/pretrain_sweep.py results --plateau      # GPT-2's fully trained regime
     .venv/bin/python benchmarks/pretrain_sweep.py results --families     # BERT's and BART's

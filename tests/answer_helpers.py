@@ -91,6 +91,7 @@ def synthetic(
                     "pretrain_lr": 1e-2,
                     "lr_at_edge": False,
                     "stopped_by": "patience",
+                    "unfinished_lr": 3e-2 if ps == pretrain_seeds[-1] else None,  # a larger lr cut below it
                 }
             )
             pre_grid = np.arange(0, SXE + 1, 4000)

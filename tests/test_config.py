@@ -329,12 +329,12 @@ def test_own_files_corpus_accepted(tmp_path):
 
 def test_per_model_overrides_merge_over_top_level():
     raw = _default()
-    raw["models"][1]["retrain"] = {"budget_fraction": 0.5}
+    raw["models"][1]["retrain"] = {"budget_scratch": 0.5}
     raw["models"][1]["recipe"] = {"lrs": [1e-4, 3e-4, 1e-3, 3e-3]}
     resolved = config.resolve(raw)
-    assert resolved["models"][1]["retrain"]["budget_fraction"] == 0.5
+    assert resolved["models"][1]["retrain"]["budget_scratch"] == 0.5
     assert resolved["models"][1]["retrain"]["thresholds"] == raw["retrain"]["thresholds"]
-    assert resolved["models"][0]["retrain"]["budget_fraction"] == raw["retrain"]["budget_fraction"]
+    assert resolved["models"][0]["retrain"]["budget_scratch"] == raw["retrain"]["budget_scratch"] == 1.0
     assert resolved["models"][1]["recipe"]["lrs"] == [1e-4, 3e-4, 1e-3, 3e-3]
     assert resolved["models"][1]["recipe"]["batch_size"] == raw["recipe"]["batch_size"]  # the rest: top level
     assert resolved["models"][0]["recipe"]["lrs"] == raw["recipe"]["lrs"]

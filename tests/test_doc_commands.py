@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import missing_data_packages
-from snakemake_helpers import pythonpath
+from snakemake_helpers import documented_example, pythonpath
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -87,6 +87,9 @@ def _dry_run_argv(args: tuple[str, ...], tmp: Path) -> list[str]:
     for i, arg in enumerate(args):
         if arg == "--configfile" and args[i + 1] == "my.yaml":
             args[i + 1] = str(_readme_example(tmp))
+        if arg == "--configfile" and args[i + 1] == "my_texts.yaml":  # docs/configuration.md's, on BBC News texts
+            (tmp / "work").mkdir(parents=True, exist_ok=True)
+            args[i + 1] = str(documented_example(tmp / "work", topics=("tech",)))
         if arg == "--profile" and args[i + 1] == "profiles/slurm":
             args[i + 1] = str(_slurm_profile(tmp))
     return [
@@ -122,7 +125,11 @@ def test_snakemake_commands_dry_run(tmp_path):
     assert len(distinct) >= 5, distinct
     runs, unchecked = {}, {}
     for number, (args, name) in enumerate(distinct.items()):
-        configs = [args[i + 1] for i, a in enumerate(args[:-1]) if a == "--configfile" and args[i + 1] != "my.yaml"]
+        configs = [
+            args[i + 1]
+            for i, a in enumerate(args[:-1])
+            if a == "--configfile" and args[i + 1] not in ("my.yaml", "my_texts.yaml")
+        ]
         missing = [m for c in configs for m in missing_data_packages(ROOT / c)]
         if "profiles/slurm" in args and importlib.util.find_spec("snakemake_executor_plugin_slurm") is None:
             missing.append("snakemake-executor-plugin-slurm (the slurm extra)")

