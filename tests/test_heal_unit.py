@@ -55,7 +55,7 @@ def _damaged_loss(tmp_path, model_cfg, eval_cfg, cell):
     job = setup.prepare(model, model_cfg, eval_cfg, str(tmp_path / "tokens.safetensors"))
     if cell.target != "none":
         reset.draw(model, job.family, cell.target, cell.policy, cell.init, cell.seed, None)
-    return evaluation.evaluate(model, job.family, job.val_batches, hw=job.hardware)
+    return evaluation.evaluate(model, job.family, job.val_batches)
 
 
 def _run(tmp_path, model_cfg, eval_cfg, cells, out="out"):

@@ -92,7 +92,7 @@ def test_an_original_cell_records_the_damage_and_cka_floor_of_its_step0_layer(fi
     torch.set_num_threads(config.get("threads", 1))  # as the jobs ran
     try:
         job = setup.prepare(restored, model_cfg, config["eval"], str(tokens))
-        damaged = evaluate(restored, job.family, job.val_batches, hw=job.hardware)
+        damaged = evaluate(restored, job.family, job.val_batches)
         layer = job.family.layer(trained, "L1")
         original = similarity.layer_outputs(trained, job.family, layer, job.val_batches)
         reset = similarity.layer_outputs(restored, job.family, job.family.layer(restored, "L1"), job.val_batches)

@@ -135,7 +135,7 @@ class TrainedReference:
 
     def val_loss(self) -> float:
         if self._loss is None:
-            self._loss = evaluate(self.base, self.job.family, self.job.val_batches, hw=self.job.hardware)
+            self._loss = evaluate(self.base, self.job.family, self.job.val_batches)
         return self._loss
 
     def layer_outputs(self, layer) -> torch.Tensor:
@@ -172,7 +172,7 @@ def heal_cell(
     model = copy.deepcopy(base)
     names = reset.draw(model, job.family, cell.target, cell.policy, cell.init, cell.seed, theta0, donor)
     untouched = cell.init == grid.TRAINED or cell.target == grid.NONE  # the weights are the trained ones, bit for bit
-    damaged = reference.val_loss() if untouched else evaluate(model, job.family, job.val_batches, hw=job.hardware)
+    damaged = reference.val_loss() if untouched else evaluate(model, job.family, job.val_batches)
     layer = job.family.layer(model, cell.target) if cell.parsed_target.is_layer else None
     if layer is not None:
         original = reference.layer_outputs(layer)

@@ -15,13 +15,13 @@ from selfheal import models, records
 from selfheal.data import ngrams, streams
 from selfheal.records import Baseline
 from selfheal.training import setup
-from selfheal.training.hardware import Hardware, to_device
+from selfheal.training.hardware import to_device
 
 log = logging.getLogger("selfheal")
 
 
 @torch.no_grad()
-def evaluate(model: nn.Module, family, val_batches: list[dict], cache=None, hw: Hardware = Hardware()) -> float:
+def evaluate(model: nn.Module, family, val_batches: list[dict], cache=None) -> float:
     """Mean loss over the fixed validation batches, weighted by batch size. With a prefix cache, the frozen
     layers below ``cache.depth`` are read instead of recomputed."""
     was_training = model.training
@@ -32,7 +32,7 @@ def evaluate(model: nn.Module, family, val_batches: list[dict], cache=None, hw: 
     for batch in val_batches:
         n = batch["input_ids"].shape[0]
         batch = to_device(batch, device)
-        with hw.autocast(device):
+        with torch.autocast(device_type=device.type, enabled=False):  # fp32, whatever the training's precision
             if cache is None:
                 loss = family.loss(model, batch, no_grad_anywhere)
             else:
@@ -45,7 +45,7 @@ def evaluate(model: nn.Module, family, val_batches: list[dict], cache=None, hw: 
 
 
 @torch.no_grad()
-def per_sequence(model: nn.Module, family, val_batches: list[dict], hw: Hardware = Hardware()) -> torch.Tensor:
+def per_sequence(model: nn.Module, family, val_batches: list[dict]) -> torch.Tensor:
     """The mean loss of each validation sequence, a batch at a time (the family's loss ``per_row``: a masked LM
     keeps the masks its batches were made with): paired per-sequence losses of two networks on the same batches
     give the standard error of their difference with correlated tokens counted once."""
@@ -55,7 +55,7 @@ def per_sequence(model: nn.Module, family, val_batches: list[dict], hw: Hardware
     device = next(model.parameters()).device
     out = []
     for batch in val_batches:
-        with hw.autocast(device):
+        with torch.autocast(device_type=device.type, enabled=False):  # fp32, whatever the training's precision
             out.append(family.loss(model, to_device(batch, device), no_grad_anywhere, per_row=True).double().cpu())
     model.train(was_training)
     return torch.cat(out) if out else torch.zeros(0, dtype=torch.float64)
@@ -69,7 +69,7 @@ def baseline(
     (``write_baseline`` with the last evaluation's loss: the same weights, batches and function)."""
     setup.seed_everything(0, threads)
     job = setup.prepare(models.load(trained_dir), model_cfg, eval_cfg, tokens_path)
-    loss = evaluate(job.model, job.family, job.val_batches, hw=job.hardware)
+    loss = evaluate(job.model, job.family, job.val_batches)
     return write_baseline(model_cfg, job, loss, tokens_path, out_path)
 
 

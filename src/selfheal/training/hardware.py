@@ -2,8 +2,11 @@
 AdamW always fused (no config key turns them off).
 
 Defaults suit both a CPU laptop and a GPU node: ``device: auto`` takes CUDA when present; ``precision: fp32``
-keeps CPU runs bit-reproducible, ``bf16`` autocasts the forward (weights and optimizer state stay fp32).
-Attention uses PyTorch SDPA (the models are built and loaded with ``attn_implementation="sdpa"``).
+keeps CPU runs bit-reproducible, ``bf16`` autocasts the training forward (weights and optimizer state stay fp32)
+with attention kept in fp32 (``FP32_ATTENTION``: on a CPU the flash-SDPA backward in bf16 is several times slower
+than in fp32, and attention's softmax is where bf16 loses most), and every evaluation runs in fp32
+(``training.evaluation``). Attention uses PyTorch SDPA (the models are built and loaded with
+``attn_implementation="sdpa"``).
 """
 
 from __future__ import annotations
@@ -55,7 +58,14 @@ class Hardware:
             torch.backends.cuda.matmul.allow_tf32 = True  # TF32 tensor-core matmuls on Ampere+ GPUs
             torch.backends.cudnn.allow_tf32 = True
         model.to(device)
+        self.fp32_attention(model)
         return device
+
+    def fp32_attention(self, model: nn.Module) -> None:
+        """Under bf16, the model's attention (a transformers model's) runs in fp32 inside the autocast region."""
+        if self.precision == "bf16" and hasattr(model, "set_attn_implementation"):
+            _register_fp32_attention()
+            model.set_attn_implementation(FP32_ATTENTION)
 
     def autocast(self, device: torch.device):
         if self.precision == "bf16":
@@ -99,3 +109,23 @@ def keep_freed_memory() -> bool:
 
 def to_device(batch: dict, device: torch.device) -> dict:
     return {k: v.to(device, non_blocking=True) for k, v in batch.items()}
+
+
+FP32_ATTENTION = "sdpa_fp32"  # transformers' SDPA attention with its inputs in fp32 and autocast off inside it
+
+
+@functools.cache
+def _register_fp32_attention() -> None:
+    from transformers import AttentionInterface
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    def sdpa_fp32(module, query, key, value, attention_mask, **kwargs):
+        with torch.autocast(device_type=query.device.type, enabled=False):
+            mask = (
+                attention_mask
+                if attention_mask is None or attention_mask.dtype == torch.bool
+                else attention_mask.float()
+            )
+            return sdpa_attention_forward(module, query.float(), key.float(), value.float(), mask, **kwargs)
+
+    AttentionInterface.register(FP32_ATTENTION, sdpa_fp32)

@@ -299,7 +299,7 @@ class _Run:
 
     def evaluate_model(self) -> float:
         """The validation loss of the model as it is (the trainable tensors as they are)."""
-        return evaluate(self.model, self.family, self.val_batches, self.cache, self.hw)
+        return evaluate(self.model, self.family, self.val_batches, self.cache)
 
     def point(self, examples: int, steps: int, val_loss: float, train_loss: float | None = None, replay: bool = True):
         return CurvePoint(

@@ -96,7 +96,7 @@ class Keeper:
         losses = noise = None
         if candidate:
             with run.at_evaluated_weights():
-                losses = evaluation.per_sequence(run.model, run.family, run.val_batches, run.hw)
+                losses = evaluation.per_sequence(run.model, run.family, run.val_batches)
             noise = 0.0 if self.anchor_losses is None else paired_se(losses, self.anchor_losses)
         index = len(run.result.curve) - 1
         before = self.state
