@@ -14,13 +14,12 @@ import argparse
 import statistics
 import time
 
-import schedulefree
 import torch
 
 from common import add_write_flag, machine, publish
 from selfheal import models
 from selfheal.models import families
-from selfheal.training import stacked
+from selfheal.training import loop, recipe, stacked
 
 MARKER = "stacked-step"
 SPECIAL = {"vocab_size": 1024, "eos": 0, "pad": 1, "mask": 2}
@@ -37,20 +36,19 @@ def _model(d_model: int):
 
 
 def _sequential(d_model: int, depth: int, k: int):
-    """K models, each with its layer trainable and its own optimiser: one step of each."""
+    """K models, each with its layer trainable and the race's own optimiser (``loop._optimizer``): one step of each."""
     runs = []
+    settings = recipe.settings(
+        {"batch_size": 32, "weight_decay": DECAY, "warmup_steps": WARMUP}, LR, eval_every_examples=32, max_examples=0
+    )
     for _ in range(k):
         model, family = _model(d_model)
-        params = list(family.stack_modules(model, "")[depth].parameters())
+        layer = family.stack_modules(model, "")[depth]
+        params = list(layer.parameters())
         for p in params:
             p.requires_grad_(True)
-        groups = [
-            {"params": [p for p in params if p.ndim >= 2], "weight_decay": DECAY},
-            {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0},
-        ]
-        optimizer = schedulefree.AdamWScheduleFree(groups, lr=LR, warmup_steps=WARMUP)
-        optimizer.train()
-        runs.append((model, family, params, optimizer))
+        trainable = {n for n, p in model.named_parameters() if p.requires_grad}
+        runs.append((model, family, params, loop._optimizer(model, trainable, settings)))  # the race's own
 
     def step(batch):
         for model, family, params, optimizer in runs:

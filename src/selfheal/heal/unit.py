@@ -128,9 +128,7 @@ class TrainedReference:
     def per_sequence(self) -> torch.Tensor:
         """The trained model's loss on each confirmation sequence."""
         if self._per_sequence is None:
-            self._per_sequence = evaluation.per_sequence(
-                self.base, self.job.family, self.confirm_batches, self.job.hardware
-            )
+            self._per_sequence = evaluation.per_sequence(self.base, self.job.family, self.confirm_batches)
         return self._per_sequence
 
     def val_loss(self) -> float:
@@ -231,7 +229,7 @@ def heal_cell(
 def confirm(model, job: setup.Setup, reference: TrainedReference, result) -> None:
     """The cell's final weights and the trained network on the confirmation sequences, sequence by sequence: both
     losses there, and the standard error of their mean difference at the size of the fixed validation set."""
-    cell = evaluation.per_sequence(model, job.family, reference.confirm_batches, job.hardware)
+    cell = evaluation.per_sequence(model, job.family, reference.confirm_batches)
     base = reference.per_sequence()
     diff = cell - base
     val_count = sum(int(b["input_ids"].shape[0]) for b in job.val_batches)
