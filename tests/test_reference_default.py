@@ -7,11 +7,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
 
 from selfheal import results
-from selfheal.analysis import answer
+from selfheal.analysis import answer, page
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN = ROOT / "reference" / "default"
@@ -64,3 +65,10 @@ def test_the_readme_carries_its_headline():
     readme = (ROOT / "README.md").read_text()
     block = answer.headline((RUN / "answer.md").read_text())
     assert "<!-- headline of reference/default/answer.md -->" in readme and block in readme
+
+
+def test_s_x_e_states_the_range_of_its_networks_epochs(run):
+    net = pd.Series({"train_sequences": 800, "epochs": 24.0, "source": "scratch"})
+    assert page._sxe(net, pd.Series([24.0, 29.0, 27.0])) == "800 × 24–29"  # each network's race found its own E
+    assert page._sxe(net, pd.Series([24.0, 24.0])) == "800 × 24"
+    assert "| gpt2-n2-d32 | 2 × 32 | 800 × 24–29 |" in (RUN / "answer.md").read_text()

@@ -91,14 +91,19 @@ def _brought(net: pd.Series) -> bool:
     return source is not None and not pd.isna(source) and source != "scratch"
 
 
-def _sxe(net: pd.Series) -> str:
-    """A network's S × E ('3,865 × 24'), or that it was not pretrained here (a model you bring) and its adaptation."""
+def _sxe(net: pd.Series, epochs: pd.Series | None = None) -> str:
+    """A network's S × E ('3,865 × 24'), or that it was not pretrained here (a model you bring) and its adaptation.
+    ``epochs``: every network's E of the model, stated as their range where they differ ('800 × 24–29': each
+    network's race found its own)."""
     s, e = net.get("train_sequences"), net.get("epochs")
     both = s is not None and e is not None and not pd.isna(s) and not pd.isna(e)
     if _brought(net):
         return "not pretrained here; " + (
             f"adaptation: {num(float(s))} sequences × {num(float(e))}" if both else "no adaptation"
         )
+    own = epochs.dropna().astype(float) if epochs is not None else pd.Series(dtype=float)
+    if both and own.nunique() > 1:
+        return f"{num(float(s))} × {num(own.min())}–{num(own.max())}"
     return f"{num(float(s))} × {num(float(e))}" if both else num(net.get("pretrain_examples"))
 
 
@@ -260,7 +265,7 @@ def context(tables: dict[str, pd.DataFrame], summary: pd.DataFrame, networks: pd
             {
                 "model": m,
                 "nxd": f"{int(first.loc[m, 'n_layer'])} × {int(first.loc[m, 'd_model'])}",
-                "sxe": _sxe(net) if net is not None else "n/a",
+                "sxe": _sxe(net, networks.loc[networks["model"] == m, "epochs"]) if net is not None else "n/a",
                 "at": [_at(mine[mine["threshold"] == e], e) for e in eps_pair],
                 "all": allc.loc[(allc["model"] == m) & (allc["threshold"] == eps_pair[-1]), f"median_{unit}"].tolist(),
                 "brought": brought,
