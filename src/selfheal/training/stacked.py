@@ -135,7 +135,7 @@ class ScheduleFreeK:
         bias_correction2 = 1 - beta2 ** (k + 1)
         lr = self.lrs * sched
         self.lr_max = torch.maximum(lr, self.lr_max)
-        weight = ((k + 1) ** 0.0) * self.lr_max**self.weight_lr_power
+        weight = self.lr_max**self.weight_lr_power  # the package's (k + 1)^r with its r = 0
         self.weight_sum = self.weight_sum + weight
         ckp1 = weight / self.weight_sum
         y_step = lr * (beta1 * (1 - ckp1) - 1)
