@@ -364,7 +364,7 @@ def test_defaults_come_from_the_schema_and_never_override_a_setting():
     assert "adapt" not in model and "n_dec_layer" not in model  # no default: only where they apply
     assert model["retrain"]["thresholds"] == [0.01, 0.02, 0.05, 0.10] and "lr" not in model["retrain"]
     assert resolved["eval"] == {"val_sequences": 256, "batch_size": 64, "confirm_sequences": None}
-    assert resolved["hardware"] == {"device": "auto", "precision": "fp32", "compile": None}
+    assert resolved["hardware"] == {"device": "auto", "precision": "fp32", "compile": None, "copies_per_pass": "auto"}
     assert resolved["grid"]["seeds"] == [0, 1] and resolved["grid"]["layers"] == "all"
     assert resolved["corpus"]["source"] == "shakespeare" and resolved["tokenizer"]["vocab_size"] == 2048
     assert resolved["results_dir"] == "results" and resolved["threads"] == 1

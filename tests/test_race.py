@@ -2,6 +2,8 @@
 per threshold, the edge extensions and their cap, and a real tiny network's race against its independent runs."""
 
 import copy
+import dataclasses
+import math
 
 import pandas as pd
 import pytest
@@ -181,8 +183,9 @@ CELL = grid.Cell("t", "L0", "full", "fresh", "frozen", 0)
 PRE = PretrainSummary("t", "gpt2", 3, 16, 1000, train_sequences=256, epochs=2)
 
 
-def _race(tiny, recipe=None, folder=None, retrain_cfg=None):
+def _race(tiny, recipe=None, folder=None, retrain_cfg=None, copies_per_pass=1):
     base, job, seqs, model_cfg, _ = tiny
+    job = dataclasses.replace(job, hardware=dataclasses.replace(job.hardware, copies_per_pass=copies_per_pass))
     cfg = {
         **model_cfg,
         "recipe": {**model_cfg["recipe"], **(recipe or {})},
@@ -289,3 +292,69 @@ def test_a_race_keeps_its_copies_and_continues_them_under_a_larger_budget(tiny, 
     ]
     assert all(torch.equal(a, b) for a, b in zip(extended[0].parameters(), fresh[0].parameters()))
     assert extended[2].budget_examples == fresh[2].budget_examples == 410
+
+
+def _losses(table, lr):
+    rows = table[table["lr"] == lr].sort_values("steps")
+    return list(zip(rows["examples"], rows["steps"], rows["replay"])), list(rows["val_loss"])
+
+
+@pytest.mark.parametrize(
+    "lrs, k, stops",
+    [
+        (LRS, 4, {"met", "dropped"}),  # the grid in one pass, its edge extension (9e-2) alone after it
+        (LRS + [30.0], 3, {"met", "dropped", "diverged"}),  # two passes, the second against the first's crossings
+    ],
+)
+def test_a_race_in_one_pass_gives_the_race_copy_by_copy(tiny, tmp_path, caplog, lrs, k, stops):
+    """The grid's copies trained k at a time in one pass (``hardware.copies_per_pass``): the same winners and
+    crossing intervals at every threshold as the race one copy after another, each copy's curve the same evaluations
+    with the same losses to 1e-4 (the stacked products round differently) up to where the earlier stop of the two cut
+    it, never longer than the sequential copy's own run, the same reasons to stop, and frozen tensors bit-identical.
+    A copy that diverges (lr 30) leaves the pass at the same step as alone."""
+    base, *_ = tiny
+    recipe = {"lrs": lrs}
+    alone = _race(tiny, recipe)
+    with caplog.at_level("INFO", logger="selfheal"):
+        model, trainable, result, curve, table = _race(tiny, recipe, copies_per_pass=k, folder=str(tmp_path / "cell"))
+    assert _messages(caplog, f"{k} copies in one pass")
+    assert set(table["stop"]) == set(alone[4]["stop"]) == stops
+    assert [(r.threshold, r.recovered, r.examples_lo, r.examples, r.lr) for r in result.recoveries] == [
+        (r.threshold, r.recovered, r.examples_lo, r.examples, r.lr) for r in alone[2].recoveries
+    ]
+    assert result.lr == alone[2].lr and result.lrs == alone[2].lrs
+    assert len({r.lr for r in result.recoveries}) > 1  # a real race: different lrs win different thresholds
+    for lr in result.lrs:
+        together_points, together_losses = _losses(table, lr)
+        alone_points, alone_losses = _losses(alone[4], lr)
+        n = min(len(together_points), len(alone_points))
+        assert together_points[:n] == alone_points[:n]
+        if set(table[table["lr"] == lr]["stop"]) == {"diverged"}:  # chaotic: its rounding grows 15 % in 32 examples
+            assert set(alone[4][alone[4]["lr"] == lr]["stop"]) == {"diverged"}
+            continue
+        assert all(math.isclose(a, b, rel_tol=1e-4) for a, b in zip(together_losses[:n], alone_losses[:n]))
+        # the pass's dropping rule reads every copy at once: it stops a copy no later than one after another
+        assert table[table["lr"] == lr]["examples"].max() <= alone[4][alone[4]["lr"] == lr]["examples"].max()
+    frozen = {n: p for n, p in base.named_parameters() if n not in trainable}
+    assert all(torch.equal(p, frozen[n]) for n, p in model.named_parameters() if n in frozen)
+    # the cell ends at its primary copy's weights: those of the sequential race to rounding, but for the attention's
+    # key bias, whose gradient is zero but for rounding (softmax ignores a shift shared by every key), which Adam
+    # scales up to steps of the lr in both runs: it changes no loss
+    d = TINY_MODEL["d_model"]
+    for (name, a), b in zip(model.named_parameters(), alone[0].parameters()):
+        if name.endswith("attn.c_attn.bias"):
+            a, b = torch.cat([a[:d], a[2 * d :]]), torch.cat([b[:d], b[2 * d :]])
+        assert torch.allclose(a, b, rtol=1e-4, atol=1e-6), name
+    assert math.isclose(result.final_loss, alone[2].final_loss, rel_tol=1e-5)
+    # the copies keep their records: run again, nothing trains; the primary's weights missing, it alone trains
+    caplog.clear()
+    with caplog.at_level("INFO", logger="selfheal"):
+        again = _race(tiny, recipe, copies_per_pass=k, folder=str(tmp_path / "cell"))
+    assert len(_messages(caplog, "in an earlier run of this cell: kept")) == len(result.lrs)
+    pd.testing.assert_frame_equal(table, again[4], check_exact=True)
+    (tmp_path / "cell" / "race" / "primary.pt").unlink()
+    caplog.clear()
+    with caplog.at_level("INFO", logger="selfheal"):
+        rebuilt = _race(tiny, recipe, copies_per_pass=k, folder=str(tmp_path / "cell"))
+    assert _messages(caplog, f"the primary copy, lr {result.lr:g}, was kept without its weights: trained again")
+    assert all(torch.allclose(a, b, rtol=1e-5, atol=1e-7) for a, b in zip(model.parameters(), rebuilt[0].parameters()))

@@ -23,6 +23,7 @@ trained again (the same numbers).
 from __future__ import annotations
 
 import logging
+import math
 import shutil
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -38,7 +39,7 @@ from selfheal.heal.budget import Budget
 from selfheal.heal.prefix_cache import PrefixCache
 from selfheal.heal.reset import target_layers
 from selfheal.records import CellResult, PretrainSummary, Recovery
-from selfheal.training import checkpoints, loop, race, setup
+from selfheal.training import checkpoints, locating, lockstep, loop, race, setup
 from selfheal.training import recipe as recipes
 from selfheal.training.state import CurvePoint
 
@@ -84,6 +85,7 @@ class Raced:
     eval_s: float = 0.0
     replay_s: float = 0.0
     replay_train_s: float = 0.0
+    pass_size: int = 1  # the copies trained in its pass (``lockstep``; 1: alone, ``loop.run``)
     trained: bool = field(default=False, compare=False)
 
     def recoveries(self, baseline: float, levels) -> list[Recovery]:
@@ -206,8 +208,10 @@ def retrain(
     race_run = _Race(
         model, family, job, train_seqs, cell, trainable, baseline, damaged, cache, folder, r, budget, length, recipe
     )
-    for lr in race.order(lrs):
-        race_run.add(lr)
+    ordered = race.order(lrs)
+    k = race_run.copies_per_pass(len(ordered))
+    for at in range(0, len(ordered), k):
+        race_run.add_pass(ordered[at : at + k])
     if not control:
         cap = recipe["max_lr_extensions"]
         while (lr := race.next_lr(race_run.copies(), levels, lrs, cap)) is not None:
@@ -293,6 +297,13 @@ def retrain(
     return out, pd.DataFrame([asdict(pt) for pt in primary.curve]), table
 
 
+def _close(a: list[CurvePoint], b: list[CurvePoint], rtol: float = 1e-4) -> bool:
+    """Two curves of one run trained in passes of different sizes: the same evaluations, losses to rounding."""
+    return [(p.examples, p.steps) for p in a] == [(p.examples, p.steps) for p in b] and all(
+        math.isclose(p.val_loss, q.val_loss, rel_tol=rtol) for p, q in zip(a, b)
+    )
+
+
 def _wall(copy: Raced) -> float:
     return max(p.wall_s for p in copy.curve)
 
@@ -336,48 +347,87 @@ class _Race:
     def folder(self, lr: float) -> Path | None:
         return self.work / layout.COPY_IN_CELL.format(lr=lr) if self.work else None
 
-    def add(self, lr: float) -> None:
-        """Race one more copy (kept from its record where that is the run this budget gives)."""
+    def copies_per_pass(self, wanted: int) -> int:
+        """How many copies of this race train in one pass (``lockstep.copies_per_pass``): one where the cell's
+        trainable tensors cannot be stacked (``lockstep.stackable``), a matched control, or copies whose kept
+        weights would not fit ``locating.SNAPSHOT_BUDGET_MB``."""
+        setting = self.job.hardware.copies_per_pass
+        depth = lockstep.stackable(self.family, self.model, self.trainable)
+        if self.cell.is_matched_control or depth is None or wanted < 2 or setting == 1:
+            return 1
+        device = self.job.hardware.torch_device()
+        k = lockstep.copies_per_pass(
+            setting, device, wanted, self.model, depth, self.recipe["batch_size"], self.train_seqs.shape[1]
+        )
+        step_bytes = sum(p.numel() * p.element_size() for p in self.params.values())
+        interval = math.ceil(self.r["eval_every_examples"] / self.recipe["batch_size"])
+        fits = max(1, int(locating.SNAPSHOT_BUDGET_MB * 2**20 // (step_bytes * interval)))
+        return min(k, fits)
+
+    def kept(self, lr: float) -> Raced | None:
+        """The copy at ``lr`` from its record, where that is the run this budget gives."""
         where = self.folder(lr)
         kept = _read_record(where / RECORD) if where else None
         depth = self.cache.depth if self.cache else None
         if kept is not None and _reusable(kept, lr, self.length, self.budget.stop_examples, depth):
             log.info("copy at lr %g stopped (%s) in an earlier run of this cell: kept", lr, kept.stop)
-            copy = kept
-        else:
-            copy = self.train(lr, len(self.raced))
+            return kept
+        return None
+
+    def add(self, lr: float) -> None:
+        """Race one more copy (kept from its record where that is the run this budget gives)."""
+        copy = self.kept(lr) or self.train(lr, len(self.raced))
         self.raced.append(copy)
         self._consider(copy)
 
-    def train(self, lr: float, position: int) -> Raced:
-        """One copy: ``loop.run`` at ``lr`` from the reset weights and random state, stopped by the dropping rule
-        against the copies before ``position``."""
-        r, cell, levels, baseline = self.r, self.cell, self.levels, self.baseline
-        control = cell.is_matched_control
-        known = race.bounds(self.copies(position))
-        where = self.folder(lr)
+    def add_pass(self, lrs: list[float]) -> None:
+        """Race the copies at ``lrs`` in one pass (``lockstep.run``), against the copies raced before them and each
+        other: those kept from their records first, the rest trained together (one of them alone, as ``add``)."""
+        fresh = []
+        for lr in lrs:
+            copy = self.kept(lr)
+            if copy is None:
+                fresh.append(lr)
+            else:
+                self.raced.append(copy)
+                self._consider(copy)
+        if len(fresh) == 1:
+            self.add(fresh[0])
+        elif fresh:
+            for copy, weights in self.train_together(fresh):
+                self.raced.append(copy)
+                self._consider(copy, weights)
+
+    def _reset(self) -> None:
+        """The trainable tensors back to the reset weights, the random state to the cell's start."""
         with torch.no_grad():
             for n, p in self.params.items():
                 p.copy_(self.start[n])
         torch.set_rng_state(self.rng[0])
         if self.rng[1] is not None:
             torch.cuda.set_rng_state_all(self.rng[1])
-        settings = recipes.settings(
+
+    def _settings(self, lr: float, where: Path | None, resumable: bool = True):
+        r = self.r
+        return recipes.settings(
             self.recipe,
             lr,
             eval_every_examples=r["eval_every_examples"],
             max_examples=self.length,
-            data_seed=cell.seed,
+            data_seed=self.cell.seed,
             hardware=self.job.hardware,
-            checkpoint_path=str(where / CHECKPOINT) if where else None,
+            checkpoint_path=str(where / CHECKPOINT) if where and resumable else None,
             checkpoint_every_steps=r["checkpoint_every_steps"],
-            extension_path=str(where / EXTENSION) if where else None,
+            extension_path=str(where / EXTENSION) if where and resumable else None,
         )
-        stop_examples = self.budget.stop_examples
-        why: list[str] = []
 
-        def should_stop(curve) -> bool:  # the race's rule, every threshold met, or stalled from stop_examples on
-            if control:
+    def _stop_rule(self, known: dict, why: list[str]):
+        """The race's rule on a copy's curve (every threshold met, dropped against ``known``, or stalled from
+        ``stop_examples`` on); the reason it stopped appended to ``why``."""
+        levels, baseline, stop_examples = self.levels, self.baseline, self.budget.stop_examples
+
+        def should_stop(curve) -> bool:
+            if self.cell.is_matched_control:
                 return False
             point = curve[-1]
             met = [rec.threshold for rec in thresholds.recoveries(curve, baseline, levels) if rec.recovered]
@@ -389,21 +439,9 @@ class _Race:
                 return True
             return False
 
-        result = loop.run(
-            self.model,
-            self.family,
-            self.job.objective,
-            self.train_seqs,
-            self.job.val_batches,
-            self.trainable,
-            settings,
-            should_stop=should_stop,
-            label="control" if control else f"retrain lr {lr:g}",
-            cache=self.cache,
-            levels=[] if control else [thresholds.threshold_loss(baseline, eps) for eps in levels],
-            resolution=RESOLUTION,
-            start_loss=self.damaged,
-        )
+        return should_stop
+
+    def _raced(self, lr: float, result, why: list[str], pass_size: int) -> Raced:
         if result.settled_at is not None:
             stop = why[-1]
         else:
@@ -415,39 +453,113 @@ class _Race:
             settled_at=result.settled_at,
             diverged_step=result.diverged_step,
             max_examples=self.length,
-            stop_examples=stop_examples,
+            stop_examples=self.budget.stop_examples,
             depth=self.cache.depth if self.cache else None,
             eval_s=result.eval_s,
             replay_s=result.replay_s,
             replay_train_s=result.replay_train_s,
+            pass_size=pass_size,
             trained=True,
         )
         log.info(
             "%s lr %g stopped (%s) at %d examples",
-            "control" if control else "copy",
+            "control" if self.cell.is_matched_control else "copy",
             lr,
             stop,
             max(p.examples for p in copy.curve),
         )
+        where = self.folder(lr)
         if where is not None:
             _write_record(where / RECORD, copy)
             (where / CHECKPOINT).unlink(missing_ok=True)  # the record supersedes it: a killed job keeps the copy
         return copy
 
-    def _consider(self, copy: Raced) -> None:
+    def train_together(self, lrs: list[float], stop_at: int | None = None) -> list[tuple[Raced, dict]]:
+        """The copies at ``lrs`` in one pass from the reset weights and random state: each stopped by the dropping
+        rule against the copies raced before and the crossings of the others so far (a copy that has not crossed a
+        level another one crossed by this evaluation cannot be first to it: ``training.race``'s exactness holds).
+        ``stop_at``: the pass of one copy trained again, stopped at that regular evaluation."""
+        before = race.bounds(self.copies())
+        whys: list[list[str]] = [[] for _ in lrs]
+
+        def should_stop(i: int, curves) -> bool:
+            if stop_at is not None:
+                return curves[i][-1].examples >= stop_at
+            others = [
+                Raced(lrs[j], curve, "", None, None, self.length, None, None).as_copy(self.baseline, self.levels)
+                for j, curve in enumerate(curves)
+                if j != i
+            ]
+            known = dict(before)
+            for level, hi in race.bounds(others).items():
+                known[level] = min(known.get(level, hi), hi)
+            return self._stop_rule(known, whys[i])(curves[i])
+
+        self._reset()
+        settings = [self._settings(lr, None) for lr in lrs]
+        label = f"retrain lrs {', '.join(f'{lr:g}' for lr in lrs)}"
+        together = lockstep.run(
+            self.model,
+            self.family,
+            self.job.objective,
+            self.train_seqs,
+            self.job.val_batches,
+            self.trainable,
+            settings,
+            should_stop,
+            cache=self.cache,
+            levels=[thresholds.threshold_loss(self.baseline, eps) for eps in self.levels],
+            resolution=RESOLUTION,
+            start_loss=self.damaged,
+            label=label,
+        )
+        if stop_at is not None:  # trained again for its weights: its record stays as it is
+            return [
+                (Raced(lrs[0], together[0].result.curve, "", None, None, self.length, None, None), together[0].weights)
+            ]
+        return [
+            (self._raced(lr, c.result, whys[i], len(lrs)), c.weights) for i, (lr, c) in enumerate(zip(lrs, together))
+        ]
+
+    def train(self, lr: float, position: int) -> Raced:
+        """One copy: ``loop.run`` at ``lr`` from the reset weights and random state, stopped by the dropping rule
+        against the copies before ``position``."""
+        control = self.cell.is_matched_control
+        why: list[str] = []
+        self._reset()
+        result = loop.run(
+            self.model,
+            self.family,
+            self.job.objective,
+            self.train_seqs,
+            self.job.val_batches,
+            self.trainable,
+            self._settings(lr, self.folder(lr)),
+            should_stop=self._stop_rule(race.bounds(self.copies(position)), why),
+            label="control" if control else f"retrain lr {lr:g}",
+            cache=self.cache,
+            levels=[] if control else [thresholds.threshold_loss(self.baseline, eps) for eps in self.levels],
+            resolution=RESOLUTION,
+            start_loss=self.damaged,
+        )
+        return self._raced(lr, result, why, 1)
+
+    def _consider(self, copy: Raced, weights: dict[str, torch.Tensor] | None = None) -> None:
         """Keep the weights of the primary copy so far (``race.primary``: adding a copy keeps it or makes it that
-        one)."""
+        one); ``weights``: its final weights, where ``model`` does not hold them (a copy of a pass)."""
         if self.best is not None:
             key = race.primary_key(copy.as_copy(self.baseline, self.levels), self.levels)
             if key >= race.primary_key(self.best.as_copy(self.baseline, self.levels), self.levels):
                 return
         self.best, self.best_weights = copy, None
         if copy.trained:
-            self.best_weights = self._keep_weights(copy)
+            self.best_weights = self._keep_weights(copy, weights)
 
-    def _keep_weights(self, copy: Raced) -> dict[str, torch.Tensor]:
-        """The trainable tensors as ``copy`` ended (``model`` holds them now), written where a later run finds them."""
-        weights = {n: p.detach().clone() for n, p in self.params.items()}
+    def _keep_weights(self, copy: Raced, weights: dict[str, torch.Tensor] | None = None) -> dict[str, torch.Tensor]:
+        """The trainable tensors as ``copy`` ended (``weights``, else those ``model`` holds now), written where a
+        later run finds them."""
+        if weights is None:
+            weights = {n: p.detach().clone() for n, p in self.params.items()}
         if self.work is not None:
             state = {"lr": copy.lr, "digest": copy.digest(), "params": _on_cpu(weights)}
             checkpoints.write(state, self.work / layout.PRIMARY_WEIGHTS)
@@ -466,11 +578,17 @@ class _Race:
             weights = {}  # nothing trains: no weights to give back
         if weights is None:
             log.info("the primary copy, lr %g, was kept without its weights: trained again", best.lr)
-            position = self.raced.index(best)
-            again = self.train(best.lr, position)
-            if again.digest() != best.digest():
+            if best.pass_size == 1:
+                again = self.train(best.lr, self.raced.index(best))
+                same = again.digest() == best.digest()
+                weights = self._keep_weights(again)
+            else:  # a copy of a pass: alone in a pass of its own, to where it stopped (the same run, to rounding)
+                end = best.settled_at if best.settled_at is not None else math.inf
+                ((again, weights),) = self.train_together([best.lr], stop_at=end)
+                same = _close(again.curve, best.curve)
+                self._keep_weights(again, weights)
+            if not same:
                 raise RuntimeError(f"the copy at lr {best.lr:g} trained again gave another curve")
-            weights = self._keep_weights(again)
         with torch.no_grad():
             for n, p in self.params.items():
                 p.copy_(weights[n])

@@ -33,6 +33,9 @@ class Hardware:
     device: str = "auto"  # auto | cpu | cuda
     precision: str = "fp32"  # fp32 | bf16
     compile: str | None = None  # a torch.compile backend for the trainable layers ("inductor", "eager"), or None
+    # how many copies of an lr race train in one pass (``training.lockstep``): a number, or auto (one on a CPU,
+    # as many as memory allows on a GPU)
+    copies_per_pass: int | str = "auto"
 
     @classmethod
     def from_config(cls, cfg: dict | None) -> "Hardware":

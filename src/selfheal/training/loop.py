@@ -154,6 +154,22 @@ def run(
     return result
 
 
+def epoch_batches(train_seqs, objective, s: Settings, pos: Position, generator, device, limit: int):
+    """The training batches (index, batch, cut) up to ``limit`` examples, epochs reshuffled by ``s.data_seed``;
+    ``cut``: the batch was cut short by the budget (a longer run's is not). Reads the position the callbacks
+    advance, so a resumed run continues mid-epoch."""
+    while pos.examples < limit:
+        order = streams.epoch_order(train_seqs.shape[0], s.data_seed, pos.epoch)
+        while pos.index < len(order) and pos.examples < limit:
+            size = min(s.batch_size, s.max_examples - pos.examples)
+            index = order[pos.index : pos.index + size]
+            cut = size < min(s.batch_size, len(order) - pos.index)
+            yield index, to_device(objective.batch(train_seqs[index], generator), device), cut
+        if pos.index >= len(order):  # not when stopped at ``limit`` mid-epoch (a replay goes on from there)
+            pos.epoch += 1
+            pos.index = 0
+
+
 class _Run:
     """One call of ``run``: the model and its settings, where training stands (``pos``) and the result so far. Its
     methods are the steps ``run``, ``locating`` and ``resuming`` take: train, evaluate, load weights."""
@@ -227,19 +243,13 @@ class _Run:
         )
 
     def batches(self, limit: int):
-        """The training batches up to ``limit`` examples. Reads the position the callbacks advance, so a resumed
-        run continues mid-epoch."""
-        s, pos = self.s, self.pos
-        while pos.examples < limit:
-            order = streams.epoch_order(self.train_seqs.shape[0], s.data_seed, pos.epoch)
-            while pos.index < len(order) and pos.examples < limit:
-                size = min(s.batch_size, s.max_examples - pos.examples)
-                index = order[pos.index : pos.index + size]
-                self.cut = size < min(s.batch_size, len(order) - pos.index)  # by the budget: a longer run's is not
-                yield index, to_device(self.objective.batch(self.train_seqs[index], self.batch_generator), self.device)
-            if pos.index >= len(order):  # not when stopped at ``limit`` mid-epoch (a replay goes on from there)
-                pos.epoch += 1
-                pos.index = 0
+        """The training batches up to ``limit`` examples (``epoch_batches``); ``cut`` says whether the last one was
+        cut short by the budget."""
+        for index, batch, cut in epoch_batches(
+            self.train_seqs, self.objective, self.s, self.pos, self.batch_generator, self.device, limit
+        ):
+            self.cut = cut
+            yield index, batch
 
     def loss_of(self, item) -> torch.Tensor:
         index, batch = item

@@ -60,6 +60,18 @@ class StackedLayer:
         # a row without targets has a NaN mean (``token_loss``) and weighs nothing
         return (torch.where(counts > 0, per_row, 0.0) * counts).sum(1) / counts.sum(1)
 
+    def keep(self, slices: Sequence[int]) -> None:
+        """Only the copies at ``slices`` go on (the others have stopped): the stacked weights sliced to them."""
+        index = torch.tensor(list(slices), dtype=torch.long, device=next(iter(self.weights.values())).device)
+        for name, w in self.weights.items():
+            self.weights[name] = w.detach().index_select(0, index).requires_grad_(True)
+        self.k = len(slices)
+
+    def full_names(self) -> dict[str, str]:
+        """The model's own name of each stacked weight (``layer.ln_1.weight`` -> ``transformer.h.0.ln_1.weight``)."""
+        names = {id(p): n for n, p in self.model.named_parameters()}
+        return {f"layer.{n}": names[id(p)] for n, p in self.layer.named_parameters()}
+
 
 class _LayerCall(nn.Module):
     """The family's call of one layer as a module, so ``functional_call`` can give it other weights."""
@@ -149,6 +161,23 @@ class ScheduleFreeK:
             y.add_(normalized * self._per_copy(y_step, y))
             z.sub_(normalized * self._per_copy(lr, z))
         self.k = k + 1
+
+    def keep(self, slices: Sequence[int]) -> None:
+        """Only the copies at ``slices`` go on: their state sliced out; ``weights`` (shared with the
+        ``StackedLayer``, which slices them) already are."""
+        index = torch.tensor(list(slices), dtype=torch.long)
+        self.lrs, self.lr_max, self.weight_sum = (
+            t.index_select(0, index) for t in (self.lrs, self.lr_max, self.weight_sum)
+        )
+        for state in (self.z, self.v):
+            for name, t in state.items():
+                state[name] = t.index_select(0, index.to(t.device))
+
+    @torch.no_grad()
+    def averaged(self) -> dict[str, torch.Tensor]:
+        """The averaged weights x (where a copy is evaluated) as new tensors, the weights left at y: x = y + (1 -
+        1 / beta1) (z - y), as ``loop.averaged_weights`` for one copy (before any step z = y, so x = y)."""
+        return {name: torch.lerp(w.detach(), self.z[name], 1 - 1 / self.betas[0]) for name, w in self.weights.items()}
 
     def zero_grad(self) -> None:
         for w in self.weights.values():
