@@ -1,5 +1,13 @@
-"""The GPU path, end to end: a pretraining and a retrain cell of the cluster grid's smallest and largest model
-(config/full.yaml: gpt2-n4-d256 and gpt2-n12-d512), run by the real workflow (`snakemake`) once with the GPU
+"""The GPU path, for the smallest and largest model of a GPU config (``--config``, by default config/gpu_study.yaml:
+gpt2-n2-d64 and gpt2-n8-d256), in two parts.
+
+**Copies per pass**: a healing step of layer 1 (frozen regime) with K copies of the layer in one pass
+(``training.stacked``, as ``training.lockstep`` trains a race), K = 1, the race's grid (the copies a pass packs
+today), and 16 and 64 (what more cells per pass would reach), in the config's precision: examples/s per GPU (copy
+examples: K x batch per step) and model FLOP/s against the card's dense bf16 peak. The median of 20 steps after 5,
+synchronised.
+
+**The workflow**: a pretraining and a retrain cell of the same two models, run by the real workflow (`snakemake`) once with the GPU
 settings (`hardware:` bf16 autocast, TF32, fused AdamW, `torch.compile` inductor; attention is PyTorch SDPA) and
 once in plain fp32 (TF32 matmuls, no bf16, no compile), on the same data and seeds.
 
@@ -16,7 +24,7 @@ second term is attention's QK^T and AV); retraining layer L in the frozen regime
 the input gradients through the layers from L up and the head (2 P_above + 8 (n_layer - L) T D) and the weight
 gradients of layer L alone (2 x 12 D^2).
 
-Sizes (not the full grid's, which trains for hours): S = 4,096 sequences of 256 tokens, 1 epoch of pretraining;
+Sizes (not the grid's own, which races to patience): S = 4,096 sequences, 1 epoch of pretraining;
 the retrain cell resets L = 1 (frozen regime, fresh init, seed 0) and trains its whole budget (threshold 1e-4,
 never reached, so both runs train the same number of steps). On a CUDA device with the full sizes it writes block
 `gpu-check` of docs/performance.md; the smoke check writes nothing.
@@ -45,6 +53,7 @@ from common import add_write_flag, machine, publish  # noqa: E402
 from selfheal.config.defaults import DEFAULTS  # noqa: E402
 
 MARKER = "gpu-check"
+PASS_STEPS, PASS_WARM = 20, 5
 
 ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT / "src"), os.environ.get("PYTHONPATH")]))}
 
@@ -67,13 +76,13 @@ FAST = {"precision": "bf16", "compile": "inductor"}
 FP32 = {"precision": "fp32", "compile": None}
 
 
-def models_for(tiny: bool) -> list[dict]:
+def models_for(tiny: bool, config: Path = ROOT / "config" / "gpu_study.yaml") -> list[dict]:
     if tiny:  # tests/tiny.yaml's sizes
         return [
             {"name": "tiny-n2-d16", "arch": "gpt2", "n_layer": 2, "d_model": 16, "n_head": 2, "context": 32},
             {"name": "tiny-n2-d32", "arch": "gpt2", "n_layer": 2, "d_model": 32, "n_head": 2, "context": 32},
         ]
-    full = yaml.safe_load((ROOT / "config" / "full.yaml").read_text())["models"]
+    full = yaml.safe_load(config.read_text())["models"]
     gpt2 = [m for m in full if m["arch"] == "gpt2"]
     size = lambda m: m["n_layer"] * m["d_model"] ** 2  # noqa: E731
     keep = ("name", "arch", "n_layer", "d_model", "n_head", "context")
@@ -83,7 +92,7 @@ def models_for(tiny: bool) -> list[dict]:
 def config_for(models: list[dict], hardware: dict, device: str, tiny: bool) -> dict:
     return {
         "corpus": {"source": "shakespeare"},
-        "tokenizer": {"vocab_size": 300 if tiny else 8192},
+        "tokenizer": {"vocab_size": 300 if tiny else 260},  # the GPU config's byte-level vocabulary
         "models": models,
         "pretrain": {
             "max_epochs": 1,
@@ -180,12 +189,82 @@ def flops_per_token(m: dict, vocab: int, layer: int | None = None) -> float:
     return 2 * total + n * attn / 3 + 2 * above + (n - layer) * attn * 2 / 3 + 2 * per_layer
 
 
+def pass_rows(chosen: list[dict], vocab: int, batch: int, ks: list[int], device: str, precision: str, peak):
+    """Per model and K: ms per step, examples/s and model TFLOP/s of K copies of layer ``LAYER`` in one pass."""
+    from selfheal import models
+    from selfheal.models import families
+    from selfheal.training import stacked
+    from selfheal.training.hardware import Hardware
+
+    special = {"vocab_size": vocab, "eos": 0, "pad": 1, "mask": 2}
+    hw = Hardware(device=device, precision=precision)
+    rows = []
+    for m in chosen:
+        model = models.build({**m, "dropout": 0.0}, special, seed=0)
+        dev = hw.prepare(model)
+        family = families.for_model(model)
+        model.requires_grad_(False)
+        generator = torch.Generator().manual_seed(0)
+        batches = [
+            {"input_ids": torch.randint(3, vocab, (batch, m["context"]), generator=generator).to(dev)}
+            for _ in range(PASS_STEPS + PASS_WARM)
+        ]
+        for k in ks:
+            copies = stacked.StackedLayer(family, model, LAYER, k)
+            optimizer = stacked.ScheduleFreeK(copies.weights, [1e-3] * k, 0.0, 10, 1.0)
+            times = []
+            for i, item in enumerate(batches):
+                if dev.type == "cuda":
+                    torch.cuda.synchronize()
+                start = time.perf_counter()
+                with hw.autocast(dev):
+                    loss = copies.losses(item).sum()
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.clip()
+                optimizer.step()
+                if dev.type == "cuda":
+                    torch.cuda.synchronize()
+                if i >= PASS_WARM:
+                    times.append(time.perf_counter() - start)
+            step = sorted(times)[len(times) // 2]
+            examples = k * batch / step
+            flops = flops_per_token(m, vocab, LAYER) * examples * m["context"]
+            rows.append(
+                {
+                    "model": m["name"],
+                    "k": k,
+                    "ms_per_step": round(step * 1000, 2),
+                    "examples_per_s": round(examples),
+                    "model_tflops": round(flops / 1e12, 4),
+                    "mfu": round(flops / (peak * 1e12), 4) if peak else None,
+                }
+            )
+            print(rows[-1], flush=True)
+    return pd.DataFrame(rows)
+
+
+def pass_markdown(table: pd.DataFrame, precision: str, batch: int) -> str:
+    lines = ["| model | K | ms per step | examples/s | model TFLOP/s | MFU |", "|---|---|---|---|---|---|"]
+    for r in table.itertuples(index=False):
+        mfu = f"{r.mfu:.1%}" if r.mfu is not None and r.mfu == r.mfu else "n/a"
+        lines.append(
+            f"| {r.model} | {r.k} | {r.ms_per_step:.2f} | {r.examples_per_s:,} | {r.model_tflops:.3f} | {mfu} |"
+        )
+    return "\n".join(lines) + (
+        f"\n\nA healing step of layer {LAYER} (frozen regime), K copies in one pass, batch {batch} per copy, "
+        f"{precision}; the median of {PASS_STEPS} steps after {PASS_WARM}."
+    )
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     parser.add_argument("--tiny", action="store_true", help="tiny models and data: a smoke check in seconds")
     parser.add_argument("--peak-tflops", type=float, default=None, help="the device's dense bf16 peak")
     parser.add_argument("--keep", type=Path, default=None)
+    parser.add_argument("--config", type=Path, default=ROOT / "config" / "gpu_study.yaml", help="the GPU config")
+    parser.add_argument("--passes-only", action="store_true", help="only the copies-per-pass part")
     add_write_flag(parser)
     a = parser.parse_args()
     if a.device == "cuda" and not torch.cuda.is_available():
@@ -198,10 +277,20 @@ def main():
         f"device {name}, torch {torch.__version__}, dense bf16 peak "
         f"{f'{peak:g} TFLOP/s' if peak else 'unknown (--peak-tflops)'}; fast = {fast}, reference = {FP32}"
     )
+    chosen = models_for(a.tiny, a.config)
+    study = yaml.safe_load(a.config.read_text()) if not a.tiny else {}
+    precision = study.get("hardware", {}).get("precision", "fp32")
+    batch, grid_size = 16, 4  # the default recipe's batch and grid (config/config.yaml)
+    ks = [1, grid_size, 16] if a.tiny else [1, grid_size, 16, 64]
+    passes = pass_rows(chosen, 260 if not a.tiny else 300, batch, ks, a.device, precision, peak)
+    print(passes.to_string(index=False))
+    pass_text = pass_markdown(passes, precision, batch)
+    if a.passes_only:
+        print(pass_text)
+        return
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         base = a.keep or Path(tmp)
-        chosen = models_for(a.tiny)
         for label, hardware in (("fast", fast), ("fp32", FP32)):
             cfg = config_for(chosen, hardware, a.device, a.tiny)
             t0 = time.perf_counter()
@@ -250,7 +339,7 @@ def main():
         )
     text = (
         f"`.venv/bin/python benchmarks/gpu_check.py` on {machine()} (dense bf16 peak "
-        f"{f'{peak:g} TFLOP/s' if peak else 'unknown'}):\n\n" + "\n".join(lines)
+        f"{f'{peak:g} TFLOP/s' if peak else 'unknown'}):\n\n" + pass_text + "\n\n" + "\n".join(lines)
     )
     publish(
         MARKER,

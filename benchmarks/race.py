@@ -57,7 +57,7 @@ def settings(a) -> tuple[dict, dict]:
     ]  # fmt: skip
     raw["pretrain"]["seeds"] = [0]
     raw["retrain"].update(
-        optimizer="schedulefree", thresholds=THRESHOLDS, budget_fraction=a.budget_fraction, stop_stalled=None
+        thresholds=THRESHOLDS, budget_fraction=a.budget_fraction, stop_stalled=None
     )
     raw["eval"]["confirm_sequences"] = 0
     cfg = config.resolve(raw)
@@ -87,13 +87,14 @@ def network(a, results: Path) -> Path:
     return folder
 
 
-def heal(model_cfg, cfg, folder: Path, target: str, lrs: list[float], cap: int, examples: int | None = None):
-    """One cell raced over ``lrs`` (``examples``: a budget of that many examples instead): (process CPU seconds of
-    the training, its record, its race table)."""
+def heal(model_cfg, cfg, folder: Path, target: str, lrs: list[float], cap: int, examples: int | None = None, copies=1):
+    """One cell raced over ``lrs`` (``examples``: a budget of that many examples instead; ``copies``: trained that
+    many per pass, ``hardware.copies_per_pass``): (process CPU seconds of the training, its record, its race table)."""
     setup.seed_everything(0, 1)
     tokens = str(folder / "tokens.safetensors")
     base = models.load(str(folder / "trained"))
     job = setup.prepare(base, model_cfg, cfg["eval"], tokens)
+    job = dataclasses.replace(job, hardware=dataclasses.replace(job.hardware, copies_per_pass=copies))
     base.requires_grad_(False)
     seqs = setup.train_sequences(model_cfg, tokens)
     pre = records.read(folder / "pretrain.json", PretrainSummary)
@@ -101,7 +102,7 @@ def heal(model_cfg, cfg, folder: Path, target: str, lrs: list[float], cap: int, 
     budget = budgets.of(model_cfg["retrain"], pre, baseline, None, seqs.shape[0])
     budget = budget if examples is None else dataclasses.replace(budget, examples=examples)
     cell = grid.Cell(model_cfg["name"], target, "full", "fresh", "frozen", 0)
-    cfg_ = {**model_cfg, "recipe": {"lrs": lrs, "max_lr_extensions": cap}}
+    cfg_ = {**model_cfg, "recipe": {**model_cfg["recipe"], "lrs": lrs, "max_lr_extensions": cap}}
     setup.seed_everything(cell.seed, 1)
     model = copy.deepcopy(base)
     names = reset.draw(model, job.family, target, cell.policy, cell.init, cell.seed)
@@ -122,18 +123,29 @@ def run_cell(args) -> dict:
     folder = network(a, results)
     lrs, cap = model_cfg["recipe"]["lrs"], model_cfg["recipe"]["max_lr_extensions"]
     heal(model_cfg, cfg, folder, target, lrs[:1], 0, examples=1024)  # a warm-up, untimed: the first run pays for it
-    race_cpu, hand_cpu, numbers = [], {}, set()
+    race_cpu, pass_cpu, hand_cpu, numbers = [], [], {}, set()
     for _ in range(a.repeats):
         cpu, raced, table = heal(model_cfg, cfg, folder, target, lrs, cap)
         race_cpu.append(cpu)
         numbers.add(tuple((r.examples, r.examples_lo, r.lr) for r in raced.recoveries))
+        cpu, together, pass_table = heal(model_cfg, cfg, folder, target, lrs, cap, copies=len(lrs))
+        pass_cpu.append(cpu)
         hand = {lr: heal(model_cfg, cfg, folder, target, [lr], 0) for lr in raced.lrs}
         for lr, (cpu, _, _) in hand.items():
             hand_cpu.setdefault(lr, []).append(cpu)
     if len(numbers) > 1:
         raise RuntimeError(f"{target}: the race gave other numbers when run again: {numbers}")
     hand = {lr: (min(hand_cpu[lr]), result, t) for lr, (_, result, t) in hand.items()}
-    return {"target": target, "race_cpu": min(race_cpu), "raced": raced, "table": table, "hand": hand}
+    return {
+        "target": target,
+        "race_cpu": min(race_cpu),
+        "raced": raced,
+        "table": table,
+        "hand": hand,
+        "pass_cpu": min(pass_cpu),
+        "together": together,
+        "pass_table": pass_table,
+    }
 
 
 def simulated(out: dict, grid_lrs: list[float]) -> dict[str, int]:
@@ -175,7 +187,7 @@ def main() -> None:
     rows, cells = [], []
     for out in outs:
         raced, hand = out["raced"], out["hand"]
-        for rec in raced.recoveries:
+        for rec, joint in zip(raced.recoveries, out["together"].recoveries):
             found = [
                 (h.examples, h.examples_lo, lr)
                 for lr, (_, result, _) in hand.items()
@@ -194,6 +206,8 @@ def main() -> None:
                     "hand_lo": best[1] if best else None,
                     "hand_lr": best[2] if best else None,
                     "lr_at_edge": rec.lr_at_edge,
+                    "pass_same": (joint.recovered, joint.examples, joint.examples_lo, joint.lr)
+                    == (rec.recovered, rec.examples, rec.examples_lo, rec.lr),
                 }
             )
         hand_cpu = sum(cpu for cpu, _, _ in hand.values())
@@ -207,6 +221,8 @@ def main() -> None:
                 "hand_cpu": hand_cpu,
                 "race_examples": race_examples,
                 "hand_examples": hand_examples,
+                "pass_cpu": out["pass_cpu"],
+                "pass_examples": int(out["pass_table"].groupby("lr")["examples"].max().sum()),
                 **{f"order_{k}": v for k, v in simulated(out, model_cfg["recipe"]["lrs"]).items()},
             }
         )
@@ -216,6 +232,7 @@ def main() -> None:
     per_cell.to_parquet(a.results / "race" / "cells.parquet")
     runs = [t.assign(target=o["target"], run="hand") for o in outs for _, _, t in o["hand"].values()]
     runs += [o["table"].assign(target=o["target"], run="race") for o in outs]
+    runs += [o["pass_table"].assign(target=o["target"], run="one pass") for o in outs]
     pd.concat(runs, ignore_index=True).to_parquet(a.results / "race" / "curves.parquet")  # every copy's curve
     documented = all(getattr(a, k) == v for k, v in DOCUMENTED.items())
     publish(MARKER, markdown(per_eps, per_cell, a, wall), not a.no_write, PAGE, None if documented else "options")
@@ -228,7 +245,7 @@ def markdown(per_eps: pd.DataFrame, per_cell: pd.DataFrame, a, wall: float) -> s
     head = (
         ["layer"]
         + [f"ε {eps:g}" for eps in THRESHOLDS]
-        + ["lrs raced", "core s: race / by hand", "examples: race / by hand"]
+        + ["lrs raced", "core s: race / by hand", "examples: race / by hand", "one pass: core s, examples"]
         + [f"{how} first" for how in race.ORDERS]
     )
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -246,11 +263,13 @@ def markdown(per_eps: pd.DataFrame, per_cell: pd.DataFrame, a, wall: float) -> s
             + " | ".join(
                 [c.target, *cells, c.lrs]
                 + [f"{c.race_cpu:.0f} / {c.hand_cpu:.0f} = {c.race_cpu / c.hand_cpu:.2f}"]
-                + [f"{c.race_examples:,} / {c.hand_examples:,} = {c.race_examples / c.hand_examples:.2f}", *orders]
+                + [f"{c.race_examples:,} / {c.hand_examples:,} = {c.race_examples / c.hand_examples:.2f}"]
+                + [f"{c.pass_cpu:.0f} ({c.pass_cpu / c.race_cpu:.2f} × the race's), {c.pass_examples:,}", *orders]
             )
             + " |"
         )
-    total = per_cell[["race_cpu", "hand_cpu", "race_examples", "hand_examples"]].sum()
+    total = per_cell[["race_cpu", "hand_cpu", "race_examples", "hand_examples", "pass_cpu"]].sum()
+    pass_same = bool(per_eps["pass_same"].all())
     agree = all(
         (r.race_examples, r.race_lo, r.race_lr) == (r.hand_examples, r.hand_lo, r.hand_lr)
         or (pd.isna(r.race_examples) and pd.isna(r.hand_examples))
@@ -269,7 +288,11 @@ def markdown(per_eps: pd.DataFrame, per_cell: pd.DataFrame, a, wall: float) -> s
         f"{total.hand_cpu:.0f} s in all ({total.race_cpu / total.hand_cpu:.2f}; examples "
         f"{total.race_examples / total.hand_examples:.2f}). The last columns: the examples the race would train "
         f"with the grid in each order, over the hand sweep's (`race.simulate` on the hand runs; the race runs "
-        f"`{race.ORDER}`). {wall / 60:.0f} minutes on {machine()} (`.venv/bin/python benchmarks/race.py results`).",
+        f"`{race.ORDER}`). One pass: the same race with its grid's copies trained together "
+        f"(`hardware.copies_per_pass` the size of the grid, `training.lockstep`), "
+        + ("the same crossings and lrs at every ε" if pass_same else "**other crossings than the race's somewhere**")
+        + f", {total.pass_cpu:.0f} s core time in all ({total.pass_cpu / total.race_cpu:.2f} × the race's). "
+        f"{wall / 60:.0f} minutes on {machine()} (`.venv/bin/python benchmarks/race.py results`).",
     ]
     return "\n".join(lines)
 

@@ -348,16 +348,17 @@ class _Race:
         return self.work / layout.COPY_IN_CELL.format(lr=lr) if self.work else None
 
     def copies_per_pass(self, wanted: int) -> int:
-        """How many copies of this race train in one pass (``lockstep.copies_per_pass``): one where the cell's
-        trainable tensors cannot be stacked (``lockstep.stackable``), a matched control, or copies whose kept
-        weights would not fit ``locating.SNAPSHOT_BUDGET_MB``."""
+        """How many copies of this race train in one pass (``lockstep.copies_per_pass``): one where they cannot
+        share one (``lockstep.plan``), for a matched control, or where their kept weights would not fit
+        ``locating.SNAPSHOT_BUDGET_MB``."""
         setting = self.job.hardware.copies_per_pass
-        depth = lockstep.stackable(self.family, self.model, self.trainable)
-        if self.cell.is_matched_control or depth is None or wanted < 2 or setting == 1:
+        how = lockstep.plan(self.family, self.model, self.trainable)
+        if self.cell.is_matched_control or how is None or wanted < 2 or setting == 1:
             return 1
         device = self.job.hardware.torch_device()
+        layers = self.family.n_layers(self.model) - (how[1] if how[0] == "layer" else 0)
         k = lockstep.copies_per_pass(
-            setting, device, wanted, self.model, depth, self.recipe["batch_size"], self.train_seqs.shape[1]
+            setting, device, wanted, self.model, layers, self.recipe["batch_size"], self.train_seqs.shape[1]
         )
         step_bytes = sum(p.numel() * p.element_size() for p in self.params.values())
         interval = math.ceil(self.r["eval_every_examples"] / self.recipe["batch_size"])

@@ -11,10 +11,12 @@ it stops where ``should_stop`` says so after an evaluation (it sees every copy's
 the others'). A copy that stops leaves the batch: its slice of the stacked weights and of the optimiser's state is
 removed, and the others go on.
 
-What it does not do (``heal.retrain`` trains such a race one copy after another instead): more than one layer or a
-tensor outside it trainable (``stackable``), an encoder-decoder, dropout, crossings whose kept weights would exceed
-``locating.SNAPSHOT_BUDGET_MB``, resuming a killed job mid-pass (a pass starts again; the copies it had stopped
-keep their records) and continuing a copy under a larger budget.
+Two ways to stack (``plan``): one layer of a single-stack model (GPT-2, BERT, Llama) shares the frozen prefix
+(``StackedLayer``); any other trainable set, an encoder-decoder's layer, cross-attention or swapped encoder
+included, runs the family's whole loss vmapped over the copies (``StackedModel``). What it does not do
+(``heal.retrain`` trains such a race one copy after another instead): dropout, crossings whose kept weights would
+exceed ``locating.SNAPSHOT_BUDGET_MB``, resuming a killed job mid-pass (a pass starts again; the copies it had
+stopped keep their records) and continuing a copy under a larger budget.
 
 Each copy's ``wall_s`` is its share of the pass: every step's time divided among the copies it trained, plus its own
 evaluations, so the copies' times add up to the pass's.
@@ -34,7 +36,7 @@ from selfheal.models.families import SingleStack
 from selfheal.training import locating
 from selfheal.training.evaluation import evaluate
 from selfheal.training.loop import DIVERGENCE_FACTOR, epoch_batches
-from selfheal.training.stacked import ScheduleFreeK, StackedLayer
+from selfheal.training.stacked import ScheduleFreeK, StackedLayer, StackedModel
 from selfheal.training.state import CurvePoint, Position, Result, Settings
 
 log = logging.getLogger("selfheal")
@@ -45,28 +47,35 @@ ACTIVATION_BYTES_PER_WIDTH, LOGIT_BYTES_PER_TOKEN = 34 * 4, 3 * 4
 MEMORY_SHARE = 0.5  # the share of a GPU's free memory the copies of one pass may take (``copies_per_pass``)
 
 
-def stackable(family, model: nn.Module, trainable: set[str]) -> int | None:
-    """The depth of the one layer whose tensors are exactly ``trainable`` in a single-stack family without
-    dropout (its copies can train in one pass); None otherwise."""
-    if not isinstance(family, SingleStack) or _has_dropout(model):
+def plan(family, model: nn.Module, trainable: set[str]) -> tuple[str, int] | None:
+    """How the copies of a run of ``trainable`` train in one pass: ``("layer", L)`` where they are exactly the
+    tensors of layer L of a single-stack model (``StackedLayer``: the frozen prefix once, the rest on K x B rows);
+    ``("model", d)`` for any other set (``StackedModel``: the family's whole loss vmapped over the copies; d, the
+    depth of the first trainable tensor); None where nothing trains or the model drops out (a dropout mask per copy
+    would not be the mask of its run alone)."""
+    if not trainable or _has_dropout(model):
         return None
-    for layer in family.layers(model):
-        names = {n for n, _ in model.named_parameters() if n.startswith(layer.prefix)}
-        if names and names == set(trainable):
-            return layer.depth
-    return None
+    if isinstance(family, SingleStack):
+        for layer in family.layers(model):
+            names = {n for n, _ in model.named_parameters() if n.startswith(layer.prefix)}
+            if names and names == set(trainable):
+                return "layer", layer.depth
+    return "model", min(family.depth_of(model, n) for n in trainable)
 
 
 def _has_dropout(model: nn.Module) -> bool:
-    """A dropout module with a rate above 0, or an attention that drops (Llama's ``attention_dropout``)."""
+    """A dropout module with a rate above 0, or a module that drops by a rate of its own (BART's ``dropout``,
+    Llama's ``attention_dropout``)."""
+    rates = ("dropout", "attention_dropout", "activation_dropout")
     return any(
-        (isinstance(m, nn.Dropout) and m.p > 0) or float(getattr(m, "attention_dropout", 0.0) or 0.0) > 0
+        (isinstance(m, nn.Dropout) and m.p > 0)
+        or any(isinstance(getattr(m, r, None), float) and getattr(m, r) > 0 for r in rates)
         for m in model.modules()
     )
 
 
 def copies_per_pass(
-    setting: int | str, device: torch.device, wanted: int, model: nn.Module, depth: int, batch: int, context: int
+    setting: int | str, device: torch.device, wanted: int, model: nn.Module, layers: int, batch: int, context: int
 ) -> int:
     """How many copies of a race train in one pass (``hardware.copies_per_pass``): a number, at most ``wanted``;
     ``auto`` on a CPU one (measured: on a CPU the stacked pass gains little, docs/performance.md), on a GPU as many
@@ -76,19 +85,15 @@ def copies_per_pass(
     if device.type != "cuda":
         return 1
     free, _ = torch.cuda.mem_get_info(device)
-    return max(1, min(wanted, int(MEMORY_SHARE * free // step_bytes(model, depth, batch, context))))
+    return max(1, min(wanted, int(MEMORY_SHARE * free // step_bytes(model, layers, batch, context))))
 
 
-def step_bytes(model: nn.Module, depth: int, batch: int, context: int) -> int:
-    """The estimated memory one copy's training step holds (its activations from layer ``depth`` up and its
-    logits): rows x (layers above x width x ``ACTIVATION_BYTES_PER_WIDTH`` + vocabulary x ``LOGIT_BYTES_PER_TOKEN``)."""
+def step_bytes(model: nn.Module, layers: int, batch: int, context: int) -> int:
+    """The estimated memory one copy's training step holds (its activations in ``layers`` layers and its logits):
+    rows x (layers x width x ``ACTIVATION_BYTES_PER_WIDTH`` + vocabulary x ``LOGIT_BYTES_PER_TOKEN``)."""
     config = model.config
-    layers = config.num_hidden_layers - depth
-    return (
-        batch
-        * context
-        * (layers * config.hidden_size * ACTIVATION_BYTES_PER_WIDTH + config.vocab_size * LOGIT_BYTES_PER_TOKEN)
-    )
+    per_row = layers * config.hidden_size * ACTIVATION_BYTES_PER_WIDTH + config.vocab_size * LOGIT_BYTES_PER_TOKEN
+    return batch * context * per_row
 
 
 @dataclass
@@ -122,17 +127,21 @@ def run(
     (module docstring). ``should_stop(i, curves)``: after an evaluation of copy i, every copy's curve so far (the
     stopped ones' whole), whether copy i stops. Returns the copies; ``model`` holds the first one's final weights."""
     s = settings[0]
-    depth = stackable(family, model, trainable)
-    if depth is None:
-        raise ValueError(f"{label}: the trainable tensors are not one layer of a single-stack model without dropout")
+    how = plan(family, model, trainable)
+    if how is None:
+        raise ValueError(f"{label}: nothing trains, or the model drops out: its copies cannot share a pass")
+    kind, depth = how
     hw = s.hardware
     device = hw.prepare(model)
     for p in model.parameters():
         p.requires_grad_(False)
     if cache is not None and cache.depth > depth:
-        raise ValueError(f"prefix cache at depth {cache.depth} but layer {depth} trains")
+        raise ValueError(f"prefix cache at depth {cache.depth} but a tensor at depth {depth} trains")
     params = {n: p for n, p in model.named_parameters() if n in trainable}
-    stack = StackedLayer(family, model, depth, len(settings))
+    if kind == "layer":
+        stack = StackedLayer(family, model, depth, len(settings))
+    else:
+        stack = StackedModel(family, model, set(trainable), len(settings), cache.depth if cache is not None else 0)
     names = stack.full_names()
     optimizer = ScheduleFreeK(
         stack.weights, [x.lr for x in settings], s.weight_decay, s.warmup_steps, grad_clip=s.grad_clip
@@ -269,7 +278,7 @@ def run(
     return copies
 
 
-def _keep(stack: StackedLayer, optimizer: ScheduleFreeK, slices: list[int]) -> None:
+def _keep(stack: StackedLayer | StackedModel, optimizer: ScheduleFreeK, slices: list[int]) -> None:
     stack.keep(slices)
     optimizer.keep(slices)
 

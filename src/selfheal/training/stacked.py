@@ -85,6 +85,54 @@ class _LayerCall(nn.Module):
         return self.family.call_layer(self.layer, hidden, pieces)
 
 
+class StackedModel:
+    """K copies of any set of trainable tensors of ``model`` (``names``), for any family: the family's whole loss
+    run as one ``torch.func.vmap`` over the stacked copies (the frozen tensors shared, every activation batched over
+    the copies). What ``StackedLayer`` does for one layer of a single-stack model, without its shared prefix: for an
+    encoder-decoder (a layer, its cross-attention, a swapped encoder) or several layers. ``weights`` maps the
+    model's own parameter names to leaf tensors of shape [K, ...]. ``hidden`` (a cached prefix, single-stack
+    families) enters at ``from_depth``."""
+
+    def __init__(self, family, model: nn.Module, names: set[str], k: int, from_depth: int = 0):
+        self.family, self.model, self.k, self.from_depth = family, model, k, from_depth
+        params = dict(model.named_parameters())
+        self.call = _LossCall(family, model, from_depth)
+        self.weights = {
+            n: params[n].detach().unsqueeze(0).repeat(k, *([1] * params[n].ndim)).clone().requires_grad_(True)
+            for n in sorted(names)
+        }
+
+    def losses(self, batch: dict, hidden: torch.Tensor | None = None, weights: dict | None = None) -> torch.Tensor:
+        """Each copy's loss over ``batch`` ([K]): the family's loss with that copy's tensors."""
+
+        def one(params):
+            return functional_call(self.call, {f"model.{n}": w for n, w in params.items()}, (batch, hidden))
+
+        return vmap(one, randomness="same")(self.weights if weights is None else weights)
+
+    def keep(self, slices: Sequence[int]) -> None:
+        index = torch.tensor(list(slices), dtype=torch.long, device=next(iter(self.weights.values())).device)
+        for name, w in self.weights.items():
+            self.weights[name] = w.detach().index_select(0, index).requires_grad_(True)
+        self.k = len(slices)
+
+    def full_names(self) -> dict[str, str]:
+        return {n: n for n in self.weights}
+
+
+class _LossCall(nn.Module):
+    """The family's loss as a module call, so ``functional_call`` can give the model other tensors."""
+
+    def __init__(self, family, model: nn.Module, from_depth: int = 0):
+        super().__init__()
+        self.model, self.family, self.from_depth = model, family, from_depth
+
+    def forward(self, batch: dict, hidden: torch.Tensor | None) -> torch.Tensor:
+        if hidden is None:
+            return self.family.loss(self.model, batch, 0)
+        return self.family.loss(self.model, batch, 0, hidden=hidden, from_depth=self.from_depth)
+
+
 def targets_per_row(batch: dict) -> torch.Tensor:
     """How many targets each row's loss averages over: its labels other than -100 (a masked LM), else every position
     but the last (a causal LM predicts tokens 1 .. T-1)."""
