@@ -226,6 +226,9 @@ def tiny_run(tmp_path_factory, corpus_seed):
         },
     ]
     config["grid"].update({"policies": ["full", "cross_attn"], "targets": ["all"], "encoder_swap": [16, "tinyBart16"]})
+    # every race's copies in one pass, as on a GPU (training.lockstep): GPT-2, BERT, BART (its cross-attention and
+    # swaps vmapped whole) and Llama; the race one copy after another runs in tests/test_race.py and the other e2e runs
+    config["hardware"] = {**config.get("hardware", {}), "copies_per_pass": 4}
     configfile = workdir / "config.yaml"
     configfile.write_text(yaml.safe_dump(config))
     corpus_seed(workdir)  # the data stages of tests/tiny.yaml (myLlama's and asIs's own tokenizer still tokenize)

@@ -192,7 +192,10 @@ def run(
         alive = []
     if stopping and alive:
         _keep(stack, optimizer, alive)  # before any step, copy i is slice i
-    log.info("%s: %d copies in one pass (lrs %s)", label, len(alive), ", ".join(f"{copies[i].lr:g}" for i in alive))
+    if alive:
+        log.info("%s: %d copies in one pass (lrs %s)", label, len(alive), ", ".join(f"{copies[i].lr:g}" for i in alive))
+    else:
+        log.info("%s: every copy stopped at its first evaluation", label)
 
     pos = Position(next_eval=s.eval_every_examples)
     generator = torch.Generator().manual_seed(s.data_seed)
