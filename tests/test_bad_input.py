@@ -660,3 +660,24 @@ def test_a_config_error_crosses_a_process_boundary():
     error = pickle.loads(pickle.dumps(ConfigError("grid.layers[2]", "out of range")))
     assert isinstance(error, ConfigError) and error.key == "grid.layers[2]"
     assert str(error) == "config key 'grid.layers[2]': out of range"
+
+
+# --- where results go ----------------------------------------------------------------------------------------------
+
+
+def test_results_on_another_filesystem_are_accepted(tmp_path, monkeypatch):
+    """An absolute results_dir (a cluster's scratch) and one under ~ are taken as given, nothing made before a job."""
+    scratch = tmp_path / "scratch" / "me" / "run1"
+    resolved = config.resolve(_over_default(f"results_dir: {scratch}"))
+    assert resolved["results_dir"] == str(scratch) and not (tmp_path / "scratch").exists()
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert config.resolve(_over_default("results_dir: ~/runs/first"))["results_dir"] == str(tmp_path / "runs" / "first")
+
+
+def test_results_where_nothing_can_be_written_are_refused(tmp_path):
+    (tmp_path / "a-file").write_text("")
+    err = _refused(_over_default(f"results_dir: {tmp_path / 'a-file' / 'run'}"), "results_dir")
+    assert f"{tmp_path / 'a-file'} is a file, not a folder" in str(err)
+    err = _refused(_over_default("results_dir: /proc/selfheal-run"), "results_dir")  # a read-only filesystem
+    assert "/proc/selfheal-run cannot be written: /proc" in str(err)
+    _refused(_over_default("results_dir: 'results/{model}'"), "results_dir")  # a Snakemake wildcard

@@ -30,7 +30,7 @@ CELL_STATUS = ["recovered", plots.BEYOND]
 # The estimates leave out controls and cells of degenerate networks (survival.estimable): say both reasons.
 NO_LAYER_CELLS = (
     "no single-layer cell to estimate: the grid has none, or every network is flagged degenerate or "
-    "off its plateau (results/answer/networks_flags.parquet)"
+    "off its plateau (answer/networks_flags.parquet, beside this figure's folder)"
 )
 NOT_DAMAGED = "no layer was damaged beyond ε in this setting: there is no cost to draw"
 
@@ -299,7 +299,7 @@ def effects(fit: pd.DataFrame) -> alt.Chart:
     title = "Scaling fit: factor e^b on the median cost (log-normal AFT, 95 % cluster-bootstrap interval)"
     table = fit[fit["determined"].astype(bool)] if len(fit) else fit
     if not len(table):
-        return plots.empty_chart(title, "no term determined by this grid (see results/answer/fit.parquet)")
+        return plots.empty_chart(title, "no term determined by this grid (see answer/fit.parquet)")
     data = plots.eps_column(table).assign(setting=lambda t: "policy / init / regime: " + plots.setting(t))
     lo, hi = plots.log_domain(data["factor_lo"], data["factor_hi"], [1.0])
     scale = alt.Scale(type="log", domain=[lo, hi], nice=False)

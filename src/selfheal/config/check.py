@@ -4,6 +4,9 @@ or a ConfigError naming the offending key. No job starts unless a config passes 
 
 from __future__ import annotations
 
+import os
+import tempfile
+
 from pathlib import Path
 
 import yaml
@@ -29,6 +32,7 @@ def resolve(raw: dict) -> dict:
     _check_removed(raw)
     check_schema(raw)
     config = merge(DEFAULTS, raw)
+    config["results_dir"] = check_results_dir(config["results_dir"])
     if config["corpus"]["source"] == "hf" and "hf" not in raw.get("corpus", {}):
         raise ConfigError("corpus.hf", "required when corpus.source is 'hf' (at least hf.name)")
     if config["corpus"]["source"] != "hf":
@@ -139,6 +143,22 @@ REMOVED = {
         "lr_sensitivity_targets": "retired with retrain.lr_sensitivity: every cell races recipe.lrs",
     },
 }
+
+
+def check_results_dir(path: str) -> str:
+    """``results_dir`` with ``~`` expanded, refused unless it can be written: it is a folder, or its nearest existing
+    parent is one in which a file can be made (tried with a temporary file, removed at once; nothing else is
+    created before a job runs)."""
+    folder = Path(os.path.expanduser(path))
+    existing = next(p for p in [folder, *folder.absolute().parents] if p.exists())
+    if not existing.is_dir():
+        raise ConfigError("results_dir", f"{path}: {existing} is a file, not a folder")
+    try:
+        with tempfile.TemporaryFile(dir=existing):
+            pass
+    except OSError as err:
+        raise ConfigError("results_dir", f"{path} cannot be written: {existing}: {err.strerror}") from None
+    return str(folder)
 
 
 def _check_removed(raw: dict) -> None:

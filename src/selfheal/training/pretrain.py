@@ -75,6 +75,8 @@ class Race:
         self.S = train_seqs.shape[0]
         self.patience = p["patience"] * self.S
         self.at_least = p.get("plateau_check") or 0.0
+        # how far below the copies the patience rule stopped a cut copy may be (``winner``): eps_min of the loss
+        self.tolerance = min(model_cfg.get("retrain", {}).get("thresholds", [0.0]))
         self.copies: list[Copy] = []
 
     def settings(self, lr: float) -> Settings:
@@ -171,24 +173,30 @@ class Race:
         )
 
     def winner(self) -> Copy:
-        return winner(self.copies)
+        return winner(self.copies, self.tolerance)
 
     @property
     def lrs(self) -> list[float]:
         return [c.lr for c in self.copies]
 
 
-def winner(copies: list[Copy]) -> Copy:
+def winner(copies: list[Copy], tolerance: float = 0.0) -> Copy:
     """The copy whose best checkpoint has the lowest validation loss among those the patience rule stopped (at their
-    validation minimum; the first raced of equal ones); where none was, the lowest of all."""
+    validation minimum; the first raced of equal ones), where it is within ``tolerance`` (relative: eps_min) of the
+    lowest of all; else the lowest of all: a copy cut by ``pretrain.max_epochs`` already lower by more than the
+    smallest threshold makes the stopped copy's loss a level the recipe beats by more than any eps asked (a copy
+    that barely moved from its start stops by patience too), and the lowest copy's network is judged by the plateau
+    gate."""
+    lowest = min(copies, key=lambda c: c.best_loss)
     finished = [c for c in copies if c.stopped_by == PATIENCE]
-    return min(finished or copies, key=lambda c: c.best_loss)
+    best = min(finished, key=lambda c: c.best_loss) if finished else lowest
+    return best if best.best_loss <= lowest.best_loss * (1 + tolerance) else lowest
 
 
-def unfinished_lower(copies: list[Copy]) -> Copy | None:
+def unfinished_lower(copies: list[Copy], tolerance: float = 0.0) -> Copy | None:
     """The copy with the lowest best among those cut by ``pretrain.max_epochs`` while still below the winner's best
     (a larger lr that, trained longer, might reach a lower minimum), or None."""
-    best = winner(copies)
+    best = winner(copies, tolerance)
     cut = [c for c in copies if c.stopped_by == MAX_EPOCHS and c.best_loss < best.best_loss]
     return min(cut, key=lambda c: c.best_loss) if cut else None
 
@@ -272,7 +280,7 @@ def pretrain(
     results_io.write_parquet(curve_path, curve)
     wall = sum(c.stop.wall_s for c in r.copies)
     checked = best.stopped_by == PATIENCE
-    lower = unfinished_lower(r.copies)
+    lower = unfinished_lower(r.copies, r.tolerance)
     if lower is not None:
         log.warning(
             "the copy at lr %g was still below the network (lr %g) when pretrain.max_epochs cut it (%.4f < %.4f): "
