@@ -56,9 +56,7 @@ def settings(a) -> tuple[dict, dict]:
          "n_head": 4, "context": 64}
     ]  # fmt: skip
     raw["pretrain"]["seeds"] = [0]
-    raw["retrain"].update(
-        thresholds=THRESHOLDS, budget_fraction=a.budget_fraction, stop_stalled=None
-    )
+    raw["retrain"].update(thresholds=THRESHOLDS, budget_fraction=a.budget_fraction, stop_stalled=None)
     raw["eval"]["confirm_sequences"] = 0
     cfg = config.resolve(raw)
     return grid.network_config(cfg["models"][0], 0), cfg
