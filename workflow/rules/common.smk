@@ -12,7 +12,8 @@ import selfheal.grid
 import selfheal.heal.plan
 from selfheal import layout
 
-CONFIG = selfheal.config.resolve(config)
+# a config error is one line naming the file that sets the key, and no traceback
+CONFIG = selfheal.config.resolve_or_exit(config, workflow.overwrite_configfiles)
 
 # Paths under the config's results_dir ("results" for the default config; each shipped config has its own).
 RESULTS = CONFIG["results_dir"].rstrip("/")

@@ -6,8 +6,8 @@ Jobs never import this package: they get their settings as Snakemake params, and
 lives in ``selfheal.grid``.
 """
 
-from selfheal.config.check import load, resolve
+from selfheal.config.check import load, resolve, resolve_or_exit
 from selfheal.config.errors import ConfigError
 from selfheal.config.merge import canonical
 
-__all__ = ["ConfigError", "canonical", "load", "resolve"]
+__all__ = ["ConfigError", "canonical", "load", "resolve", "resolve_or_exit"]

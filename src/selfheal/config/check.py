@@ -14,7 +14,7 @@ import yaml
 from selfheal import grid
 from selfheal.config import inputs
 from selfheal.config.defaults import DEFAULTS, MODEL_DEFAULTS
-from selfheal.config.errors import ConfigError
+from selfheal.config.errors import ConfigError, for_the_user
 from selfheal.config.merge import merge
 from selfheal.config.schema import check_finite, check_schema
 from selfheal.data import corpus
@@ -143,6 +143,15 @@ REMOVED = {
         "lr_sensitivity_targets": "retired with retrain.lr_sensitivity: every cell races recipe.lrs",
     },
 }
+
+
+def resolve_or_exit(raw: dict, files=()) -> dict:
+    """``resolve``, where a ``ConfigError`` ends the program with one line (the file of ``files`` that sets the key,
+    then the key and the problem) and no traceback: the Snakefile's pre-run check."""
+    try:
+        return resolve(raw)
+    except ConfigError as err:
+        raise SystemExit(for_the_user(err, files)) from None
 
 
 def check_results_dir(path: str) -> str:

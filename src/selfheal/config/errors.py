@@ -29,3 +29,28 @@ def key_path(path) -> str:
     for part in path:
         out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
     return out or "<top level>"
+
+
+def set_by(key: str, files) -> str | None:
+    """The config file (of ``files``, merged in that order, the last winning) that sets ``key``'s top-level section
+    (``grid`` of ``grid.layers[0]``, ``models`` of ``models[1].context``), or None where none does (the default's)."""
+    import re
+
+    import yaml
+
+    top = re.split(r"[.\[]", key, maxsplit=1)[0]
+    for path in reversed([str(f) for f in files]):
+        try:
+            with open(path) as f:
+                raw = yaml.safe_load(f) or {}
+        except (OSError, yaml.YAMLError):
+            continue
+        if isinstance(raw, dict) and top in raw:
+            return path
+    return None
+
+
+def for_the_user(err: ConfigError, files) -> str:
+    """One line for a person: the file that sets the key (where one does), then the error."""
+    where = set_by(err.key, files)
+    return f"{where}: {err}" if where else str(err)

@@ -137,7 +137,15 @@ def _build_hf(hf: dict) -> pd.DataFrame:
 
     rows = []
     for split, hf_split in HF_SPLITS.items():
-        ds = datasets.load_dataset(hf["name"], hf.get("config"), split=hf_split)
+        try:
+            ds = datasets.load_dataset(hf["name"], hf.get("config"), split=hf_split)
+        except OSError as err:  # offline, unknown or private (connection errors are OSErrors too)
+            reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            raise SystemExit(
+                f"config key 'corpus.hf.name': {hf['name']!r} (split {hf_split!r}) could not be loaded from the "
+                f"Hugging Face hub: {reason} On a machine without network access, save its text where there is one "
+                "and use it here as corpus.source: files."
+            ) from None
         for i, text in enumerate(ds[HF_TEXT_COLUMN]):
             rows.append((f"{hf_split}-{i}", split, len(text), text))
     return pd.DataFrame(rows, columns=COLUMNS)
