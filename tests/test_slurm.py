@@ -72,11 +72,11 @@ def cluster():
 
 
 def _profile(tmp_path):
-    """profiles/slurm as shipped (its groups included), minus what this one-node test cluster lacks: GPUs (no
-    GRES), conda channels (unreachable here) and big nodes (requests scaled to 1 CPU, 2 GB per job, 2 cores per
-    group job), plus fast status polling."""
+    """profiles/slurm as shipped (its groups included; no conda: its jobs run in the environment snakemake starts
+    from), minus what this one-node test cluster lacks: GPUs (no GRES) and big nodes (requests scaled to 1 CPU,
+    2 GB per job, 2 cores per group job), plus fast status polling."""
     config = yaml.safe_load((ROOT / "profiles" / "slurm" / "config.yaml").read_text())
-    config.pop("software-deployment-method")
+    assert "software-deployment-method" not in config  # a cluster without conda runs the profile as it is
     for resources in config["set-resources"].values():
         resources.pop("gpu", None)
         resources.update(cpus_per_task=1, mem_mb=min(resources.get("mem_mb", 2000), 2000))  # a 2-core node

@@ -3,12 +3,15 @@
 workflow wrote (summary, curves, networks, and the lr-sensitivity table where ``retrain.lr_sensitivity`` is on). ``write_all`` is what the ``answer`` rule runs.
 
 ``python -m selfheal.analysis.answer --readme results/answer.md README.md`` copies the page's headline into the
-README (between its ``answer:headline`` markers).
+README (between its ``answer:headline`` markers); ``--report reference/study study.html`` writes one browsable
+file of a run as it ships (``report``).
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -111,18 +114,49 @@ def update_readme(page_path: str, readme_path: str) -> None:
     Path(readme_path).write_text(text[:start] + block + text[end:])
 
 
+def report(run: Path, out: Path) -> Path:
+    """One browsable file for a run as it ships (its page and the PNG figures it links, ``plots/*.png``): the page
+    in HTML with each figure embedded after it, in the order the page links them; a link to a figure that does not
+    ship is kept as a link. Needs no Snakemake metadata, so a shipped reference has its report too."""
+    md = (run / "answer.md").read_text()
+    names = list(dict.fromkeys(re.findall(r"\]\((plots/[A-Za-z0-9_]+\.png)\)", md)))
+    figures = []
+    for name in names:
+        path = run / name
+        if path.is_file():
+            data = base64.b64encode(path.read_bytes()).decode()
+            figures.append(
+                f"<h3 id='{path.stem}'>{path.stem}</h3><img src='data:image/png;base64,{data}' width='100%'>"
+            )
+    for name in names:
+        if (run / name).is_file():
+            md = md.replace(f"]({name})", f"](#{Path(name).stem})")
+    text = page.html(md).replace("</body>", "<h2>Figures</h2>\n" + "\n".join(figures) + "\n</body>")
+    out.write_text(text)
+    return out
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
-    parser.add_argument(
+    what = parser.add_mutually_exclusive_group(required=True)
+    what.add_argument(
         "--readme",
         nargs=2,
         metavar=("ANSWER_MD", "README"),
-        required=True,
         help="copy ANSWER_MD's headline into README between its answer:headline markers (those after the line "
         "'<!-- headline of ANSWER_MD -->' where README has one, else the first)",
     )
+    what.add_argument(
+        "--report",
+        nargs=2,
+        metavar=("RUN", "OUT"),
+        help="write OUT, one HTML file: RUN's page (RUN/answer.md) with the PNG figures it links embedded",
+    )
     args = parser.parse_args(argv)
-    update_readme(*args.readme)
+    if args.readme:
+        update_readme(*args.readme)
+    else:
+        report(Path(args.report[0]), Path(args.report[1]))
 
 
 if __name__ == "__main__":

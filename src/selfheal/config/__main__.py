@@ -6,6 +6,7 @@ its models and its number of cells."""
 
 from __future__ import annotations
 
+import argparse
 import sys
 
 import yaml
@@ -33,8 +34,9 @@ def read(path: str) -> dict:
 
 
 def main(argv: list[str]) -> None:
-    if not argv:
-        raise SystemExit(__doc__)
+    parser = argparse.ArgumentParser(prog="python -m selfheal.config", description=__doc__.split("\n\n")[0])
+    parser.add_argument("files", nargs="+", help="config files, in the order Snakemake merges them")
+    argv = parser.parse_args(argv).files
     raw: dict = {}
     for path in argv:
         raw = merge(raw, read(path))
