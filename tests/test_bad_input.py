@@ -720,3 +720,9 @@ def test_results_where_nothing_can_be_written_are_refused(tmp_path):
     err = _refused(_over_default("results_dir: /proc/selfheal-run"), "results_dir")  # a read-only filesystem
     assert "/proc/selfheal-run cannot be written: /proc" in str(err)
     _refused(_over_default("results_dir: 'results/{model}'"), "results_dir")  # a Snakemake wildcard
+
+
+def test_an_integer_layer_of_an_encoder_decoder_suggests_its_stacks():
+    bart = {"name": "b", "arch": "bart", "n_layer": 2, "n_dec_layer": 2, "d_model": 32, "n_head": 4, "context": 64}
+    err = _refused(_over_default(yaml.safe_dump({"models": [bart], "grid": {"layers": [0]}})), "grid.layers[0]")
+    assert "an encoder-decoder's layers are named by stack: enc.0 or dec.0" in str(err)

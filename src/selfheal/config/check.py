@@ -101,10 +101,16 @@ def resolve(raw: dict) -> dict:
             valid = grid.layer_ids(model)
             for j, layer in enumerate(layers):
                 if grid.layer_id(layer) not in valid:
+                    stacked = "." in valid[-1]
+                    hint = (
+                        f"; an encoder-decoder's layers are named by stack: enc.{layer} or dec.{layer}"
+                        if stacked and isinstance(layer, int)
+                        else ""
+                    )
                     raise ConfigError(
                         f"grid.layers[{j}]",
                         f"layer {layer!r} is out of range for model {model['name']!r} (its layers: "
-                        f"{valid[0]} .. {valid[-1]}{'' if len(valid) < 2 or '.' not in valid[-1] else ' and enc.*/dec.*'})",
+                        f"{valid[0]} .. {valid[-1]}{' and enc.*/dec.*' if stacked and len(valid) > 1 else ''}){hint}",
                         related=_keys_making(grid.layer_id(layer), i)[1:],
                     )
         batch = model["recipe"]["batch_size"]

@@ -70,7 +70,8 @@ def check_corpus_sizes(config: dict, raw: dict) -> None:
                     # a count that fits at the default context but not at this model's: the context is too long
                     f"models[{i}].context" if count <= bounds[split] // DEFAULT_CONTEXT else key,
                     f"{count} sequences of {context} tokens (model {model['name']!r}) asked, but "
-                    f"{what[split]} gives at most {available:,}",
+                    f"{what[split]} gives at most {available:,}: ask for at most that many, a shorter context, "
+                    f"or give the corpus at least {count * context:,} bytes of {split} text",
                     split_key,
                 )
 
