@@ -25,7 +25,21 @@ from torch.func import functional_call, vmap
 from selfheal.models.families import SingleStack
 
 
-class StackedLayer:
+class _Stacked:
+    """What both ways to stack share: ``weights`` (leaf tensors [K, ...]) and ``k``."""
+
+    weights: dict[str, torch.Tensor]
+    k: int
+
+    def keep(self, slices: Sequence[int]) -> None:
+        """Only the copies at ``slices`` go on (the others have stopped): the stacked weights sliced to them."""
+        index = torch.tensor(list(slices), dtype=torch.long, device=next(iter(self.weights.values())).device)
+        for name, w in self.weights.items():
+            self.weights[name] = w.detach().index_select(0, index).requires_grad_(True)
+        self.k = len(slices)
+
+
+class StackedLayer(_Stacked):
     """The K copies of layer ``depth`` of ``model`` (a ``family`` model), each from that layer's current weights:
     ``weights`` maps ``layer.<the layer's own parameter name>`` to leaf tensors of shape [K, ...]."""
 
@@ -60,13 +74,6 @@ class StackedLayer:
         # a row without targets has a NaN mean (``token_loss``) and weighs nothing
         return (torch.where(counts > 0, per_row, 0.0) * counts).sum(1) / counts.sum(1)
 
-    def keep(self, slices: Sequence[int]) -> None:
-        """Only the copies at ``slices`` go on (the others have stopped): the stacked weights sliced to them."""
-        index = torch.tensor(list(slices), dtype=torch.long, device=next(iter(self.weights.values())).device)
-        for name, w in self.weights.items():
-            self.weights[name] = w.detach().index_select(0, index).requires_grad_(True)
-        self.k = len(slices)
-
     def full_names(self) -> dict[str, str]:
         """The model's own name of each stacked weight (``layer.ln_1.weight`` -> ``transformer.h.0.ln_1.weight``)."""
         names = {id(p): n for n, p in self.model.named_parameters()}
@@ -85,7 +92,7 @@ class _LayerCall(nn.Module):
         return self.family.call_layer(self.layer, hidden, pieces)
 
 
-class StackedModel:
+class StackedModel(_Stacked):
     """K copies of any set of trainable tensors of ``model`` (``names``), for any family: the family's whole loss
     run as one ``torch.func.vmap`` over the stacked copies (the frozen tensors shared, every activation batched over
     the copies). What ``StackedLayer`` does for one layer of a single-stack model, without its shared prefix: for an
@@ -109,12 +116,6 @@ class StackedModel:
             return functional_call(self.call, {f"model.{n}": w for n, w in params.items()}, (batch, hidden))
 
         return vmap(one, randomness="same")(self.weights if weights is None else weights)
-
-    def keep(self, slices: Sequence[int]) -> None:
-        index = torch.tensor(list(slices), dtype=torch.long, device=next(iter(self.weights.values())).device)
-        for name, w in self.weights.items():
-            self.weights[name] = w.detach().index_select(0, index).requires_grad_(True)
-        self.k = len(slices)
 
     def full_names(self) -> dict[str, str]:
         return {n: n for n in self.weights}

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import math
 
-from selfheal.models.families.base import SingleStack, token_loss, torch
+from selfheal.models.families import frozen_head
+from selfheal.models.families.base import SingleStack, torch
 
 
 class GPT2(SingleStack):
@@ -67,10 +68,6 @@ class GPT2(SingleStack):
 
     def head_loss(self, model, hidden, batch, per_row=False):
         # the last position predicts nothing: drop it before the head rather than slicing (copying) the logits
-        logits = model.lm_head(model.transformer.ln_f(hidden[:, :-1]))
-        return shifted_lm_loss(logits, batch["input_ids"], per_row)
+        features = model.transformer.ln_f(hidden[:, :-1])
+        return frozen_head.head_loss(features, model.lm_head, batch["input_ids"][:, 1:], per_row)
 
-
-def shifted_lm_loss(logits: torch.Tensor, ids: torch.Tensor, per_row: bool = False) -> torch.Tensor:
-    """Cross-entropy of logits computed for positions 0..T-2 against tokens 1..T-1."""
-    return token_loss(logits, ids[:, 1:], per_row)

@@ -4,7 +4,7 @@ post_attention_layernorm, SwiGLU mlp; final ``model.norm``; LM head tied to the 
 from __future__ import annotations
 
 from selfheal.models.families.base import SingleStack
-from selfheal.models.families.gpt2 import shifted_lm_loss
+from selfheal.models.families import frozen_head
 
 
 class Llama(SingleStack):
@@ -65,4 +65,5 @@ class Llama(SingleStack):
         )
 
     def head_loss(self, model, hidden, batch, per_row=False):
-        return shifted_lm_loss(model.lm_head(model.model.norm(hidden[:, :-1])), batch["input_ids"], per_row)
+        features = model.model.norm(hidden[:, :-1])
+        return frozen_head.head_loss(features, model.lm_head, batch["input_ids"][:, 1:], per_row)
