@@ -70,4 +70,3 @@ class GPT2(SingleStack):
         # the last position predicts nothing: drop it before the head rather than slicing (copying) the logits
         features = model.transformer.ln_f(hidden[:, :-1])
         return frozen_head.head_loss(features, model.lm_head, batch["input_ids"][:, 1:], per_row)
-
