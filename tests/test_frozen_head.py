@@ -30,8 +30,9 @@ def test_the_fused_loss_is_the_plain_one(cfg, per_row, monkeypatch):
         if not fused:
             monkeypatch.setattr(frozen_head, "usable", lambda features, head: False)
         calls = []
-        original = frozen_head._FrozenHeadTokenLoss.apply
-        monkeypatch.setattr(frozen_head._FrozenHeadTokenLoss, "apply", lambda *a: calls.append(1) or original(*a))
+        function = frozen_head._function()
+        original = function.apply
+        monkeypatch.setattr(function, "apply", lambda *a: calls.append(1) or original(*a))
         loss = family.loss(model, {"input_ids": ids}, grad_from=0, per_row=per_row)
         grads = torch.autograd.grad(loss.sum(), list(layer.parameters()))
         monkeypatch.undo()

@@ -12,41 +12,52 @@ whole-model pass keeps the plain loss); everywhere else the plain loss runs.
 
 from __future__ import annotations
 
-import torch
-from torch import nn
+import functools
+
+from selfheal.lazy import Module
+from selfheal.models.families.base import token_loss
+
+torch = Module("torch")  # imported when a loss is taken: the Snakefile imports the families at every start
+nn = Module("torch.nn")
 
 CHUNK = 1024  # rows of logits made at a time (1,024 x a vocabulary of 1,024 in fp32: 4 MB)
 
 
-class _FrozenHeadTokenLoss(torch.autograd.Function):
-    """Per-token losses [N] of features [N, D] under a frozen head weight [V, D]; labels -100 give 0."""
+@functools.cache
+def _function():
+    """The autograd function (made once, on first use: torch is imported lazily)."""
 
-    @staticmethod
-    def forward(ctx, features: torch.Tensor, weight: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        losses = torch.zeros(features.shape[0], dtype=torch.float32, device=features.device)
-        grads = torch.zeros_like(features, dtype=torch.float32)
-        for start in range(0, features.shape[0], CHUNK):
-            x = features[start : start + CHUNK].float()
-            y = labels[start : start + CHUNK]
-            logits = x @ weight.float().t()
-            valid = y != -100
-            target = torch.where(valid, y, 0)
-            lse = torch.logsumexp(logits, dim=1)
-            losses[start : start + CHUNK] = torch.where(valid, lse - logits.gather(1, target[:, None])[:, 0], 0.0)
-            probs = torch.exp(logits - lse[:, None])
-            probs.scatter_add_(1, target[:, None], torch.full_like(lse[:, None], -1.0))
-            grads[start : start + CHUNK] = torch.where(valid[:, None], probs @ weight.float(), 0.0)
-        ctx.save_for_backward(grads)
-        ctx.dtype = features.dtype
-        return losses
+    class _FrozenHeadTokenLoss(torch.autograd.Function):
+        """Per-token losses [N] of features [N, D] under a frozen head weight [V, D]; labels -100 give 0."""
 
-    @staticmethod
-    def backward(ctx, grad_out: torch.Tensor):
-        (grads,) = ctx.saved_tensors
-        return (grad_out[:, None] * grads).to(ctx.dtype), None, None
+        @staticmethod
+        def forward(ctx, features: torch.Tensor, weight: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+            losses = torch.zeros(features.shape[0], dtype=torch.float32, device=features.device)
+            grads = torch.zeros_like(features, dtype=torch.float32)
+            for start in range(0, features.shape[0], CHUNK):
+                x = features[start : start + CHUNK].float()
+                y = labels[start : start + CHUNK]
+                logits = x @ weight.float().t()
+                valid = y != -100
+                target = torch.where(valid, y, 0)
+                lse = torch.logsumexp(logits, dim=1)
+                losses[start : start + CHUNK] = torch.where(valid, lse - logits.gather(1, target[:, None])[:, 0], 0.0)
+                probs = torch.exp(logits - lse[:, None])
+                probs.scatter_add_(1, target[:, None], torch.full_like(lse[:, None], -1.0))
+                grads[start : start + CHUNK] = torch.where(valid[:, None], probs @ weight.float(), 0.0)
+            ctx.save_for_backward(grads)
+            ctx.dtype = features.dtype
+            return losses
+
+        @staticmethod
+        def backward(ctx, grad_out: torch.Tensor):
+            (grads,) = ctx.saved_tensors
+            return (grad_out[:, None] * grads).to(ctx.dtype), None, None
+
+    return _FrozenHeadTokenLoss
 
 
-def usable(features: torch.Tensor, head: nn.Module) -> bool:
+def usable(features, head) -> bool:
     """Where the fused loss is exact and pays (module docstring)."""
     weight = getattr(head, "weight", None)
     return (
@@ -61,14 +72,12 @@ def usable(features: torch.Tensor, head: nn.Module) -> bool:
     )
 
 
-def head_loss(features: torch.Tensor, head: nn.Module, labels: torch.Tensor, per_row: bool = False) -> torch.Tensor:
+def head_loss(features, head, labels, per_row: bool = False):
     """``token_loss(head(features), labels, per_row)``, fused where ``usable``: the mean over every target, or each
     row's mean over its own targets (NaN for a row without any)."""
     if not usable(features, head):
-        from selfheal.models.families.base import token_loss
-
         return token_loss(head(features), labels, per_row)
-    tokens = _FrozenHeadTokenLoss.apply(features.reshape(-1, features.shape[-1]), head.weight, labels.reshape(-1))
+    tokens = _function().apply(features.reshape(-1, features.shape[-1]), head.weight, labels.reshape(-1))
     tokens = tokens.view(labels.shape)
     counts = (labels != -100).sum(-1 if per_row else None)
     return tokens.sum(-1) / counts if per_row else tokens.sum() / counts
