@@ -11,7 +11,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.mark.parametrize("run", ["study", "fully_trained", "default"])
+@pytest.mark.parametrize("run", ["study", "fully_trained", "default", "pilot"])
 def test_a_shipped_reference_has_its_report(run, tmp_path):
     folder = ROOT / "reference" / run
     out = tmp_path / f"{run}.html"
