@@ -140,3 +140,27 @@ def timed_process(
     if check and proc.returncode:
         sys.exit(f"{' '.join(map(str, cmd))} failed:\n{(proc.stderr or proc.stdout)[-3000:]}")
     return wall, proc
+
+
+def step_batches(steps: int, vocab: int = 1024, rows: int = 32, context: int = 64) -> list[dict]:
+    """Fixed random token batches for a step benchmark (seed 0)."""
+    import torch
+
+    generator = torch.Generator().manual_seed(0)
+    return [{"input_ids": torch.randint(3, vocab, (rows, context), generator=generator)} for _ in range(steps)]
+
+
+def interleaved_ms(ways: dict, batches: list, warm: int, per: int = 1) -> dict[str, float]:
+    """Each way's median ms per step (divided by ``per``: per copy), the ways alternating step by step on the same
+    batches, the first ``warm`` steps untimed."""
+    import statistics
+    import time
+
+    times = {way: [] for way in ways}
+    for i, batch in enumerate(batches):
+        for way, step in ways.items():
+            start = time.perf_counter()
+            step(batch)
+            if i >= warm:
+                times[way].append((time.perf_counter() - start) * 1000 / per)
+    return {way: statistics.median(t) for way, t in times.items()}

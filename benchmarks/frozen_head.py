@@ -9,13 +9,11 @@ one thread. The two ways alternate step by step in one process; the figure is th
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 
 import schedulefree
 import torch
 
-from common import add_write_flag, machine, publish
+from common import add_write_flag, interleaved_ms, machine, publish, step_batches
 from selfheal import models
 from selfheal.models import families
 from selfheal.models.families import frozen_head
@@ -55,19 +53,11 @@ def main():
     add_write_flag(parser)
     a = parser.parse_args()
     torch.set_num_threads(1)
-    generator = torch.Generator().manual_seed(0)
-    batches = [{"input_ids": torch.randint(3, 1024, (32, 64), generator=generator)} for _ in range(STEPS + WARM)]
+    batches = step_batches(STEPS + WARM)
     rows = ["| D | plain loss, ms per step | fused frozen head, ms per step | speed-up |", "|---|---|---|---|"]
     for d_model in WIDTHS:
-        ways = {"plain": _step(d_model, False), "fused": _step(d_model, True)}
-        times = {w: [] for w in ways}
-        for i, batch in enumerate(batches):
-            for way, step in ways.items():
-                start = time.perf_counter()
-                step(batch)
-                if i >= WARM:
-                    times[way].append((time.perf_counter() - start) * 1000)
-        plain, fused = statistics.median(times["plain"]), statistics.median(times["fused"])
+        ms = interleaved_ms({"plain": _step(d_model, False), "fused": _step(d_model, True)}, batches, WARM)
+        plain, fused = ms["plain"], ms["fused"]
         rows.append(f"| {d_model} | {plain:.1f} | {fused:.1f} | {plain / fused:.2f}× |")
         print(rows[-1], flush=True)
     text = "\n".join(rows) + (

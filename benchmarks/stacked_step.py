@@ -13,12 +13,10 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import statistics
-import time
 
 import torch
 
-from common import add_write_flag, machine, publish
+from common import add_write_flag, interleaved_ms, machine, publish, step_batches
 from selfheal import models
 from selfheal.models import families
 from selfheal.training import loop, recipe, stacked
@@ -88,8 +86,7 @@ def main():
     add_write_flag(parser)
     a = parser.parse_args()
     torch.set_num_threads(1)
-    generator = torch.Generator().manual_seed(0)
-    batches = [{"input_ids": torch.randint(3, 1024, (32, 64), generator=generator)} for _ in range(STEPS + WARM)]
+    batches = step_batches(STEPS + WARM)
     rows = [
         "| precision | D | layer | K | K separate steps, ms per copy-step | one pass, ms per copy-step | speed-up |",
         "|---|---|---|---|---|---|---|",
@@ -98,14 +95,8 @@ def main():
     for precision, d_model, (depth, name), k in itertools.product(PRECISIONS, WIDTHS, layers, KS):
         hw = Hardware(device="cpu", precision=precision)
         ways = {"separate": _sequential(d_model, depth, k, hw), "stacked": _stacked(d_model, depth, k, hw)}
-        times = {w: [] for w in ways}
-        for i, batch in enumerate(batches):
-            for way, step in ways.items():
-                start = time.perf_counter()
-                step(batch)
-                if i >= WARM:
-                    times[way].append((time.perf_counter() - start) * 1000 / k)
-        sep, one = statistics.median(times["separate"]), statistics.median(times["stacked"])
+        ms = interleaved_ms(ways, batches, WARM, per=k)
+        sep, one = ms["separate"], ms["stacked"]
         rows.append(f"| {precision} | {d_model} | {name} | {k} | {sep:.1f} | {one:.1f} | {sep / one:.2f}× |")
         print(rows[-1], flush=True)
     text = "\n".join(rows) + (
