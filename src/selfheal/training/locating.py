@@ -87,6 +87,41 @@ def new_crossings(curve: list[CurvePoint], levels) -> list[float]:
     )
 
 
+def close_interval(curve: list[CurvePoint], levels, locate, label: str, source: str) -> None:
+    """After an evaluation: each level it crossed first located inside the interval it closed (loosest first: its
+    crossing comes first) by ``locate(new, known)``, which appends its probes to ``known`` (the interval's first and
+    last evaluation); the evaluations made after the fact are inserted into ``curve`` before its last one."""
+    new = new_crossings(curve, levels)
+    if not new:
+        return
+    first = max(curve[:-1], key=lambda p: p.steps)  # the evaluation the interval started at
+    known = [first, curve[-1]]
+    locate(new, known)
+    points = sorted((p for p in known if p.replay), key=lambda p: p.steps)
+    curve[-1:-1] = points
+    if points:
+        log.info(
+            "%s located %d crossing(s) in examples %d-%d with %d evaluations %s",
+            label,
+            len(new),
+            first.examples,
+            known[-1].examples,
+            len(points),
+            source,
+        )
+
+
+def bracket_kept(new: list[float], known: list[CurvePoint], examples: dict[int, int], evaluate_at, resolution: float):
+    """Every level of ``new`` bracketed among the steps of the interval ``known`` spans, each of which was kept
+    (``examples``: step -> examples seen after it; ``evaluate_at(step)``: that kept step evaluated)."""
+    first, end = known
+    missing = [k for k in range(first.steps + 1, end.steps) if k not in examples]
+    if missing:
+        raise RuntimeError(f"no weights kept for steps {missing[0]}-{missing[-1]} of the interval to locate in")
+    for level in new:
+        bracket(known, level, evaluate_at, examples.__getitem__, resolution)
+
+
 def locator(run, levels, resolution: float) -> Kept | Replayed | None:
     """How ``run`` (a ``loop._Run``) locates its crossings: None without levels, a resolution or trainable tensors;
     else on kept weights where their copies fit ``SNAPSHOT_BUDGET_MB``, by replay where they do not."""
@@ -115,26 +150,8 @@ class _Locator:
         self.run, self.levels, self.resolution = run, levels, resolution
 
     def at_evaluation(self, stopped: bool) -> None:
-        """After an evaluation: locate each level it crossed first inside the interval it closed (loosest first:
-        its crossing comes first), the interval's evaluations made after the fact inserted before it."""
-        curve = self.run.result.curve
-        new = new_crossings(curve, self.levels)
-        if new:
-            first = max(curve[:-1], key=lambda p: p.steps)  # the evaluation the interval started at
-            known = [first, curve[-1]]
-            self.locate(new, known)
-            points = sorted((p for p in known if p.replay), key=lambda p: p.steps)
-            curve[-1:-1] = points
-            if points:
-                log.info(
-                    "%s located %d crossing(s) in examples %d-%d with %d evaluations %s",
-                    self.run.label,
-                    len(new),
-                    first.examples,
-                    known[-1].examples,
-                    len(points),
-                    self.source,
-                )
+        """After an evaluation: its new crossings located (``close_interval``)."""
+        close_interval(self.run.result.curve, self.levels, self.locate, self.run.label, self.source)
         self.next_interval(stopped)
 
     def after_step(self) -> None:
@@ -166,10 +183,6 @@ class Kept(_Locator):
 
     def locate(self, new: list[float], known: list[CurvePoint]) -> None:
         run, kept = self.run, self.kept
-        first, end = known
-        missing = [k for k in range(first.steps + 1, end.steps) if k not in kept]
-        if missing:
-            raise RuntimeError(f"no weights kept for steps {missing[0]}-{missing[-1]} of the interval to locate in")
         current = {n: p.detach().clone() for n, p in run.params.items()}
 
         def evaluate_at(step: int) -> CurvePoint:
@@ -181,8 +194,7 @@ class Kept(_Locator):
             return run.point(examples, step, val_loss)
 
         try:
-            for level in new:
-                bracket(known, level, evaluate_at, lambda step: kept[step][0], self.resolution)
+            bracket_kept(new, known, {k: v[0] for k, v in kept.items()}, evaluate_at, self.resolution)
         finally:
             started = time.perf_counter()
             run.load(current)

@@ -287,32 +287,13 @@ def _keep(stack: StackedLayer | StackedModel, optimizer: ScheduleFreeK, slices: 
 
 
 def _locate(c: Copy, curve, levels, resolution, kept, i, measure, label) -> None:
-    """Each level the copy's last evaluation is the first at or below, bracketed on its kept weights
-    (``locating.Kept`` for one run); the evaluations made after the fact join its curve before that one."""
-    new = locating.new_crossings(curve, levels)
-    if not new:
-        return
-    first = max(curve[:-1], key=lambda p: p.steps)
-    known = [first, curve[-1]]
-    missing = [k for k in range(first.steps + 1, curve[-1].steps) if k not in kept]
-    if missing:
-        raise RuntimeError(f"no weights kept for steps {missing[0]}-{missing[-1]} of the interval to locate in")
+    """The copy's new crossings located on its kept weights, as ``locating.Kept`` does for one run."""
 
     def evaluate_at(step: int) -> CurvePoint:
         examples, alive, weights = kept[step]
         return measure(i, alive.index(i), weights, examples, step, replay=True)
 
-    for level in new:
-        locating.bracket(known, level, evaluate_at, lambda step: kept[step][0], resolution)
-    points = sorted((p for p in known if p.replay), key=lambda p: p.steps)
-    curve[-1:-1] = points
-    if points:
-        log.info(
-            "%s lr %g located %d crossing(s) in examples %d-%d with %d evaluations of kept weights",
-            label,
-            c.lr,
-            len(new),
-            first.examples,
-            known[-1].examples,
-            len(points),
-        )
+    def locate(new, known) -> None:
+        locating.bracket_kept(new, known, {k: v[0] for k, v in kept.items()}, evaluate_at, resolution)
+
+    locating.close_interval(curve, levels, locate, f"{label} lr {c.lr:g}", "of kept weights")
