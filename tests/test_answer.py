@@ -164,8 +164,11 @@ def test_a_network_past_its_minimum_by_more_than_the_tolerance_overfits():
 def test_an_aside_row_is_slower_than_scratch_by_its_median_or_its_budget():
     aside = pd.DataFrame(
         {
+            "model": ["a"] * 6,
+            "threshold": [0.05] * 6,
             "item": ["encoder_swap", "encoder_swap", "donor_swap", "scratch", "reset_all", "encoder_layer"],
             "median": [0.5, INF, INF, 0.4, NAN, INF],
+            "median_lo": [0.4, INF, INF, 0.3, NAN, INF],
             "n_still_falling": [0, 2, 0, 0, 0, 0],
             "relative_to_scratch": [1.25, INF, INF, 1.0, NAN, INF],
             "budget_relative_to_scratch": [3.0, 3.0, 0.8, NAN, 3.0, 2.0],
@@ -183,6 +186,34 @@ def test_an_aside_row_is_slower_than_scratch_by_its_median_or_its_budget():
         "not_damaged",
         "back_to_control",
     ]
+
+
+def test_an_aside_row_acts_as_if_the_whole_model_had_been_reset_from_the_lower_end_of_its_interval():
+    """Reset-all costs 0.8 [0.6, 1.2] in model a: a row at 0.6 or more (or beyond the budget) acts like it, one at
+    0.5 does not; model b has no every-layer reset, so its row has no verdict; neither have scratch and reset_all."""
+    aside = pd.DataFrame(
+        {
+            "model": ["a"] * 6 + ["b"],
+            "threshold": [0.05] * 7,
+            "item": [
+                "reset_all",
+                "donor_stitch",
+                "all_cross_attention",
+                "donor_swap",
+                "scratch",
+                "encoder_layer",
+                "donor_swap",
+            ],
+            "median": [0.8, 0.5, 0.6, INF, 0.7, NAN, 2.0],
+            "median_lo": [0.6, 0.4, 0.5, INF, 0.6, NAN, 1.0],
+            "n_still_falling": [0] * 7,
+            "relative_to_scratch": [NAN] * 7,
+            "budget_relative_to_scratch": [NAN] * 7,
+            "control_median": [NAN] * 7,
+        }
+    )
+    got = verdicts.encoder_decoder_verdicts(aside)["like_reset_all"].tolist()
+    assert [None if pd.isna(v) else bool(v) for v in got] == [None, False, True, True, None, False, None]
 
 
 def test_another_lr_is_faster_below_nine_tenths_of_the_chosen_cost_or_where_the_chosen_did_not_recover():
@@ -229,7 +260,7 @@ def test_compute_adds_every_verdict_column(synthetic_page):
         ("fit", ["verdict"]),
         ("control_drift", ["beyond_tolerance"]),
         ("networks_flags", ["past_minimum_share", "overfit", "source"]),
-        ("encoder_decoder", ["verdict", "slower_than_scratch"]),
+        ("encoder_decoder", ["verdict", "slower_than_scratch", "like_reset_all"]),
         ("network_costs", ["back_against_control"]),
     ):
         assert set(columns) <= set(tables[name].columns), name

@@ -58,8 +58,8 @@ def test_default_grid_has_every_layer_two_networks_and_controls():
 
 def test_encoder_swaps_make_a_fresh_and_a_gated_cell_and_donors_give_without_receiving():
     """grid.encoder_swap [16, a donor]: each receiving BART gets swap16 (policy full) and swap-<donor> with the
-    encoder trained (full) and frozen (cross_attn), each with the cross-attention fresh and gated (zero_out); the
-    donor receives no donor's encoder; ``heal: false`` makes a model's networks but no cells; a receiving network
+    encoder trained (full) and frozen (cross_attn), each with the cross-attention fresh and gated (zero_out), and
+    the donor's encoder stitched in (stitch, its linear map fresh); the donor receives no donor's encoder; ``heal: false`` makes a model's networks but no cells; a receiving network
     takes the donor's network of its own pretraining seed, or the donor's first."""
     raw = _default()
     bart = {"arch": "bart", "n_layer": 1, "n_head": 2}
@@ -77,7 +77,7 @@ def test_encoder_swaps_make_a_fresh_and_a_gated_cell_and_donors_give_without_rec
         for t, ps in (("swap16", ("full",)), ("swap-b32", ("full", "cross_attn")), ("swap-b8", ("full", "cross_attn")))
         for p in ps
         for i in ("fresh", "zero_out")
-    }
+    } | {("swap-b32", "stitch", "fresh"), ("swap-b8", "stitch", "fresh")}
     assert swaps == {("b16", s, *x) for s in (0, 1) for x in receiving} | {
         ("b32", s, "swap16", "full", i) for s in (0, 1) for i in ("fresh", "zero_out")
     }

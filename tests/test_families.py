@@ -390,6 +390,42 @@ def test_bart_encoder_swap_from_a_donor_takes_its_trained_encoder(policy):
         unit.check_frozen(model, base, trainable, donor)  # it trains: allowed
 
 
+def test_a_stitched_donor_encoder_trains_only_its_linear_map_and_keeps_the_cross_attention():
+    """Policy ``stitch``: the donor's trained encoder (width 24) goes in frozen behind a 24 -> 16 linear map, the
+    only tensors that train; the cross-attention keeps its trained values and width 16; gradients reach the map
+    and not the encoder; the decoder's loss now depends on the map (a different map, a different loss)."""
+    from selfheal.heal import reset, unit
+
+    model, special = _trained_bart(16, 0)
+    base = copy.deepcopy(model)
+    donor, _ = _trained_bart(24, 5)
+    family = families.for_model(model)
+    names = reset.draw(model, family, "swap-d24", "stitch", "fresh", 0, donor=donor)
+    assert names == ["model.encoder_stitch.bias", "model.encoder_stitch.weight"]
+    params = dict(model.named_parameters())
+    assert params["model.encoder_stitch.weight"].shape == (16, 24)
+    assert float(params["model.encoder_stitch.weight"].std()) == pytest.approx(0.02, rel=0.2)  # BART's init_std
+    for name, p in donor.model.encoder.named_parameters():
+        assert torch.equal(params[f"model.encoder.{name}"], p), name
+    cross = [n for n in params if ".encoder_attn" in n]
+    assert len(cross) == 2 * 10  # q, k, v, out (weight, bias) and the layer norm, in both decoder layers
+    assert all(torch.equal(params[n], dict(base.named_parameters())[n]) for n in cross)
+    assert family.depth_of(model, "model.encoder_stitch.weight") == 2  # after the encoder's two layers
+    unit.check_frozen(model, base, set(names), donor)
+    for name, p in model.named_parameters():
+        p.requires_grad_(name in names)
+    seqs = torch.randint(3, 64, (4, 16), generator=torch.Generator().manual_seed(1))
+    batch = OBJECTIVES["denoising"](special).batch(seqs, torch.Generator().manual_seed(0))
+    loss = family.loss(model, batch, grad_from=2)
+    loss.backward()
+    assert params["model.encoder_stitch.weight"].grad.abs().sum() > 0
+    with torch.no_grad():
+        params["model.encoder_stitch.weight"].mul_(2)
+        assert family.loss(model, batch, grad_from=99).item() != pytest.approx(loss.item(), abs=1e-6)
+    with pytest.raises(ValueError, match="drawn fresh"):
+        reset.draw(copy.deepcopy(base), family, "swap-d24", "stitch", "zero_out", 0, donor=donor)
+
+
 def test_bart_encoder_swap_with_a_closed_gate_starts_as_the_decoder_without_an_encoder():
     """Init ``zero_out`` on a swap: every cross-attention output projection starts at zero, so the decoder's output
     does not depend on the new encoder at step 0 (any two encoders give the same loss); the fresh draw does."""

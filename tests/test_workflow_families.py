@@ -37,11 +37,14 @@ def test_every_family_has_its_cells(finished):
         ("tinyBart", "swap16", "full"),
         ("tinyBart", "swap-tinyBart16", "full"),
         ("tinyBart", "swap-tinyBart16", "cross_attn"),
+        ("tinyBart", "swap-tinyBart16", "stitch"),
         ("tinyBart", "none", "none"),
     } == {g for g in got if g[0] == "tinyBart"}
     assert "tinyBart16" not in set(summary.model)  # a donor (heal: false) has networks but no cells
     swaps = summary[summary.target.str.startswith("swap")].drop_duplicates(["target", "policy", "init"])
-    assert len(swaps) == 6 and set(swaps.init) == {"fresh", "zero_out"}  # each swap with the gate open and closed
+    # each swap with the gate open and closed, and the donor's encoder stitched in (its map drawn fresh)
+    assert len(swaps) == 7 and set(swaps.init) == {"fresh", "zero_out"}
+    assert swaps.loc[swaps.policy == "stitch", "init"].tolist() == ["fresh"]
     assert {
         ("myLlama", "L0", "full"),
         ("myLlama", "L1", "full"),
@@ -188,6 +191,7 @@ def test_encoder_decoder_tables_hold_the_bart_cells_numbers(finished):
         "donor_swap_gated": ("swap-tinyBart16", "full", "zero_out"),
         "donor_swap_frozen": ("swap-tinyBart16", "cross_attn", "fresh"),
         "donor_swap_frozen_gated": ("swap-tinyBart16", "cross_attn", "zero_out"),
+        "donor_stitch": ("swap-tinyBart16", "stitch", "fresh"),
         "encoder_swap": ("swap16", "full", "fresh"),
         "encoder_swap_gated": ("swap16", "full", "zero_out"),
         "reset_all": ("all", "full", "fresh"),
@@ -239,6 +243,11 @@ def test_encoder_decoder_tables_hold_the_bart_cells_numbers(finished):
     # the headline's swap sentence names the donor by the width the networks table gives it
     from selfheal.analysis import answer
 
+    # which of the aside's resets act as if the whole model had been reset, by the verdict column
+    as_if = next(line for line in md.splitlines() if line.startswith("- **As if the whole model had been reset?**"))
+    at = aside[aside["threshold"] == aside["threshold"].min()]
+    for r in at[at["like_reset_all"].notna()].itertuples():
+        assert r.what in (as_if.split(" Less: ")[0] if r.like_reset_all else as_if.split(" Less: ")[1]), r.what
     swap = next(line for line in answer.short(md).splitlines() if line.startswith("- **The encoder swap** in"))
     swaps = aside[aside["item"].str.contains("swap") & (aside["threshold"] == aside["threshold"].min())]
     assert f"in tinyBart: {int(swaps['slower_than_scratch'].sum())} of {len(swaps)} swaps are slower" in swap
@@ -252,6 +261,7 @@ def test_encoder_decoder_tables_hold_the_bart_cells_numbers(finished):
     assert {r["what"] for r in drawn} == {
         "tinyBart16's encoder, trainable",
         "tinyBart16's encoder, frozen",
+        "tinyBart16's encoder, stitched in",
         "a fresh encoder",
         "all cross-attention",
         "every layer",
@@ -280,6 +290,8 @@ def test_a_donor_swap_takes_the_donors_trained_encoder(finished):
     assert cells.loc[("full", "fresh"), "trainable_params"] > cells.loc[("cross_attn", "fresh"), "trainable_params"]
     assert cells.loc[("full", "zero_out"), "damaged_loss"] == cells.loc[("cross_attn", "zero_out"), "damaged_loss"]
     assert cells.loc[("full", "fresh"), "damaged_loss"] != cells.loc[("full", "zero_out"), "damaged_loss"]
+    # stitched in: only the 16 -> 32 linear map trains (its weight and bias), the cross-attention kept
+    assert cells.loc[("stitch", "fresh"), "trainable_params"] == 16 * 32 + 32
     log = (results / "logs" / "tinyBart" / "p0" / "network.log").read_text()
     assert "swap-tinyBart16" in log
 

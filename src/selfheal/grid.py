@@ -340,7 +340,9 @@ def _network_cells(grid: dict, model: dict, pretrain_seed: int) -> list[Cell]:
 
 
 SWAP_INITS = ("fresh", ZERO_OUT)  # a swap's cross-attention is a fresh draw, or one whose output starts at zero
-DONOR_POLICIES = ("full", "cross_attn")  # a donor's encoder trains with the cross-attention, or stays frozen
+STITCH = "stitch"  # a donor's encoder frozen behind a learned linear map, the cross-attention kept
+# a donor's encoder trains with the wiped cross-attention, stays frozen while it trains, or is stitched in
+DONOR_POLICIES = ("full", "cross_attn", STITCH)
 
 
 def swap_targets(grid: dict, model: dict) -> list[str]:
@@ -357,11 +359,16 @@ def _swap_cells(grid: dict, model: dict, cell) -> list["Cell"]:
     """A fresh encoder trains with the wiped cross-attention (policy full); a donor's trained encoder either trains
     with it (full) or stays frozen while only the cross-attention trains (cross_attn). Each twice, whatever
     ``grid.inits``: the cross-attention drawn fresh, and with its output at zero (``zero_out``: a closed gate, as
-    Flamingo's, so the decoder starts as it would without an encoder)."""
+    Flamingo's, so the decoder starts as it would without an encoder). A donor's encoder is also stitched in
+    (``stitch``: frozen behind a learned linear map into the model's width, drawn fresh, the cross-attention kept
+    and frozen), so that a foreign encoder and a wiped cross-attention are measured apart."""
     out = []
     for target in swap_targets(grid, model):
-        policies = ("full",) if Target.parse(target).donor is None else DONOR_POLICIES
-        out += [cell(target, policy, init) for policy in policies for init in SWAP_INITS]
+        if Target.parse(target).donor is None:
+            out += [cell(target, "full", init) for init in SWAP_INITS]
+            continue
+        out += [cell(target, policy, init) for policy in DONOR_POLICIES[:2] for init in SWAP_INITS]
+        out.append(cell(target, STITCH, "fresh"))
     return out
 
 
@@ -390,7 +397,7 @@ def wildcard_constraints(schema: dict) -> dict[str, str]:
         key: list(grid[keys]["items"]["enum"])
         for key, keys in (("policy", "policies"), ("init", "inits"), ("regime", "regimes"))
     }
-    allowed["policy"].append(NONE)
+    allowed["policy"] += [NONE, STITCH]
     allowed["init"] += [TRAINED, NONE]
     return {key: one_of(values) for key, values in allowed.items()}
 

@@ -481,6 +481,7 @@ ASIDE_CURVES = {  # the aside items drawn as curves (the single layers are in an
     "donor_swap_gated": "{donor}'s encoder, trainable",
     "donor_swap_frozen": "{donor}'s encoder, frozen",
     "donor_swap_frozen_gated": "{donor}'s encoder, frozen",
+    "donor_stitch": "{donor}'s encoder, stitched in",
     "encoder_swap": "a fresh encoder",
     "encoder_swap_gated": "a fresh encoder",
     "reset_all": "every layer",

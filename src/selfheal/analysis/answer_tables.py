@@ -201,6 +201,13 @@ ENCODER_DECODER_ITEMS = [
     ("donor_swap_gated", "{donor}'s trained encoder, trainable, gated", "donor", "full", ZERO_OUT),
     ("donor_swap_frozen", "{donor}'s trained encoder, frozen", "donor", "cross_attn", "fresh"),
     ("donor_swap_frozen_gated", "{donor}'s trained encoder, frozen, gated", "donor", "cross_attn", ZERO_OUT),
+    (
+        "donor_stitch",
+        "{donor}'s trained encoder, frozen, stitched in (cross-attention kept)",
+        "donor",
+        "stitch",
+        "fresh",
+    ),
     ("encoder_swap", "a fresh encoder of width {width}", "width", "full", "fresh"),
     ("encoder_swap_gated", "a fresh encoder of width {width}, gated", "width", "full", ZERO_OUT),
     ("reset_all", "every layer reset", "all", "full", "fresh"),

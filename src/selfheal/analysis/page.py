@@ -385,6 +385,7 @@ def context(tables: dict[str, pd.DataFrame], summary: pd.DataFrame, networks: pd
         if len(swaps):
             scratch = mine.loc[item == "scratch", "median"].tolist()
             c["swaps"].append((m, int(swaps["slower_than_scratch"].sum()), len(swaps), scratch, bool(slower.any())))
+    c["as_if_reset"] = as_if_reset(aside, c.get("hl_first") or eps_min)
     # damage and similarity
     damage = survival.in_setting(t["damage_cost"], setting)
     c["damage"] = damage[damage["threshold"].isin(eps_pair)].to_dict("records")
@@ -472,3 +473,31 @@ def html(md: str) -> str:
         "<style>body{font-family:sans-serif;max-width:60em;margin:auto}table{border-collapse:collapse}"
         "td,th{border:1px solid #ccc;padding:2px 6px}</style></head><body>\n" + body + "</body></html>\n"
     )
+
+
+def as_if_reset(aside: pd.DataFrame, eps: float | None) -> list[dict]:
+    """Per encoder-decoder model, at ``eps`` (the headline's first ε): which of its aside's resets act as if the
+    whole model had been reset (``like_reset_all``) and which do not, each with its median and its ratio to the
+    every-layer reset's median, and that reset's own median and interval."""
+    if not len(aside) or eps is None or "like_reset_all" not in aside.columns:
+        return []
+    out = []
+    for m, mine in aside[aside["threshold"].astype(float) == float(eps)].groupby("model", sort=True):
+        every = mine[mine["item"] == "reset_all"]
+        rows = mine[mine["like_reset_all"].notna()]
+        if not len(every) or not len(rows):
+            continue
+        every = every.iloc[0]
+        ratio = lambda v: float(v) / float(every["median"]) if math.isfinite(float(every["median"])) else math.nan  # noqa: E731
+        items = [{**r, "ratio": ratio(r["median"])} for r in rows.to_dict("records")]
+        out.append(
+            {
+                "model": m,
+                "eps": float(eps),
+                "unit": every["unit"],
+                "reset_all": every.to_dict(),
+                "like": [r for r in items if r["like_reset_all"]],
+                "unlike": [r for r in items if not r["like_reset_all"]],
+            }
+        )
+    return out

@@ -15,7 +15,8 @@ schemas in docs/outputs.md). Each verdict is decided here once, from the table's
   ``stats.DRIFT_TOLERANCE`` x ε_min at some evaluation.
 - ``networks_flags``: ``past_minimum_share`` (networks.parquet's past_minimum over its baseline loss) and
   ``overfit``: past its own pretraining minimum by more than ``DRIFT_TOLERANCE`` x ε_min of its baseline.
-- ``encoder_decoder``: ``verdict`` as survival's (``back_to_control`` where its control median is finite) and ``slower_than_scratch``: its median (or, beyond the budget, the
+- ``encoder_decoder``: ``verdict`` as survival's (``back_to_control`` where its control median is finite),
+  ``like_reset_all`` (``like_reset_all``) and ``slower_than_scratch``: its median (or, beyond the budget, the
   budget) is at least pretraining from scratch to the same loss.
 - ``network_costs``: ``back_against_control``: a cell with a matched control got within ε of it.
 """
@@ -140,6 +141,22 @@ def encoder_decoder_verdicts(table: pd.DataFrame) -> pd.DataFrame:
     out.loc[(out["verdict"] == "refuses") & back, "verdict"] = "back_to_control"
     spent = np.where(np.isinf(out["median"]), out["budget_relative_to_scratch"], out["relative_to_scratch"])
     out["slower_than_scratch"] = (pd.Series(spent, index=out.index).astype(float) >= 1) & (out["item"] != "scratch")
+    out["like_reset_all"] = like_reset_all(out)
+    return out
+
+
+def like_reset_all(table: pd.DataFrame) -> pd.Series:
+    """Whether an aside row acts as if the whole model had been reset: its median (inf beyond the budget) is at
+    least the lower end of the same model's every-layer reset's interval at the same threshold (the range over the
+    networks, or the 95 % interval from five networks on). Null for the ``scratch`` and ``reset_all`` rows and where
+    the aside has no every-layer reset."""
+    reset_all = table[table["item"] == "reset_all"].set_index(["model", "threshold"])["median_lo"].astype(float)
+    out = pd.Series(pd.NA, index=table.index, dtype="boolean")
+    for i, r in table.iterrows():
+        key = (r["model"], r["threshold"])
+        if r["item"] in ("scratch", "reset_all") or key not in reset_all.index:
+            continue
+        out[i] = bool(float(r["median"]) >= float(reset_all[key]))
     return out
 
 

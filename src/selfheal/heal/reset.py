@@ -112,16 +112,22 @@ def draw(
     A swap (``swap<w>``: a fresh encoder of width w; ``swap-<model>``: ``donor``'s trained encoder) wipes the
     cross-attention, re-sized to the new width; policy ``full`` trains the new encoder with it, ``cross_attn`` only
     the cross-attention (the donor's encoder stays frozen). Init ``zero_out`` starts the cross-attention's output
-    at zero (a closed gate)."""
+    at zero (a closed gate). Policy ``stitch`` keeps the cross-attention and puts a learned linear map, drawn
+    fresh, between the donor's frozen encoder and it: only the map trains."""
     parsed = Target.of(target)
     generator = generator_for(seed, parsed, policy)
     if parsed.kind == grid.SWAP_KIND:
         if (parsed.donor is None) != (donor is None):
             raise ValueError(f"target {parsed} needs {'a' if parsed.donor else 'no'} donor model")
-        if policy not in grid.DONOR_POLICIES or (policy == "cross_attn" and donor is None):
+        if policy not in grid.DONOR_POLICIES or (policy != "full" and donor is None):
             raise ValueError(
-                f"policy {policy!r} for {parsed}: a fresh encoder trains (full); a donor's may stay frozen"
+                f"policy {policy!r} for {parsed}: a fresh encoder trains (full); a donor's may stay frozen or be stitched"
             )
+        if policy == grid.STITCH:
+            if init != "fresh":
+                raise ValueError(f"init {init!r} for {parsed}, stitched: its linear map is drawn fresh")
+            link, _ = family.swap_encoder(model, None, generator, donor, stitch=True)
+            return sorted(link)
         encoder, cross = family.swap_encoder(model, parsed.width, generator, donor)
         if init == grid.ZERO_OUT:
             params = dict(model.named_parameters())

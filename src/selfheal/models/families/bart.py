@@ -14,6 +14,7 @@ from selfheal.models.families.base import Family, nn, token_loss
 
 _ENC = "model.encoder."
 _DEC = "model.decoder."
+_STITCH = "model.encoder_stitch."  # a stitched donor encoder's learned linear map into the model's width
 
 
 class BART(Family):
@@ -62,19 +63,37 @@ class BART(Family):
             return len(model.model.encoder.layers)
         if name.startswith(f"{_ENC}embed_tokens."):  # a swapped-in encoder's own token embedding
             return 0
+        if name.startswith(_STITCH):  # read by the decoder's cross-attention, after the encoder
+            return len(model.model.encoder.layers)
         return super().depth_of(model, name)
 
-    def swap_encoder(self, model, d_model: int | None, generator, donor=None) -> tuple[list[str], list[str]]:
+    def swap_encoder(
+        self, model, d_model: int | None, generator, donor=None, stitch: bool = False
+    ) -> tuple[list[str], list[str]]:
         """Replace the trained encoder by a freshly initialised one of width ``d_model`` (same depth and head width,
         its own token embedding), or by a copy of ``donor``'s trained encoder (another BART's, with its own token
         embedding and positions); wipe every decoder cross-attention, its key and value projections re-sized to
         read the new encoder's width. Returns the names of the new encoder's tensors and of the wiped
-        cross-attention's."""
+        cross-attention's.
+
+        ``stitch``: the donor's encoder is stitched in instead: its output passes through a learned linear map into
+        this model's width (``model.encoder_stitch``, drawn fresh) and the cross-attention keeps its trained
+        values. Returns the map's tensor names and no cross-attention."""
         import copy
 
         from transformers.models.bart.modeling_bart import BartEncoder
 
         anchor = next(model.parameters())  # the new parts are built where the model lives (a GPU swap stays on it)
+        if stitch:
+            if donor is None:
+                raise ValueError("stitching needs a donor's trained encoder")
+            encoder = copy.deepcopy(donor.model.encoder).to(device=anchor.device, dtype=anchor.dtype)
+            model.model.encoder = encoder
+            link = nn.Linear(encoder.config.d_model, model.config.d_model)
+            model.model.encoder_stitch = link.to(device=anchor.device, dtype=anchor.dtype)
+            names = [n for n, _ in model.named_parameters() if n.startswith(_STITCH)]
+            self.fresh_init_(model, names, generator)
+            return names, []
         if donor is not None:
             encoder = copy.deepcopy(donor.model.encoder)
         else:
@@ -159,6 +178,10 @@ class BART(Family):
         for i, layer in enumerate(enc.layers):
             with self.grad_if(i, grad_from):
                 hidden = layer(hidden, enc_mask)
+        stitch = getattr(model.model, "encoder_stitch", None)
+        if stitch is not None:  # a stitched donor encoder: its output mapped into the decoder's width
+            with self.grad_if(n_enc, grad_from):
+                hidden = stitch(hidden)
 
         # decoder: the token lookup uses the shared embedding (depth 0); the decoder's own positions and
         # embedding norm belong to depth n_enc, as do its layers n_enc + j.

@@ -104,9 +104,15 @@ class Family:
         return self.n_layers(model)
 
     def swap_encoder(
-        self, model: nn.Module, d_model: int | None, generator: torch.Generator, donor: nn.Module | None = None
+        self,
+        model: nn.Module,
+        d_model: int | None,
+        generator: torch.Generator,
+        donor: nn.Module | None = None,
+        stitch: bool = False,
     ) -> tuple[list[str], list[str]]:
-        """Encoder-decoders: replace the encoder by a fresh one of another width or by a donor's (see BART)."""
+        """Encoder-decoders: replace the encoder by a fresh one of another width or by a donor's, or stitch a
+        donor's in behind a learned linear map (see BART)."""
         raise ValueError(f"the {self.arch} family has no separate encoder to swap")
 
     # -- init -------------------------------------------------------------------------------------------------------
