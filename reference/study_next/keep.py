@@ -9,7 +9,7 @@ time in ``mtimes.tsv`` and removes from run/ what it no longer keeps. ``--with-w
 work/ of the network jobs not finished (their checkpoints, written atomically, so it may be taken while they run),
 so that those jobs go on from where they were instead of from the start; without it, the staging the last
 ``--with-work`` kept stays as it was. Staging is never kept for a network whose job has finished (no job reads it
-again), nor is the readout of the finished part (``partial/``). ``resume`` copies the files back and restores their
+again), nor are the tables, page and figures made from the kept outputs (remade in seconds). ``resume`` copies the files back and restores their
 times, so that ``snakemake --rerun-triggers mtime`` sees the finished jobs as up to date and trains only what is
 missing (a fresh clone gives every file the time of the checkout, in no useful order). Both also carry Snakemake's
 record of each kept job (``.snakemake/metadata``: its rule, start and end time), which ``benchmarks/study.py`` reads
@@ -26,7 +26,8 @@ HERE = Path(__file__).resolve().parent
 RUN, MTIMES, RESULTS = HERE / "run", HERE / "mtimes.tsv", Path("results/study_next")
 METADATA, RECORDS = HERE / "metadata", Path(".snakemake/metadata")  # Snakemake's job records, one per output
 WORK = "work"  # a network job's staging while it trains: work/{model}/p{seed}/ (its outputs are elsewhere)
-NOT_THE_STUDY = ("partial",)  # the readout of its finished part: remade from the kept outputs
+# the training jobs' outputs; the tables, page and figures made from them are remade in seconds, so not kept
+KEPT = ("corpus", "models", "baselines", "cells", "logs", WORK)
 
 
 def running(workdir: Path) -> list[Path]:
@@ -56,7 +57,7 @@ def save(workdir: Path, with_work: bool = False) -> None:
     kept = []
     for path in sorted(p for p in source.rglob("*") if p.is_file()):
         rel = path.relative_to(source)
-        if rel.parts[0] in NOT_THE_STUDY:
+        if len(rel.parts) < 2 or rel.parts[0] not in KEPT:
             continue
         if rel.parts[0] == WORK and (not with_work or network_done(rel, source, busy)):
             continue
@@ -90,9 +91,7 @@ def save_records(workdir: Path, busy: list[Path]) -> None:
     for record in sorted((workdir / RECORDS).glob("*")):
         output = base64.b64decode(record.name).decode()
         path = workdir / output
-        inside = output.startswith(f"{RESULTS}/") and not output.startswith(
-            tuple(f"{RESULTS}/{d}/" for d in (WORK, *NOT_THE_STUDY))
-        )
+        inside = output.startswith(tuple(f"{RESULTS}/{d}/" for d in KEPT if d != WORK))
         if not inside or not path.exists() or _is_busy(path, busy):
             continue
         METADATA.mkdir(exist_ok=True)

@@ -488,8 +488,8 @@ def as_if_reset(aside: pd.DataFrame, eps: float | None) -> list[dict]:
         if not len(every) or not len(rows):
             continue
         every = every.iloc[0]
-        ratio = lambda v: float(v) / float(every["median"]) if math.isfinite(float(every["median"])) else math.nan  # noqa: E731
-        items = [{**r, "ratio": ratio(r["median"])} for r in rows.to_dict("records")]
+        scale = float(every["median"]) if math.isfinite(float(every["median"])) else math.nan
+        items = [{**r, "ratio": float(r["median"]) / scale} for r in rows.to_dict("records")]
         out.append(
             {
                 "model": m,

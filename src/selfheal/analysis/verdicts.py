@@ -150,13 +150,10 @@ def like_reset_all(table: pd.DataFrame) -> pd.Series:
     least the lower end of the same model's every-layer reset's interval at the same threshold (the range over the
     networks, or the 95 % interval from five networks on). Null for the ``scratch`` and ``reset_all`` rows and where
     the aside has no every-layer reset."""
-    reset_all = table[table["item"] == "reset_all"].set_index(["model", "threshold"])["median_lo"].astype(float)
-    out = pd.Series(pd.NA, index=table.index, dtype="boolean")
-    for i, r in table.iterrows():
-        key = (r["model"], r["threshold"])
-        if r["item"] in ("scratch", "reset_all") or key not in reset_all.index:
-            continue
-        out[i] = bool(float(r["median"]) >= float(reset_all[key]))
+    lower = table[table["item"] == "reset_all"].set_index(["model", "threshold"])["median_lo"].astype(float)
+    bound = pd.Series(lower.reindex(pd.MultiIndex.from_frame(table[["model", "threshold"]])).to_numpy(), table.index)
+    out = (table["median"].astype(float) >= bound).astype("boolean")
+    out[bound.isna() | table["item"].isin(("scratch", "reset_all"))] = pd.NA
     return out
 
 
