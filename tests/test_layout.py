@@ -23,7 +23,7 @@ def test_cycle_finder_finds_a_cycle():
 
 def test_rules_use_public_snakemake_and_the_schema_s_vocabulary():
     """No private Snakemake attribute in the rules; the policy, init and regime wildcards are the schema's values
-    (and the controls'), generated, never spelled out again."""
+    (and the controls', and the donor swaps' stitch), generated, never spelled out again."""
     from selfheal import grid
     from selfheal.config import schema
 
@@ -34,9 +34,8 @@ def test_rules_use_public_snakemake_and_the_schema_s_vocabulary():
     wildcards = grid.wildcard_constraints(loaded)
     for key, plural in (("policy", "policies"), ("init", "inits"), ("regime", "regimes")):
         values = loaded["properties"]["grid"]["properties"][plural]["items"]["enum"]
-        assert set(wildcards[key].split("|")) == set(values) | ({"none"} if key != "regime" else set()) | (
-            {"trained"} if key == "init" else set()
-        )
+        extra = {"policy": {"none", "stitch"}, "init": {"none", "trained"}, "regime": set()}[key]
+        assert set(wildcards[key].split("|")) == set(values) | extra
 
 
 def test_a_snakemake_start_imports_no_model_or_figure_library():

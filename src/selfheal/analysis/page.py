@@ -478,7 +478,8 @@ def html(md: str) -> str:
 def as_if_reset(aside: pd.DataFrame, eps: float | None) -> list[dict]:
     """Per encoder-decoder model, at ``eps`` (the headline's first ε): which of its aside's resets act as if the
     whole model had been reset (``like_reset_all``) and which do not, each with its median and its ratio to the
-    every-layer reset's median, and that reset's own median and interval."""
+    every-layer reset's median, and that reset's own median and interval. A reset whose description the model's
+    aside repeats (one encoder layer, per layer) is labelled with its target too."""
     if not len(aside) or eps is None or "like_reset_all" not in aside.columns:
         return []
     out = []
@@ -489,7 +490,11 @@ def as_if_reset(aside: pd.DataFrame, eps: float | None) -> list[dict]:
             continue
         every = every.iloc[0]
         scale = float(every["median"]) if math.isfinite(float(every["median"])) else math.nan
-        items = [{**r, "ratio": float(r["median"]) / scale} for r in rows.to_dict("records")]
+        repeated = rows["what"].duplicated(keep=False)
+        items = [
+            {**r, "label": f"{r['what']} `{r['target']}`" if twice else r["what"], "ratio": float(r["median"]) / scale}
+            for r, twice in zip(rows.to_dict("records"), repeated, strict=True)
+        ]
         out.append(
             {
                 "model": m,
