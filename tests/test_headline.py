@@ -95,6 +95,26 @@ def test_two_first_layers_of_a_model_count_as_its_median():
     assert table["median"].tolist() == pytest.approx([0.3]) and table["n_models"].tolist() == [1]
 
 
+def test_a_layer_never_damaged_is_left_out_of_its_position_s_cost_and_counted():
+    """Two middle layers, one back within ε after 0.004 of S x E, one never damaged beyond ε: the middle costs 0.004
+    (not 'not damaged', not a median with a zero), one of its two layers not damaged; a position where no layer was
+    damaged has no cost."""
+    nan = math.nan
+    surv = pd.DataFrame(
+        [
+            layer_row("a", "middle", 0.1, 0.004, 0.003, 0.005, target="L1", relative=0.01),
+            layer_row("a", "middle", 0.1, nan, nan, nan, target="L2", verdict="not_damaged", relative=nan),
+            layer_row("a", "last", 0.1, nan, nan, nan, target="L3", verdict="not_damaged", relative=nan),
+        ]
+    )
+    table = headline.headline(surv, surv.iloc[:0], pd.DataFrame(), NETWORKS, survival.ASKED).set_index("position")
+    middle, last = table.loc["middle"], table.loc["last"]
+    assert (middle["median"], middle["relative_to_scratch"], middle["words"]) == (0.004, 0.01, "about 1 %")
+    assert (middle["n_layers"], middle["n_layers_not_damaged"], middle["n_not_damaged"]) == (2, 1, 0)
+    assert math.isnan(last["median"]) and last["words"] == "no cost (not damaged)"
+    assert (last["n_layers"], last["n_layers_not_damaged"], last["n_not_damaged"]) == (1, 1, 1)
+
+
 def test_n_and_d_are_judged_per_position():
     surv = pd.DataFrame(
         [

@@ -2,8 +2,10 @@
 
 - ``answer/headline.parquet``: per position (the first, middle and last layer of a stack: an encoder-decoder's
   decoder and encoder are stacks of their own) and ε, over the models: each model's cost at that position (the
-  median of its layers' survival medians there, in the asker's setting), then their median and range over the
-  models whose layers there were damaged beyond ε (``n_not_damaged``: those that were not, no cost), the same
+  median of its layers' survival medians there over the layers damaged beyond ε, in the asker's setting), then
+  their median and range over the models whose layers there were damaged beyond ε (``n_not_damaged``: those whose
+  layers there were not, no cost; ``n_layers`` and ``n_layers_not_damaged``: the layers there over the models, and
+  those never damaged beyond ε, which a cost leaves out rather than counts as zero), the same
   against the matched control and × from scratch, and ``words``, the median said back in the
   asker's terms (``WORD_BANDS``: "about 1 %", "about 10 %", "about all of S × E"; "more than from scratch";
   "never" where the models' medians refuse, "beyond the budget" where they are still falling). ``resolved``: the ε
@@ -46,6 +48,8 @@ HEADLINE_COLUMNS = [
     "lo",
     "hi",
     "n_not_damaged",
+    "n_layers",
+    "n_layers_not_damaged",
     "n_beyond",
     "n_refuses",
     "relative_to_scratch",
@@ -109,13 +113,15 @@ def in_words(median: float, relative: float, refuses: bool) -> str:
 
 
 def per_model(rows: pd.DataFrame, unit: str) -> pd.DataFrame:
-    """Each (model, position, threshold): the median of its layers' medians there (two first layers of an
-    encoder-decoder: their median), its networks' range (the layers' lowest lower and highest upper ends), whether
+    """Each (model, position, threshold): the median of its layers' medians there over the layers damaged beyond ε
+    (two first layers of an encoder-decoder: their median; NaN where none was), how many layers are there and how
+    many of them were never damaged beyond ε (no cost: they count, not as zeros), its networks' range (the layers' lowest lower and highest upper ends), whether
     its costliest layer there refuses, its median × from scratch."""
     col = f"median_{unit}"
     out = []
     for (model, position, eps), g in rows.groupby(["model", "position", "threshold"], sort=True):
         values = g[col].astype(float).to_numpy()
+        damaged = ~np.isnan(values)
         costliest = g.iloc[int(np.argmax(np.nan_to_num(values, nan=-1.0)))]
         out.append(
             {
@@ -125,11 +131,13 @@ def per_model(rows: pd.DataFrame, unit: str) -> pd.DataFrame:
                 "n_layer": int(g["n_layer"].iloc[0]),
                 "d_model": int(g["d_model"].iloc[0]),
                 "family_kind": str(g["family_kind"].iloc[0]),
-                "value": float(np.median(values)),
+                "value": float(np.nanmedian(values)) if damaged.any() else math.nan,
+                "n_layers": len(values),
+                "n_layers_not_damaged": int((~damaged).sum()),
                 "lo": float(g[f"{col}_lo"].astype(float).min()),
                 "hi": float(g[f"{col}_hi"].astype(float).max()),
                 "refuses": costliest["verdict"] == "refuses",
-                "relative": float(np.median(g["relative_to_scratch"].astype(float))),
+                "relative": _median_or_nan(g["relative_to_scratch"].astype(float).to_numpy()[damaged]),
             }
         )
     return pd.DataFrame(
@@ -142,12 +150,19 @@ def per_model(rows: pd.DataFrame, unit: str) -> pd.DataFrame:
             "d_model",
             "family_kind",
             "value",
+            "n_layers",
+            "n_layers_not_damaged",
             "lo",
             "hi",
             "refuses",
             "relative",
         ],
     )
+
+
+def _median_or_nan(values: np.ndarray) -> float:
+    values = values[~np.isnan(values)]
+    return float(np.median(values)) if len(values) else math.nan
 
 
 def resolution(cells: pd.DataFrame | None, setting, unit: str, mine: pd.DataFrame) -> np.ndarray:
@@ -211,6 +226,8 @@ def headline(
                     "lo": float(np.nanmin(values)) if not np.isnan(values).all() else math.nan,
                     "hi": float(np.nanmax(values)) if not np.isnan(values).all() else math.nan,
                     "n_not_damaged": int((~damaged).sum()),
+                    "n_layers": int(g["n_layers"].sum()),
+                    "n_layers_not_damaged": int(g["n_layers_not_damaged"].sum()),
                     "n_beyond": int(beyond.sum()),
                     "n_refuses": int((beyond & g["refuses"].to_numpy(bool)).sum()),
                     "relative_to_scratch": relative,
@@ -229,7 +246,7 @@ def _typed_headline(rows: list[dict]) -> pd.DataFrame:
     return typed(
         pd.DataFrame(rows, columns=HEADLINE_COLUMNS),
         object=["position", "unit", "words", "models"],
-        int64=["n_models", "n_not_damaged", "n_beyond", "n_refuses"],
+        int64=["n_models", "n_not_damaged", "n_layers", "n_layers_not_damaged", "n_beyond", "n_refuses"],
         float64=[
             "threshold",
             "median",
