@@ -13,7 +13,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from selfheal.analysis import headline, out_of_sample, resolution, scaling, survival, verdicts
+from selfheal.analysis import controls, headline, out_of_sample, resolution, scaling, survival, verdicts
 from selfheal.analysis.stats import (
     DRIFT_TOLERANCE,
     SAME_REGIME,
@@ -517,8 +517,9 @@ def compute(
     }
     t = verdicts.add(tables, networks, float(min(thresholds)) if thresholds else None)
     setting = headline.setting(t["survival"], t["encoder_decoder"])
+    around = cells.assign(control_loss_around=controls.control_loss_around(cells, curves))
     t["resolved_eps"] = resolution.resolved_eps(
-        thresholds, t["validation_error"], t["control_drift"], networks, setting[0] if setting else None, cells
+        thresholds, t["validation_error"], t["control_drift"], networks, setting[0] if setting else None, around
     )
     t["headline"] = headline.headline(t["survival"], t["against_control"], t["resolved_eps"], networks, setting)
     t["size_effects"] = headline.size_effects(t["survival"], networks, setting, cells)

@@ -15,7 +15,8 @@
   and context): the smallest and the largest's costs and the range of their networks' medians; ``rises`` or
   ``falls`` when the medians move the same way at every step and the two ends' ranges do not overlap, ``no clear
   effect`` otherwise; ``not determined`` (``reason``) when the grid varies the factor in no such group
-  (``one_level``) or both ends are beyond the budget or not damaged (``beyond_budget``).
+  (``one_level``), both ends are beyond the budget (``beyond_budget``) or a size's layers there were never damaged
+  beyond ε (``not_damaged``: no cost to compare).
 """
 
 from __future__ import annotations
@@ -83,7 +84,11 @@ SIZE_COLUMNS = [
     "reason",
 ]
 SIZE_VERDICTS = ("rises", "falls", "no clear effect", "not determined")
-SIZE_REASONS = {"one_level": "the grid has one level of it", "beyond_budget": "both ends are beyond the budget"}
+SIZE_REASONS = {
+    "one_level": "the grid has one level of it",
+    "beyond_budget": "both ends are beyond the budget",
+    "not_damaged": "a size's layers there were never damaged beyond ε",
+}
 
 
 CROSS_ATTN = "cross_attn"  # the encoder-decoder aside's policy: never the headline's where the grid has the aside
@@ -292,7 +297,8 @@ def size_effects(
                 monotone = bool((steps > 0).all() or (steps < 0).all())
                 res = max(float(a["resolution"]), float(b["resolution"]))  # the crossings' own widths
                 apart = a["hi"] + res < b["lo"] or b["hi"] + res < a["lo"]
-                unknown = np.isnan(values).any() or (np.isinf(a["value"]) and np.isinf(b["value"]))
+                undamaged = bool(np.isnan(values).any())
+                unknown = undamaged or (np.isinf(a["value"]) and np.isinf(b["value"]))
                 verdict = (
                     "not determined"
                     if unknown
@@ -319,7 +325,7 @@ def size_effects(
                         "hi_b": float(b["hi"]),
                         "monotone": monotone,
                         "verdict": verdict,
-                        "reason": "beyond_budget" if unknown else "",
+                        "reason": "not_damaged" if undamaged else "beyond_budget" if unknown else "",
                     }
                 )
             if not found:

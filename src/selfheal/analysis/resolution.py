@@ -9,7 +9,9 @@ Per ε of the grid:
 - **the controls resolve it** when, at every crossing of ε (the examples a cost is read at: a cell's ``examples``,
   on the networks the estimates keep, in the asker's regime, cells back within ε after some training), the cell's
   matched control (the intact network retrained the same way) is within ε × ``DRIFT_TOLERANCE`` of the baseline
-  (``crossing_drift``: summary's ``control_loss`` / ``baseline_loss`` − 1, the largest in absolute value): the
+  (``crossing_drift``: the control's loss around the crossing / ``baseline_loss`` − 1, the largest in absolute
+  value; around: of the control's two evaluations bracketing the crossing, the one farther from the baseline,
+  ``tables.control_loss_around``, since a crossing located between them reads the control at neither): the
   retraining alone has then moved the network by less than a quarter of ε where the cost is read. Where no cell
   crossed ε there is no cost for the drift to move, and the whole run's largest move decides (``drift_worst``, from
   ``control_drift``: every evaluation of every matched control), as it does for a grid without matched controls'
@@ -56,7 +58,8 @@ def resolved_eps(
     """One row per ε (COLUMNS). ``validation``: the ``validation_error`` table; ``drift``: ``control_drift``'s,
     read for the networks of ``networks`` the estimates keep (neither degenerate nor off their plateau) in
     ``regime`` (every regime when None or absent); ``cells``: ``survival.prepare``'s rows (status, lower, upper,
-    is_control, control_loss, baseline_loss), whose crossings the drift is read at."""
+    is_control, baseline_loss, and control_loss_around where given, else control_loss), whose crossings the drift
+    is read at."""
     usable = networks
     for name in ("degenerate", "off_plateau"):
         if name in usable.columns:
@@ -119,7 +122,8 @@ def _crossings(cells: pd.DataFrame | None, usable: pd.DataFrame, regime: str | N
         (rows["status"] == "recovered")
         & (rows["upper"].astype(float) > 0)
         & ~rows["is_control"].astype(bool)
-        & rows["control_loss"].notna()
+        & (rows["control_loss_around"] if "control_loss_around" in rows.columns else rows["control_loss"]).notna()
     ]
-    drift = rows["control_loss"].astype(float) / rows["baseline_loss"].astype(float) - 1
+    loss = rows["control_loss_around"] if "control_loss_around" in rows.columns else rows["control_loss"]
+    drift = loss.astype(float) / rows["baseline_loss"].astype(float) - 1
     return pd.DataFrame({"model": rows["model"], "threshold": rows["threshold"], "crossing_drift": drift})[columns]

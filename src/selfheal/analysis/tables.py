@@ -18,9 +18,9 @@ from dataclasses import asdict, fields
 import pandas as pd
 
 from selfheal import records, results_io
-from selfheal.analysis import answer_tables
+from selfheal.analysis import answer_tables, controls
 from selfheal.analysis.stats import RESOLUTION, Crossing, fewest_crossing, flag, kept_pretraining, last_doubling, typed
-from selfheal.grid import TRAINED, matched_control_of
+from selfheal.grid import TRAINED
 from selfheal.heal.thresholds import threshold_loss
 from selfheal.models.families import FAMILIES
 from selfheal.records import Baseline, CellResult, PretrainSummary, Recovery
@@ -391,7 +391,7 @@ def add_controls_and_flags(summary: pd.DataFrame, curves: pd.DataFrame, networks
     index = pd.MultiIndex.from_frame(out[NETWORK_KEYS])
     for flag_name in ("degenerate", "off_plateau"):
         out[flag_name] = flag(flags[flag_name].reindex(index)).to_numpy()
-    control_of = _matched_controls(curves)
+    control_of = controls.matched_controls(curves)
     eps_min = out.groupby("model")["threshold"].transform("min")
     losses, flagged = [], []
     for row, eps in zip(out.itertuples(index=False), eps_min):
@@ -408,48 +408,11 @@ def add_controls_and_flags(summary: pd.DataFrame, curves: pd.DataFrame, networks
     return out
 
 
-def _matched_controls(curves: pd.DataFrame):
-    """A function from a summary row to its matched control's curve (sorted by examples), or None: for a reset cell
-    in regime ``full`` the network's no-reset control of that regime, else the matched no-reset control (init
-    ``trained``) of its regime that ``grid.matched_control_of`` names for its target and policy; in its own retrain
-    seed, else the first retrain seed's. A control has none."""
-    rec = curves[curves["kind"] == "recovery"]
-    controls = {
-        key: group.sort_values("examples")
-        for key, group in rec[rec["init"] == TRAINED].groupby(
-            ["model", "pretrain_seed", "target", "policy", "regime", "seed"]
-        )
-    }
-    full_controls = {
-        key: group.sort_values("examples")
-        for key, group in rec[(rec["target"] == "none") & (rec["regime"] == "full")].groupby(
-            ["model", "pretrain_seed", "seed"]
-        )
-    }
-
-    def control_of(row):
-        if row.init == TRAINED or row.target == "none":
-            return None
-        if row.regime == "full":
-            options = {k: v for k, v in full_controls.items() if k[:2] == (row.model, row.pretrain_seed)}
-            curve = options.get((row.model, row.pretrain_seed, row.seed))
-        else:
-            matched = matched_control_of(row.target, row.policy)
-            if matched is None:
-                return None
-            key = (row.model, row.pretrain_seed, *matched, row.regime)
-            options = {k: v for k, v in controls.items() if k[:5] == key}
-            curve = options.get(key + (row.seed,))
-        return options[min(options)] if curve is None and options else curve
-
-    return control_of
-
-
 def add_control_crossings(summary: pd.DataFrame, curves: pd.DataFrame) -> pd.DataFrame:
     """``control_examples_lo`` / ``control_examples_hi``: each cell's crossing of ε measured against its matched
     control instead of its baseline, along the regular evaluations both curves share (docs/outputs.md)."""
     out = summary.copy()
-    control_of = _matched_controls(curves)
+    control_of = controls.matched_controls(curves)
     rec = curves[curves["kind"] == "recovery"]
     if "replay" in rec.columns:  # located crossings are the cell's alone: the shared evaluations are regular ones
         rec = rec[~flag(rec["replay"])]
