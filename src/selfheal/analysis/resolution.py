@@ -11,7 +11,7 @@ Per ε of the grid:
   matched control (the intact network retrained the same way) is within ε × ``DRIFT_TOLERANCE`` of the baseline
   (``crossing_drift``: the control's loss around the crossing / ``baseline_loss`` − 1, the largest in absolute
   value; around: of the control's two evaluations bracketing the crossing, the one farther from the baseline,
-  ``tables.control_loss_around``, since a crossing located between them reads the control at neither): the
+  ``controls.control_loss_around``, since a crossing located between them reads the control at neither): the
   retraining alone has then moved the network by less than a quarter of ε where the cost is read. Where no cell
   crossed ε there is no cost for the drift to move, and the whole run's largest move decides (``drift_worst``, from
   ``control_drift``: every evaluation of every matched control), as it does for a grid without matched controls'
@@ -118,12 +118,12 @@ def _crossings(cells: pd.DataFrame | None, usable: pd.DataFrame, regime: str | N
     rows = cells.merge(usable[["model", "pretrain_seed"]].drop_duplicates(), on=["model", "pretrain_seed"])
     if regime is not None and (rows["regime"] == regime).any():
         rows = rows[rows["regime"] == regime]
+    read = "control_loss_around" if "control_loss_around" in rows.columns else "control_loss"
     rows = rows[
         (rows["status"] == "recovered")
         & (rows["upper"].astype(float) > 0)
         & ~rows["is_control"].astype(bool)
-        & (rows["control_loss_around"] if "control_loss_around" in rows.columns else rows["control_loss"]).notna()
+        & rows[read].notna()
     ]
-    loss = rows["control_loss_around"] if "control_loss_around" in rows.columns else rows["control_loss"]
-    drift = loss.astype(float) / rows["baseline_loss"].astype(float) - 1
+    drift = rows[read].astype(float) / rows["baseline_loss"].astype(float) - 1
     return pd.DataFrame({"model": rows["model"], "threshold": rows["threshold"], "crossing_drift": drift})[columns]
